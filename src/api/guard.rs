@@ -1,0 +1,130 @@
+//! Authentication, permissions and rate limits for every API operation (decisions.md §2).
+
+use std::sync::Arc;
+
+use poem::http::{HeaderValue, Method};
+use poem::{Endpoint, IntoResponse, Request, Response};
+
+use super::error::{ApiError, into_json_response};
+use crate::app::AppState;
+use crate::domain::api_keys::{self, ApiKey, Permission};
+use crate::domain::rate_limit::{self, Window};
+use crate::domain::{DomainError, newsletters};
+
+/// The authenticated caller, available to operations as `Data<&Principal>`.
+#[derive(Debug, Clone)]
+pub struct Principal {
+    pub key: ApiKey,
+    pub newsletter_id: i64,
+}
+
+const HOUR: i64 = 3600;
+
+/// Which permission and which rate-limit bucket a request uses.
+fn classify(req: &Request) -> (Permission, &'static str) {
+    let bulk = req.uri().path().ends_with("/bulk_create");
+    match *req.method() {
+        Method::GET | Method::HEAD | Method::OPTIONS => (Permission::Read, "get"),
+        Method::DELETE => (Permission::Delete, "write"),
+        _ if bulk => (Permission::Write, "bulk"),
+        _ => (Permission::Write, "write"),
+    }
+}
+
+fn bearer_token(req: &Request) -> Option<String> {
+    let header = req.header("Authorization")?.trim();
+    let (scheme, token) = header.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim().to_string())
+}
+
+fn limit_headers(response: &mut Response, window: &Window) {
+    let headers = response.headers_mut();
+    headers.insert("X-RateLimit-Limit", HeaderValue::from(window.limit));
+    headers.insert("X-RateLimit-Remaining", HeaderValue::from(window.remaining));
+    headers.insert("X-RateLimit-Reset", HeaderValue::from(window.reset_at));
+}
+
+/// Authenticates and counts the request, then runs the operation.
+pub async fn guard<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Response> {
+    let state: Arc<AppState> = req
+        .data::<Arc<AppState>>()
+        .expect("app state is installed")
+        .clone();
+    let (permission, bucket) = classify(&req);
+    let token = bearer_token(&req);
+    let limits = state.rate_limits;
+    let writes = permission != Permission::Read;
+    let checked = state
+        .db
+        .run(
+            move |conn| -> Result<(Principal, Window, Result<(), DomainError>), DomainError> {
+                let token = token.ok_or_else(|| {
+                    DomainError::Unauthorized(
+                        "Missing API key: send Authorization: Bearer <API_KEY>".into(),
+                    )
+                })?;
+                let key = api_keys::authenticate(conn, &token)?;
+                let limit = match bucket {
+                    "get" => limits.get,
+                    "bulk" => limits.bulk,
+                    _ => limits.write,
+                };
+                let window =
+                    rate_limit::hit(conn, &format!("api:{bucket}:{}", key.id), HOUR, limit)?;
+                let allowed = api_keys::require(&key, permission).and_then(|()| {
+                    if writes {
+                        newsletters::get(conn, key.newsletter_id)?.ensure_writable()
+                    } else {
+                        Ok(())
+                    }
+                });
+                let newsletter_id = key.newsletter_id;
+                Ok((Principal { key, newsletter_id }, window, allowed))
+            },
+        )
+        .await;
+    let (principal, window) = match checked {
+        Ok((principal, window, Ok(()))) => (principal, window),
+        Ok((_, window, Err(refusal))) => {
+            let mut response = ApiError::from(refusal).into_response();
+            limit_headers(&mut response, &window);
+            return Ok(response);
+        }
+        Err(DomainError::RateLimited(window)) => {
+            let mut response = ApiError::from(DomainError::RateLimited(window)).into_response();
+            limit_headers(&mut response, &window);
+            response
+                .headers_mut()
+                .insert("Retry-After", HeaderValue::from(window.retry_after));
+            return Ok(response);
+        }
+        Err(e) => return Ok(ApiError::from(e).into_response()),
+    };
+    // Read the body here, bounded, so no operation ever buffers more than the limit (a
+    // missing Content-Length or a chunked upload included).
+    let body = req.take_body();
+    match body.into_bytes_limit(super::BODY_LIMIT).await {
+        Ok(bytes) => req.set_body(bytes),
+        Err(poem::error::ReadBodyError::PayloadTooLarge) => {
+            let mut response = ApiError::payload_too_large().into_response();
+            limit_headers(&mut response, &window);
+            return Ok(response);
+        }
+        Err(e) => {
+            return Ok(ApiError::bad_request(
+                "invalid_json",
+                format!("unreadable request body: {e}"),
+            )
+            .into_response());
+        }
+    }
+    req.extensions_mut().insert(principal);
+    let mut response = match ep.call(req).await {
+        Ok(output) => output.into_response(),
+        Err(err) => into_json_response(err),
+    };
+    limit_headers(&mut response, &window);
+    Ok(response)
+}

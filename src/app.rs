@@ -1,0 +1,165 @@
+//! `broadsheet serve`: opens the store, starts the job runner and serves the base host (account
+//! flows, dashboard, REST API) until Ctrl-C or SIGTERM.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use poem::listener::TcpListener;
+use poem::web::Data;
+use poem::web::Json;
+use poem::{EndpointExt, IntoResponse, Response, Route, Server, get, handler, http::StatusCode};
+
+use crate::config::ServeArgs;
+use crate::domain::newsletters::Tier;
+use crate::domain::secrets::ServerSecret;
+use crate::domain::urls::SiteUrls;
+use crate::jobs::{JobContext, Runner};
+use crate::mail::{SmtpSettings, Transport};
+use crate::store::{self, DataDirLock, Db, StoreError};
+
+/// Hourly request limits of the API's three buckets.
+#[derive(Debug, Clone, Copy)]
+pub struct RateLimits {
+    pub get: u32,
+    pub write: u32,
+    pub bulk: u32,
+}
+
+/// What every request handler shares.
+pub struct AppState {
+    pub db: Db,
+    pub urls: SiteUrls,
+    pub secret: ServerSecret,
+    pub default_tier: Tier,
+    pub rate_limits: RateLimits,
+}
+
+fn invalid(message: String) -> StoreError {
+    StoreError::Io(std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        message,
+    ))
+}
+
+/// Runs the server until a shutdown signal.
+pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
+    let _lock = DataDirLock::acquire(data_dir)?;
+    let default_tier = Tier::parse(&args.default_tier).ok_or_else(|| {
+        invalid(format!(
+            "--default-tier must be free, pending or paid, not {:?}",
+            args.default_tier
+        ))
+    })?;
+    let transport = match &args.smtp_url {
+        Some(url) => Transport::Smtp(SmtpSettings::parse(url).map_err(invalid)?),
+        None => Transport::Outbox(data_dir.join("outbox")),
+    };
+    let urls = SiteUrls::new(&args.base_url, &args.public_host);
+    let mail_from = match &args.mail_from {
+        Some(from) => ("Broadsheet".to_string(), from.clone()),
+        None => {
+            let host = url::Url::parse(&urls.base_url)
+                .ok()
+                .and_then(|u| u.host_str().map(str::to_string));
+            let domain = host
+                .filter(|h| h.contains('.'))
+                .unwrap_or_else(|| "localhost.localdomain".to_string());
+            ("Broadsheet".to_string(), format!("no-reply@{domain}"))
+        }
+    };
+
+    let db_path = store::database_path(data_dir);
+    let mut conn = store::open(&db_path)?;
+    for name in store::migrate(&mut conn)? {
+        eprintln!("store: applied migration {name}");
+    }
+    let secret = ServerSecret::load_or_create(&conn)?;
+    drop(conn);
+    let pool = store::open_pool(&db_path, 16)?;
+
+    let runner = Runner::start(
+        Arc::new(JobContext {
+            pool: pool.clone(),
+            transport: transport.clone(),
+            mail_from,
+            urls: urls.clone(),
+        }),
+        args.job_workers,
+        Duration::from_millis(args.job_poll_ms.max(10)),
+    )?;
+    let state = Arc::new(AppState {
+        db: Db::new(pool),
+        urls,
+        secret,
+        default_tier,
+        rate_limits: RateLimits {
+            get: args.rate_limit_get,
+            write: args.rate_limit_write,
+            bulk: args.rate_limit_bulk,
+        },
+    });
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let result = rt.block_on(async {
+        let app = Route::new()
+            .at("/up", get(up))
+            .nest("/api/v1", crate::api::routes())
+            .nest("/", crate::web::routes())
+            .data(state);
+        let listener = TcpListener::bind(args.listen.clone());
+        match &transport {
+            Transport::Outbox(dir) => {
+                eprintln!("mail: no --smtp-url, writing messages to {}", dir.display())
+            }
+            Transport::Smtp(s) => eprintln!("mail: sending through {}:{}", s.host, s.port),
+        }
+        eprintln!(
+            "broadsheet listening on http://{} (base URL {})",
+            args.listen, args.base_url
+        );
+        Server::new(listener)
+            .run_with_graceful_shutdown(app, shutdown_signal(), Some(Duration::from_secs(10)))
+            .await
+    });
+    runner.shutdown();
+    result.map_err(StoreError::Io)
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing a SIGTERM handler");
+        tokio::select! { _ = ctrl_c => {}, _ = term.recv() => {} }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+    eprintln!("broadsheet: shutting down");
+}
+
+/// `GET /up`: 200 `{"status":"ok"}` when the database answers, 503 otherwise.
+#[handler]
+async fn up(Data(state): Data<&Arc<AppState>>) -> Response {
+    let check = state
+        .db
+        .run(|conn| {
+            conn.query_row("SELECT 1", [], |r| r.get::<_, i64>(0))
+                .map_err(StoreError::from)
+        })
+        .await;
+    match check {
+        Ok(_) => Json(serde_json::json!({"status": "ok"})).into_response(),
+        Err(e) => {
+            eprintln!("up: database check failed: {e}");
+            Json(serde_json::json!({"status": "error"}))
+                .with_status(StatusCode::SERVICE_UNAVAILABLE)
+                .into_response()
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! Command-line flags and their `BROADSHEET_*` environment variables (decisions.md §1).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "broadsheet",
+    version,
+    about = "Self-hostable newsletter publishing: dashboard, public sites, REST API and webhooks in one binary",
+    long_about = "Broadsheet runs a newsletter service from one binary and one SQLite file.\n\n\
+                  Start it with `broadsheet serve`; everything else here is for the operator: \
+                  migrations, backups, tiers, imports. Every flag can also be set with an \
+                  environment variable BROADSHEET_<FLAG>, e.g. BROADSHEET_DATA_DIR.\n\n\
+                  Exit codes: 0 success, 1 failure, 2 bad usage, 3 not found, 4 the data \
+                  directory is held by a running server."
+)]
+pub struct Cli {
+    /// Directory holding broadsheet.db and the outbox/.
+    #[arg(
+        long,
+        global = true,
+        env = "BROADSHEET_DATA_DIR",
+        default_value = "./data"
+    )]
+    pub data_dir: PathBuf,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the web server, the public sites and the job runner in one process.
+    Serve(ServeArgs),
+    /// Apply pending database migrations and exit (serve also applies them at start).
+    Migrate,
+    /// Write a consistent copy of the database to FILE, even while serve runs.
+    Backup {
+        /// Where to write the backup (a single SQLite file).
+        file: PathBuf,
+    },
+    /// Replace the database with a backup made by `backup` (refuses while a server runs).
+    Restore {
+        /// The backup file to restore.
+        file: PathBuf,
+    },
+    /// Set a newsletter's tier: free (no sending), pending (payment pending) or paid.
+    Tier {
+        /// The newsletter's subdomain.
+        subdomain: String,
+        /// free, pending or paid.
+        tier: String,
+    },
+    /// Set a newsletter's status: active, paused (sending held) or cancelled (read-only).
+    Status {
+        /// The newsletter's subdomain.
+        subdomain: String,
+        /// active, paused or cancelled.
+        status: String,
+    },
+    /// Print the OpenAPI document of the REST API.
+    Openapi,
+}
+
+/// Flags of `serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address and port to listen on.
+    #[arg(long, env = "BROADSHEET_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: String,
+    /// The service origin as users reach it; the API is at {base_url}/api/v1.
+    #[arg(
+        long,
+        env = "BROADSHEET_BASE_URL",
+        default_value = "http://localhost:8080"
+    )]
+    pub base_url: String,
+    /// Newsletter sites answer at <subdomain>.<public-host>, with the scheme of --base-url.
+    #[arg(long, env = "BROADSHEET_PUBLIC_HOST", default_value = "localhost:8080")]
+    pub public_host: String,
+    /// smtp://[user:pass@]host:port (STARTTLS when offered) or smtps://... (TLS). Without it
+    /// mail is written to <data-dir>/outbox/*.eml and logged.
+    #[arg(long, env = "BROADSHEET_SMTP_URL")]
+    pub smtp_url: Option<String>,
+    /// From address of the service's own mail (confirmations, password resets).
+    #[arg(long, env = "BROADSHEET_MAIL_FROM")]
+    pub mail_from: Option<String>,
+    /// Tier of new newsletters: free, pending or paid.
+    #[arg(long, env = "BROADSHEET_DEFAULT_TIER", default_value = "free")]
+    pub default_tier: String,
+    /// How often the job runner looks for due work, in milliseconds.
+    #[arg(long, env = "BROADSHEET_JOB_POLL_MS", default_value_t = 1000)]
+    pub job_poll_ms: u64,
+    /// Job worker threads.
+    #[arg(long, env = "BROADSHEET_JOB_WORKERS", default_value_t = 4)]
+    pub job_workers: usize,
+    /// Webhook retry n (1..3) waits base * n^4 milliseconds.
+    #[arg(
+        long,
+        env = "BROADSHEET_WEBHOOK_RETRY_BASE_MS",
+        default_value_t = 30_000
+    )]
+    pub webhook_retry_base_ms: u64,
+    /// Timeout of one webhook delivery attempt, in milliseconds.
+    #[arg(long, env = "BROADSHEET_WEBHOOK_TIMEOUT_MS", default_value_t = 10_000)]
+    pub webhook_timeout_ms: u64,
+    /// Permit webhook URLs that resolve to loopback, private, link-local or unique-local addresses.
+    #[arg(long, env = "BROADSHEET_ALLOW_PRIVATE_WEBHOOKS")]
+    pub allow_private_webhooks: bool,
+    /// API GET requests per key per hour.
+    #[arg(long, env = "BROADSHEET_RATE_LIMIT_GET", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub rate_limit_get: u32,
+    /// API POST/PATCH/DELETE requests per key per hour.
+    #[arg(long, env = "BROADSHEET_RATE_LIMIT_WRITE", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    pub rate_limit_write: u32,
+    /// API bulk requests per key per hour.
+    #[arg(long, env = "BROADSHEET_RATE_LIMIT_BULK", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    pub rate_limit_bulk: u32,
+    /// DNS resolver (ip:port) used to verify custom domains; the system resolver by default.
+    #[arg(long, env = "BROADSHEET_DNS_SERVER")]
+    pub dns_server: Option<String>,
+    /// SMTP connections used in parallel when sending an issue.
+    #[arg(long, env = "BROADSHEET_SEND_CONCURRENCY", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub send_concurrency: u32,
+    /// Messages per second when sending an issue; 0 = unlimited.
+    #[arg(long, env = "BROADSHEET_SEND_RATE", default_value_t = 0)]
+    pub send_rate: u32,
+}

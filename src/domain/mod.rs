@@ -1,0 +1,193 @@
+//! Business rules, one module per resource. Every door (REST API, dashboard, public site,
+//! CLI, jobs) calls these functions; they take a database connection and plain values and
+//! know nothing of HTTP.
+
+pub mod accounts;
+pub mod api_keys;
+pub mod email;
+pub mod newsletters;
+pub mod rate_limit;
+pub mod secrets;
+pub mod urls;
+
+use std::collections::BTreeMap;
+
+use crate::store::StoreError;
+
+/// Field-level validation messages, e.g. `("email", "is invalid")`; shown on forms and in
+/// the API's `details`/`errors`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FieldErrors(Vec<(String, String)>);
+
+impl FieldErrors {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn add(&mut self, field: &str, message: impl Into<String>) {
+        self.0.push((field.to_string(), message.into()));
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// `Ok(())` when nothing was added, else a `validation_error`.
+    pub fn into_result(self) -> Result<(), DomainError> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(DomainError::Invalid(ErrorCode::ValidationError, self))
+        }
+    }
+
+    /// `{"field": ["message", ...]}`, for the API's `details`.
+    pub fn by_field(&self) -> BTreeMap<String, Vec<String>> {
+        let mut map: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (field, message) in &self.0 {
+            map.entry(field.clone()).or_default().push(message.clone());
+        }
+        map
+    }
+
+    /// Whole sentences ("Email is invalid"), for forms and the API's `errors`.
+    pub fn sentences(&self) -> Vec<String> {
+        self.0
+            .iter()
+            .map(|(field, message)| match field.as_str() {
+                "base" => message.clone(),
+                _ => format!("{} {}", humanize(field), message),
+            })
+            .collect()
+    }
+
+    pub fn single(field: &str, message: impl Into<String>) -> Self {
+        let mut errors = Self::new();
+        errors.add(field, message);
+        errors
+    }
+}
+
+/// "password_confirmation" -> "Password confirmation".
+fn humanize(field: &str) -> String {
+    let text = field.replace('_', " ");
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => text,
+    }
+}
+
+/// The stable machine-readable codes of the contract (decisions.md section 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCode {
+    ValidationError,
+    InvalidEmail,
+    InvalidState,
+    NoContent,
+    NoActiveSubscribers,
+    LimitReached,
+    NewsletterPaused,
+    NewsletterCancelled,
+    PaymentRequired,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::ValidationError => "validation_error",
+            ErrorCode::InvalidEmail => "invalid_email",
+            ErrorCode::InvalidState => "invalid_state",
+            ErrorCode::NoContent => "no_content",
+            ErrorCode::NoActiveSubscribers => "no_active_subscribers",
+            ErrorCode::LimitReached => "limit_reached",
+            ErrorCode::NewsletterPaused => "newsletter_paused",
+            ErrorCode::NewsletterCancelled => "newsletter_cancelled",
+            ErrorCode::PaymentRequired => "payment_required",
+        }
+    }
+}
+
+/// Why a domain operation did not happen. Each door maps it to its own answer once
+/// (`api::error`, `web::error`, the CLI's exit codes).
+#[derive(Debug)]
+pub enum DomainError {
+    /// Input failed validation; nothing changed.
+    Invalid(ErrorCode, FieldErrors),
+    /// The request is well-formed but a business rule refuses it now.
+    Rejected(ErrorCode, String),
+    /// No such record, or it belongs to someone else.
+    NotFound(&'static str),
+    /// Missing, unknown or revoked credentials.
+    Unauthorized(String),
+    /// Authenticated, but not allowed to do this.
+    Forbidden(String),
+    /// Too many attempts in the current window.
+    RateLimited(rate_limit::Window),
+    Store(StoreError),
+}
+
+impl DomainError {
+    pub fn invalid(field: &str, message: impl Into<String>) -> Self {
+        DomainError::Invalid(
+            ErrorCode::ValidationError,
+            FieldErrors::single(field, message),
+        )
+    }
+
+    pub fn rejected(code: ErrorCode, message: impl Into<String>) -> Self {
+        DomainError::Rejected(code, message.into())
+    }
+}
+
+impl std::fmt::Display for DomainError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DomainError::Invalid(_, fields) => write!(f, "{}", fields.sentences().join("; ")),
+            DomainError::Rejected(_, message) => write!(f, "{message}"),
+            DomainError::NotFound(what) => write!(f, "{what} not found"),
+            DomainError::Unauthorized(message) | DomainError::Forbidden(message) => {
+                write!(f, "{message}")
+            }
+            DomainError::RateLimited(_) => write!(f, "too many requests"),
+            DomainError::Store(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for DomainError {}
+
+impl From<StoreError> for DomainError {
+    fn from(e: StoreError) -> Self {
+        DomainError::Store(e)
+    }
+}
+
+impl From<rusqlite::Error> for DomainError {
+    fn from(e: rusqlite::Error) -> Self {
+        DomainError::Store(StoreError::Sqlite(e))
+    }
+}
+
+/// Shorthand for the result of a domain operation.
+pub type DomainResult<T> = Result<T, DomainError>;
+
+/// Trims a text field and checks its length in characters; `required` refuses empty.
+pub fn clean_text(
+    errors: &mut FieldErrors,
+    field: &str,
+    value: &str,
+    required: bool,
+    max_chars: usize,
+) -> String {
+    let value = value.trim().to_string();
+    if required && value.is_empty() {
+        errors.add(field, "can't be blank");
+    } else if value.chars().count() > max_chars {
+        errors.add(
+            field,
+            format!("is too long (maximum is {max_chars} characters)"),
+        );
+    }
+    value
+}

@@ -1,0 +1,73 @@
+//! Fixed-window counters kept in SQLite (so a restart does not reset them): sign-in
+//! throttling per client address and the API's per-key hourly buckets.
+
+use rusqlite::Connection;
+
+use super::{DomainError, DomainResult};
+
+/// The state of one bucket after counting a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    pub limit: u32,
+    pub remaining: u32,
+    /// Unix seconds at which the window ends and the count starts again.
+    pub reset_at: i64,
+    /// Seconds until `reset_at`, at least 1.
+    pub retry_after: i64,
+}
+
+/// Counts one hit on `bucket` in the current window of `window_secs`; refuses with
+/// `RateLimited` once `limit` hits were already counted (refused hits do not count).
+pub fn hit(conn: &Connection, bucket: &str, window_secs: i64, limit: u32) -> DomainResult<Window> {
+    const COUNT: &str = "INSERT INTO rate_counters (bucket, window_start, count) VALUES (?1, ?2, 1)
+         ON CONFLICT (bucket, window_start) DO UPDATE SET count = count + 1
+         WHERE count < ?3
+         RETURNING count";
+    const PRUNE: &str = "DELETE FROM rate_counters WHERE bucket = ?1 AND window_start < ?2";
+    let now = crate::clock::now().unix_timestamp();
+    let window_start = now - now.rem_euclid(window_secs);
+    let reset_at = window_start + window_secs;
+    let counted: Option<u32> = {
+        let mut stmt = conn.prepare_cached(COUNT)?;
+        let mut rows = stmt.query((bucket, window_start, limit))?;
+        rows.next()?.map(|row| row.get(0)).transpose()?
+    };
+    let window = |used: u32| Window {
+        limit,
+        remaining: limit.saturating_sub(used),
+        reset_at,
+        retry_after: (reset_at - now).max(1),
+    };
+    match counted {
+        Some(used) if used <= limit => {
+            if used == 1 {
+                conn.execute(PRUNE, (bucket, window_start))?;
+            }
+            Ok(window(used))
+        }
+        _ => Err(DomainError::RateLimited(window(limit))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_up_to_the_limit_then_refuses() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        crate::store::migrate(&mut conn).unwrap();
+        for expected_remaining in (0..3).rev() {
+            let w = hit(&conn, "t", 3600, 3).unwrap();
+            assert_eq!(w.remaining, expected_remaining);
+        }
+        match hit(&conn, "t", 3600, 3) {
+            Err(DomainError::RateLimited(w)) => assert!(w.retry_after >= 1 && w.remaining == 0),
+            other => panic!("expected RateLimited, got {other:?}"),
+        }
+        assert!(
+            hit(&conn, "other", 3600, 3).is_ok(),
+            "buckets are independent"
+        );
+    }
+}

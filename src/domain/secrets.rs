@@ -1,0 +1,86 @@
+//! Random tokens and the server secret. Tokens given out (sessions, mailed links, API keys)
+//! are stored only as SHA-256 hashes; the server secret signs CSRF tokens and tracking links.
+
+use hmac::{Hmac, KeyInit, Mac};
+use rand::RngCore;
+use rusqlite::{Connection, OptionalExtension};
+use sha2::{Digest, Sha256};
+
+use crate::store::StoreError;
+
+/// `bytes` random bytes from the OS-seeded CSPRNG, hex encoded.
+pub fn random_hex(bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    rand::rng().fill_bytes(&mut buf);
+    hex::encode(buf)
+}
+
+/// Lowercase hex SHA-256, the stored form of every token.
+pub fn sha256_hex(value: &str) -> String {
+    hex::encode(Sha256::digest(value.as_bytes()))
+}
+
+/// Compares two strings in time independent of where they differ.
+pub fn constant_time_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The per-installation signing key, created on first start and kept in `settings`.
+#[derive(Clone)]
+pub struct ServerSecret(Vec<u8>);
+
+impl ServerSecret {
+    /// Loads the secret, creating it once.
+    pub fn load_or_create(conn: &Connection) -> Result<Self, StoreError> {
+        const SELECT: &str = "SELECT value FROM settings WHERE key = 'server_secret'";
+        const INSERT: &str = "INSERT INTO settings (key, value) VALUES ('server_secret', ?1) ON CONFLICT (key) DO NOTHING";
+        let existing: Option<String> = conn.query_row(SELECT, [], |r| r.get(0)).optional()?;
+        let hex_value = match existing {
+            Some(value) => value,
+            None => {
+                conn.execute(INSERT, [random_hex(32)])?;
+                conn.query_row(SELECT, [], |r| r.get(0))?
+            }
+        };
+        Ok(ServerSecret(hex::decode(hex_value).unwrap_or_default()))
+    }
+
+    #[cfg(test)]
+    pub fn for_tests(bytes: &[u8]) -> Self {
+        ServerSecret(bytes.to_vec())
+    }
+
+    /// Lowercase hex HMAC-SHA256 of `purpose` and `value`, so a signature made for one use
+    /// is worthless for another.
+    pub fn sign(&self, purpose: &str, value: &str) -> String {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes any key length");
+        mac.update(purpose.as_bytes());
+        mac.update(b"\0");
+        mac.update(value.as_bytes());
+        hex::encode(mac.finalize().into_bytes())
+    }
+
+    pub fn verify(&self, purpose: &str, value: &str, signature: &str) -> bool {
+        constant_time_eq(&self.sign(purpose, value), signature)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signatures_are_bound_to_purpose_and_value() {
+        let secret = ServerSecret::for_tests(b"k");
+        let sig = secret.sign("csrf", "abc");
+        assert!(secret.verify("csrf", "abc", &sig));
+        assert!(!secret.verify("click", "abc", &sig));
+        assert!(!secret.verify("csrf", "abd", &sig));
+        assert_eq!(random_hex(16).len(), 32);
+        assert_ne!(random_hex(16), random_hex(16));
+    }
+}

@@ -1,0 +1,132 @@
+//! The in-process job runner: worker threads poll the `jobs` table, claim due jobs atomically
+//! and run them by kind (one file per kind); failures are retried with backoff, and jobs a
+//! crash interrupted are picked up again at start.
+
+pub mod queue;
+pub mod send_mail;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::domain::urls::SiteUrls;
+use crate::mail::Transport;
+use crate::store::Pool;
+
+/// What job kinds need from the running service.
+pub struct JobContext {
+    pub pool: Pool,
+    pub transport: Transport,
+    /// The From of the service's own mail (account confirmation, password reset).
+    pub mail_from: (String, String),
+    pub urls: SiteUrls,
+}
+
+/// How a job run ended.
+pub enum Outcome {
+    Done,
+    /// Try again after the kind's backoff.
+    Retry(String),
+    /// Give up now.
+    Fail(String),
+}
+
+/// Runs one claimed job by its kind.
+fn dispatch(ctx: &JobContext, rt: &tokio::runtime::Runtime, job: &queue::Job) -> Outcome {
+    match job.kind.as_str() {
+        send_mail::KIND => send_mail::run(ctx, rt, job),
+        other => Outcome::Fail(format!("unknown job kind {other:?}")),
+    }
+}
+
+/// The running workers; dropping does not stop them, [`Runner::shutdown`] does.
+pub struct Runner {
+    stop: Arc<AtomicBool>,
+    handles: Vec<JoinHandle<()>>,
+}
+
+impl Runner {
+    /// Requeues interrupted jobs, then starts `workers` threads polling every `poll`.
+    pub fn start(
+        ctx: Arc<JobContext>,
+        workers: usize,
+        poll: Duration,
+    ) -> Result<Self, crate::store::StoreError> {
+        let requeued = queue::requeue_interrupted(&*ctx.pool.get()?)?;
+        if requeued > 0 {
+            eprintln!("jobs: requeued {requeued} job(s) interrupted by the last shutdown");
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let handles = (0..workers.max(1))
+            .map(|n| {
+                let (ctx, stop) = (ctx.clone(), stop.clone());
+                std::thread::Builder::new()
+                    .name(format!("jobs-{n}"))
+                    .spawn(move || work(&ctx, &stop, poll))
+                    .expect("spawning a job worker thread")
+            })
+            .collect();
+        Ok(Runner { stop, handles })
+    }
+
+    pub fn shutdown(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for handle in self.handles {
+            let _ = handle.join();
+        }
+    }
+}
+
+fn work(ctx: &JobContext, stop: &AtomicBool, poll: Duration) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("building a job worker runtime");
+    while !stop.load(Ordering::SeqCst) {
+        match claim(ctx) {
+            Ok(Some(job)) => finish(ctx, &job, dispatch(ctx, &rt, &job)),
+            Ok(None) => std::thread::sleep(poll),
+            Err(e) => {
+                eprintln!("jobs: cannot claim work: {e}");
+                std::thread::sleep(poll);
+            }
+        }
+    }
+}
+
+fn claim(ctx: &JobContext) -> Result<Option<queue::Job>, crate::store::StoreError> {
+    queue::claim_due(&*ctx.pool.get()?)
+}
+
+fn finish(ctx: &JobContext, job: &queue::Job, outcome: Outcome) {
+    let result = ctx
+        .pool
+        .get()
+        .map_err(crate::store::StoreError::from)
+        .and_then(|conn| match &outcome {
+            Outcome::Done => queue::mark_done(&conn, job.id),
+            Outcome::Retry(error) => {
+                eprintln!(
+                    "jobs: {} #{} attempt {} failed, will retry: {error}",
+                    job.kind, job.id, job.attempts
+                );
+                queue::mark_failed(
+                    &conn,
+                    job,
+                    error,
+                    Some(queue::default_backoff(job.attempts)),
+                )
+            }
+            Outcome::Fail(error) => {
+                eprintln!("jobs: {} #{} failed: {error}", job.kind, job.id);
+                queue::mark_failed(&conn, job, error, None)
+            }
+        });
+    if let Err(e) = result {
+        eprintln!(
+            "jobs: cannot record the outcome of {} #{}: {e}",
+            job.kind, job.id
+        );
+    }
+}

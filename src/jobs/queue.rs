@@ -1,0 +1,157 @@
+//! The job table: enqueue inside the caller's transaction (so work is recorded with the change
+//! that caused it), claim atomically, finish, or retry with backoff.
+
+use rusqlite::{Connection, OptionalExtension};
+use serde::Serialize;
+use time::Duration;
+
+use crate::clock;
+use crate::store::StoreError;
+
+/// A claimed job, as the runner sees it.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub id: i64,
+    pub kind: String,
+    pub payload: String,
+    pub attempts: i64,
+    pub max_attempts: i64,
+}
+
+/// Records a job due at once.
+pub fn enqueue<P: Serialize>(
+    conn: &Connection,
+    kind: &str,
+    payload: &P,
+) -> Result<i64, StoreError> {
+    enqueue_at(conn, kind, payload, clock::now(), 5)
+}
+
+/// Records a job due at `run_at`, tried at most `max_attempts` times.
+pub fn enqueue_at<P: Serialize>(
+    conn: &Connection,
+    kind: &str,
+    payload: &P,
+    run_at: time::OffsetDateTime,
+    max_attempts: i64,
+) -> Result<i64, StoreError> {
+    const INSERT: &str =
+        "INSERT INTO jobs (kind, payload, run_at, max_attempts, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?5)";
+    let payload = serde_json::to_string(payload).expect("job payloads serialise");
+    conn.execute(
+        INSERT,
+        (
+            kind,
+            payload,
+            clock::format(run_at),
+            max_attempts,
+            clock::now_string(),
+        ),
+    )?;
+    Ok(conn.last_insert_rowid())
+}
+
+/// Takes the oldest due job and marks it running, in one statement so two runners never
+/// take the same job.
+pub fn claim_due(conn: &Connection) -> Result<Option<Job>, StoreError> {
+    const CLAIM: &str = "UPDATE jobs SET state = 'running', attempts = attempts + 1, updated_at = ?1
+         WHERE id = (SELECT id FROM jobs WHERE state = 'queued' AND run_at <= ?1 ORDER BY run_at, id LIMIT 1)
+         RETURNING id, kind, payload, attempts, max_attempts";
+    let now = clock::now_string();
+    Ok(conn
+        .query_row(CLAIM, [&now], |row| {
+            Ok(Job {
+                id: row.get(0)?,
+                kind: row.get(1)?,
+                payload: row.get(2)?,
+                attempts: row.get(3)?,
+                max_attempts: row.get(4)?,
+            })
+        })
+        .optional()?)
+}
+
+pub fn mark_done(conn: &Connection, id: i64) -> Result<(), StoreError> {
+    const DONE: &str =
+        "UPDATE jobs SET state = 'done', last_error = NULL, updated_at = ?2 WHERE id = ?1";
+    conn.execute(DONE, (id, clock::now_string()))?;
+    Ok(())
+}
+
+/// Puts a failed job back in the queue after `backoff`, or marks it failed for good when it
+/// has used its attempts or the failure is permanent.
+pub fn mark_failed(
+    conn: &Connection,
+    job: &Job,
+    error: &str,
+    retry_after: Option<Duration>,
+) -> Result<(), StoreError> {
+    const RETRY: &str = "UPDATE jobs SET state = 'queued', run_at = ?2, last_error = ?3, updated_at = ?4 WHERE id = ?1";
+    const FAIL: &str =
+        "UPDATE jobs SET state = 'failed', last_error = ?2, updated_at = ?3 WHERE id = ?1";
+    let now = clock::now();
+    match retry_after {
+        Some(wait) if job.attempts < job.max_attempts => {
+            conn.execute(
+                RETRY,
+                (job.id, clock::format(now + wait), error, clock::format(now)),
+            )?;
+        }
+        _ => {
+            conn.execute(FAIL, (job.id, error, clock::format(now)))?;
+        }
+    }
+    Ok(())
+}
+
+/// Jobs a crashed process left `running` go back to the queue; called once at start, before
+/// the runner claims anything (only one server holds the data directory).
+pub fn requeue_interrupted(conn: &Connection) -> Result<usize, StoreError> {
+    const REQUEUE: &str =
+        "UPDATE jobs SET state = 'queued', updated_at = ?1 WHERE state = 'running'";
+    Ok(conn.execute(REQUEUE, [clock::now_string()])?)
+}
+
+/// Exponential backoff for generic jobs: 10 s, 40 s, 2.5 min, 10 min, ... capped at 1 hour.
+pub fn default_backoff(attempts: i64) -> Duration {
+    let secs = 10i64.saturating_mul(4i64.saturating_pow(attempts.clamp(1, 8) as u32 - 1));
+    Duration::seconds(secs.min(3600))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn db() -> Connection {
+        let mut conn = Connection::open_in_memory().unwrap();
+        crate::store::migrate(&mut conn).unwrap();
+        conn
+    }
+
+    #[test]
+    fn claims_once_retries_and_recovers_interrupted() {
+        let conn = db();
+        let id = enqueue(&conn, "send_mail", &serde_json::json!({"to": "a@b.co"})).unwrap();
+        let job = claim_due(&conn).unwrap().expect("due job");
+        assert_eq!((job.id, job.attempts), (id, 1));
+        assert!(
+            claim_due(&conn).unwrap().is_none(),
+            "a running job is not claimed twice"
+        );
+
+        mark_failed(&conn, &job, "boom", Some(Duration::seconds(-1))).unwrap();
+        let again = claim_due(&conn).unwrap().expect("retried job is due");
+        assert_eq!(again.attempts, 2);
+
+        assert_eq!(requeue_interrupted(&conn).unwrap(), 1);
+        let third = claim_due(&conn).unwrap().unwrap();
+        mark_failed(&conn, &third, "permanent", None).unwrap();
+        let state: String = conn
+            .query_row("SELECT state FROM jobs WHERE id = ?1", [id], |r| r.get(0))
+            .unwrap();
+        assert_eq!(state, "failed");
+        assert_eq!(default_backoff(1), Duration::seconds(10));
+        assert_eq!(default_backoff(30), Duration::seconds(3600));
+    }
+}

@@ -1,0 +1,54 @@
+//! The mail an account receives from the service itself: e-mail confirmation and password
+//! reset. Short, plain, with the link in both parts.
+
+use maud::{DOCTYPE, html};
+
+/// Subject, text and HTML of one account message.
+pub struct AccountMessage {
+    pub subject: String,
+    pub text: String,
+    pub html: String,
+    pub link: String,
+}
+
+fn message(subject: &str, intro: &str, action: &str, link: &str, outro: &str) -> AccountMessage {
+    let text = format!("{intro}\n\n{action}:\n{link}\n\n{outro}\n\n-- \nBroadsheet\n");
+    let html = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head { meta charset="utf-8"; title { (subject) } }
+            body style="font-family: system-ui, sans-serif; color: #1d2330; max-width: 36rem; margin: 0 auto; padding: 1.5rem;" {
+                p { (intro) }
+                p { a href=(link) style="display:inline-block;background:#1d4ed8;color:#fff;padding:.6rem 1rem;border-radius:6px;text-decoration:none;" { (action) } }
+                p style="font-size: .9em; color: #555;" { "Or paste this address into your browser: " br; (link) }
+                p style="font-size: .9em; color: #555;" { (outro) }
+            }
+        }
+    };
+    AccountMessage {
+        subject: subject.to_string(),
+        text,
+        html: html.into_string(),
+        link: link.to_string(),
+    }
+}
+
+pub fn confirmation(link: &str) -> AccountMessage {
+    message(
+        "Confirm your Broadsheet account",
+        "Welcome to Broadsheet! Please confirm your e-mail address to finish creating your account.",
+        "Confirm my e-mail address",
+        link,
+        "The link works once and expires in 24 hours. If you did not sign up, ignore this message.",
+    )
+}
+
+pub fn password_reset(link: &str) -> AccountMessage {
+    message(
+        "Reset your Broadsheet password",
+        "Someone (hopefully you) asked to reset the password of your Broadsheet account.",
+        "Choose a new password",
+        link,
+        "The link works once and expires in 1 hour. If you did not ask for this, ignore this message: your password stays as it is.",
+    )
+}

@@ -1,0 +1,127 @@
+//! Outgoing mail: rendering messages to MIME and handing them to a transport (an SMTP server
+//! through mail-send, or the `.eml` outbox that makes a fresh install work with no mail server).
+
+pub mod account;
+mod smtp;
+
+use std::path::PathBuf;
+
+use mail_send::mail_builder::MessageBuilder;
+use serde::{Deserialize, Serialize};
+
+pub use smtp::{SmtpConnection, SmtpSettings};
+
+/// A message ready to render: sender, one recipient, both bodies and extra headers.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OutgoingMail {
+    pub from_name: String,
+    pub from_email: String,
+    pub to: String,
+    pub subject: String,
+    pub text: String,
+    pub html: String,
+    /// Extra headers such as `List-Unsubscribe`, in order.
+    #[serde(default)]
+    pub headers: Vec<(String, String)>,
+    /// Without angle brackets; generated when absent.
+    #[serde(default)]
+    pub message_id: Option<String>,
+    /// The link the reader is meant to follow, logged by the outbox transport.
+    #[serde(default)]
+    pub primary_link: Option<String>,
+}
+
+impl OutgoingMail {
+    /// The message as MIME bytes: multipart/alternative with text and HTML.
+    pub fn to_mime(&self) -> Vec<u8> {
+        let message_id = self.message_id.clone().unwrap_or_else(|| {
+            let domain = self
+                .from_email
+                .rsplit_once('@')
+                .map(|(_, d)| d)
+                .unwrap_or("localhost");
+            format!("{}@{}", crate::domain::secrets::random_hex(16), domain)
+        });
+        let mut builder = MessageBuilder::new()
+            .from((self.from_name.as_str(), self.from_email.as_str()))
+            .to(self.to.as_str())
+            .subject(self.subject.as_str())
+            .date(crate::clock::now().unix_timestamp())
+            .message_id(message_id)
+            .text_body(self.text.as_str())
+            .html_body(self.html.as_str());
+        for (name, value) in &self.headers {
+            builder = builder.header(
+                name.as_str(),
+                mail_send::mail_builder::headers::raw::Raw::new(value.as_str()),
+            );
+        }
+        builder
+            .write_to_vec()
+            .expect("writing to a Vec cannot fail")
+    }
+}
+
+/// Why a message was not accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MailError {
+    /// The server refused for good (5xx): do not retry; the address bounces.
+    Permanent(String),
+    /// Worth trying again later (4xx, timeouts, connection trouble).
+    Temporary(String),
+}
+
+impl std::fmt::Display for MailError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MailError::Permanent(e) => write!(f, "permanent failure: {e}"),
+            MailError::Temporary(e) => write!(f, "temporary failure: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for MailError {}
+
+/// Where mail goes: `--smtp-url`, or the outbox under the data directory.
+#[derive(Debug, Clone)]
+pub enum Transport {
+    Smtp(SmtpSettings),
+    Outbox(PathBuf),
+}
+
+impl Transport {
+    /// Sends one message on a connection of its own (account mail; bulk sending keeps an
+    /// [`SmtpConnection`] open instead).
+    pub async fn send(&self, mail: &OutgoingMail) -> Result<(), MailError> {
+        match self {
+            Transport::Smtp(settings) => {
+                let mut connection = SmtpConnection::open(settings).await?;
+                let result = connection.send(mail).await;
+                connection.close().await;
+                result
+            }
+            Transport::Outbox(dir) => write_to_outbox(dir, mail),
+        }
+    }
+}
+
+/// Writes `<dir>/<timestamp>-<random>.eml` and logs its path and link.
+fn write_to_outbox(dir: &std::path::Path, mail: &OutgoingMail) -> Result<(), MailError> {
+    std::fs::create_dir_all(dir).map_err(|e| MailError::Temporary(e.to_string()))?;
+    let name = format!(
+        "{}-{}.eml",
+        crate::clock::now().unix_timestamp_nanos(),
+        crate::domain::secrets::random_hex(4)
+    );
+    let path = dir.join(name);
+    std::fs::write(&path, mail.to_mime()).map_err(|e| MailError::Temporary(e.to_string()))?;
+    match &mail.primary_link {
+        Some(link) => eprintln!(
+            "outbox: wrote {} to {} (link: {link})",
+            path.display(),
+            mail.to
+        ),
+        None => eprintln!("outbox: wrote {} to {}", path.display(), mail.to),
+    }
+    Ok(())
+}

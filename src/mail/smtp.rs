@@ -1,0 +1,189 @@
+//! SMTP delivery through mail-send: URL parsing, connection set-up (plain, STARTTLS or
+//! implicit TLS) and the mapping of server replies to permanent or temporary failures.
+
+use std::time::Duration;
+
+use mail_send::SmtpClientBuilder;
+use mail_send::smtp::message::Message;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+
+use super::{MailError, OutgoingMail};
+
+type TlsStream = tokio_rustls::client::TlsStream<TcpStream>;
+
+/// How to reach the SMTP server, from `--smtp-url`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SmtpSettings {
+    pub host: String,
+    pub port: u16,
+    pub security: Security,
+    pub credentials: Option<(String, String)>,
+    pub timeout: Duration,
+}
+
+/// `smtp://` upgrades with STARTTLS when the server offers it and stays plain otherwise (a
+/// local relay); `smtps://` is TLS from the first byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Security {
+    Opportunistic,
+    ImplicitTls,
+}
+
+impl SmtpSettings {
+    /// Parses `smtp://[user:pass@]host[:port]` (default port 25; `smtps` 465).
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let url = url::Url::parse(raw).map_err(|e| format!("invalid SMTP URL {raw:?}: {e}"))?;
+        let security = match url.scheme() {
+            "smtp" => Security::Opportunistic,
+            "smtps" => Security::ImplicitTls,
+            other => {
+                return Err(format!(
+                    "SMTP URL scheme must be smtp or smtps, not {other:?}"
+                ));
+            }
+        };
+        let host = url
+            .host_str()
+            .filter(|h| !h.is_empty())
+            .ok_or_else(|| format!("SMTP URL {raw:?} has no host"))?
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        let port = url.port().unwrap_or(match security {
+            Security::ImplicitTls => 465,
+            Security::Opportunistic => 25,
+        });
+        let decode = |s: &str| {
+            url::form_urlencoded::parse(format!("x={s}").as_bytes())
+                .next()
+                .map(|(_, v)| v.into_owned())
+                .unwrap_or_default()
+        };
+        let credentials = (!url.username().is_empty())
+            .then(|| (decode(url.username()), decode(url.password().unwrap_or(""))));
+        Ok(SmtpSettings {
+            host,
+            port,
+            security,
+            credentials,
+            timeout: Duration::from_secs(30),
+        })
+    }
+
+    fn builder(&self) -> SmtpClientBuilder<String> {
+        let connector = mail_send::smtp::tls::build_tls_connector(false).unwrap_or_else(|e| {
+            eprintln!("smtp: no platform certificate store ({e}); TLS will fail to verify");
+            mail_send::smtp::tls::build_tls_connector(true).expect("dummy verifier always builds")
+        });
+        let mut builder =
+            SmtpClientBuilder::new_with_tls_connector(self.host.clone(), self.port, connector)
+                .implicit_tls(self.security == Security::ImplicitTls)
+                .timeout(self.timeout);
+        if let Some((user, pass)) = &self.credentials {
+            builder = builder.credentials((user.clone(), pass.clone()));
+        }
+        builder
+    }
+}
+
+/// An open, authenticated SMTP session; reused for many messages when sending an issue.
+pub enum SmtpConnection {
+    Plain(mail_send::SmtpClient<TcpStream>),
+    Tls(mail_send::SmtpClient<TlsStream>),
+}
+
+impl SmtpConnection {
+    pub async fn open(settings: &SmtpSettings) -> Result<Self, MailError> {
+        let builder = settings.builder();
+        match settings.security {
+            Security::ImplicitTls => builder
+                .connect()
+                .await
+                .map(SmtpConnection::Tls)
+                .map_err(classify),
+            Security::Opportunistic => match builder.connect().await {
+                Ok(client) => Ok(SmtpConnection::Tls(client)),
+                Err(mail_send::Error::MissingStartTls) => builder
+                    .connect_plain()
+                    .await
+                    .map(SmtpConnection::Plain)
+                    .map_err(classify),
+                Err(e) => Err(classify(e)),
+            },
+        }
+    }
+
+    /// Sends one message; on a refusal the session is reset so it can carry the next one.
+    pub async fn send(&mut self, mail: &OutgoingMail) -> Result<(), MailError> {
+        let body = mail.to_mime();
+        match self {
+            SmtpConnection::Plain(client) => send_on(client, mail, body).await,
+            SmtpConnection::Tls(client) => send_on(client, mail, body).await,
+        }
+    }
+
+    pub async fn close(self) {
+        let _ = match self {
+            SmtpConnection::Plain(client) => client.quit().await,
+            SmtpConnection::Tls(client) => client.quit().await,
+        };
+    }
+}
+
+async fn send_on<T: AsyncRead + AsyncWrite + Unpin>(
+    client: &mut mail_send::SmtpClient<T>,
+    mail: &OutgoingMail,
+    body: Vec<u8>,
+) -> Result<(), MailError> {
+    let message = Message::new(mail.from_email.as_str(), [mail.to.as_str()], body);
+    match client.send(message).await {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let error = classify(e);
+            if matches!(error, MailError::Permanent(_)) || is_reply_error(&error) {
+                let _ = client.rset().await;
+            }
+            Err(error)
+        }
+    }
+}
+
+fn is_reply_error(error: &MailError) -> bool {
+    matches!(error, MailError::Temporary(message) if message.starts_with("server replied"))
+}
+
+/// 5xx replies are permanent; 4xx replies, timeouts and broken connections are temporary.
+fn classify(error: mail_send::Error) -> MailError {
+    match error {
+        mail_send::Error::UnexpectedReply(reply)
+        | mail_send::Error::AuthenticationFailed(reply) => {
+            let text = format!("server replied {} {}", reply.code(), reply.message());
+            if (500..600).contains(&reply.code()) {
+                MailError::Permanent(text)
+            } else {
+                MailError::Temporary(text)
+            }
+        }
+        other => MailError::Temporary(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_smtp_urls() {
+        let s = SmtpSettings::parse("smtp://127.0.0.1:2525").unwrap();
+        assert_eq!(
+            (s.host.as_str(), s.port, s.security, s.credentials),
+            ("127.0.0.1", 2525, Security::Opportunistic, None)
+        );
+        let s = SmtpSettings::parse("smtps://me%40x.com:p%3Ass@mail.example.com").unwrap();
+        assert_eq!(s.port, 465);
+        assert_eq!(s.credentials, Some(("me@x.com".into(), "p:ss".into())));
+        assert!(SmtpSettings::parse("http://x").is_err());
+        assert!(SmtpSettings::parse("smtp://").is_err());
+    }
+}

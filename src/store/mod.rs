@@ -1,0 +1,148 @@
+//! The SQLite store: connection pool, pragmas, embedded migrations, the data-dir lock and
+//! online backup. SQL that belongs to one resource lives beside the domain function that runs
+//! it; this module owns only what every caller shares.
+
+mod backup;
+mod lock;
+mod migrations;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use r2d2_sqlite::SqliteConnectionManager;
+use rusqlite::{Connection, Transaction, TransactionBehavior};
+
+pub use backup::{backup_to, restore_from};
+pub use lock::DataDirLock;
+pub use migrations::{MIGRATIONS, migrate};
+
+pub type Pool = r2d2::Pool<SqliteConnectionManager>;
+pub type PooledConnection = r2d2::PooledConnection<SqliteConnectionManager>;
+
+/// Everything that can go wrong below the domain layer.
+#[derive(Debug)]
+pub enum StoreError {
+    Sqlite(rusqlite::Error),
+    Pool(r2d2::Error),
+    Io(std::io::Error),
+    /// Another process (a running `serve`) holds the data directory.
+    Locked(PathBuf),
+    /// The blocking task running the query was cancelled or panicked.
+    Task(String),
+}
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreError::Sqlite(e) => write!(f, "database error: {e}"),
+            StoreError::Pool(e) => write!(f, "database pool error: {e}"),
+            StoreError::Io(e) => write!(f, "i/o error: {e}"),
+            StoreError::Locked(p) => write!(
+                f,
+                "the data directory is in use by a running server (lock {} is held); stop it first",
+                p.display()
+            ),
+            StoreError::Task(e) => write!(f, "database task failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError::Sqlite(e)
+    }
+}
+impl From<r2d2::Error> for StoreError {
+    fn from(e: r2d2::Error) -> Self {
+        StoreError::Pool(e)
+    }
+}
+impl From<std::io::Error> for StoreError {
+    fn from(e: std::io::Error) -> Self {
+        StoreError::Io(e)
+    }
+}
+
+/// The database file inside a data directory.
+pub fn database_path(data_dir: &Path) -> PathBuf {
+    data_dir.join("broadsheet.db")
+}
+
+/// Per-connection settings: WAL and `synchronous=FULL` so an acknowledged write survives a
+/// crash or power loss, foreign keys enforced, and a busy timeout so writers queue.
+fn configure(conn: &mut Connection) -> rusqlite::Result<()> {
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    conn.busy_timeout(Duration::from_secs(10))?;
+    Ok(())
+}
+
+/// Opens one configured connection (for the CLI and migrations).
+pub fn open(path: &Path) -> Result<Connection, StoreError> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut conn = Connection::open(path)?;
+    configure(&mut conn)?;
+    Ok(conn)
+}
+
+/// Opens the pool the server shares between requests and the job runner.
+pub fn open_pool(path: &Path, size: u32) -> Result<Pool, StoreError> {
+    // Creating the file (and switching it to WAL) once up front keeps pool start-up simple.
+    drop(open(path)?);
+    let manager = SqliteConnectionManager::file(path).with_init(configure);
+    Ok(r2d2::Pool::builder().max_size(size).build(manager)?)
+}
+
+/// Runs `f` in a write transaction started with `BEGIN IMMEDIATE`, so a transaction that
+/// reads and then writes never fails with SQLITE_BUSY half-way; commits when `f` succeeds.
+pub fn write_tx<T, E>(
+    conn: &mut Connection,
+    f: impl FnOnce(&Transaction<'_>) -> Result<T, E>,
+) -> Result<T, E>
+where
+    E: From<StoreError>,
+{
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| E::from(StoreError::from(e)))?;
+    let value = f(&tx)?;
+    tx.commit().map_err(|e| E::from(StoreError::from(e)))?;
+    Ok(value)
+}
+
+/// The pool, usable from async handlers: runs blocking database work off the executor.
+#[derive(Clone)]
+pub struct Db {
+    pool: Pool,
+}
+
+impl Db {
+    pub fn new(pool: Pool) -> Self {
+        Db { pool }
+    }
+
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// Checks out a connection and runs `f` on a blocking thread.
+    pub async fn run<T, E, F>(&self, f: F) -> Result<T, E>
+    where
+        F: FnOnce(&mut Connection) -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
+        let pool = self.pool.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut conn = pool.get().map_err(|e| E::from(StoreError::from(e)))?;
+            f(&mut conn)
+        })
+        .await
+        .map_err(|e| E::from(StoreError::Task(e.to_string())))?
+    }
+}

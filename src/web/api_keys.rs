@@ -1,0 +1,169 @@
+//! API keys in the dashboard: list, create (the key is shown once), revoke.
+
+use maud::{Markup, html};
+use poem::web::{Data, Path};
+use poem::{Body, Request, handler, http::StatusCode};
+
+use super::layout::{csrf_field, errors, field, page};
+use super::newsletters::{owned, parse_id};
+use super::{Ctx, FormData, State, WebResult, invalid_fields, render, see_other};
+use crate::domain::FieldErrors;
+use crate::domain::api_keys::{self, Permission};
+use crate::domain::newsletters::Newsletter;
+
+#[handler]
+pub async fn index(req: &Request, Path(id): Path<String>, Data(state): Data<&State>) -> WebResult {
+    let ctx = Ctx::load(req, state).await?;
+    let n = owned(&ctx, state, &id).await?;
+    let nid = n.id;
+    let keys = state.db.run(move |conn| api_keys::list(conn, nid)).await?;
+    render(
+        StatusCode::OK,
+        page(
+            &ctx,
+            "API keys",
+            false,
+            html! {
+                p { a href={ "/newsletters/" (n.id) } { "← " (n.name) } }
+                h1 { "API keys" }
+                p.muted { "Keys let scripts use the REST API at " code { (state.urls.service("/api/v1")) } ". Each key acts on this newsletter only." }
+                @if keys.is_empty() {
+                    p { "No keys yet." }
+                } @else {
+                    div.table-wrap { table {
+                        thead { tr { th { "Name" } th { "Prefix" } th { "Permissions" } th { "Created" } th { "Last used" } th {} } }
+                        tbody {
+                            @for key in &keys {
+                                tr {
+                                    td { (key.name) }
+                                    td { code { (key.prefix) } }
+                                    td { (key.permissions.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(", ")) }
+                                    td { (key.created_at) }
+                                    td { (key.last_used_at.as_deref().unwrap_or("never")) }
+                                    td {
+                                        form.inline method="post" action={ "/newsletters/" (n.id) "/api_keys/" (key.id) } {
+                                            (csrf_field(&ctx))
+                                            input type="hidden" name="_method" value="delete";
+                                            button.danger type="submit" { "Revoke" }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    } }
+                }
+                p { a.button href={ "/newsletters/" (n.id) "/api_keys/new" } { "New API key" } }
+            },
+        ),
+    )
+}
+
+fn new_page(
+    ctx: &Ctx,
+    n: &Newsletter,
+    name: &str,
+    chosen: &[String],
+    problems: &FieldErrors,
+) -> Markup {
+    page(
+        ctx,
+        "New API key",
+        true,
+        html! {
+            p { a href={ "/newsletters/" (n.id) "/api_keys" } { "← API keys" } }
+            h1 { "New API key" }
+            (errors(problems))
+            form.stack method="post" action={ "/newsletters/" (n.id) "/api_keys" } {
+                (csrf_field(ctx))
+                (field("Name", "text", "api_key[name]", name, "off", true))
+                fieldset {
+                    legend { "Permissions" }
+                    @for p in Permission::ALL {
+                        label.check {
+                            input type="checkbox" name="api_key[permissions][]" value=(p.as_str()) checked[chosen.iter().any(|c| c == p.as_str())];
+                            (p.as_str())
+                        }
+                    }
+                }
+                button type="submit" { "Create key" }
+            }
+        },
+    )
+}
+
+#[handler]
+pub async fn new_form(
+    req: &Request,
+    Path(id): Path<String>,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let ctx = Ctx::load(req, state).await?;
+    let n = owned(&ctx, state, &id).await?;
+    render(
+        StatusCode::OK,
+        new_page(&ctx, &n, "", &["read".to_string()], &FieldErrors::new()),
+    )
+}
+
+#[handler]
+pub async fn create(
+    req: &Request,
+    Path(id): Path<String>,
+    body: Body,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let form = FormData::read(body).await?;
+    let ctx = Ctx::load_verified(req, state, &form).await?;
+    let n = owned(&ctx, state, &id).await?;
+    let (name, chosen) = (
+        form.get("api_key[name]").to_string(),
+        form.all("api_key[permissions][]"),
+    );
+    let (nid, key_name, permissions) = (n.id, name.clone(), chosen.clone());
+    match state
+        .db
+        .run(move |conn| api_keys::create(conn, nid, &key_name, &permissions))
+        .await
+    {
+        Ok((key, secret)) => render(
+            StatusCode::OK,
+            page(
+                &ctx,
+                "Your new API key",
+                true,
+                html! {
+                    h1 { "Your new API key" }
+                    p { strong { "Copy it now: " } "this is the only time the full key is shown. Broadsheet keeps only a hash of it." }
+                    code.key id="api-key" { (secret) }
+                    p.muted { "Name: " (key.name) " · Permissions: " (key.permissions.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(", ")) }
+                    p { "Try it: " }
+                    pre.panel { "curl -H \"Authorization: Bearer " (secret) "\" " (state.urls.service("/api/v1/newsletter")) }
+                    p { a.button href={ "/newsletters/" (n.id) "/api_keys" } { "Done" } }
+                },
+            ),
+        ),
+        Err(e) => render(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            new_page(&ctx, &n, &name, &chosen, &invalid_fields(e)?),
+        ),
+    }
+}
+
+#[handler]
+pub async fn revoke(
+    req: &Request,
+    Path((id, key_id)): Path<(String, String)>,
+    body: Body,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let form = FormData::read(body).await?;
+    let ctx = Ctx::load_verified(req, state, &form).await?;
+    let n = owned(&ctx, state, &id).await?;
+    let (nid, key_id) = (n.id, parse_id(&key_id)?);
+    state
+        .db
+        .run(move |conn| api_keys::revoke(conn, nid, key_id))
+        .await?;
+    ctx.notice_next(req, "The key is revoked: it no longer works.");
+    see_other(&format!("/newsletters/{nid}/api_keys"))
+}

@@ -1,0 +1,212 @@
+//! The browser side of the service on the base host: account flows, onboarding and the
+//! dashboard. Handlers parse the form, call the domain layer, and render maud pages.
+
+mod accounts;
+mod api_keys;
+mod csrf;
+mod form;
+mod layout;
+mod newsletters;
+mod session;
+
+use std::sync::Arc;
+
+use poem::http::StatusCode;
+use poem::middleware::CookieJarManager;
+use poem::web::Redirect;
+use poem::{EndpointExt, IntoResponse, Response, Route, get, post};
+
+use crate::app::AppState;
+use crate::domain::DomainError;
+
+pub use form::FormData;
+pub use session::Ctx;
+
+/// The base host's browser routes.
+pub fn routes() -> impl poem::Endpoint {
+    Route::new()
+        .at("/", get(accounts::home))
+        .at("/signup", get(accounts::signup_form).post(accounts::signup))
+        .at(
+            "/email_confirmation_pending",
+            get(accounts::confirmation_pending),
+        )
+        .at("/email_confirmations/:token", get(accounts::confirm))
+        .at(
+            "/email_confirmation_required",
+            get(accounts::confirmation_required),
+        )
+        .at("/email_confirmation", post(accounts::resend_confirmation))
+        .at("/session/new", get(accounts::sign_in_form))
+        .at(
+            "/session",
+            post(accounts::session_post).delete(accounts::sign_out),
+        )
+        .at("/passwords/new", get(accounts::password_reset_form))
+        .at("/passwords", post(accounts::request_password_reset))
+        .at("/passwords/:token/edit", get(accounts::new_password_form))
+        .at(
+            "/passwords/:token",
+            post(accounts::set_password).patch(accounts::set_password),
+        )
+        .at(
+            "/newsletters",
+            get(newsletters::index).post(newsletters::create),
+        )
+        .at("/newsletters/new", get(newsletters::new_form))
+        .at("/newsletters/:id", get(newsletters::show))
+        .at(
+            "/newsletters/:id/setup_frequency",
+            get(newsletters::frequency_form),
+        )
+        .at(
+            "/newsletters/:id/apply_frequency",
+            post(newsletters::apply_frequency),
+        )
+        .at(
+            "/newsletters/:id/preference/edit",
+            get(newsletters::preference_form),
+        )
+        .at(
+            "/newsletters/:id/preference",
+            post(newsletters::update_preference).patch(newsletters::update_preference),
+        )
+        .at(
+            "/newsletters/:id/api_keys",
+            get(api_keys::index).post(api_keys::create),
+        )
+        .at("/newsletters/:id/api_keys/new", get(api_keys::new_form))
+        .at(
+            "/newsletters/:id/api_keys/:key_id",
+            post(api_keys::revoke).delete(api_keys::revoke),
+        )
+        .at("/assets/app.css", get(stylesheet))
+        .with(CookieJarManager::new())
+}
+
+#[poem::handler]
+fn stylesheet() -> Response {
+    Response::builder()
+        .content_type("text/css; charset=utf-8")
+        .header("Cache-Control", "public, max-age=3600")
+        .body(include_str!("../../assets/app.css"))
+}
+
+/// Why a browser request did not get its page; mapped to a response once, here.
+#[derive(Debug)]
+pub enum WebError {
+    /// The page needs a signed-in user: back to the sign-in form.
+    SignInRequired,
+    /// The CSRF token is missing or wrong.
+    BadCsrfToken,
+    NotFound,
+    /// The request body is not a readable form (too large, not UTF-8).
+    BadForm(String),
+    TooManyRequests(i64),
+    Forbidden(String),
+    Internal(String),
+}
+
+impl std::fmt::Display for WebError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+impl std::error::Error for WebError {}
+
+impl From<DomainError> for WebError {
+    /// Errors a handler did not turn into a form with messages. Validation errors are
+    /// rendered by the handler itself, so reaching here with one is a bad request.
+    fn from(e: DomainError) -> Self {
+        match e {
+            DomainError::NotFound(_) => WebError::NotFound,
+            DomainError::RateLimited(window) => WebError::TooManyRequests(window.retry_after),
+            DomainError::Forbidden(message) | DomainError::Unauthorized(message) => {
+                WebError::Forbidden(message)
+            }
+            DomainError::Rejected(crate::domain::ErrorCode::NewsletterCancelled, message) => {
+                WebError::Forbidden(message)
+            }
+            DomainError::Invalid(..) | DomainError::Rejected(..) => {
+                WebError::BadForm(e.to_string())
+            }
+            DomainError::Store(e) => WebError::Internal(e.to_string()),
+        }
+    }
+}
+
+impl From<crate::store::StoreError> for WebError {
+    fn from(e: crate::store::StoreError) -> Self {
+        WebError::Internal(e.to_string())
+    }
+}
+
+impl poem::error::ResponseError for WebError {
+    fn status(&self) -> StatusCode {
+        match self {
+            WebError::SignInRequired => StatusCode::SEE_OTHER,
+            WebError::BadCsrfToken | WebError::Forbidden(_) => StatusCode::FORBIDDEN,
+            WebError::NotFound => StatusCode::NOT_FOUND,
+            WebError::BadForm(_) => StatusCode::BAD_REQUEST,
+            WebError::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
+            WebError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn as_response(&self) -> Response {
+        let (title, message) = match self {
+            WebError::SignInRequired => return Redirect::see_other("/session/new").into_response(),
+            WebError::BadCsrfToken => (
+                "Form expired",
+                "This form's security token is missing or out of date. Go back, reload the page and try again.".to_string(),
+            ),
+            WebError::NotFound => ("Not found", "There is nothing here, or it is not yours to see.".to_string()),
+            WebError::BadForm(m) => ("Bad request", m.clone()),
+            WebError::TooManyRequests(secs) => (
+                "Too many attempts",
+                format!("Too many attempts from your address. Please wait {secs} seconds and try again."),
+            ),
+            WebError::Forbidden(m) => ("Not allowed", m.clone()),
+            WebError::Internal(detail) => {
+                eprintln!("web: internal error: {detail}");
+                ("Something went wrong", "The server could not finish this request. Please try again.".to_string())
+            }
+        };
+        let mut response = layout::error_page(title, &message).into_response();
+        response.set_status(self.status());
+        if let WebError::TooManyRequests(secs) = self {
+            response.headers_mut().insert(
+                "Retry-After",
+                secs.to_string().parse().expect("digits are a valid header"),
+            );
+        }
+        response
+    }
+}
+
+/// Shorthand for handler results.
+pub type WebResult = Result<Response, WebError>;
+
+/// A 303 to `path`, the answer to a successful form post.
+pub fn see_other(path: &str) -> WebResult {
+    Ok(Redirect::see_other(path).into_response())
+}
+
+/// Renders `markup` with `status` (422 for a form shown again with messages).
+pub fn render(status: StatusCode, markup: maud::Markup) -> WebResult {
+    let mut response = markup.into_response();
+    response.set_status(status);
+    Ok(response)
+}
+
+/// A validation failure becomes the messages to show on the form; anything else stays an error.
+pub fn invalid_fields(e: DomainError) -> Result<crate::domain::FieldErrors, WebError> {
+    match e {
+        DomainError::Invalid(_, fields) => Ok(fields),
+        other => Err(other.into()),
+    }
+}
+
+/// State handed to every handler.
+pub type State = Arc<AppState>;

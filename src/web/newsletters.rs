@@ -1,0 +1,318 @@
+//! Newsletter creation, the onboarding steps and the newsletter's home in the dashboard.
+
+use maud::{Markup, html};
+use poem::web::{Data, Path};
+use poem::{Body, Request, handler, http::StatusCode};
+
+use super::layout::{csrf_field, errors, field, page};
+use super::{Ctx, FormData, State, WebError, WebResult, invalid_fields, render, see_other};
+use crate::domain::FieldErrors;
+use crate::domain::newsletters::{
+    self, ContentTone, Frequency, NewNewsletter, Newsletter, NewsletterLength, Preferences,
+};
+
+/// Path ids that are not numbers are simply not found.
+pub fn parse_id(raw: &str) -> Result<i64, WebError> {
+    raw.parse().map_err(|_| WebError::NotFound)
+}
+
+/// The signed-in user's newsletter `raw_id`, or 404.
+pub async fn owned(ctx: &Ctx, state: &State, raw_id: &str) -> Result<Newsletter, WebError> {
+    let (owner, id) = (ctx.user()?.id, parse_id(raw_id)?);
+    Ok(state
+        .db
+        .run(move |conn| newsletters::get_owned(conn, owner, id))
+        .await?)
+}
+
+#[handler]
+pub async fn index(req: &Request, Data(state): Data<&State>) -> WebResult {
+    let ctx = Ctx::load(req, state).await?;
+    let owner = ctx.user()?.id;
+    let list = state
+        .db
+        .run(move |conn| newsletters::list_owned(conn, owner))
+        .await?;
+    render(
+        StatusCode::OK,
+        page(
+            &ctx,
+            "Your newsletters",
+            false,
+            html! {
+                h1 { "Your newsletters" }
+                @if list.is_empty() {
+                    p { "You have no newsletter yet. Create the first one: it takes a minute." }
+                } @else {
+                    ul.cards {
+                        @for n in &list {
+                            li {
+                                a href={ "/newsletters/" (n.id) } { strong { (n.name) } }
+                                br;
+                                span.muted { (n.links(&state.urls).home) }
+                            }
+                        }
+                    }
+                }
+                p { a.button href="/newsletters/new" { "New newsletter" } }
+            },
+        ),
+    )
+}
+
+fn new_page(ctx: &Ctx, form: &NewNewsletter, problems: &FieldErrors) -> Markup {
+    page(
+        ctx,
+        "New newsletter",
+        true,
+        html! {
+            h1 { "New newsletter" }
+            (errors(problems))
+            form.stack method="post" action="/newsletters" {
+                (csrf_field(ctx))
+                (field("Name", "text", "newsletter[name]", &form.name, "off", true))
+                (field("Tagline", "text", "newsletter[tagline]", &form.tagline, "off", false))
+                (field("Keywords (comma-separated)", "text", "newsletter[keywords]", &form.keywords, "off", false))
+                (field("From name", "text", "newsletter[from_name]", &form.from_name, "name", false))
+                (field("From e-mail address", "email", "newsletter[from_email]", &form.from_email, "email", false))
+                button type="submit" { "Create newsletter" }
+            }
+        },
+    )
+}
+
+#[handler]
+pub async fn new_form(req: &Request, Data(state): Data<&State>) -> WebResult {
+    let ctx = Ctx::load(req, state).await?;
+    ctx.user()?;
+    render(
+        StatusCode::OK,
+        new_page(&ctx, &NewNewsletter::default(), &FieldErrors::new()),
+    )
+}
+
+#[handler]
+pub async fn create(req: &Request, body: Body, Data(state): Data<&State>) -> WebResult {
+    let form = FormData::read(body).await?;
+    let ctx = Ctx::load_verified(req, state, &form).await?;
+    let owner = ctx.user()?.id;
+    let input = NewNewsletter {
+        name: form.get("newsletter[name]").to_string(),
+        tagline: form.get("newsletter[tagline]").to_string(),
+        keywords: form.get("newsletter[keywords]").to_string(),
+        from_name: form.get("newsletter[from_name]").to_string(),
+        from_email: form.get("newsletter[from_email]").to_string(),
+    };
+    let (attempt, tier) = (input.clone(), state.default_tier);
+    match state
+        .db
+        .run(move |conn| newsletters::create(conn, owner, &attempt, tier))
+        .await
+    {
+        Ok(n) => see_other(&format!("/newsletters/{}/setup_frequency", n.id)),
+        Err(e) => render(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            new_page(&ctx, &input, &invalid_fields(e)?),
+        ),
+    }
+}
+
+fn frequency_page(ctx: &Ctx, n: &Newsletter, problems: &FieldErrors) -> Markup {
+    page(
+        ctx,
+        "How often will you publish?",
+        true,
+        html! {
+            h1 { "How often will you publish?" }
+            p.muted { "Scheduled issues default to the next slot, at 09:00 UTC. You can change this later." }
+            (errors(problems))
+            form.stack method="post" action={ "/newsletters/" (n.id) "/apply_frequency" } {
+                (csrf_field(ctx))
+                fieldset {
+                    legend { "Frequency" }
+                    @for f in Frequency::ALL {
+                        label.check {
+                            input type="radio" name="frequency" value=(f.as_str()) checked[n.frequency == Some(*f)] required;
+                            (f.describe())
+                        }
+                    }
+                }
+                button type="submit" { "Continue" }
+            }
+        },
+    )
+}
+
+#[handler]
+pub async fn frequency_form(
+    req: &Request,
+    Path(id): Path<String>,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let ctx = Ctx::load(req, state).await?;
+    let n = owned(&ctx, state, &id).await?;
+    render(
+        StatusCode::OK,
+        frequency_page(&ctx, &n, &FieldErrors::new()),
+    )
+}
+
+#[handler]
+pub async fn apply_frequency(
+    req: &Request,
+    Path(id): Path<String>,
+    body: Body,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let form = FormData::read(body).await?;
+    let ctx = Ctx::load_verified(req, state, &form).await?;
+    let n = owned(&ctx, state, &id).await?;
+    let (owner, nid, choice) = (n.owner_id, n.id, form.get("frequency").to_string());
+    match state
+        .db
+        .run(move |conn| newsletters::apply_frequency(conn, owner, nid, &choice))
+        .await
+    {
+        Ok(n) => see_other(&format!("/newsletters/{}/preference/edit", n.id)),
+        Err(e) => render(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            frequency_page(&ctx, &n, &invalid_fields(e)?),
+        ),
+    }
+}
+
+fn select(label: &str, name: &str, options: &[&str], chosen: &str) -> Markup {
+    html! {
+        label {
+            (label)
+            select name=(name) required {
+                option value="" { "Choose…" }
+                @for o in options {
+                    option value=(o) selected[*o == chosen] { (o) }
+                }
+            }
+        }
+    }
+}
+
+fn preference_page(
+    ctx: &Ctx,
+    n: &Newsletter,
+    form: &Preferences,
+    problems: &FieldErrors,
+) -> Markup {
+    let tones: Vec<&str> = ContentTone::ALL.iter().map(|t| t.as_str()).collect();
+    let lengths: Vec<&str> = NewsletterLength::ALL.iter().map(|l| l.as_str()).collect();
+    page(
+        ctx,
+        "Your audience and voice",
+        true,
+        html! {
+            h1 { "Your audience and voice" }
+            (errors(problems))
+            form.stack method="post" action={ "/newsletters/" (n.id) "/preference" } {
+                (csrf_field(ctx))
+                input type="hidden" name="_method" value="patch";
+                label {
+                    "Who is it for? (up to 500 characters)"
+                    textarea name="newsletter_preference[target_audience]" rows="3" maxlength="500" { (form.target_audience) }
+                }
+                (select("Tone", "newsletter_preference[content_tone]", &tones, &form.content_tone))
+                (select("Length of an issue", "newsletter_preference[newsletter_length]", &lengths, &form.newsletter_length))
+                button type="submit" { "Finish and go live" }
+            }
+        },
+    )
+}
+
+fn current_preferences(n: &Newsletter) -> Preferences {
+    Preferences {
+        target_audience: n.target_audience.clone().unwrap_or_default(),
+        content_tone: n
+            .content_tone
+            .map(|t| t.as_str().to_string())
+            .unwrap_or_default(),
+        newsletter_length: n
+            .newsletter_length
+            .map(|l| l.as_str().to_string())
+            .unwrap_or_default(),
+    }
+}
+
+#[handler]
+pub async fn preference_form(
+    req: &Request,
+    Path(id): Path<String>,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let ctx = Ctx::load(req, state).await?;
+    let n = owned(&ctx, state, &id).await?;
+    render(
+        StatusCode::OK,
+        preference_page(&ctx, &n, &current_preferences(&n), &FieldErrors::new()),
+    )
+}
+
+#[handler]
+pub async fn update_preference(
+    req: &Request,
+    Path(id): Path<String>,
+    body: Body,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let form = FormData::read(body).await?;
+    let ctx = Ctx::load_verified(req, state, &form).await?;
+    let n = owned(&ctx, state, &id).await?;
+    let input = Preferences {
+        target_audience: form
+            .get("newsletter_preference[target_audience]")
+            .to_string(),
+        content_tone: form.get("newsletter_preference[content_tone]").to_string(),
+        newsletter_length: form
+            .get("newsletter_preference[newsletter_length]")
+            .to_string(),
+    };
+    let (owner, nid, attempt) = (n.owner_id, n.id, input.clone());
+    match state
+        .db
+        .run(move |conn| newsletters::update_preferences(conn, owner, nid, &attempt))
+        .await
+    {
+        Ok(n) => {
+            ctx.notice_next(req, "Your newsletter is live.");
+            see_other(&format!("/newsletters/{}", n.id))
+        }
+        Err(e) => render(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            preference_page(&ctx, &n, &input, &invalid_fields(e)?),
+        ),
+    }
+}
+
+#[handler]
+pub async fn show(req: &Request, Path(id): Path<String>, Data(state): Data<&State>) -> WebResult {
+    let ctx = Ctx::load(req, state).await?;
+    let n = owned(&ctx, state, &id).await?;
+    let links = n.links(&state.urls);
+    render(
+        StatusCode::OK,
+        page(
+            &ctx,
+            &n.name,
+            false,
+            html! {
+                h1 { (n.name) }
+                @if !n.tagline.is_empty() { p.muted { (n.tagline) } }
+                div.panel {
+                    p { "Public site: " @if n.live_at.is_some() { a href=(links.home) { (links.home) } } @else { (links.home) " (live once the " a href={ "/newsletters/" (n.id) "/preference/edit" } { "preferences" } " are set)" } }
+                    p { "Subdomain: " code { (n.subdomain) } " · Status: " strong { (n.status) } " · Tier: " strong { (n.tier) } }
+                    p { "Frequency: " (n.frequency.map(|f| f.describe()).unwrap_or("not set")) " · " a href={ "/newsletters/" (n.id) "/setup_frequency" } { "change" } }
+                }
+                h2 { "Manage" }
+                ul {
+                    li { a href={ "/newsletters/" (n.id) "/api_keys" } { "API keys" } " — for scripts and the REST API" }
+                }
+            },
+        ),
+    )
+}
