@@ -14,3 +14,4 @@ pub mod jobs;
 pub mod mail;
 pub mod store;
 pub mod web;
+pub mod webhooks;

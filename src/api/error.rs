@@ -49,6 +49,9 @@ pub enum ApiError {
     /// No such resource for this key's newsletter.
     #[oai(status = 404)]
     NotFound(Json<ErrorBody>),
+    /// The path exists but not with this method.
+    #[oai(status = 405)]
+    MethodNotAllowed(Json<ErrorBody>),
     /// The body is larger than 2 MiB.
     #[oai(status = 413)]
     PayloadTooLarge(Json<ErrorBody>),
@@ -153,49 +156,38 @@ fn capitalise(text: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Turns any error that escaped a handler (poem's routing, poem-openapi's parsing, the size
-/// limit) into the contract's JSON body; errors that already carry a response pass through.
+/// Turns any error that escaped a handler (poem's routing, poem-openapi's parsing) into the
+/// contract's JSON body; errors that already carry a response pass through. The guard has
+/// already answered malformed JSON with 400, so a payload that fails to parse here is
+/// well-formed JSON of the wrong shape: a 422.
 pub fn into_json_response(err: poem::Error) -> Response {
+    use poem_openapi::error::{ParseParamError, ParsePathError, ParseRequestPayloadError};
     if err.is_from_response() {
         return err.into_response();
     }
-    let status = err.status();
     let message = err.to_string();
-    let error = match status {
-        StatusCode::NOT_FOUND => ApiError::not_found("No such API endpoint"),
-        StatusCode::METHOD_NOT_ALLOWED => {
-            return poem::web::Json(serde_json::json!({
-                "error": { "code": "method_not_allowed", "message": "This endpoint does not accept that method", "details": {} }
-            }))
-            .with_status(StatusCode::METHOD_NOT_ALLOWED)
-            .into_response();
-        }
-        StatusCode::UNAUTHORIZED => ApiError::unauthorized("Missing or invalid API key"),
-        StatusCode::PAYLOAD_TOO_LARGE => ApiError::payload_too_large(),
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => {
-            ApiError::bad_request("invalid_json", "Send the body as application/json")
-        }
-        s if s.is_client_error() && message.contains("parse request payload") => {
-            if message.contains("EOF")
-                || message.contains("expected")
-                || message.contains("key must be")
-                || message.contains("trailing")
-            {
-                ApiError::bad_request("invalid_json", message)
-            } else {
-                let mut fields = FieldErrors::new();
-                fields.add("base", message);
-                ApiError::validation(&fields)
+    let error = if let Some(e) = err.downcast_ref::<ParseRequestPayloadError>() {
+        ApiError::validation(&FieldErrors::single("body", e.reason.clone()))
+    } else if let Some(e) = err.downcast_ref::<ParseParamError>() {
+        ApiError::validation(&FieldErrors::single(e.name, e.reason.clone()))
+    } else if err.downcast_ref::<ParsePathError>().is_some() {
+        ApiError::not_found("No such resource")
+    } else {
+        match err.status() {
+            StatusCode::NOT_FOUND => ApiError::not_found("No such API endpoint"),
+            StatusCode::METHOD_NOT_ALLOWED => ApiError::MethodNotAllowed(body(
+                "method_not_allowed",
+                "This endpoint does not accept that method",
+                None,
+            )),
+            StatusCode::UNAUTHORIZED => ApiError::unauthorized("Missing or invalid API key"),
+            StatusCode::PAYLOAD_TOO_LARGE => ApiError::payload_too_large(),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::bad_request("invalid_json", "Send the body as application/json"),
+            s if s.is_client_error() => ApiError::validation(&FieldErrors::single("base", message)),
+            _ => {
+                eprintln!("api: unhandled error: {message}");
+                ApiError::internal()
             }
-        }
-        s if s.is_client_error() => {
-            let mut fields = FieldErrors::new();
-            fields.add("base", message);
-            ApiError::validation(&fields)
-        }
-        _ => {
-            eprintln!("api: unhandled error: {message}");
-            ApiError::internal()
         }
     };
     error.into_response()

@@ -4,10 +4,11 @@ use poem::web::Data;
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, Object, OpenApi, Tags};
 
-use super::{ApiError, ApiKeyAuth, Principal};
-use crate::app::AppState;
+use super::{ApiError, ApiKeyAuth, Principal, State};
 use crate::domain::newsletters::{self, Newsletter};
+use crate::domain::stats;
 use crate::domain::urls::SiteUrls;
+use crate::domain::{DomainError, DomainResult};
 
 #[derive(Tags)]
 enum ApiTags {
@@ -85,30 +86,152 @@ pub enum NewsletterResponse {
     Ok(Json<NewsletterEnvelope>),
 }
 
+/// Fields `PATCH /newsletter` may change; absent fields stay as they are.
+#[derive(Debug, Object)]
+pub struct NewsletterPatch {
+    pub name: Option<String>,
+    pub tagline: Option<String>,
+    pub sender_name: Option<String>,
+    pub sender_email: Option<String>,
+}
+
+#[derive(Debug, Object)]
+pub struct SubscriberStats {
+    pub total: i64,
+    pub active: i64,
+    pub unsubscribed: i64,
+    pub bounced: i64,
+    /// New subscribers minus unsubscribes in the last 30 days.
+    pub growth_last_30_days: i64,
+}
+
+#[derive(Debug, Object)]
+pub struct IssueStats {
+    pub total: i64,
+    pub sent_last_30_days: i64,
+}
+
+#[derive(Debug, Object)]
+pub struct Last30Days {
+    pub emails_sent: i64,
+    pub opens: i64,
+    pub clicks: i64,
+}
+
+#[derive(Debug, Object)]
+pub struct Engagement {
+    /// Percentage (0-100, one decimal) of delivered e-mails opened.
+    pub average_open_rate: f64,
+    /// Percentage (0-100, one decimal) of delivered e-mails with at least one click.
+    pub average_click_rate: f64,
+    pub last_30_days: Last30Days,
+}
+
+#[derive(Debug, Object)]
+pub struct TopIssue {
+    pub id: i64,
+    pub subject: String,
+    pub open_rate: f64,
+    pub click_rate: f64,
+}
+
+#[derive(Debug, Object)]
+pub struct StatsObject {
+    pub subscribers: SubscriberStats,
+    pub issues: IssueStats,
+    pub engagement: Engagement,
+    /// Up to 5 sent issues by open rate.
+    pub top_issues: Vec<TopIssue>,
+}
+
+impl From<stats::Stats> for StatsObject {
+    fn from(s: stats::Stats) -> Self {
+        StatsObject {
+            subscribers: SubscriberStats {
+                total: s.subscribers.total,
+                active: s.subscribers.active,
+                unsubscribed: s.subscribers.unsubscribed,
+                bounced: s.subscribers.bounced,
+                growth_last_30_days: s.subscribers.growth_last_30_days,
+            },
+            issues: IssueStats { total: s.issues.total, sent_last_30_days: s.issues.sent_last_30_days },
+            engagement: Engagement {
+                average_open_rate: s.engagement.average_open_rate,
+                average_click_rate: s.engagement.average_click_rate,
+                last_30_days: Last30Days {
+                    emails_sent: s.engagement.last_30_days.emails_sent,
+                    opens: s.engagement.last_30_days.opens,
+                    clicks: s.engagement.last_30_days.clicks,
+                },
+            },
+            top_issues: s
+                .top_issues
+                .into_iter()
+                .map(|t| TopIssue { id: t.id, subject: t.subject, open_rate: t.open_rate, click_rate: t.click_rate })
+                .collect(),
+        }
+    }
+}
+
+/// `{"data": Stats}`.
+#[derive(Debug, Object)]
+pub struct StatsEnvelope {
+    pub data: StatsObject,
+}
+
+#[derive(ApiResponse)]
+pub enum StatsResponse {
+    #[oai(status = 200)]
+    Ok(Json<StatsEnvelope>),
+}
+
+/// The newsletter with its counts, as every newsletter answer shows it.
+fn load(conn: &rusqlite::Connection, id: i64) -> DomainResult<(Newsletter, (i64, i64))> {
+    Ok((newsletters::get(conn, id)?, newsletters::counts(conn, id)?))
+}
+
+fn envelope(state: &State, (n, counts): (Newsletter, (i64, i64))) -> NewsletterResponse {
+    NewsletterResponse::Ok(Json(NewsletterEnvelope { data: NewsletterObject::new(&n, counts, &state.urls) }))
+}
+
 pub struct NewsletterApi;
 
 #[OpenApi(tag = "ApiTags::Newsletter")]
 impl NewsletterApi {
     /// The newsletter this API key belongs to.
     #[oai(path = "/newsletter", method = "get", operation_id = "getNewsletter")]
-    async fn get_newsletter(
+    async fn get_newsletter(&self, _auth: ApiKeyAuth, Data(p): Data<&Principal>, Data(state): Data<&State>) -> Result<NewsletterResponse, ApiError> {
+        let id = p.newsletter_id;
+        Ok(envelope(state, state.db.run(move |conn| load(conn, id)).await?))
+    }
+
+    /// Changes the name, tagline or sender; answers like `GET /newsletter`.
+    #[oai(path = "/newsletter", method = "patch", operation_id = "updateNewsletter")]
+    async fn update_newsletter(
         &self,
         _auth: ApiKeyAuth,
-        Data(principal): Data<&Principal>,
-        Data(state): Data<&std::sync::Arc<AppState>>,
+        body: Json<NewsletterPatch>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
     ) -> Result<NewsletterResponse, ApiError> {
-        let id = principal.newsletter_id;
-        let (n, counts) = state
+        let id = p.newsletter_id;
+        let Json(patch) = body;
+        let changes = newsletters::Details { name: patch.name, tagline: patch.tagline, sender_name: patch.sender_name, sender_email: patch.sender_email };
+        let loaded = state
             .db
             .run(move |conn| {
-                Ok::<_, crate::domain::DomainError>((
-                    newsletters::get(conn, id)?,
-                    newsletters::counts(conn, id)?,
-                ))
+                newsletters::update_details(conn, id, &changes)?;
+                load(conn, id)
             })
             .await?;
-        Ok(NewsletterResponse::Ok(Json(NewsletterEnvelope {
-            data: NewsletterObject::new(&n, counts, &state.urls),
-        })))
+        Ok(envelope(state, loaded))
+    }
+
+    /// Subscriber, issue and engagement figures from real deliveries.
+    #[oai(path = "/newsletter/stats", method = "get", operation_id = "getNewsletterStats")]
+    async fn get_stats(&self, _auth: ApiKeyAuth, Data(p): Data<&Principal>, Data(state): Data<&State>) -> Result<StatsResponse, ApiError> {
+        let id = p.newsletter_id;
+        let stats = state.db.run(move |conn| Ok::<_, DomainError>(stats::for_newsletter(conn, id)?)).await?;
+        Ok(StatsResponse::Ok(Json(StatsEnvelope { data: stats.into() })))
     }
 }

@@ -5,6 +5,11 @@
 pub mod accounts;
 pub mod api_keys;
 pub mod email;
+pub mod events;
+pub mod issues;
+pub mod pagination;
+pub mod stats;
+pub mod subscribers;
 pub mod newsletters;
 pub mod rate_limit;
 pub mod secrets;

@@ -410,6 +410,55 @@ pub fn update_preferences(
     })
 }
 
+/// The details an owner may change (API `PATCH /newsletter`, dashboard settings); `None`
+/// leaves a field as it is.
+#[derive(Debug, Clone, Default)]
+pub struct Details {
+    pub name: Option<String>,
+    pub tagline: Option<String>,
+    pub sender_name: Option<String>,
+    pub sender_email: Option<String>,
+}
+
+pub fn update_details(conn: &mut Connection, id: i64, changes: &Details) -> DomainResult<Newsletter> {
+    let mut errors = FieldErrors::new();
+    let name = changes.name.as_deref().map(|v| clean_text(&mut errors, "name", v, true, 100));
+    let tagline = changes.tagline.as_deref().map(|v| clean_text(&mut errors, "tagline", v, false, 200));
+    let sender_name = changes.sender_name.as_deref().map(|v| clean_text(&mut errors, "sender_name", v, true, 100));
+    if sender_name.as_deref().is_some_and(|n| n.chars().any(|c| c.is_control() || c == '<' || c == '>' || c == '"')) {
+        errors.add("sender_name", "must not contain control characters, quotes or angle brackets");
+    }
+    let sender_email = match changes.sender_email.as_deref() {
+        None => None,
+        Some(raw) => match EmailAddress::parse(raw) {
+            Ok(email) => Some(email.into_string()),
+            Err(message) => {
+                errors.add("sender_email", message);
+                None
+            }
+        },
+    };
+    errors.into_result()?;
+    write_tx(conn, |tx| {
+        let current = get(tx, id)?;
+        current.ensure_writable()?;
+        const UPDATE: &str = "UPDATE newsletters SET name = ?2, tagline = ?3, sender_name = ?4, sender_email = ?5, updated_at = ?6
+             WHERE id = ?1";
+        tx.execute(
+            UPDATE,
+            (
+                id,
+                name.unwrap_or(current.name),
+                tagline.unwrap_or(current.tagline),
+                sender_name.unwrap_or(current.sender_name),
+                sender_email.unwrap_or(current.sender_email),
+                clock::now_string(),
+            ),
+        )?;
+        get(tx, id)
+    })
+}
+
 /// Operator command: set the tier (the API cannot).
 pub fn set_tier(conn: &mut Connection, subdomain: &str, tier: Tier) -> DomainResult<Newsletter> {
     write_tx(conn, |tx| {
@@ -437,11 +486,9 @@ pub fn set_status(
     })
 }
 
-/// Counts the API reports beside the newsletter: active subscribers and all issues. Zero
-/// until those tables exist.
+/// Counts the API reports beside the newsletter: active subscribers and all issues.
 pub fn counts(conn: &Connection, id: i64) -> DomainResult<(i64, i64)> {
-    let _ = (conn, id);
-    Ok((0, 0))
+    Ok((super::subscribers::active_count(conn, id)?, super::issues::count(conn, id)?))
 }
 
 #[cfg(test)]

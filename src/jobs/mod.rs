@@ -3,6 +3,7 @@
 //! crash interrupted are picked up again at start.
 
 pub mod queue;
+pub mod send_issue;
 pub mod send_mail;
 
 use std::sync::Arc;
@@ -36,6 +37,7 @@ pub enum Outcome {
 fn dispatch(ctx: &JobContext, rt: &tokio::runtime::Runtime, job: &queue::Job) -> Outcome {
     match job.kind.as_str() {
         send_mail::KIND => send_mail::run(ctx, rt, job),
+        send_issue::KIND => send_issue::run(ctx, rt, job),
         other => Outcome::Fail(format!("unknown job kind {other:?}")),
     }
 }

@@ -1,0 +1,294 @@
+//! Issues: list, show, create, update, delete, send_now, publish.
+
+use poem::web::Data;
+use poem_openapi::param::{Path, Query};
+use poem_openapi::payload::Json;
+use poem_openapi::types::MaybeUndefined;
+use poem_openapi::{ApiResponse, Object, OpenApi, Tags};
+
+use super::common::{ListMeta, parse_id};
+use super::{ApiError, ApiKeyAuth, Principal, State};
+use crate::domain::issues::{self, ArticleInput, Issue, IssueInput};
+use crate::domain::newsletters;
+use crate::domain::pagination::Page;
+use crate::domain::{DomainError, DomainResult};
+
+#[derive(Tags)]
+enum ApiTags {
+    /// Write, approve, schedule, send and publish issues.
+    Issues,
+}
+
+#[derive(Debug, Object)]
+pub struct ArticleObject {
+    pub id: i64,
+    pub title: String,
+    pub url: String,
+    /// 1-based order in the issue.
+    pub position: i64,
+    pub summarized_article: String,
+}
+
+/// An issue. `content_markdown` and `articles` appear in single-issue answers only.
+#[derive(Debug, Object)]
+pub struct IssueObject {
+    pub id: i64,
+    pub newsletter_id: i64,
+    pub subject: String,
+    /// `draft`, `scheduled`, `approved`, `sending` or `sent`.
+    pub status: String,
+    pub scheduled_for: Option<String>,
+    pub sent_at: Option<String>,
+    pub articles_count: i64,
+    /// Slug of the public address `/p/<path>`; fixed once published.
+    pub path: String,
+    pub published_at: Option<String>,
+    pub web_url: Option<String>,
+    /// Why a scheduled send could not start, if it could not.
+    pub last_error: Option<String>,
+    #[oai(skip_serializing_if_is_none)]
+    pub content_markdown: Option<String>,
+    #[oai(skip_serializing_if_is_none)]
+    pub articles: Option<Vec<ArticleObject>>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+impl IssueObject {
+    fn new(issue: Issue, web_url: Option<String>, full: bool) -> Self {
+        IssueObject {
+            id: issue.id,
+            newsletter_id: issue.newsletter_id,
+            subject: issue.subject,
+            status: issue.status.as_str().to_string(),
+            scheduled_for: issue.scheduled_for,
+            sent_at: issue.sent_at,
+            articles_count: issue.articles_count,
+            path: issue.path,
+            published_at: issue.published_at,
+            web_url,
+            last_error: issue.last_error,
+            content_markdown: full.then_some(issue.content_markdown),
+            articles: full.then(|| {
+                issue
+                    .articles
+                    .into_iter()
+                    .map(|a| ArticleObject { id: a.id, title: a.title, url: a.url, position: a.position, summarized_article: a.summarized_article })
+                    .collect()
+            }),
+            created_at: issue.created_at,
+            updated_at: issue.updated_at,
+        }
+    }
+}
+
+/// An article as sent on create/update.
+#[derive(Debug, Object)]
+pub struct ArticleBody {
+    pub title: String,
+    pub url: String,
+    #[oai(default)]
+    pub summarized_article: String,
+}
+
+/// Fields of an issue create or update.
+#[derive(Debug, Object)]
+pub struct IssueFields {
+    /// Required on create.
+    pub subject: Option<String>,
+    pub content_markdown: Option<String>,
+    /// ISO 8601 date-time; null clears it.
+    pub scheduled_for: MaybeUndefined<String>,
+    /// `draft` (default), `scheduled` or `approved`; null leaves the status as it is.
+    pub status: MaybeUndefined<String>,
+    /// Replaces the issue's articles; `position` follows the array order.
+    pub articles: Option<Vec<ArticleBody>>,
+}
+
+#[derive(Debug, Object)]
+pub struct IssueBody {
+    pub issue: IssueFields,
+}
+
+impl From<IssueFields> for IssueInput {
+    fn from(f: IssueFields) -> Self {
+        IssueInput {
+            subject: f.subject,
+            content_markdown: f.content_markdown,
+            status: f.status.take(),
+            scheduled_for: match f.scheduled_for {
+                MaybeUndefined::Undefined => None,
+                MaybeUndefined::Null => Some(None),
+                MaybeUndefined::Value(v) => Some(Some(v)),
+            },
+            articles: f.articles.map(|list| {
+                list.into_iter()
+                    .map(|a| ArticleInput { title: a.title, url: a.url, summarized_article: a.summarized_article })
+                    .collect()
+            }),
+        }
+    }
+}
+
+#[derive(Debug, Object)]
+pub struct IssueList {
+    pub issues: Vec<IssueObject>,
+    pub meta: ListMeta,
+}
+
+#[derive(Debug, Object)]
+pub struct SendNowResult {
+    pub message: String,
+    /// The issue as it was when queued (e.g. `approved`); it moves to `sending` next.
+    pub issue: IssueObject,
+    /// Recipients: the active subscribers.
+    pub subscribers: i64,
+}
+
+#[derive(Debug, Object)]
+pub struct PublishResult {
+    pub message: String,
+    pub issue: IssueObject,
+    pub web_url: String,
+}
+
+#[derive(ApiResponse)]
+pub enum ListResponse {
+    #[oai(status = 200)]
+    Ok(Json<IssueList>),
+}
+
+#[derive(ApiResponse)]
+pub enum IssueResponse {
+    #[oai(status = 200)]
+    Ok(Json<IssueObject>),
+}
+
+#[derive(ApiResponse)]
+pub enum CreatedResponse {
+    #[oai(status = 201)]
+    Created(Json<IssueObject>),
+}
+
+#[derive(ApiResponse)]
+pub enum DeletedResponse {
+    #[oai(status = 204)]
+    NoContent,
+}
+
+#[derive(ApiResponse)]
+pub enum SendNowResponse {
+    #[oai(status = 200)]
+    Ok(Json<SendNowResult>),
+}
+
+#[derive(ApiResponse)]
+pub enum PublishResponse {
+    #[oai(status = 200)]
+    Ok(Json<PublishResult>),
+}
+
+/// An issue with its web URL, read after `f` ran in the same connection.
+fn with_url(conn: &rusqlite::Connection, state: &State, newsletter_id: i64, issue: Issue, full: bool) -> DomainResult<IssueObject> {
+    let newsletter = newsletters::get(conn, newsletter_id)?;
+    let web_url = issue.web_url(&newsletter, &state.urls);
+    Ok(IssueObject::new(issue, web_url, full))
+}
+
+pub struct IssuesApi;
+
+#[OpenApi(tag = "ApiTags::Issues")]
+impl IssuesApi {
+    /// Issues, newest first.
+    #[oai(path = "/issues", method = "get", operation_id = "listIssues")]
+    async fn list(
+        &self,
+        _auth: ApiKeyAuth,
+        /// Page number, from 1.
+        page: Query<Option<String>>,
+        /// Items per page (default 25, at most 100).
+        per_page: Query<Option<String>>,
+        /// Only issues of this status: draft, approved, scheduled, sending or sent.
+        status: Query<Option<String>>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<ListResponse, ApiError> {
+        let page = Page::parse(page.0.as_deref(), per_page.0.as_deref())?;
+        let (nid, state2) = (p.newsletter_id, state.clone());
+        let (issues, has_more) = state
+            .db
+            .run(move |conn| {
+                let (rows, has_more) = issues::list(conn, nid, page, status.0.as_deref())?;
+                let rows = rows.into_iter().map(|i| with_url(conn, &state2, nid, i, false)).collect::<DomainResult<Vec<_>>>()?;
+                Ok::<_, DomainError>((rows, has_more))
+            })
+            .await?;
+        Ok(ListResponse::Ok(Json(IssueList { issues, meta: ListMeta::new(page, has_more) })))
+    }
+
+    /// One issue with its Markdown and articles.
+    #[oai(path = "/issues/:id", method = "get", operation_id = "getIssue")]
+    async fn show(&self, _auth: ApiKeyAuth, id: Path<String>, Data(p): Data<&Principal>, Data(state): Data<&State>) -> Result<IssueResponse, ApiError> {
+        let (nid, id, state2) = (p.newsletter_id, parse_id(&id.0)?, state.clone());
+        let issue = state.db.run(move |conn| with_url(conn, &state2, nid, issues::get(conn, nid, id)?, true)).await?;
+        Ok(IssueResponse::Ok(Json(issue)))
+    }
+
+    /// Creates an issue (a draft unless `status` says otherwise).
+    #[oai(path = "/issues", method = "post", operation_id = "createIssue")]
+    async fn create(&self, _auth: ApiKeyAuth, body: Json<IssueBody>, Data(p): Data<&Principal>, Data(state): Data<&State>) -> Result<CreatedResponse, ApiError> {
+        let (nid, state2, input) = (p.newsletter_id, state.clone(), IssueInput::from(body.0.issue));
+        let issue = state.db.run(move |conn| {
+            let issue = issues::create(conn, nid, &input)?;
+            with_url(conn, &state2, nid, issue, true)
+        }).await?;
+        Ok(CreatedResponse::Created(Json(issue)))
+    }
+
+    /// Updates a draft, scheduled or approved issue.
+    #[oai(path = "/issues/:id", method = "patch", operation_id = "updateIssue")]
+    async fn update(&self, _auth: ApiKeyAuth, id: Path<String>, body: Json<IssueBody>, Data(p): Data<&Principal>, Data(state): Data<&State>) -> Result<IssueResponse, ApiError> {
+        let (nid, id, state2, input) = (p.newsletter_id, parse_id(&id.0)?, state.clone(), IssueInput::from(body.0.issue));
+        let issue = state.db.run(move |conn| {
+            let issue = issues::update(conn, nid, id, &input)?;
+            with_url(conn, &state2, nid, issue, true)
+        }).await?;
+        Ok(IssueResponse::Ok(Json(issue)))
+    }
+
+    /// Deletes a draft.
+    #[oai(path = "/issues/:id", method = "delete", operation_id = "deleteIssue")]
+    async fn delete(&self, _auth: ApiKeyAuth, id: Path<String>, Data(p): Data<&Principal>, Data(state): Data<&State>) -> Result<DeletedResponse, ApiError> {
+        let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
+        state.db.run(move |conn| issues::delete(conn, nid, id)).await?;
+        Ok(DeletedResponse::NoContent)
+    }
+
+    /// Queues an approved or scheduled issue for sending to every active subscriber now.
+    #[oai(path = "/issues/:id/send_now", method = "post", operation_id = "sendIssueNow")]
+    async fn send_now(&self, _auth: ApiKeyAuth, id: Path<String>, Data(p): Data<&Principal>, Data(state): Data<&State>) -> Result<SendNowResponse, ApiError> {
+        let (nid, id, state2) = (p.newsletter_id, parse_id(&id.0)?, state.clone());
+        let (issue, recipients) = state.db.run(move |conn| {
+            let queued = issues::send_now(conn, nid, id)?;
+            Ok::<_, DomainError>((with_url(conn, &state2, nid, queued.issue, false)?, queued.recipients))
+        }).await?;
+        Ok(SendNowResponse::Ok(Json(SendNowResult {
+            message: format!("Issue queued for sending to {recipients} subscriber(s)"),
+            issue,
+            subscribers: recipients,
+        })))
+    }
+
+    /// Publishes the issue to the newsletter's web archive.
+    #[oai(path = "/issues/:id/publish", method = "post", operation_id = "publishIssue")]
+    async fn publish(&self, _auth: ApiKeyAuth, id: Path<String>, Data(p): Data<&Principal>, Data(state): Data<&State>) -> Result<PublishResponse, ApiError> {
+        let (nid, id, state2) = (p.newsletter_id, parse_id(&id.0)?, state.clone());
+        let (issue, web_url, first) = state.db.run(move |conn| {
+            let published = issues::publish(conn, &state2.urls, nid, id)?;
+            let web_url = published.web_url.clone();
+            Ok::<_, DomainError>((with_url(conn, &state2, nid, published.issue, false)?, web_url, published.first_time))
+        }).await?;
+        let message = if first { "Issue published" } else { "Issue was already published" }.to_string();
+        Ok(PublishResponse::Ok(Json(PublishResult { message, issue, web_url })))
+    }
+}

@@ -1,0 +1,264 @@
+//! Subscribers: list, show, create, update, delete, tags, bulk create.
+
+use poem::web::Data;
+use poem_openapi::param::{Path, Query};
+use poem_openapi::payload::Json;
+use poem_openapi::types::MaybeUndefined;
+use poem_openapi::{ApiResponse, Object, OpenApi, Tags};
+
+use super::common::{ListMeta, parse_id};
+use super::{ApiError, ApiKeyAuth, Principal, State};
+use crate::domain::pagination::Page;
+use crate::domain::subscribers::{self, Changes, Filter, NewSubscriber, Subscriber};
+
+#[derive(Tags)]
+enum ApiTags {
+    /// The people an issue goes to.
+    Subscribers,
+}
+
+#[derive(Debug, Object)]
+pub struct SubscriberObject {
+    pub id: i64,
+    pub email: String,
+    pub name: Option<String>,
+    /// `active`, `unsubscribed` or `bounced`.
+    pub status: String,
+    pub tags: Vec<String>,
+    pub subscribed_at: String,
+    pub unsubscribed_at: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+impl From<Subscriber> for SubscriberObject {
+    fn from(s: Subscriber) -> Self {
+        SubscriberObject {
+            id: s.id,
+            email: s.email,
+            name: s.name,
+            status: s.status.as_str().to_string(),
+            tags: s.tags,
+            subscribed_at: s.subscribed_at,
+            unsubscribed_at: s.unsubscribed_at,
+            created_at: s.created_at,
+            updated_at: s.updated_at,
+        }
+    }
+}
+
+/// A new subscriber.
+#[derive(Debug, Object)]
+pub struct SubscriberFields {
+    /// Required; trimmed and lowercased.
+    pub email: Option<String>,
+    pub name: Option<String>,
+    /// Tags of 1-50 characters.
+    pub tags: Option<Vec<String>>,
+}
+
+/// `{email, name?, tags?}`, or the same inside `{"subscriber": {...}}`.
+#[derive(Debug, Object)]
+pub struct CreateBody {
+    pub email: Option<String>,
+    pub name: Option<String>,
+    pub tags: Option<Vec<String>>,
+    pub subscriber: Option<SubscriberFields>,
+}
+
+impl From<SubscriberFields> for NewSubscriber {
+    fn from(f: SubscriberFields) -> Self {
+        NewSubscriber { email: f.email.unwrap_or_default(), name: f.name, tags: f.tags.unwrap_or_default() }
+    }
+}
+
+#[derive(Debug, Object)]
+pub struct UpdateFields {
+    /// `active` or `unsubscribed`.
+    pub status: Option<String>,
+    /// null clears the name.
+    pub name: MaybeUndefined<String>,
+}
+
+#[derive(Debug, Object)]
+pub struct UpdateBody {
+    pub subscriber: UpdateFields,
+}
+
+#[derive(Debug, Object)]
+pub struct TagBody {
+    pub tag: String,
+}
+
+#[derive(Debug, Object)]
+pub struct BulkBody {
+    /// At most 1000 entries; more is refused whole.
+    pub subscribers: Vec<SubscriberFields>,
+}
+
+#[derive(Debug, Object)]
+pub struct BulkErrorObject {
+    /// Position of the entry in the request, from 0.
+    pub index: u64,
+    pub email: String,
+    pub code: String,
+    pub message: String,
+}
+
+#[derive(Debug, Object)]
+pub struct BulkResult {
+    pub created: u64,
+    /// Already present, or repeated within the request.
+    pub existing: u64,
+    pub errors: Vec<BulkErrorObject>,
+}
+
+#[derive(Debug, Object)]
+pub struct SubscriberList {
+    pub subscribers: Vec<SubscriberObject>,
+    pub meta: ListMeta,
+}
+
+#[derive(ApiResponse)]
+pub enum ListResponse {
+    #[oai(status = 200)]
+    Ok(Json<SubscriberList>),
+}
+
+#[derive(ApiResponse)]
+pub enum SubscriberResponse {
+    #[oai(status = 200)]
+    Ok(Json<SubscriberObject>),
+}
+
+#[derive(ApiResponse)]
+pub enum CreateResponse {
+    /// A new subscriber.
+    #[oai(status = 201)]
+    Created(Json<SubscriberObject>),
+    /// The address was already subscribed: the existing record, unchanged.
+    #[oai(status = 200)]
+    Existing(Json<SubscriberObject>),
+}
+
+#[derive(ApiResponse)]
+pub enum DeletedResponse {
+    #[oai(status = 204)]
+    NoContent,
+}
+
+#[derive(ApiResponse)]
+pub enum BulkResponse {
+    #[oai(status = 200)]
+    Ok(Json<BulkResult>),
+}
+
+pub struct SubscribersApi;
+
+#[OpenApi(tag = "ApiTags::Subscribers")]
+impl SubscribersApi {
+    /// Subscribers, newest first.
+    #[oai(path = "/subscribers", method = "get", operation_id = "listSubscribers")]
+    #[allow(clippy::too_many_arguments)]
+    async fn list(
+        &self,
+        _auth: ApiKeyAuth,
+        /// Page number, from 1.
+        page: Query<Option<String>>,
+        /// Items per page (default 25, at most 100).
+        per_page: Query<Option<String>>,
+        /// Only subscribers of this status: active, unsubscribed or bounced.
+        status: Query<Option<String>>,
+        /// Only subscribers with this tag.
+        tag: Query<Option<String>>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<ListResponse, ApiError> {
+        let page = Page::parse(page.0.as_deref(), per_page.0.as_deref())?;
+        let (nid, filter) = (p.newsletter_id, Filter { status: status.0, tag: tag.0, search: None });
+        let (rows, has_more) = state.db.run(move |conn| subscribers::list(conn, nid, page, &filter)).await?;
+        Ok(ListResponse::Ok(Json(SubscriberList {
+            subscribers: rows.into_iter().map(Into::into).collect(),
+            meta: ListMeta::new(page, has_more),
+        })))
+    }
+
+    /// One subscriber.
+    #[oai(path = "/subscribers/:id", method = "get", operation_id = "getSubscriber")]
+    async fn show(&self, _auth: ApiKeyAuth, id: Path<String>, Data(p): Data<&Principal>, Data(state): Data<&State>) -> Result<SubscriberResponse, ApiError> {
+        let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
+        let s = state.db.run(move |conn| subscribers::get(conn, nid, id)).await?;
+        Ok(SubscriberResponse::Ok(Json(s.into())))
+    }
+
+    /// Adds a subscriber; an address already present answers 200 with the existing record.
+    #[oai(path = "/subscribers", method = "post", operation_id = "createSubscriber")]
+    async fn create(&self, _auth: ApiKeyAuth, body: Json<CreateBody>, Data(p): Data<&Principal>, Data(state): Data<&State>) -> Result<CreateResponse, ApiError> {
+        let Json(body) = body;
+        let input: NewSubscriber = match body.subscriber {
+            Some(inner) => inner.into(),
+            None => SubscriberFields { email: body.email, name: body.name, tags: body.tags }.into(),
+        };
+        let nid = p.newsletter_id;
+        let (s, created) = state.db.run(move |conn| subscribers::create(conn, nid, &input)).await?;
+        Ok(if created { CreateResponse::Created(Json(s.into())) } else { CreateResponse::Existing(Json(s.into())) })
+    }
+
+    /// Changes the status (active or unsubscribed) or the name.
+    #[oai(path = "/subscribers/:id", method = "patch", operation_id = "updateSubscriber")]
+    async fn update(&self, _auth: ApiKeyAuth, id: Path<String>, body: Json<UpdateBody>, Data(p): Data<&Principal>, Data(state): Data<&State>) -> Result<SubscriberResponse, ApiError> {
+        let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
+        let fields = body.0.subscriber;
+        let changes = Changes {
+            status: fields.status,
+            name: match fields.name {
+                MaybeUndefined::Undefined => None,
+                MaybeUndefined::Null => Some(None),
+                MaybeUndefined::Value(v) => Some(Some(v)),
+            },
+        };
+        let s = state.db.run(move |conn| subscribers::update(conn, nid, id, &changes)).await?;
+        Ok(SubscriberResponse::Ok(Json(s.into())))
+    }
+
+    /// Removes the subscriber and its tags for good.
+    #[oai(path = "/subscribers/:id", method = "delete", operation_id = "deleteSubscriber")]
+    async fn delete(&self, _auth: ApiKeyAuth, id: Path<String>, Data(p): Data<&Principal>, Data(state): Data<&State>) -> Result<DeletedResponse, ApiError> {
+        let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
+        state.db.run(move |conn| subscribers::delete(conn, nid, id)).await?;
+        Ok(DeletedResponse::NoContent)
+    }
+
+    /// Adds a tag (1-50 characters; adding one twice changes nothing).
+    #[oai(path = "/subscribers/:id/add_tag", method = "post", operation_id = "addSubscriberTag")]
+    async fn add_tag(&self, _auth: ApiKeyAuth, id: Path<String>, body: Json<TagBody>, Data(p): Data<&Principal>, Data(state): Data<&State>) -> Result<SubscriberResponse, ApiError> {
+        let (nid, id, tag) = (p.newsletter_id, parse_id(&id.0)?, body.0.tag);
+        let s = state.db.run(move |conn| subscribers::add_tag(conn, nid, id, &tag)).await?;
+        Ok(SubscriberResponse::Ok(Json(s.into())))
+    }
+
+    /// Removes a tag.
+    #[oai(path = "/subscribers/:id/remove_tag", method = "delete", operation_id = "removeSubscriberTag")]
+    async fn remove_tag(&self, _auth: ApiKeyAuth, id: Path<String>, tag: Query<Option<String>>, Data(p): Data<&Principal>, Data(state): Data<&State>) -> Result<SubscriberResponse, ApiError> {
+        let (nid, id, tag) = (p.newsletter_id, parse_id(&id.0)?, tag.0.unwrap_or_default());
+        let s = state.db.run(move |conn| subscribers::remove_tag(conn, nid, id, &tag)).await?;
+        Ok(SubscriberResponse::Ok(Json(s.into())))
+    }
+
+    /// Adds up to 1000 subscribers at once (counts in the bulk rate-limit bucket).
+    #[oai(path = "/subscribers/bulk_create", method = "post", operation_id = "bulkCreateSubscribers")]
+    async fn bulk_create(&self, _auth: ApiKeyAuth, body: Json<BulkBody>, Data(p): Data<&Principal>, Data(state): Data<&State>) -> Result<BulkResponse, ApiError> {
+        let nid = p.newsletter_id;
+        let entries: Vec<NewSubscriber> = body.0.subscribers.into_iter().map(Into::into).collect();
+        let outcome = state.db.run(move |conn| subscribers::bulk_create(conn, nid, &entries)).await?;
+        Ok(BulkResponse::Ok(Json(BulkResult {
+            created: outcome.created as u64,
+            existing: outcome.existing as u64,
+            errors: outcome
+                .errors
+                .into_iter()
+                .map(|e| BulkErrorObject { index: e.index as u64, email: e.email, code: e.code.to_string(), message: e.message })
+                .collect(),
+        })))
+    }
+}

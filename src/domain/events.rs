@@ -1,0 +1,41 @@
+//! Events: recorded in the transaction of the change that caused them (so none is lost if the
+//! process dies right after), then delivered to webhook subscriptions by the job runner.
+
+use rusqlite::Connection;
+use serde_json::{Value, json};
+
+use super::DomainResult;
+use crate::clock;
+
+/// Every event kind of the interface.
+pub const KINDS: &[&str] = &[
+    "subscriber.created",
+    "subscriber.updated",
+    "subscriber.deleted",
+    "issue.sent",
+    "issue.published",
+    "email.opened",
+    "email.clicked",
+    "email.bounced",
+    "email.unsubscribed",
+];
+
+/// Records `kind` with `data` for the newsletter, wrapped in the envelope
+/// `{event, timestamp, newsletter: {id, name, subdomain}, data}`; returns the event id.
+pub fn record(conn: &Connection, newsletter_id: i64, kind: &str, data: Value) -> DomainResult<i64> {
+    debug_assert!(KINDS.contains(&kind), "unknown event kind {kind}");
+    const NEWSLETTER: &str = "SELECT name, subdomain FROM newsletters WHERE id = ?1";
+    const INSERT: &str = "INSERT INTO events (newsletter_id, kind, payload, created_at) VALUES (?1, ?2, ?3, ?4)";
+    let (name, subdomain): (String, String) = conn.query_row(NEWSLETTER, [newsletter_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    let now = clock::now_string();
+    let envelope = json!({
+        "event": kind,
+        "timestamp": now,
+        "newsletter": { "id": newsletter_id, "name": name, "subdomain": subdomain },
+        "data": data,
+    });
+    conn.execute(INSERT, (newsletter_id, kind, envelope.to_string(), &now))?;
+    let id = conn.last_insert_rowid();
+    crate::webhooks::fan_out(conn, newsletter_id, id, kind)?;
+    Ok(id)
+}

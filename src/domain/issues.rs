@@ -1,0 +1,633 @@
+//! Issues: drafting with articles, the status rules, scheduling on frequency slots, the
+//! send_now checks and publishing to the web archive.
+
+use rusqlite::{Connection, OptionalExtension, Row};
+use serde_json::json;
+use time::{OffsetDateTime, Weekday};
+
+use super::newsletters::{self, Frequency, Newsletter};
+use super::pagination::{Page, invalid_filter};
+use super::urls::SiteUrls;
+use super::{DomainError, DomainResult, ErrorCode, FieldErrors, clean_text, events, subscribers};
+use crate::clock;
+use crate::store::write_tx;
+
+const SUBJECT_MAX: usize = 200;
+const CONTENT_MAX: usize = 1_000_000;
+const ARTICLES_MAX: usize = 100;
+const PATH_MAX: usize = 80;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Draft,
+    Scheduled,
+    Approved,
+    Sending,
+    Sent,
+}
+
+impl Status {
+    pub const ALL: [Status; 5] = [Status::Draft, Status::Scheduled, Status::Approved, Status::Sending, Status::Sent];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Draft => "draft",
+            Status::Scheduled => "scheduled",
+            Status::Approved => "approved",
+            Status::Sending => "sending",
+            Status::Sent => "sent",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Status::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+
+    /// Draft, scheduled and approved issues can still be edited.
+    pub fn is_editable(self) -> bool {
+        matches!(self, Status::Draft | Status::Scheduled | Status::Approved)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Article {
+    pub id: i64,
+    pub title: String,
+    pub url: String,
+    pub position: i64,
+    pub summarized_article: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Issue {
+    pub id: i64,
+    pub newsletter_id: i64,
+    pub subject: String,
+    pub content_markdown: String,
+    pub status: Status,
+    pub scheduled_for: Option<String>,
+    pub sent_at: Option<String>,
+    pub path: String,
+    pub published_at: Option<String>,
+    pub last_error: Option<String>,
+    pub articles_count: i64,
+    /// Loaded by [`get`]; empty in lists.
+    pub articles: Vec<Article>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+impl Issue {
+    pub fn has_content(&self) -> bool {
+        !self.content_markdown.trim().is_empty() || self.articles_count > 0
+    }
+
+    /// The public address once published.
+    pub fn web_url(&self, newsletter: &Newsletter, urls: &SiteUrls) -> Option<String> {
+        self.published_at.as_ref().map(|_| format!("{}/p/{}", urls.site_origin(&newsletter.subdomain), self.path))
+    }
+
+    /// The `data` of `issue.sent` and `issue.published`.
+    pub fn event_data(&self, status: &str) -> serde_json::Value {
+        json!({
+            "issue_id": self.id,
+            "subject": self.subject,
+            "path": self.path,
+            "status": status,
+            "sent_at": self.sent_at,
+            "published_at": self.published_at,
+            "article_count": self.articles_count,
+        })
+    }
+}
+
+macro_rules! select_issue {
+    ($($tail:literal)+) => {
+        concat!(
+            "SELECT i.id, i.newsletter_id, i.subject, i.content_markdown, i.status, i.scheduled_for, i.sent_at, i.path, ",
+            "i.published_at, i.last_error, i.created_at, i.updated_at, ",
+            "(SELECT count(*) FROM articles a WHERE a.issue_id = i.id) ",
+            "FROM issues i ", $($tail),+
+        )
+    };
+}
+
+fn from_row(row: &Row<'_>) -> rusqlite::Result<Issue> {
+    let status: String = row.get(4)?;
+    Ok(Issue {
+        id: row.get(0)?,
+        newsletter_id: row.get(1)?,
+        subject: row.get(2)?,
+        content_markdown: row.get(3)?,
+        status: Status::parse(&status)
+            .ok_or_else(|| rusqlite::Error::InvalidColumnType(4, status.clone(), rusqlite::types::Type::Text))?,
+        scheduled_for: row.get(5)?,
+        sent_at: row.get(6)?,
+        path: row.get(7)?,
+        published_at: row.get(8)?,
+        last_error: row.get(9)?,
+        created_at: row.get(10)?,
+        updated_at: row.get(11)?,
+        articles_count: row.get(12)?,
+        articles: Vec::new(),
+    })
+}
+
+/// One issue of the newsletter with its articles.
+pub fn get(conn: &Connection, newsletter_id: i64, id: i64) -> DomainResult<Issue> {
+    const SQL: &str = select_issue!("WHERE i.newsletter_id = ?1 AND i.id = ?2");
+    const ARTICLES: &str =
+        "SELECT id, title, url, position, summarized_article FROM articles WHERE issue_id = ?1 ORDER BY position, id";
+    let mut issue = conn.query_row(SQL, (newsletter_id, id), from_row).optional()?.ok_or(DomainError::NotFound("issue"))?;
+    let mut stmt = conn.prepare_cached(ARTICLES)?;
+    issue.articles = stmt
+        .query_map([id], |r| {
+            Ok(Article { id: r.get(0)?, title: r.get(1)?, url: r.get(2)?, position: r.get(3)?, summarized_article: r.get(4)? })
+        })?
+        .collect::<Result<_, _>>()?;
+    Ok(issue)
+}
+
+/// A published issue of the newsletter by its path (the public site's `/p/<path>`).
+pub fn get_published_by_path(conn: &Connection, newsletter_id: i64, path: &str) -> DomainResult<Issue> {
+    const SQL: &str = "SELECT id FROM issues WHERE newsletter_id = ?1 AND path = ?2 AND published_at IS NOT NULL";
+    let id: i64 = conn.query_row(SQL, (newsletter_id, path), |r| r.get(0)).optional()?.ok_or(DomainError::NotFound("issue"))?;
+    get(conn, newsletter_id, id)
+}
+
+/// A page of issues, newest first, optionally of one status.
+pub fn list(conn: &Connection, newsletter_id: i64, page: Page, status: Option<&str>) -> DomainResult<(Vec<Issue>, bool)> {
+    let status = match status.map(str::trim) {
+        None | Some("") => None,
+        Some(text) => Some(Status::parse(text).ok_or_else(|| invalid_filter("status", "draft, approved, scheduled, sending or sent"))?),
+    };
+    const SQL: &str = select_issue!("WHERE i.newsletter_id = ?1 AND (?2 IS NULL OR i.status = ?2) ORDER BY i.id DESC LIMIT ?3 OFFSET ?4");
+    let mut stmt = conn.prepare_cached(SQL)?;
+    let rows = stmt
+        .query_map((newsletter_id, status.map(Status::as_str), page.fetch(), page.offset()), from_row)?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(page.finish(rows))
+}
+
+/// Published issues, newest first (the public archive and feed).
+pub fn list_published(conn: &Connection, newsletter_id: i64, page: Page) -> DomainResult<(Vec<Issue>, bool)> {
+    const SQL: &str = select_issue!("WHERE i.newsletter_id = ?1 AND i.published_at IS NOT NULL ORDER BY i.published_at DESC, i.id DESC LIMIT ?2 OFFSET ?3");
+    let mut stmt = conn.prepare_cached(SQL)?;
+    let rows = stmt.query_map((newsletter_id, page.fetch(), page.offset()), from_row)?.collect::<Result<Vec<_>, _>>()?;
+    Ok(page.finish(rows))
+}
+
+pub fn count(conn: &Connection, newsletter_id: i64) -> DomainResult<i64> {
+    Ok(conn.query_row("SELECT count(*) FROM issues WHERE newsletter_id = ?1", [newsletter_id], |r| r.get(0))?)
+}
+
+/// An article as given on create/update.
+#[derive(Debug, Clone, Default)]
+pub struct ArticleInput {
+    pub title: String,
+    pub url: String,
+    pub summarized_article: String,
+}
+
+/// Fields of a create or update; `None` leaves a field as it is.
+#[derive(Debug, Clone, Default)]
+pub struct IssueInput {
+    pub subject: Option<String>,
+    pub content_markdown: Option<String>,
+    pub status: Option<String>,
+    /// `Some(None)` clears the schedule.
+    pub scheduled_for: Option<Option<String>>,
+    /// Replaces all articles when given.
+    pub articles: Option<Vec<ArticleInput>>,
+}
+
+struct Valid {
+    subject: Option<String>,
+    content: Option<String>,
+    status: Option<Status>,
+    scheduled_for: Option<Option<OffsetDateTime>>,
+    articles: Option<Vec<ArticleInput>>,
+}
+
+fn validate(input: &IssueInput, creating: bool) -> DomainResult<Valid> {
+    let mut errors = FieldErrors::new();
+    let subject = match (&input.subject, creating) {
+        (Some(s), _) => Some(clean_text(&mut errors, "subject", s, true, SUBJECT_MAX)),
+        (None, true) => {
+            errors.add("subject", "can't be blank");
+            None
+        }
+        (None, false) => None,
+    };
+    if subject.as_deref().is_some_and(|s| s.chars().any(|c| c == '\r' || c == '\n')) {
+        errors.add("subject", "must be one line");
+    }
+    let content = input.content_markdown.clone();
+    if content.as_deref().is_some_and(|c| c.len() > CONTENT_MAX) {
+        errors.add("content_markdown", "is too long (maximum is 1,000,000 bytes)");
+    }
+    let status = match input.status.as_deref().map(str::trim) {
+        None => None,
+        Some(text) => match Status::parse(text).filter(|s| s.is_editable()) {
+            Some(status) => Some(status),
+            None => {
+                errors.add("status", "must be one of draft, scheduled or approved");
+                None
+            }
+        },
+    };
+    let scheduled_for = match &input.scheduled_for {
+        None => None,
+        Some(None) => Some(None),
+        Some(Some(text)) if text.trim().is_empty() => Some(None),
+        Some(Some(text)) => match clock::parse(text.trim()) {
+            Some(at) => Some(Some(at)),
+            None => {
+                errors.add("scheduled_for", "must be an ISO 8601 date-time with a time zone, e.g. 2026-12-01T09:00:00Z");
+                None
+            }
+        },
+    };
+    let articles = match &input.articles {
+        None => None,
+        Some(list) if list.len() > ARTICLES_MAX => {
+            errors.add("articles", format!("are too many (maximum is {ARTICLES_MAX})"));
+            None
+        }
+        Some(list) => {
+            let mut cleaned = Vec::new();
+            for (i, a) in list.iter().enumerate() {
+                let title = clean_text(&mut errors, &format!("articles[{i}].title"), &a.title, true, 300);
+                let url = a.url.trim().to_string();
+                if !is_web_url(&url) {
+                    errors.add(&format!("articles[{i}].url"), "must be an absolute http(s) URL");
+                }
+                let summary = clean_text(&mut errors, &format!("articles[{i}].summarized_article"), &a.summarized_article, false, 10_000);
+                cleaned.push(ArticleInput { title, url, summarized_article: summary });
+            }
+            Some(cleaned)
+        }
+    };
+    errors.into_result()?;
+    Ok(Valid { subject, content, status, scheduled_for, articles })
+}
+
+fn is_web_url(text: &str) -> bool {
+    url::Url::parse(text).is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some()) && text.len() <= 2000
+}
+
+/// The next slot of `frequency` strictly after `after`, at 09:00 UTC; `None` for skip.
+pub fn next_slot(frequency: Frequency, after: OffsetDateTime) -> Option<OffsetDateTime> {
+    let days: &[Weekday] = match frequency {
+        Frequency::Daily => &[Weekday::Monday, Weekday::Tuesday, Weekday::Wednesday, Weekday::Thursday, Weekday::Friday],
+        Frequency::ThreeTimes => &[Weekday::Monday, Weekday::Wednesday, Weekday::Friday],
+        Frequency::Weekly => &[Weekday::Tuesday],
+        Frequency::Skip => return None,
+    };
+    let after = after.to_offset(time::UtcOffset::UTC);
+    (0..=7).find_map(|offset| {
+        let day = after.date() + time::Duration::days(offset);
+        let slot = day.with_hms(9, 0, 0).ok()?.assume_utc();
+        (days.contains(&day.weekday()) && slot > after).then_some(slot)
+    })
+}
+
+/// Resolves the schedule an issue ends up with and checks the scheduled rule.
+fn settle_schedule(
+    status: Status,
+    requested: Option<Option<OffsetDateTime>>,
+    current: Option<&str>,
+    newsletter: &Newsletter,
+) -> DomainResult<Option<String>> {
+    let now = clock::now();
+    let chosen = match requested {
+        Some(value) => value,
+        None => current.and_then(clock::parse),
+    };
+    if status != Status::Scheduled {
+        return Ok(chosen.map(clock::format));
+    }
+    match chosen {
+        Some(at) if at > now => Ok(Some(clock::format(at))),
+        Some(_) if requested.is_some() => Err(DomainError::invalid("scheduled_for", "must be in the future")),
+        _ => match newsletter.frequency.and_then(|f| next_slot(f, now)) {
+            Some(slot) => Ok(Some(clock::format(slot))),
+            None => Err(DomainError::invalid(
+                "scheduled_for",
+                "is required for a scheduled issue (the newsletter has no publishing frequency to pick a slot from)",
+            )),
+        },
+    }
+}
+
+/// A URL slug of the subject, unique among the newsletter's issues.
+fn free_path(conn: &Connection, newsletter_id: i64, subject: &str, own_id: Option<i64>) -> DomainResult<String> {
+    const TAKEN: &str = "SELECT EXISTS(SELECT 1 FROM issues WHERE newsletter_id = ?1 AND path = ?2 AND id IS NOT ?3)";
+    let base: String = newsletters::subdomain_base(subject).chars().take(PATH_MAX).collect();
+    let base = if base == "newsletter" && !subject.to_lowercase().contains("newsletter") { "issue".to_string() } else { base };
+    for n in 1.. {
+        let candidate = if n == 1 { base.clone() } else { format!("{}-{n}", base.trim_end_matches('-')) };
+        let taken: bool = conn.query_row(TAKEN, (newsletter_id, &candidate, own_id), |r| r.get(0))?;
+        if !taken {
+            return Ok(candidate);
+        }
+    }
+    unreachable!("the loop returns")
+}
+
+fn replace_articles(conn: &Connection, issue_id: i64, articles: &[ArticleInput]) -> DomainResult<()> {
+    const INSERT: &str = "INSERT INTO articles (issue_id, position, title, url, summarized_article) VALUES (?1, ?2, ?3, ?4, ?5)";
+    conn.execute("DELETE FROM articles WHERE issue_id = ?1", [issue_id])?;
+    let mut stmt = conn.prepare_cached(INSERT)?;
+    for (i, a) in articles.iter().enumerate() {
+        stmt.execute((issue_id, i as i64 + 1, &a.title, &a.url, &a.summarized_article))?;
+    }
+    Ok(())
+}
+
+/// Creates an issue (draft unless told otherwise).
+pub fn create(conn: &mut Connection, newsletter_id: i64, input: &IssueInput) -> DomainResult<Issue> {
+    let valid = validate(input, true)?;
+    write_tx(conn, |tx| {
+        let newsletter = newsletters::get(tx, newsletter_id)?;
+        newsletter.ensure_writable()?;
+        let status = valid.status.unwrap_or(Status::Draft);
+        let scheduled_for = settle_schedule(status, valid.scheduled_for, None, &newsletter)?;
+        let subject = valid.subject.clone().unwrap_or_default();
+        let path = free_path(tx, newsletter_id, &subject, None)?;
+        const INSERT: &str = "INSERT INTO issues (newsletter_id, subject, content_markdown, status, scheduled_for, path, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)";
+        tx.execute(
+            INSERT,
+            (newsletter_id, &subject, valid.content.as_deref().unwrap_or(""), status.as_str(), &scheduled_for, &path, clock::now_string()),
+        )?;
+        let id = tx.last_insert_rowid();
+        if let Some(articles) = &valid.articles {
+            replace_articles(tx, id, articles)?;
+        }
+        get(tx, newsletter_id, id)
+    })
+}
+
+/// Updates an unsent issue; sending and sent issues are `invalid_state`.
+pub fn update(conn: &mut Connection, newsletter_id: i64, id: i64, input: &IssueInput) -> DomainResult<Issue> {
+    let valid = validate(input, false)?;
+    write_tx(conn, |tx| {
+        let newsletter = newsletters::get(tx, newsletter_id)?;
+        newsletter.ensure_writable()?;
+        let issue = get(tx, newsletter_id, id)?;
+        if !issue.status.is_editable() {
+            return Err(DomainError::rejected(
+                ErrorCode::InvalidState,
+                format!("A {} issue cannot be changed", issue.status.as_str()),
+            ));
+        }
+        let status = valid.status.unwrap_or(issue.status);
+        let scheduled_for = settle_schedule(status, valid.scheduled_for, issue.scheduled_for.as_deref(), &newsletter)?;
+        let subject = valid.subject.clone().unwrap_or_else(|| issue.subject.clone());
+        let path = if issue.published_at.is_none() && subject != issue.subject {
+            free_path(tx, newsletter_id, &subject, Some(id))?
+        } else {
+            issue.path.clone()
+        };
+        const UPDATE: &str = "UPDATE issues SET subject = ?2, content_markdown = ?3, status = ?4, scheduled_for = ?5,
+             path = ?6, last_error = NULL, updated_at = ?7 WHERE id = ?1";
+        let content = valid.content.clone().unwrap_or_else(|| issue.content_markdown.clone());
+        tx.execute(UPDATE, (id, &subject, &content, status.as_str(), &scheduled_for, &path, clock::now_string()))?;
+        if let Some(articles) = &valid.articles {
+            replace_articles(tx, id, articles)?;
+        }
+        get(tx, newsletter_id, id)
+    })
+}
+
+/// Deletes a draft; any other status is `invalid_state`.
+pub fn delete(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainResult<()> {
+    write_tx(conn, |tx| {
+        newsletters::get(tx, newsletter_id)?.ensure_writable()?;
+        let issue = get(tx, newsletter_id, id)?;
+        if issue.status != Status::Draft {
+            return Err(DomainError::rejected(ErrorCode::InvalidState, "Only draft issues can be deleted"));
+        }
+        tx.execute("DELETE FROM issues WHERE id = ?1", [id])?;
+        Ok(())
+    })
+}
+
+/// The send_now checks, in the decided order: status, paused, subscribers, tier, content.
+/// Returns the number of active subscribers.
+pub fn check_sendable(conn: &Connection, newsletter: &Newsletter, issue: &Issue) -> DomainResult<i64> {
+    if !matches!(issue.status, Status::Approved | Status::Scheduled) {
+        return Err(DomainError::rejected(
+            ErrorCode::InvalidState,
+            format!("Only approved or scheduled issues can be sent; this one is {}", issue.status.as_str()),
+        ));
+    }
+    if newsletter.status == newsletters::Status::Paused {
+        return Err(DomainError::rejected(ErrorCode::NewsletterPaused, "The newsletter is paused; resume it to send"));
+    }
+    let recipients = subscribers::active_count(conn, newsletter.id)?;
+    if recipients == 0 {
+        return Err(DomainError::rejected(ErrorCode::NoActiveSubscribers, "The newsletter has no active subscribers"));
+    }
+    if newsletter.tier != newsletters::Tier::Paid {
+        return Err(DomainError::rejected(ErrorCode::PaymentRequired, "Sending e-mail needs the paid tier"));
+    }
+    if !issue.has_content() {
+        return Err(DomainError::rejected(ErrorCode::NoContent, "The issue has no content and no articles"));
+    }
+    Ok(recipients)
+}
+
+/// The outcome of send_now: the issue as it was when queued and the recipient count.
+#[derive(Debug, Clone)]
+pub struct Queued {
+    pub issue: Issue,
+    pub recipients: i64,
+}
+
+/// Checks the issue and queues its send; the issue turns `sending` at once, so a second
+/// send_now cannot queue it twice.
+pub fn send_now(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainResult<Queued> {
+    write_tx(conn, |tx| {
+        let newsletter = newsletters::get(tx, newsletter_id)?;
+        newsletter.ensure_writable()?;
+        let issue = get(tx, newsletter_id, id)?;
+        let recipients = check_sendable(tx, &newsletter, &issue)?;
+        start_sending(tx, &issue)?;
+        Ok(Queued { issue, recipients })
+    })
+}
+
+/// Moves the issue to `sending` and queues the job that sends it.
+fn start_sending(conn: &Connection, issue: &Issue) -> DomainResult<()> {
+    const SENDING: &str = "UPDATE issues SET status = 'sending', last_error = NULL, updated_at = ?2 WHERE id = ?1";
+    conn.execute(SENDING, (issue.id, clock::now_string()))?;
+    crate::jobs::send_issue::enqueue(conn, issue.id)?;
+    Ok(())
+}
+
+/// Starts every scheduled issue whose time has come; an issue failing the send checks turns
+/// `approved` with `last_error`. Paused newsletters hold their scheduled issues. Returns how
+/// many started.
+pub fn start_due_scheduled(conn: &mut Connection) -> DomainResult<usize> {
+    const DUE: &str = "SELECT i.id, i.newsletter_id FROM issues i JOIN newsletters n ON n.id = i.newsletter_id
+         WHERE i.status = 'scheduled' AND i.scheduled_for <= ?1 AND n.status != 'paused' ORDER BY i.scheduled_for LIMIT 100";
+    let due: Vec<(i64, i64)> = {
+        let mut stmt = conn.prepare_cached(DUE)?;
+        stmt.query_map([clock::now_string()], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<_, _>>()?
+    };
+    let mut started = 0;
+    for (id, newsletter_id) in due {
+        started += write_tx(conn, |tx| {
+            let newsletter = newsletters::get(tx, newsletter_id)?;
+            let issue = get(tx, newsletter_id, id)?;
+            if issue.status != Status::Scheduled {
+                return Ok(0);
+            }
+            let checked = newsletter.ensure_writable().and_then(|()| check_sendable(tx, &newsletter, &issue));
+            match checked {
+                Ok(_) => {
+                    start_sending(tx, &issue)?;
+                    Ok(1)
+                }
+                Err(DomainError::Rejected(_, reason)) => {
+                    const HOLD: &str = "UPDATE issues SET status = 'approved', last_error = ?2, updated_at = ?3 WHERE id = ?1";
+                    tx.execute(HOLD, (id, format!("The scheduled send could not start: {reason}"), clock::now_string()))?;
+                    Ok(0)
+                }
+                Err(other) => Err(other),
+            }
+        })?;
+    }
+    Ok(started)
+}
+
+/// Marks a sending issue sent (once) and records `issue.sent`.
+pub fn mark_sent(conn: &Connection, newsletter_id: i64, id: i64) -> DomainResult<bool> {
+    const SENT: &str = "UPDATE issues SET status = 'sent', sent_at = ?2, updated_at = ?2 WHERE id = ?1 AND status = 'sending'";
+    if conn.execute(SENT, (id, clock::now_string()))? == 0 {
+        return Ok(false);
+    }
+    let issue = get(conn, newsletter_id, id)?;
+    events::record(conn, newsletter_id, "issue.sent", issue.event_data("sent"))?;
+    Ok(true)
+}
+
+/// The outcome of publish.
+#[derive(Debug, Clone)]
+pub struct Published {
+    pub issue: Issue,
+    pub web_url: String,
+    /// False when it was already published (no second event).
+    pub first_time: bool,
+}
+
+/// Makes the issue's web page live. Approved, scheduled, sending and sent issues with
+/// content may be published; `issue.published` fires the first time only.
+pub fn publish(conn: &mut Connection, urls: &SiteUrls, newsletter_id: i64, id: i64) -> DomainResult<Published> {
+    write_tx(conn, |tx| {
+        let newsletter = newsletters::get(tx, newsletter_id)?;
+        newsletter.ensure_writable()?;
+        let issue = get(tx, newsletter_id, id)?;
+        if issue.status == Status::Draft {
+            return Err(DomainError::rejected(ErrorCode::InvalidState, "Approve the issue before publishing it"));
+        }
+        if !issue.has_content() {
+            return Err(DomainError::rejected(ErrorCode::NoContent, "The issue has no content and no articles"));
+        }
+        let first_time = issue.published_at.is_none();
+        if first_time {
+            const PUBLISH: &str = "UPDATE issues SET published_at = ?2, updated_at = ?2 WHERE id = ?1";
+            tx.execute(PUBLISH, (id, clock::now_string()))?;
+        }
+        let issue = get(tx, newsletter_id, id)?;
+        if first_time {
+            events::record(tx, newsletter_id, "issue.published", issue.event_data("published"))?;
+        }
+        let web_url = issue.web_url(&newsletter, urls).expect("published above");
+        Ok(Published { issue, web_url, first_time })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use time::macros::datetime;
+
+    #[test]
+    fn slots_follow_the_frequency_at_nine_utc() {
+        // 2026-11-22 is a Sunday.
+        let sunday_noon = datetime!(2026-11-22 12:00 UTC);
+        assert_eq!(next_slot(Frequency::Daily, sunday_noon), Some(datetime!(2026-11-23 09:00 UTC)));
+        assert_eq!(next_slot(Frequency::Weekly, sunday_noon), Some(datetime!(2026-11-24 09:00 UTC)));
+        assert_eq!(next_slot(Frequency::ThreeTimes, datetime!(2026-11-23 09:00 UTC)), Some(datetime!(2026-11-25 09:00 UTC)));
+        assert_eq!(next_slot(Frequency::Weekly, datetime!(2026-11-24 08:59 UTC)), Some(datetime!(2026-11-24 09:00 UTC)));
+        assert_eq!(next_slot(Frequency::Weekly, datetime!(2026-11-24 09:00 UTC)), Some(datetime!(2026-12-01 09:00 UTC)));
+        assert_eq!(next_slot(Frequency::Skip, sunday_noon), None);
+    }
+
+    fn db() -> Connection {
+        let mut conn = Connection::open_in_memory().unwrap();
+        crate::store::migrate(&mut conn).unwrap();
+        conn.execute_batch(
+            "INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('o@x.co', 'h', 'n', 'n');
+             INSERT INTO newsletters (owner_id, name, subdomain, tier, created_at, updated_at) VALUES (1, 'N', 'n', 'paid', 'n', 'n');",
+        )
+        .unwrap();
+        conn
+    }
+
+    fn input(subject: &str) -> IssueInput {
+        IssueInput { subject: Some(subject.into()), ..Default::default() }
+    }
+
+    #[test]
+    fn lifecycle_rules() {
+        let mut conn = db();
+        let urls = SiteUrls::new("http://localhost:8080", "localhost:8080");
+        let issue = create(&mut conn, 1, &input("Hello, World!")).unwrap();
+        assert_eq!((issue.status, issue.path.as_str()), (Status::Draft, "hello-world"));
+        assert_eq!(create(&mut conn, 1, &input("Hello world")).unwrap().path, "hello-world-2");
+
+        let scheduled = IssueInput { status: Some("scheduled".into()), ..input("Later") };
+        assert!(matches!(create(&mut conn, 1, &scheduled), Err(DomainError::Invalid(..))), "no frequency, no time");
+        conn.execute("UPDATE newsletters SET frequency = 'weekly'", []).unwrap();
+        assert!(create(&mut conn, 1, &scheduled).unwrap().scheduled_for.is_some());
+
+        assert!(matches!(publish(&mut conn, &urls, 1, issue.id), Err(DomainError::Rejected(ErrorCode::InvalidState, _))));
+        let approve = IssueInput { status: Some("approved".into()), content_markdown: Some("# Hi".into()), ..Default::default() };
+        update(&mut conn, 1, issue.id, &approve).unwrap();
+        assert!(matches!(send_now(&mut conn, 1, issue.id), Err(DomainError::Rejected(ErrorCode::NoActiveSubscribers, _))));
+        conn.execute("INSERT INTO subscribers (newsletter_id, email, subscribed_at, created_at, updated_at) VALUES (1, 'r@x.co', 'n', 'n', 'n')", []).unwrap();
+        let queued = send_now(&mut conn, 1, issue.id).unwrap();
+        assert_eq!((queued.issue.status, queued.recipients), (Status::Approved, 1));
+        assert_eq!(get(&conn, 1, issue.id).unwrap().status, Status::Sending);
+        assert!(matches!(send_now(&mut conn, 1, issue.id), Err(DomainError::Rejected(ErrorCode::InvalidState, _))));
+        assert!(matches!(update(&mut conn, 1, issue.id, &input("x")), Err(DomainError::Rejected(ErrorCode::InvalidState, _))));
+        assert!(matches!(delete(&mut conn, 1, issue.id), Err(DomainError::Rejected(ErrorCode::InvalidState, _))));
+
+        let first = publish(&mut conn, &urls, 1, issue.id).unwrap();
+        assert!(first.first_time);
+        assert_eq!(first.web_url, "http://n.localhost:8080/p/hello-world");
+        let again = publish(&mut conn, &urls, 1, issue.id).unwrap();
+        assert!(!again.first_time);
+        assert_eq!(again.web_url, first.web_url);
+        let published: i64 = conn.query_row("SELECT count(*) FROM events WHERE kind = 'issue.published'", [], |r| r.get(0)).unwrap();
+        assert_eq!(published, 1);
+    }
+
+    #[test]
+    fn articles_replace_in_order_and_validate() {
+        let mut conn = db();
+        let with = |urls: &[&str]| IssueInput {
+            articles: Some(urls.iter().map(|u| ArticleInput { title: "T".into(), url: u.to_string(), summarized_article: "S".into() }).collect()),
+            ..input("Links")
+        };
+        let issue = create(&mut conn, 1, &with(&["https://a.example/1", "https://b.example/2"])).unwrap();
+        assert_eq!(issue.articles.iter().map(|a| a.position).collect::<Vec<_>>(), vec![1, 2]);
+        assert!(create(&mut conn, 1, &with(&["javascript:alert(1)"])).is_err());
+        let updated = update(&mut conn, 1, issue.id, &IssueInput { articles: Some(vec![]), ..Default::default() }).unwrap();
+        assert_eq!(updated.articles_count, 0);
+    }
+}

@@ -1,0 +1,77 @@
+//! Page/per_page as the API takes them: positive integers, `per_page` capped at 100.
+
+use super::{DomainError, DomainResult, FieldErrors};
+
+pub const DEFAULT_PER_PAGE: u32 = 25;
+pub const MAX_PER_PAGE: u32 = 100;
+
+/// A validated page request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Page {
+    pub page: u32,
+    pub per_page: u32,
+}
+
+impl Page {
+    /// Parses the raw query values; absent means the default, anything not a positive integer
+    /// is a validation error, and `per_page` above 100 is taken as 100.
+    pub fn parse(page: Option<&str>, per_page: Option<&str>) -> DomainResult<Page> {
+        let mut errors = FieldErrors::new();
+        let mut positive = |field: &str, raw: Option<&str>, default: u32| -> u32 {
+            match raw.map(str::trim) {
+                None => default,
+                Some(text) => match text.parse::<u64>() {
+                    Ok(n) if n >= 1 => n.min(u32::MAX as u64) as u32,
+                    _ => {
+                        errors.add(field, "must be a positive integer");
+                        default
+                    }
+                },
+            }
+        };
+        let page = positive("page", page, 1);
+        let per_page = positive("per_page", per_page, DEFAULT_PER_PAGE).min(MAX_PER_PAGE);
+        errors.into_result()?;
+        Ok(Page { page, per_page })
+    }
+
+    /// Rows to skip.
+    pub fn offset(&self) -> i64 {
+        (self.page as i64 - 1) * self.per_page as i64
+    }
+
+    /// Rows to fetch: one more than shown, to learn whether another page exists.
+    pub fn fetch(&self) -> i64 {
+        self.per_page as i64 + 1
+    }
+
+    /// Trims the extra row and reports `has_more`.
+    pub fn finish<T>(&self, mut rows: Vec<T>) -> (Vec<T>, bool) {
+        let has_more = rows.len() > self.per_page as usize;
+        rows.truncate(self.per_page as usize);
+        (rows, has_more)
+    }
+}
+
+/// The unknown-value error for list filters.
+pub fn invalid_filter(field: &str, allowed: &str) -> DomainError {
+    DomainError::invalid(field, format!("must be one of {allowed}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_defaults_caps_and_refuses_junk() {
+        assert_eq!(Page::parse(None, None).unwrap(), Page { page: 1, per_page: 25 });
+        assert_eq!(Page::parse(Some("3"), Some("500")).unwrap(), Page { page: 3, per_page: 100 });
+        for (p, pp) in [(Some("0"), None), (Some("-1"), None), (None, Some("abc")), (Some("1.5"), None), (None, Some(""))] {
+            assert!(Page::parse(p, pp).is_err(), "{p:?} {pp:?}");
+        }
+        let page = Page { page: 2, per_page: 2 };
+        assert_eq!(page.offset(), 2);
+        assert_eq!(page.finish(vec![1, 2, 3]), (vec![1, 2], true));
+        assert_eq!(page.finish(vec![1, 2]), (vec![1, 2], false));
+    }
+}

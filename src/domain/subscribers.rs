@@ -1,0 +1,464 @@
+//! Subscribers: create (idempotent by e-mail), list with filters, update, tag, delete for
+//! good, bulk create. Every change records its `subscriber.*` event in the same transaction.
+
+use std::collections::HashSet;
+
+use rusqlite::{Connection, OptionalExtension, Row};
+use serde_json::{Value, json};
+
+use super::email::EmailAddress;
+use super::pagination::{Page, invalid_filter};
+use super::{DomainError, DomainResult, ErrorCode, FieldErrors, events};
+use crate::clock;
+use crate::store::{StoreError, write_tx};
+
+/// Most entries one bulk request may carry.
+pub const BULK_LIMIT: usize = 1000;
+const NAME_MAX: usize = 100;
+const TAG_MAX: usize = 50;
+const TAGS_PER_SUBSCRIBER: usize = 100;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Active,
+    Unsubscribed,
+    Bounced,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Active => "active",
+            Status::Unsubscribed => "unsubscribed",
+            Status::Bounced => "bounced",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "active" => Some(Status::Active),
+            "unsubscribed" => Some(Status::Unsubscribed),
+            "bounced" => Some(Status::Bounced),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Subscriber {
+    pub id: i64,
+    pub newsletter_id: i64,
+    pub email: String,
+    pub name: Option<String>,
+    pub status: Status,
+    pub tags: Vec<String>,
+    pub subscribed_at: String,
+    pub unsubscribed_at: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+impl Subscriber {
+    /// The `data` of `subscriber.*` events.
+    pub fn event_data(&self) -> Value {
+        json!({
+            "subscription_id": self.id,
+            "email": self.email,
+            "name": self.name,
+            "status": self.status.as_str(),
+            "subscribed_at": self.subscribed_at,
+            "tags": self.tags,
+        })
+    }
+}
+
+macro_rules! select_subscriber {
+    ($($tail:literal)+) => {
+        concat!(
+            "SELECT s.id, s.newsletter_id, s.email, s.name, s.status, s.subscribed_at, s.unsubscribed_at, s.created_at, s.updated_at, ",
+            "(SELECT group_concat(tag, char(10)) FROM (SELECT tag FROM subscriber_tags t WHERE t.subscriber_id = s.id ORDER BY tag)) ",
+            "FROM subscribers s ", $($tail),+
+        )
+    };
+}
+
+fn from_row(row: &Row<'_>) -> rusqlite::Result<Subscriber> {
+    let status: String = row.get(4)?;
+    let tags: Option<String> = row.get(9)?;
+    Ok(Subscriber {
+        id: row.get(0)?,
+        newsletter_id: row.get(1)?,
+        email: row.get(2)?,
+        name: row.get(3)?,
+        status: Status::parse(&status)
+            .ok_or_else(|| rusqlite::Error::InvalidColumnType(4, status.clone(), rusqlite::types::Type::Text))?,
+        subscribed_at: row.get(5)?,
+        unsubscribed_at: row.get(6)?,
+        created_at: row.get(7)?,
+        updated_at: row.get(8)?,
+        tags: tags.map(|t| t.split('\n').map(str::to_string).collect()).unwrap_or_default(),
+    })
+}
+
+pub fn get(conn: &Connection, newsletter_id: i64, id: i64) -> DomainResult<Subscriber> {
+    const SQL: &str = select_subscriber!("WHERE s.newsletter_id = ?1 AND s.id = ?2");
+    conn.query_row(SQL, (newsletter_id, id), from_row).optional()?.ok_or(DomainError::NotFound("subscriber"))
+}
+
+fn find_by_email(conn: &Connection, newsletter_id: i64, email: &str) -> DomainResult<Option<Subscriber>> {
+    const SQL: &str = select_subscriber!("WHERE s.newsletter_id = ?1 AND s.email = ?2");
+    Ok(conn.query_row(SQL, (newsletter_id, email), from_row).optional()?)
+}
+
+/// List filters as the API receives them.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    pub status: Option<String>,
+    pub tag: Option<String>,
+    /// Substring of the e-mail address (dashboard search).
+    pub search: Option<String>,
+}
+
+/// A page of the newsletter's subscribers, newest first, and whether more follow.
+pub fn list(conn: &Connection, newsletter_id: i64, page: Page, filter: &Filter) -> DomainResult<(Vec<Subscriber>, bool)> {
+    let status = match filter.status.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(text) => Some(Status::parse(text).ok_or_else(|| invalid_filter("status", "active, unsubscribed or bounced"))?),
+    };
+    let tag = filter.tag.as_deref().map(str::trim).filter(|t| !t.is_empty());
+    let search = filter.search.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(|s| s.to_lowercase());
+    const SQL: &str = select_subscriber!(
+        "WHERE s.newsletter_id = ?1 AND (?2 IS NULL OR s.status = ?2) "
+        "AND (?3 IS NULL OR EXISTS (SELECT 1 FROM subscriber_tags t WHERE t.subscriber_id = s.id AND t.tag = ?3)) "
+        "AND (?4 IS NULL OR instr(s.email, ?4) > 0) "
+        "ORDER BY s.id DESC LIMIT ?5 OFFSET ?6"
+    );
+    let mut stmt = conn.prepare_cached(SQL)?;
+    let rows = stmt
+        .query_map((newsletter_id, status.map(Status::as_str), tag, search, page.fetch(), page.offset()), from_row)?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(page.finish(rows))
+}
+
+/// What a create carries.
+#[derive(Debug, Clone, Default)]
+pub struct NewSubscriber {
+    pub email: String,
+    pub name: Option<String>,
+    pub tags: Vec<String>,
+}
+
+fn clean_name(errors: &mut FieldErrors, name: Option<&str>) -> Option<String> {
+    let name = name.map(str::trim).filter(|n| !n.is_empty())?;
+    if name.chars().count() > NAME_MAX {
+        errors.add("name", format!("is too long (maximum is {NAME_MAX} characters)"));
+    } else if name.chars().any(char::is_control) {
+        errors.add("name", "must not contain control characters");
+    }
+    Some(name.to_string())
+}
+
+/// Trims a tag and checks it is 1-50 characters without control characters.
+pub fn clean_tag(raw: &str) -> Result<String, &'static str> {
+    let tag = raw.trim();
+    if tag.is_empty() {
+        Err("can't be blank")
+    } else if tag.chars().count() > TAG_MAX {
+        Err("is too long (maximum is 50 characters)")
+    } else if tag.chars().any(char::is_control) {
+        Err("must not contain control characters")
+    } else {
+        Ok(tag.to_string())
+    }
+}
+
+/// A validated create: the parsed address, name and unique tags.
+struct Valid {
+    email: EmailAddress,
+    name: Option<String>,
+    tags: Vec<String>,
+}
+
+fn validate(input: &NewSubscriber) -> DomainResult<Valid> {
+    let email = EmailAddress::parse(&input.email)
+        .map_err(|message| DomainError::Invalid(ErrorCode::InvalidEmail, FieldErrors::single("email", message)))?;
+    let mut errors = FieldErrors::new();
+    let name = clean_name(&mut errors, input.name.as_deref());
+    let mut tags: Vec<String> = Vec::new();
+    for raw in &input.tags {
+        match clean_tag(raw) {
+            Ok(tag) if !tags.contains(&tag) => tags.push(tag),
+            Ok(_) => {}
+            Err(message) => errors.add("tags", message),
+        }
+    }
+    if tags.len() > TAGS_PER_SUBSCRIBER {
+        errors.add("tags", format!("are too many (maximum is {TAGS_PER_SUBSCRIBER})"));
+    }
+    errors.into_result()?;
+    Ok(Valid { email, name, tags })
+}
+
+/// Inserts a validated subscriber unless the address exists; returns it and whether it is new.
+fn insert(conn: &Connection, newsletter_id: i64, valid: &Valid) -> DomainResult<(Subscriber, bool)> {
+    const INSERT: &str = "INSERT INTO subscribers (newsletter_id, email, name, subscribed_at, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?4, ?4) ON CONFLICT (newsletter_id, email) DO NOTHING";
+    const TAG: &str = "INSERT OR IGNORE INTO subscriber_tags (subscriber_id, tag) VALUES (?1, ?2)";
+    if conn.execute(INSERT, (newsletter_id, valid.email.as_str(), &valid.name, clock::now_string()))? == 0 {
+        let existing = find_by_email(conn, newsletter_id, valid.email.as_str())?.ok_or(DomainError::NotFound("subscriber"))?;
+        return Ok((existing, false));
+    }
+    let id = conn.last_insert_rowid();
+    let mut tag_stmt = conn.prepare_cached(TAG)?;
+    for tag in &valid.tags {
+        tag_stmt.execute((id, tag))?;
+    }
+    let subscriber = get(conn, newsletter_id, id)?;
+    events::record(conn, newsletter_id, "subscriber.created", subscriber.event_data())?;
+    Ok((subscriber, true))
+}
+
+/// Adds a subscriber, or returns the existing one with the same address (`false`).
+pub fn create(conn: &mut Connection, newsletter_id: i64, input: &NewSubscriber) -> DomainResult<(Subscriber, bool)> {
+    let valid = validate(input)?;
+    write_tx(conn, |tx| insert(tx, newsletter_id, &valid))
+}
+
+/// One refused entry of a bulk create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BulkError {
+    pub index: usize,
+    pub email: String,
+    pub code: &'static str,
+    pub message: String,
+}
+
+/// The outcome of a bulk create.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BulkOutcome {
+    pub created: usize,
+    pub existing: usize,
+    pub errors: Vec<BulkError>,
+}
+
+/// Creates up to [`BULK_LIMIT`] subscribers in one transaction; more is refused whole.
+/// Duplicates (also within the request) count as existing; invalid entries are reported.
+pub fn bulk_create(conn: &mut Connection, newsletter_id: i64, entries: &[NewSubscriber]) -> DomainResult<BulkOutcome> {
+    if entries.len() > BULK_LIMIT {
+        return Err(DomainError::invalid(
+            "subscribers",
+            format!("has {} entries; at most {BULK_LIMIT} are accepted per request", entries.len()),
+        ));
+    }
+    write_tx(conn, |tx| import(tx, newsletter_id, entries.iter().cloned().enumerate()))
+}
+
+/// Creates subscribers from `(index, entry)` pairs inside the caller's transaction (shared by
+/// the API's bulk create and the CSV imports).
+pub fn import(
+    conn: &Connection,
+    newsletter_id: i64,
+    entries: impl IntoIterator<Item = (usize, NewSubscriber)>,
+) -> DomainResult<BulkOutcome> {
+    let mut outcome = BulkOutcome::default();
+    let mut seen = HashSet::new();
+    for (index, entry) in entries {
+        match validate(&entry) {
+            Err(DomainError::Invalid(code, fields)) => outcome.errors.push(BulkError {
+                index,
+                email: entry.email.clone(),
+                code: code.as_str(),
+                message: fields.sentences().join("; "),
+            }),
+            Err(other) => return Err(other),
+            Ok(valid) => {
+                if !seen.insert(valid.email.as_str().to_string()) {
+                    outcome.existing += 1;
+                    continue;
+                }
+                match insert(conn, newsletter_id, &valid)? {
+                    (_, true) => outcome.created += 1,
+                    (_, false) => outcome.existing += 1,
+                }
+            }
+        }
+    }
+    Ok(outcome)
+}
+
+/// What a PATCH may change.
+#[derive(Debug, Clone, Default)]
+pub struct Changes {
+    pub status: Option<String>,
+    /// `Some(None)` clears the name.
+    pub name: Option<Option<String>>,
+}
+
+pub fn update(conn: &mut Connection, newsletter_id: i64, id: i64, changes: &Changes) -> DomainResult<Subscriber> {
+    let mut errors = FieldErrors::new();
+    let status = match changes.status.as_deref().map(str::trim) {
+        None => None,
+        Some("active") => Some(Status::Active),
+        Some("unsubscribed") => Some(Status::Unsubscribed),
+        Some(_) => {
+            errors.add("status", "must be active or unsubscribed");
+            None
+        }
+    };
+    let name = changes.name.as_ref().map(|n| clean_name(&mut errors, n.as_deref()));
+    errors.into_result()?;
+    write_tx(conn, |tx| {
+        let before = get(tx, newsletter_id, id)?;
+        let now = clock::now_string();
+        if let Some(status) = status.filter(|s| *s != before.status) {
+            set_status(tx, &before, status, &now)?;
+        }
+        if let Some(name) = &name {
+            const NAME: &str = "UPDATE subscribers SET name = ?2, updated_at = ?3 WHERE id = ?1";
+            tx.execute(NAME, (id, name, &now))?;
+        }
+        changed(tx, before)
+    })
+}
+
+/// Moves a subscriber to `status`, keeping `unsubscribed_at` in step; used by PATCH,
+/// unsubscribe links and bounces.
+pub fn set_status(conn: &Connection, subscriber: &Subscriber, status: Status, now: &str) -> Result<(), StoreError> {
+    const SET: &str = "UPDATE subscribers SET status = ?2, updated_at = ?3,
+         unsubscribed_at = CASE WHEN ?2 = 'unsubscribed' THEN coalesce(unsubscribed_at, ?3)
+                                WHEN ?2 = 'active' THEN NULL ELSE unsubscribed_at END,
+         subscribed_at = CASE WHEN ?2 = 'active' AND status != 'active' THEN ?3 ELSE subscribed_at END
+         WHERE id = ?1";
+    conn.execute(SET, (subscriber.id, status.as_str(), now))?;
+    Ok(())
+}
+
+/// Re-reads the subscriber and fires `subscriber.updated` when anything changed.
+fn changed(conn: &Connection, before: Subscriber) -> DomainResult<Subscriber> {
+    let after = get(conn, before.newsletter_id, before.id)?;
+    let same = (&after.email, &after.name, after.status, &after.tags) == (&before.email, &before.name, before.status, &before.tags);
+    if !same {
+        events::record(conn, after.newsletter_id, "subscriber.updated", after.event_data())?;
+    }
+    Ok(after)
+}
+
+pub fn add_tag(conn: &mut Connection, newsletter_id: i64, id: i64, tag: &str) -> DomainResult<Subscriber> {
+    let tag = clean_tag(tag).map_err(|message| DomainError::invalid("tag", message))?;
+    write_tx(conn, |tx| {
+        let before = get(tx, newsletter_id, id)?;
+        if !before.tags.contains(&tag) && before.tags.len() >= TAGS_PER_SUBSCRIBER {
+            return Err(DomainError::invalid("tag", format!("cannot be added: at most {TAGS_PER_SUBSCRIBER} tags")));
+        }
+        tx.execute("INSERT OR IGNORE INTO subscriber_tags (subscriber_id, tag) VALUES (?1, ?2)", (id, &tag))?;
+        tx.execute("UPDATE subscribers SET updated_at = ?2 WHERE id = ?1", (id, clock::now_string()))?;
+        changed(tx, before)
+    })
+}
+
+pub fn remove_tag(conn: &mut Connection, newsletter_id: i64, id: i64, tag: &str) -> DomainResult<Subscriber> {
+    let tag = clean_tag(tag).map_err(|message| DomainError::invalid("tag", message))?;
+    write_tx(conn, |tx| {
+        let before = get(tx, newsletter_id, id)?;
+        if tx.execute("DELETE FROM subscriber_tags WHERE subscriber_id = ?1 AND tag = ?2", (id, &tag))? > 0 {
+            tx.execute("UPDATE subscribers SET updated_at = ?2 WHERE id = ?1", (id, clock::now_string()))?;
+        }
+        changed(tx, before)
+    })
+}
+
+/// Removes the subscriber and its tags for good (GDPR), after recording `subscriber.deleted`;
+/// past deliveries keep their counts but lose the address.
+pub fn delete(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainResult<()> {
+    write_tx(conn, |tx| {
+        let subscriber = get(tx, newsletter_id, id)?;
+        let mut data = subscriber.event_data();
+        data["status"] = json!("unsubscribed");
+        events::record(tx, newsletter_id, "subscriber.deleted", data)?;
+        tx.execute("UPDATE deliveries SET email = '' WHERE subscriber_id = ?1", [id])?;
+        tx.execute("DELETE FROM subscribers WHERE id = ?1", [id])?;
+        Ok(())
+    })
+}
+
+/// Active subscribers of the newsletter.
+pub fn active_count(conn: &Connection, newsletter_id: i64) -> DomainResult<i64> {
+    const SQL: &str = "SELECT count(*) FROM subscribers WHERE newsletter_id = ?1 AND status = 'active'";
+    Ok(conn.query_row(SQL, [newsletter_id], |r| r.get(0))?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn db_with_newsletter() -> Connection {
+        let mut conn = Connection::open_in_memory().unwrap();
+        crate::store::migrate(&mut conn).unwrap();
+        conn.execute_batch(
+            "INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('o@x.co', 'h', 'n', 'n');
+             INSERT INTO newsletters (owner_id, name, subdomain, created_at, updated_at) VALUES (1, 'N', 'n', 'n', 'n');",
+        )
+        .unwrap();
+        conn
+    }
+
+    fn new(email: &str) -> NewSubscriber {
+        NewSubscriber { email: email.into(), ..Default::default() }
+    }
+
+    #[test]
+    fn create_is_idempotent_and_records_events() {
+        let mut conn = db_with_newsletter();
+        let input = NewSubscriber { email: " Ann@Example.com".into(), name: Some("Ann".into()), tags: vec![" vip ".into(), "vip".into()] };
+        let (a, created) = create(&mut conn, 1, &input).unwrap();
+        assert!(created);
+        assert_eq!((a.email.as_str(), a.tags.clone()), ("ann@example.com", vec!["vip".to_string()]));
+        let (b, created) = create(&mut conn, 1, &new("ann@example.com")).unwrap();
+        assert!(!created);
+        assert_eq!(a.id, b.id);
+        assert!(matches!(create(&mut conn, 1, &new("nope")), Err(DomainError::Invalid(ErrorCode::InvalidEmail, _))));
+        let kinds: Vec<String> = conn
+            .prepare("SELECT kind FROM events ORDER BY id").unwrap()
+            .query_map([], |r| r.get(0)).unwrap().collect::<Result<_, _>>().unwrap();
+        assert_eq!(kinds, vec!["subscriber.created"]);
+    }
+
+    #[test]
+    fn bulk_counts_created_existing_and_errors() {
+        let mut conn = db_with_newsletter();
+        create(&mut conn, 1, &new("old@example.com")).unwrap();
+        let entries = vec![new("a@example.com"), new("old@example.com"), new("bad"), new("A@example.com")];
+        let outcome = bulk_create(&mut conn, 1, &entries).unwrap();
+        assert_eq!((outcome.created, outcome.existing), (1, 2));
+        assert_eq!(outcome.errors.len(), 1);
+        assert_eq!((outcome.errors[0].index, outcome.errors[0].code), (2, "invalid_email"));
+        let too_many: Vec<_> = (0..=BULK_LIMIT).map(|i| new(&format!("u{i}@example.com"))).collect();
+        assert!(bulk_create(&mut conn, 1, &too_many).is_err());
+        assert_eq!(active_count(&conn, 1).unwrap(), 2, "a refused bulk creates nothing");
+    }
+
+    #[test]
+    fn status_tags_filters_and_delete() {
+        let mut conn = db_with_newsletter();
+        let (s, _) = create(&mut conn, 1, &new("s@example.com")).unwrap();
+        create(&mut conn, 1, &new("t@example.com")).unwrap();
+        let changes = Changes { status: Some("unsubscribed".into()), name: Some(Some("Sam".into())) };
+        let s = update(&mut conn, 1, s.id, &changes).unwrap();
+        assert_eq!(s.status, Status::Unsubscribed);
+        assert!(s.unsubscribed_at.is_some());
+        assert!(update(&mut conn, 1, s.id, &Changes { status: Some("bounced".into()), name: None }).is_err());
+        let s = add_tag(&mut conn, 1, s.id, "paid").unwrap();
+        assert_eq!(s.tags, vec!["paid"]);
+        let page = Page::parse(None, None).unwrap();
+        let filter = Filter { tag: Some("paid".into()), ..Default::default() };
+        assert_eq!(list(&conn, 1, page, &filter).unwrap().0.len(), 1);
+        let filter = Filter { status: Some("active".into()), ..Default::default() };
+        assert_eq!(list(&conn, 1, page, &filter).unwrap().0.len(), 1);
+        assert!(list(&conn, 1, page, &Filter { status: Some("gone".into()), ..Default::default() }).is_err());
+        let s = remove_tag(&mut conn, 1, s.id, "paid").unwrap();
+        assert!(s.tags.is_empty());
+        delete(&mut conn, 1, s.id).unwrap();
+        assert!(matches!(get(&conn, 1, s.id), Err(DomainError::NotFound(_))));
+        assert!(matches!(get(&conn, 2, 1), Err(DomainError::NotFound(_))), "other newsletters see nothing");
+    }
+}
