@@ -50,6 +50,8 @@ CREATE TABLE newsletters (
     -- Set when the onboarding preferences step is done: the public site answers from then on.
     live_at          TEXT,
     tracking_enabled INTEGER NOT NULL DEFAULT 1,
+    -- Authenticates bounce reports posted by an MTA to /bounces/<token>.
+    bounce_token     TEXT NOT NULL UNIQUE,
     created_at       TEXT NOT NULL,
     updated_at       TEXT NOT NULL
 );

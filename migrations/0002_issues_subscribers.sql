@@ -14,6 +14,8 @@ CREATE TABLE issues (
     path             TEXT NOT NULL,
     published_at     TEXT,
     last_error       TEXT,
+    -- Set once the recipients of a send are recorded (one delivery row each).
+    recipients_at    TEXT,
     created_at       TEXT NOT NULL,
     updated_at       TEXT NOT NULL,
     UNIQUE (newsletter_id, path)
@@ -59,7 +61,10 @@ CREATE TABLE deliveries (
     issue_id        INTEGER NOT NULL REFERENCES issues(id) ON DELETE CASCADE,
     subscriber_id   INTEGER REFERENCES subscribers(id) ON DELETE SET NULL,
     email           TEXT NOT NULL,
-    status          TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'sent', 'bounced', 'failed')),
+    -- pending -> sending (durably marked just before the SMTP transaction) -> sent | bounced |
+    -- failed; a temporary failure goes back to pending with next_attempt_at.
+    status          TEXT NOT NULL DEFAULT 'pending'
+                    CHECK (status IN ('pending', 'sending', 'sent', 'bounced', 'failed')),
     attempts        INTEGER NOT NULL DEFAULT 0,
     next_attempt_at TEXT,
     last_error      TEXT,
@@ -72,6 +77,7 @@ CREATE TABLE deliveries (
     UNIQUE (issue_id, subscriber_id)
 );
 CREATE INDEX deliveries_work ON deliveries(issue_id, status, id);
+CREATE INDEX deliveries_subscriber ON deliveries(subscriber_id);
 
 -- Every webhook-worthy change, recorded in the transaction that made it.
 CREATE TABLE events (

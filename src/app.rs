@@ -14,6 +14,7 @@ use crate::config::ServeArgs;
 use crate::domain::newsletters::Tier;
 use crate::domain::secrets::ServerSecret;
 use crate::domain::urls::SiteUrls;
+use crate::jobs::send_issue::SendSettings;
 use crate::jobs::{JobContext, Runner};
 use crate::mail::{SmtpSettings, Transport};
 use crate::store::{self, DataDirLock, Db, StoreError};
@@ -84,6 +85,12 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
             transport: transport.clone(),
             mail_from,
             urls: urls.clone(),
+            secret: secret.clone(),
+            send: SendSettings {
+                concurrency: args.send_concurrency as usize,
+                rate: args.send_rate,
+                retry_base: time::Duration::milliseconds(args.send_retry_base_ms as i64),
+            },
         }),
         args.job_workers,
         Duration::from_millis(args.job_poll_ms.max(10)),
@@ -104,11 +111,21 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
         .enable_all()
         .build()?;
     let result = rt.block_on(async {
-        let app = Route::new()
+        let base = Route::new()
             .at("/up", get(up))
+            .at(
+                "/bounces/:token",
+                poem::post(crate::api::bounces::report_with_token),
+            )
             .nest("/api/v1", crate::api::routes())
             .nest("/", crate::web::routes())
-            .data(state);
+            .map_to_response()
+            .boxed();
+        let app = HostRouter {
+            base,
+            site: crate::site::routes().boxed(),
+        }
+        .data(state);
         let listener = TcpListener::bind(args.listen.clone());
         match &transport {
             Transport::Outbox(dir) => {
@@ -126,6 +143,31 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
     });
     runner.shutdown();
     result.map_err(StoreError::Io)
+}
+
+/// Sends each request to a newsletter's public site or to the base host, by its Host header.
+struct HostRouter {
+    base: poem::endpoint::BoxEndpoint<'static, Response>,
+    site: poem::endpoint::BoxEndpoint<'static, Response>,
+}
+
+impl poem::Endpoint for HostRouter {
+    type Output = Response;
+
+    async fn call(&self, mut req: poem::Request) -> poem::Result<Response> {
+        let state = req
+            .data::<Arc<AppState>>()
+            .expect("app state is installed")
+            .clone();
+        match crate::site::resolve(&req, &state).await {
+            Ok(None) => self.base.call(req).await,
+            Ok(Some(site)) => {
+                req.extensions_mut().insert(site);
+                self.site.call(req).await
+            }
+            Err(response) => Ok(response),
+        }
+    }
 }
 
 async fn shutdown_signal() {

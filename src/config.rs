@@ -124,6 +124,10 @@ pub struct ServeArgs {
     /// SMTP connections used in parallel when sending an issue.
     #[arg(long, env = "BROADSHEET_SEND_CONCURRENCY", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub send_concurrency: u32,
+    /// Wait before retrying a message the SMTP server refused temporarily (4xx); later retries
+    /// wait 4, 16, 64 times as long, and the fifth failure is final.
+    #[arg(long, env = "BROADSHEET_SEND_RETRY_BASE_MS", default_value_t = 60_000)]
+    pub send_retry_base_ms: u64,
     /// Messages per second when sending an issue; 0 = unlimited.
     #[arg(long, env = "BROADSHEET_SEND_RATE", default_value_t = 0)]
     pub send_rate: u32,

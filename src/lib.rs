@@ -12,6 +12,7 @@ pub mod config;
 pub mod domain;
 pub mod jobs;
 pub mod mail;
+pub mod site;
 pub mod store;
 pub mod web;
 pub mod webhooks;

@@ -16,11 +16,17 @@ pub struct ListMeta {
 
 impl ListMeta {
     pub fn new(page: Page, has_more: bool) -> Self {
-        ListMeta { page: page.page, per_page: page.per_page, has_more }
+        ListMeta {
+            page: page.page,
+            per_page: page.per_page,
+            has_more,
+        }
     }
 }
 
 /// Path ids that are not numbers name nothing: 404.
 pub fn parse_id(raw: &str) -> Result<i64, ApiError> {
-    raw.trim().parse().map_err(|_| ApiError::not_found("No such resource"))
+    raw.trim()
+        .parse()
+        .map_err(|_| ApiError::not_found("No such resource"))
 }

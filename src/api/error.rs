@@ -182,7 +182,9 @@ pub fn into_json_response(err: poem::Error) -> Response {
             )),
             StatusCode::UNAUTHORIZED => ApiError::unauthorized("Missing or invalid API key"),
             StatusCode::PAYLOAD_TOO_LARGE => ApiError::payload_too_large(),
-            StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::bad_request("invalid_json", "Send the body as application/json"),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => {
+                ApiError::bad_request("invalid_json", "Send the body as application/json")
+            }
             s if s.is_client_error() => ApiError::validation(&FieldErrors::single("base", message)),
             _ => {
                 eprintln!("api: unhandled error: {message}");

@@ -109,12 +109,17 @@ pub async fn guard<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Re
         Ok(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => req.set_body(bytes),
         Ok(bytes) => {
             if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
-                let mut response = ApiError::bad_request("invalid_json", format!("The body is not valid JSON: {e}")).into_response();
+                let mut response = ApiError::bad_request(
+                    "invalid_json",
+                    format!("The body is not valid JSON: {e}"),
+                )
+                .into_response();
                 limit_headers(&mut response, &window);
                 return Ok(response);
             }
             // The API speaks only JSON: parse it as such whatever Content-Type says.
-            req.headers_mut().insert("Content-Type", HeaderValue::from_static("application/json"));
+            req.headers_mut()
+                .insert("Content-Type", HeaderValue::from_static("application/json"));
             req.set_body(bytes)
         }
         Err(poem::error::ReadBodyError::PayloadTooLarge) => {

@@ -73,7 +73,13 @@ impl IssueObject {
                 issue
                     .articles
                     .into_iter()
-                    .map(|a| ArticleObject { id: a.id, title: a.title, url: a.url, position: a.position, summarized_article: a.summarized_article })
+                    .map(|a| ArticleObject {
+                        id: a.id,
+                        title: a.title,
+                        url: a.url,
+                        position: a.position,
+                        summarized_article: a.summarized_article,
+                    })
                     .collect()
             }),
             created_at: issue.created_at,
@@ -123,7 +129,11 @@ impl From<IssueFields> for IssueInput {
             },
             articles: f.articles.map(|list| {
                 list.into_iter()
-                    .map(|a| ArticleInput { title: a.title, url: a.url, summarized_article: a.summarized_article })
+                    .map(|a| ArticleInput {
+                        title: a.title,
+                        url: a.url,
+                        summarized_article: a.summarized_article,
+                    })
                     .collect()
             }),
         }
@@ -189,7 +199,13 @@ pub enum PublishResponse {
 }
 
 /// An issue with its web URL, read after `f` ran in the same connection.
-fn with_url(conn: &rusqlite::Connection, state: &State, newsletter_id: i64, issue: Issue, full: bool) -> DomainResult<IssueObject> {
+fn with_url(
+    conn: &rusqlite::Connection,
+    state: &State,
+    newsletter_id: i64,
+    issue: Issue,
+    full: bool,
+) -> DomainResult<IssueObject> {
     let newsletter = newsletters::get(conn, newsletter_id)?;
     let web_url = issue.web_url(&newsletter, &state.urls);
     Ok(IssueObject::new(issue, web_url, full))
@@ -219,59 +235,127 @@ impl IssuesApi {
             .db
             .run(move |conn| {
                 let (rows, has_more) = issues::list(conn, nid, page, status.0.as_deref())?;
-                let rows = rows.into_iter().map(|i| with_url(conn, &state2, nid, i, false)).collect::<DomainResult<Vec<_>>>()?;
+                let rows = rows
+                    .into_iter()
+                    .map(|i| with_url(conn, &state2, nid, i, false))
+                    .collect::<DomainResult<Vec<_>>>()?;
                 Ok::<_, DomainError>((rows, has_more))
             })
             .await?;
-        Ok(ListResponse::Ok(Json(IssueList { issues, meta: ListMeta::new(page, has_more) })))
+        Ok(ListResponse::Ok(Json(IssueList {
+            issues,
+            meta: ListMeta::new(page, has_more),
+        })))
     }
 
     /// One issue with its Markdown and articles.
     #[oai(path = "/issues/:id", method = "get", operation_id = "getIssue")]
-    async fn show(&self, _auth: ApiKeyAuth, id: Path<String>, Data(p): Data<&Principal>, Data(state): Data<&State>) -> Result<IssueResponse, ApiError> {
+    async fn show(
+        &self,
+        _auth: ApiKeyAuth,
+        id: Path<String>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<IssueResponse, ApiError> {
         let (nid, id, state2) = (p.newsletter_id, parse_id(&id.0)?, state.clone());
-        let issue = state.db.run(move |conn| with_url(conn, &state2, nid, issues::get(conn, nid, id)?, true)).await?;
+        let issue = state
+            .db
+            .run(move |conn| with_url(conn, &state2, nid, issues::get(conn, nid, id)?, true))
+            .await?;
         Ok(IssueResponse::Ok(Json(issue)))
     }
 
     /// Creates an issue (a draft unless `status` says otherwise).
     #[oai(path = "/issues", method = "post", operation_id = "createIssue")]
-    async fn create(&self, _auth: ApiKeyAuth, body: Json<IssueBody>, Data(p): Data<&Principal>, Data(state): Data<&State>) -> Result<CreatedResponse, ApiError> {
-        let (nid, state2, input) = (p.newsletter_id, state.clone(), IssueInput::from(body.0.issue));
-        let issue = state.db.run(move |conn| {
-            let issue = issues::create(conn, nid, &input)?;
-            with_url(conn, &state2, nid, issue, true)
-        }).await?;
+    async fn create(
+        &self,
+        _auth: ApiKeyAuth,
+        body: Json<IssueBody>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<CreatedResponse, ApiError> {
+        let (nid, state2, input) = (
+            p.newsletter_id,
+            state.clone(),
+            IssueInput::from(body.0.issue),
+        );
+        let issue = state
+            .db
+            .run(move |conn| {
+                let issue = issues::create(conn, nid, &input)?;
+                with_url(conn, &state2, nid, issue, true)
+            })
+            .await?;
         Ok(CreatedResponse::Created(Json(issue)))
     }
 
     /// Updates a draft, scheduled or approved issue.
     #[oai(path = "/issues/:id", method = "patch", operation_id = "updateIssue")]
-    async fn update(&self, _auth: ApiKeyAuth, id: Path<String>, body: Json<IssueBody>, Data(p): Data<&Principal>, Data(state): Data<&State>) -> Result<IssueResponse, ApiError> {
-        let (nid, id, state2, input) = (p.newsletter_id, parse_id(&id.0)?, state.clone(), IssueInput::from(body.0.issue));
-        let issue = state.db.run(move |conn| {
-            let issue = issues::update(conn, nid, id, &input)?;
-            with_url(conn, &state2, nid, issue, true)
-        }).await?;
+    async fn update(
+        &self,
+        _auth: ApiKeyAuth,
+        id: Path<String>,
+        body: Json<IssueBody>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<IssueResponse, ApiError> {
+        let (nid, id, state2, input) = (
+            p.newsletter_id,
+            parse_id(&id.0)?,
+            state.clone(),
+            IssueInput::from(body.0.issue),
+        );
+        let issue = state
+            .db
+            .run(move |conn| {
+                let issue = issues::update(conn, nid, id, &input)?;
+                with_url(conn, &state2, nid, issue, true)
+            })
+            .await?;
         Ok(IssueResponse::Ok(Json(issue)))
     }
 
     /// Deletes a draft.
     #[oai(path = "/issues/:id", method = "delete", operation_id = "deleteIssue")]
-    async fn delete(&self, _auth: ApiKeyAuth, id: Path<String>, Data(p): Data<&Principal>, Data(state): Data<&State>) -> Result<DeletedResponse, ApiError> {
+    async fn delete(
+        &self,
+        _auth: ApiKeyAuth,
+        id: Path<String>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<DeletedResponse, ApiError> {
         let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
-        state.db.run(move |conn| issues::delete(conn, nid, id)).await?;
+        state
+            .db
+            .run(move |conn| issues::delete(conn, nid, id))
+            .await?;
         Ok(DeletedResponse::NoContent)
     }
 
     /// Queues an approved or scheduled issue for sending to every active subscriber now.
-    #[oai(path = "/issues/:id/send_now", method = "post", operation_id = "sendIssueNow")]
-    async fn send_now(&self, _auth: ApiKeyAuth, id: Path<String>, Data(p): Data<&Principal>, Data(state): Data<&State>) -> Result<SendNowResponse, ApiError> {
+    #[oai(
+        path = "/issues/:id/send_now",
+        method = "post",
+        operation_id = "sendIssueNow"
+    )]
+    async fn send_now(
+        &self,
+        _auth: ApiKeyAuth,
+        id: Path<String>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<SendNowResponse, ApiError> {
         let (nid, id, state2) = (p.newsletter_id, parse_id(&id.0)?, state.clone());
-        let (issue, recipients) = state.db.run(move |conn| {
-            let queued = issues::send_now(conn, nid, id)?;
-            Ok::<_, DomainError>((with_url(conn, &state2, nid, queued.issue, false)?, queued.recipients))
-        }).await?;
+        let (issue, recipients) = state
+            .db
+            .run(move |conn| {
+                let queued = issues::send_now(conn, nid, id)?;
+                Ok::<_, DomainError>((
+                    with_url(conn, &state2, nid, queued.issue, false)?,
+                    queued.recipients,
+                ))
+            })
+            .await?;
         Ok(SendNowResponse::Ok(Json(SendNowResult {
             message: format!("Issue queued for sending to {recipients} subscriber(s)"),
             issue,
@@ -280,15 +364,41 @@ impl IssuesApi {
     }
 
     /// Publishes the issue to the newsletter's web archive.
-    #[oai(path = "/issues/:id/publish", method = "post", operation_id = "publishIssue")]
-    async fn publish(&self, _auth: ApiKeyAuth, id: Path<String>, Data(p): Data<&Principal>, Data(state): Data<&State>) -> Result<PublishResponse, ApiError> {
+    #[oai(
+        path = "/issues/:id/publish",
+        method = "post",
+        operation_id = "publishIssue"
+    )]
+    async fn publish(
+        &self,
+        _auth: ApiKeyAuth,
+        id: Path<String>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<PublishResponse, ApiError> {
         let (nid, id, state2) = (p.newsletter_id, parse_id(&id.0)?, state.clone());
-        let (issue, web_url, first) = state.db.run(move |conn| {
-            let published = issues::publish(conn, &state2.urls, nid, id)?;
-            let web_url = published.web_url.clone();
-            Ok::<_, DomainError>((with_url(conn, &state2, nid, published.issue, false)?, web_url, published.first_time))
-        }).await?;
-        let message = if first { "Issue published" } else { "Issue was already published" }.to_string();
-        Ok(PublishResponse::Ok(Json(PublishResult { message, issue, web_url })))
+        let (issue, web_url, first) = state
+            .db
+            .run(move |conn| {
+                let published = issues::publish(conn, &state2.urls, nid, id)?;
+                let web_url = published.web_url.clone();
+                Ok::<_, DomainError>((
+                    with_url(conn, &state2, nid, published.issue, false)?,
+                    web_url,
+                    published.first_time,
+                ))
+            })
+            .await?;
+        let message = if first {
+            "Issue published"
+        } else {
+            "Issue was already published"
+        }
+        .to_string();
+        Ok(PublishResponse::Ok(Json(PublishResult {
+            message,
+            issue,
+            web_url,
+        })))
     }
 }

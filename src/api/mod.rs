@@ -2,6 +2,7 @@
 //! code that answers. A guard in front of every operation authenticates the key, checks the
 //! permission its method needs, counts the rate-limit bucket and adds its headers.
 
+pub mod bounces;
 mod common;
 mod error;
 mod guard;
@@ -25,13 +26,22 @@ pub const BODY_LIMIT: usize = 2 * 1024 * 1024;
 #[oai(ty = "bearer", bearer_format = "API key")]
 pub struct ApiKeyAuth(#[allow(dead_code)] Bearer);
 
-type Apis = (newsletter::NewsletterApi, issues::IssuesApi, subscribers::SubscribersApi);
+type Apis = (
+    newsletter::NewsletterApi,
+    issues::IssuesApi,
+    subscribers::SubscribersApi,
+    bounces::BouncesApi,
+);
 
 /// The shared application state, as operations receive it.
 pub type State = std::sync::Arc<crate::app::AppState>;
 
 fn service() -> OpenApiService<Apis, ()> {
-    OpenApiService::new((newsletter::NewsletterApi, issues::IssuesApi, subscribers::SubscribersApi), "Broadsheet API", "1")
+    OpenApiService::new(
+        (newsletter::NewsletterApi, issues::IssuesApi, subscribers::SubscribersApi, bounces::BouncesApi),
+        "Broadsheet API",
+        "1",
+    )
         .description(
             "REST API of a Broadsheet newsletter. Every request carries `Authorization: Bearer <API_KEY>`; \
              the key names the newsletter. Errors answer `{\"error\": {\"code\", \"message\", \"details\"}}`. \

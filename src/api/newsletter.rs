@@ -154,7 +154,10 @@ impl From<stats::Stats> for StatsObject {
                 bounced: s.subscribers.bounced,
                 growth_last_30_days: s.subscribers.growth_last_30_days,
             },
-            issues: IssueStats { total: s.issues.total, sent_last_30_days: s.issues.sent_last_30_days },
+            issues: IssueStats {
+                total: s.issues.total,
+                sent_last_30_days: s.issues.sent_last_30_days,
+            },
             engagement: Engagement {
                 average_open_rate: s.engagement.average_open_rate,
                 average_click_rate: s.engagement.average_click_rate,
@@ -167,7 +170,12 @@ impl From<stats::Stats> for StatsObject {
             top_issues: s
                 .top_issues
                 .into_iter()
-                .map(|t| TopIssue { id: t.id, subject: t.subject, open_rate: t.open_rate, click_rate: t.click_rate })
+                .map(|t| TopIssue {
+                    id: t.id,
+                    subject: t.subject,
+                    open_rate: t.open_rate,
+                    click_rate: t.click_rate,
+                })
                 .collect(),
         }
     }
@@ -191,7 +199,9 @@ fn load(conn: &rusqlite::Connection, id: i64) -> DomainResult<(Newsletter, (i64,
 }
 
 fn envelope(state: &State, (n, counts): (Newsletter, (i64, i64))) -> NewsletterResponse {
-    NewsletterResponse::Ok(Json(NewsletterEnvelope { data: NewsletterObject::new(&n, counts, &state.urls) }))
+    NewsletterResponse::Ok(Json(NewsletterEnvelope {
+        data: NewsletterObject::new(&n, counts, &state.urls),
+    }))
 }
 
 pub struct NewsletterApi;
@@ -200,13 +210,25 @@ pub struct NewsletterApi;
 impl NewsletterApi {
     /// The newsletter this API key belongs to.
     #[oai(path = "/newsletter", method = "get", operation_id = "getNewsletter")]
-    async fn get_newsletter(&self, _auth: ApiKeyAuth, Data(p): Data<&Principal>, Data(state): Data<&State>) -> Result<NewsletterResponse, ApiError> {
+    async fn get_newsletter(
+        &self,
+        _auth: ApiKeyAuth,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<NewsletterResponse, ApiError> {
         let id = p.newsletter_id;
-        Ok(envelope(state, state.db.run(move |conn| load(conn, id)).await?))
+        Ok(envelope(
+            state,
+            state.db.run(move |conn| load(conn, id)).await?,
+        ))
     }
 
     /// Changes the name, tagline or sender; answers like `GET /newsletter`.
-    #[oai(path = "/newsletter", method = "patch", operation_id = "updateNewsletter")]
+    #[oai(
+        path = "/newsletter",
+        method = "patch",
+        operation_id = "updateNewsletter"
+    )]
     async fn update_newsletter(
         &self,
         _auth: ApiKeyAuth,
@@ -216,7 +238,12 @@ impl NewsletterApi {
     ) -> Result<NewsletterResponse, ApiError> {
         let id = p.newsletter_id;
         let Json(patch) = body;
-        let changes = newsletters::Details { name: patch.name, tagline: patch.tagline, sender_name: patch.sender_name, sender_email: patch.sender_email };
+        let changes = newsletters::Details {
+            name: patch.name,
+            tagline: patch.tagline,
+            sender_name: patch.sender_name,
+            sender_email: patch.sender_email,
+        };
         let loaded = state
             .db
             .run(move |conn| {
@@ -228,10 +255,24 @@ impl NewsletterApi {
     }
 
     /// Subscriber, issue and engagement figures from real deliveries.
-    #[oai(path = "/newsletter/stats", method = "get", operation_id = "getNewsletterStats")]
-    async fn get_stats(&self, _auth: ApiKeyAuth, Data(p): Data<&Principal>, Data(state): Data<&State>) -> Result<StatsResponse, ApiError> {
+    #[oai(
+        path = "/newsletter/stats",
+        method = "get",
+        operation_id = "getNewsletterStats"
+    )]
+    async fn get_stats(
+        &self,
+        _auth: ApiKeyAuth,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<StatsResponse, ApiError> {
         let id = p.newsletter_id;
-        let stats = state.db.run(move |conn| Ok::<_, DomainError>(stats::for_newsletter(conn, id)?)).await?;
-        Ok(StatsResponse::Ok(Json(StatsEnvelope { data: stats.into() })))
+        let stats = state
+            .db
+            .run(move |conn| Ok::<_, DomainError>(stats::for_newsletter(conn, id)?))
+            .await?;
+        Ok(StatsResponse::Ok(Json(StatsEnvelope {
+            data: stats.into(),
+        })))
     }
 }

@@ -68,7 +68,11 @@ pub struct CreateBody {
 
 impl From<SubscriberFields> for NewSubscriber {
     fn from(f: SubscriberFields) -> Self {
-        NewSubscriber { email: f.email.unwrap_or_default(), name: f.name, tags: f.tags.unwrap_or_default() }
+        NewSubscriber {
+            email: f.email.unwrap_or_default(),
+            name: f.name,
+            tags: f.tags.unwrap_or_default(),
+        }
     }
 }
 
@@ -158,7 +162,11 @@ pub struct SubscribersApi;
 #[OpenApi(tag = "ApiTags::Subscribers")]
 impl SubscribersApi {
     /// Subscribers, newest first.
-    #[oai(path = "/subscribers", method = "get", operation_id = "listSubscribers")]
+    #[oai(
+        path = "/subscribers",
+        method = "get",
+        operation_id = "listSubscribers"
+    )]
     #[allow(clippy::too_many_arguments)]
     async fn list(
         &self,
@@ -175,8 +183,18 @@ impl SubscribersApi {
         Data(state): Data<&State>,
     ) -> Result<ListResponse, ApiError> {
         let page = Page::parse(page.0.as_deref(), per_page.0.as_deref())?;
-        let (nid, filter) = (p.newsletter_id, Filter { status: status.0, tag: tag.0, search: None });
-        let (rows, has_more) = state.db.run(move |conn| subscribers::list(conn, nid, page, &filter)).await?;
+        let (nid, filter) = (
+            p.newsletter_id,
+            Filter {
+                status: status.0,
+                tag: tag.0,
+                search: None,
+            },
+        );
+        let (rows, has_more) = state
+            .db
+            .run(move |conn| subscribers::list(conn, nid, page, &filter))
+            .await?;
         Ok(ListResponse::Ok(Json(SubscriberList {
             subscribers: rows.into_iter().map(Into::into).collect(),
             meta: ListMeta::new(page, has_more),
@@ -184,29 +202,75 @@ impl SubscribersApi {
     }
 
     /// One subscriber.
-    #[oai(path = "/subscribers/:id", method = "get", operation_id = "getSubscriber")]
-    async fn show(&self, _auth: ApiKeyAuth, id: Path<String>, Data(p): Data<&Principal>, Data(state): Data<&State>) -> Result<SubscriberResponse, ApiError> {
+    #[oai(
+        path = "/subscribers/:id",
+        method = "get",
+        operation_id = "getSubscriber"
+    )]
+    async fn show(
+        &self,
+        _auth: ApiKeyAuth,
+        id: Path<String>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<SubscriberResponse, ApiError> {
         let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
-        let s = state.db.run(move |conn| subscribers::get(conn, nid, id)).await?;
+        let s = state
+            .db
+            .run(move |conn| subscribers::get(conn, nid, id))
+            .await?;
         Ok(SubscriberResponse::Ok(Json(s.into())))
     }
 
     /// Adds a subscriber; an address already present answers 200 with the existing record.
-    #[oai(path = "/subscribers", method = "post", operation_id = "createSubscriber")]
-    async fn create(&self, _auth: ApiKeyAuth, body: Json<CreateBody>, Data(p): Data<&Principal>, Data(state): Data<&State>) -> Result<CreateResponse, ApiError> {
+    #[oai(
+        path = "/subscribers",
+        method = "post",
+        operation_id = "createSubscriber"
+    )]
+    async fn create(
+        &self,
+        _auth: ApiKeyAuth,
+        body: Json<CreateBody>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<CreateResponse, ApiError> {
         let Json(body) = body;
         let input: NewSubscriber = match body.subscriber {
             Some(inner) => inner.into(),
-            None => SubscriberFields { email: body.email, name: body.name, tags: body.tags }.into(),
+            None => SubscriberFields {
+                email: body.email,
+                name: body.name,
+                tags: body.tags,
+            }
+            .into(),
         };
         let nid = p.newsletter_id;
-        let (s, created) = state.db.run(move |conn| subscribers::create(conn, nid, &input)).await?;
-        Ok(if created { CreateResponse::Created(Json(s.into())) } else { CreateResponse::Existing(Json(s.into())) })
+        let (s, created) = state
+            .db
+            .run(move |conn| subscribers::create(conn, nid, &input))
+            .await?;
+        Ok(if created {
+            CreateResponse::Created(Json(s.into()))
+        } else {
+            CreateResponse::Existing(Json(s.into()))
+        })
     }
 
     /// Changes the status (active or unsubscribed) or the name.
-    #[oai(path = "/subscribers/:id", method = "patch", operation_id = "updateSubscriber")]
-    async fn update(&self, _auth: ApiKeyAuth, id: Path<String>, body: Json<UpdateBody>, Data(p): Data<&Principal>, Data(state): Data<&State>) -> Result<SubscriberResponse, ApiError> {
+    #[oai(
+        path = "/subscribers/:id",
+        method = "patch",
+        operation_id = "updateSubscriber"
+    )]
+    async fn update(
+        &self,
+        _auth: ApiKeyAuth,
+        id: Path<String>,
+        body: Json<UpdateBody>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<SubscriberResponse, ApiError> {
         let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
         let fields = body.0.subscriber;
         let changes = Changes {
@@ -217,47 +281,109 @@ impl SubscribersApi {
                 MaybeUndefined::Value(v) => Some(Some(v)),
             },
         };
-        let s = state.db.run(move |conn| subscribers::update(conn, nid, id, &changes)).await?;
+        let s = state
+            .db
+            .run(move |conn| subscribers::update(conn, nid, id, &changes))
+            .await?;
         Ok(SubscriberResponse::Ok(Json(s.into())))
     }
 
     /// Removes the subscriber and its tags for good.
-    #[oai(path = "/subscribers/:id", method = "delete", operation_id = "deleteSubscriber")]
-    async fn delete(&self, _auth: ApiKeyAuth, id: Path<String>, Data(p): Data<&Principal>, Data(state): Data<&State>) -> Result<DeletedResponse, ApiError> {
+    #[oai(
+        path = "/subscribers/:id",
+        method = "delete",
+        operation_id = "deleteSubscriber"
+    )]
+    async fn delete(
+        &self,
+        _auth: ApiKeyAuth,
+        id: Path<String>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<DeletedResponse, ApiError> {
         let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
-        state.db.run(move |conn| subscribers::delete(conn, nid, id)).await?;
+        state
+            .db
+            .run(move |conn| subscribers::delete(conn, nid, id))
+            .await?;
         Ok(DeletedResponse::NoContent)
     }
 
     /// Adds a tag (1-50 characters; adding one twice changes nothing).
-    #[oai(path = "/subscribers/:id/add_tag", method = "post", operation_id = "addSubscriberTag")]
-    async fn add_tag(&self, _auth: ApiKeyAuth, id: Path<String>, body: Json<TagBody>, Data(p): Data<&Principal>, Data(state): Data<&State>) -> Result<SubscriberResponse, ApiError> {
+    #[oai(
+        path = "/subscribers/:id/add_tag",
+        method = "post",
+        operation_id = "addSubscriberTag"
+    )]
+    async fn add_tag(
+        &self,
+        _auth: ApiKeyAuth,
+        id: Path<String>,
+        body: Json<TagBody>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<SubscriberResponse, ApiError> {
         let (nid, id, tag) = (p.newsletter_id, parse_id(&id.0)?, body.0.tag);
-        let s = state.db.run(move |conn| subscribers::add_tag(conn, nid, id, &tag)).await?;
+        let s = state
+            .db
+            .run(move |conn| subscribers::add_tag(conn, nid, id, &tag))
+            .await?;
         Ok(SubscriberResponse::Ok(Json(s.into())))
     }
 
     /// Removes a tag.
-    #[oai(path = "/subscribers/:id/remove_tag", method = "delete", operation_id = "removeSubscriberTag")]
-    async fn remove_tag(&self, _auth: ApiKeyAuth, id: Path<String>, tag: Query<Option<String>>, Data(p): Data<&Principal>, Data(state): Data<&State>) -> Result<SubscriberResponse, ApiError> {
+    #[oai(
+        path = "/subscribers/:id/remove_tag",
+        method = "delete",
+        operation_id = "removeSubscriberTag"
+    )]
+    async fn remove_tag(
+        &self,
+        _auth: ApiKeyAuth,
+        id: Path<String>,
+        tag: Query<Option<String>>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<SubscriberResponse, ApiError> {
         let (nid, id, tag) = (p.newsletter_id, parse_id(&id.0)?, tag.0.unwrap_or_default());
-        let s = state.db.run(move |conn| subscribers::remove_tag(conn, nid, id, &tag)).await?;
+        let s = state
+            .db
+            .run(move |conn| subscribers::remove_tag(conn, nid, id, &tag))
+            .await?;
         Ok(SubscriberResponse::Ok(Json(s.into())))
     }
 
     /// Adds up to 1000 subscribers at once (counts in the bulk rate-limit bucket).
-    #[oai(path = "/subscribers/bulk_create", method = "post", operation_id = "bulkCreateSubscribers")]
-    async fn bulk_create(&self, _auth: ApiKeyAuth, body: Json<BulkBody>, Data(p): Data<&Principal>, Data(state): Data<&State>) -> Result<BulkResponse, ApiError> {
+    #[oai(
+        path = "/subscribers/bulk_create",
+        method = "post",
+        operation_id = "bulkCreateSubscribers"
+    )]
+    async fn bulk_create(
+        &self,
+        _auth: ApiKeyAuth,
+        body: Json<BulkBody>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<BulkResponse, ApiError> {
         let nid = p.newsletter_id;
         let entries: Vec<NewSubscriber> = body.0.subscribers.into_iter().map(Into::into).collect();
-        let outcome = state.db.run(move |conn| subscribers::bulk_create(conn, nid, &entries)).await?;
+        let outcome = state
+            .db
+            .run(move |conn| subscribers::bulk_create(conn, nid, &entries))
+            .await?;
         Ok(BulkResponse::Ok(Json(BulkResult {
             created: outcome.created as u64,
             existing: outcome.existing as u64,
             errors: outcome
                 .errors
                 .into_iter()
-                .map(|e| BulkErrorObject { index: e.index as u64, email: e.email, code: e.code.to_string(), message: e.message })
+                .map(|e| BulkErrorObject {
+                    index: e.index as u64,
+                    email: e.email,
+                    code: e.code.to_string(),
+                    message: e.message,
+                })
                 .collect(),
         })))
     }

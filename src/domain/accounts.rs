@@ -344,9 +344,7 @@ mod tests {
     use super::*;
 
     fn db() -> Connection {
-        let mut conn = Connection::open_in_memory().unwrap();
-        crate::store::migrate(&mut conn).unwrap();
-        conn
+        crate::domain::testing::db()
     }
 
     fn urls() -> SiteUrls {

@@ -210,13 +210,7 @@ mod tests {
 
     #[test]
     fn keys_are_shown_once_hashed_and_revocable() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        crate::store::migrate(&mut conn).unwrap();
-        conn.execute_batch(
-            "INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('o@x.co', 'h', 'n', 'n');
-             INSERT INTO newsletters (owner_id, name, subdomain, created_at, updated_at) VALUES (1, 'N', 'n', 'n', 'n');",
-        )
-        .unwrap();
+        let conn = crate::domain::testing::db_with_newsletter("free");
         let (key, secret) = create(&conn, 1, "ci", &["read".into(), "read".into()]).unwrap();
         assert_eq!(secret.len(), KEY_LEN);
         assert!(

@@ -25,8 +25,10 @@ pub const KINDS: &[&str] = &[
 pub fn record(conn: &Connection, newsletter_id: i64, kind: &str, data: Value) -> DomainResult<i64> {
     debug_assert!(KINDS.contains(&kind), "unknown event kind {kind}");
     const NEWSLETTER: &str = "SELECT name, subdomain FROM newsletters WHERE id = ?1";
-    const INSERT: &str = "INSERT INTO events (newsletter_id, kind, payload, created_at) VALUES (?1, ?2, ?3, ?4)";
-    let (name, subdomain): (String, String) = conn.query_row(NEWSLETTER, [newsletter_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    const INSERT: &str =
+        "INSERT INTO events (newsletter_id, kind, payload, created_at) VALUES (?1, ?2, ?3, ?4)";
+    let (name, subdomain): (String, String) =
+        conn.query_row(NEWSLETTER, [newsletter_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
     let now = clock::now_string();
     let envelope = json!({
         "event": kind,

@@ -27,7 +27,13 @@ pub enum Status {
 }
 
 impl Status {
-    pub const ALL: [Status; 5] = [Status::Draft, Status::Scheduled, Status::Approved, Status::Sending, Status::Sent];
+    pub const ALL: [Status; 5] = [
+        Status::Draft,
+        Status::Scheduled,
+        Status::Approved,
+        Status::Sending,
+        Status::Sent,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -84,7 +90,13 @@ impl Issue {
 
     /// The public address once published.
     pub fn web_url(&self, newsletter: &Newsletter, urls: &SiteUrls) -> Option<String> {
-        self.published_at.as_ref().map(|_| format!("{}/p/{}", urls.site_origin(&newsletter.subdomain), self.path))
+        self.published_at.as_ref().map(|_| {
+            format!(
+                "{}/p/{}",
+                urls.site_origin(&newsletter.subdomain),
+                self.path
+            )
+        })
     }
 
     /// The `data` of `issue.sent` and `issue.published`.
@@ -119,8 +131,9 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Issue> {
         newsletter_id: row.get(1)?,
         subject: row.get(2)?,
         content_markdown: row.get(3)?,
-        status: Status::parse(&status)
-            .ok_or_else(|| rusqlite::Error::InvalidColumnType(4, status.clone(), rusqlite::types::Type::Text))?,
+        status: Status::parse(&status).ok_or_else(|| {
+            rusqlite::Error::InvalidColumnType(4, status.clone(), rusqlite::types::Type::Text)
+        })?,
         scheduled_for: row.get(5)?,
         sent_at: row.get(6)?,
         path: row.get(7)?,
@@ -136,49 +149,94 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Issue> {
 /// One issue of the newsletter with its articles.
 pub fn get(conn: &Connection, newsletter_id: i64, id: i64) -> DomainResult<Issue> {
     const SQL: &str = select_issue!("WHERE i.newsletter_id = ?1 AND i.id = ?2");
-    const ARTICLES: &str =
-        "SELECT id, title, url, position, summarized_article FROM articles WHERE issue_id = ?1 ORDER BY position, id";
-    let mut issue = conn.query_row(SQL, (newsletter_id, id), from_row).optional()?.ok_or(DomainError::NotFound("issue"))?;
+    const ARTICLES: &str = "SELECT id, title, url, position, summarized_article FROM articles WHERE issue_id = ?1 ORDER BY position, id";
+    let mut issue = conn
+        .query_row(SQL, (newsletter_id, id), from_row)
+        .optional()?
+        .ok_or(DomainError::NotFound("issue"))?;
     let mut stmt = conn.prepare_cached(ARTICLES)?;
     issue.articles = stmt
         .query_map([id], |r| {
-            Ok(Article { id: r.get(0)?, title: r.get(1)?, url: r.get(2)?, position: r.get(3)?, summarized_article: r.get(4)? })
+            Ok(Article {
+                id: r.get(0)?,
+                title: r.get(1)?,
+                url: r.get(2)?,
+                position: r.get(3)?,
+                summarized_article: r.get(4)?,
+            })
         })?
         .collect::<Result<_, _>>()?;
     Ok(issue)
 }
 
 /// A published issue of the newsletter by its path (the public site's `/p/<path>`).
-pub fn get_published_by_path(conn: &Connection, newsletter_id: i64, path: &str) -> DomainResult<Issue> {
-    const SQL: &str = "SELECT id FROM issues WHERE newsletter_id = ?1 AND path = ?2 AND published_at IS NOT NULL";
-    let id: i64 = conn.query_row(SQL, (newsletter_id, path), |r| r.get(0)).optional()?.ok_or(DomainError::NotFound("issue"))?;
+pub fn get_published_by_path(
+    conn: &Connection,
+    newsletter_id: i64,
+    path: &str,
+) -> DomainResult<Issue> {
+    const SQL: &str =
+        "SELECT id FROM issues WHERE newsletter_id = ?1 AND path = ?2 AND published_at IS NOT NULL";
+    let id: i64 = conn
+        .query_row(SQL, (newsletter_id, path), |r| r.get(0))
+        .optional()?
+        .ok_or(DomainError::NotFound("issue"))?;
     get(conn, newsletter_id, id)
 }
 
 /// A page of issues, newest first, optionally of one status.
-pub fn list(conn: &Connection, newsletter_id: i64, page: Page, status: Option<&str>) -> DomainResult<(Vec<Issue>, bool)> {
+pub fn list(
+    conn: &Connection,
+    newsletter_id: i64,
+    page: Page,
+    status: Option<&str>,
+) -> DomainResult<(Vec<Issue>, bool)> {
     let status = match status.map(str::trim) {
         None | Some("") => None,
-        Some(text) => Some(Status::parse(text).ok_or_else(|| invalid_filter("status", "draft, approved, scheduled, sending or sent"))?),
+        Some(text) => Some(Status::parse(text).ok_or_else(|| {
+            invalid_filter("status", "draft, approved, scheduled, sending or sent")
+        })?),
     };
-    const SQL: &str = select_issue!("WHERE i.newsletter_id = ?1 AND (?2 IS NULL OR i.status = ?2) ORDER BY i.id DESC LIMIT ?3 OFFSET ?4");
+    const SQL: &str = select_issue!(
+        "WHERE i.newsletter_id = ?1 AND (?2 IS NULL OR i.status = ?2) ORDER BY i.id DESC LIMIT ?3 OFFSET ?4"
+    );
     let mut stmt = conn.prepare_cached(SQL)?;
     let rows = stmt
-        .query_map((newsletter_id, status.map(Status::as_str), page.fetch(), page.offset()), from_row)?
+        .query_map(
+            (
+                newsletter_id,
+                status.map(Status::as_str),
+                page.fetch(),
+                page.offset(),
+            ),
+            from_row,
+        )?
         .collect::<Result<Vec<_>, _>>()?;
     Ok(page.finish(rows))
 }
 
 /// Published issues, newest first (the public archive and feed).
-pub fn list_published(conn: &Connection, newsletter_id: i64, page: Page) -> DomainResult<(Vec<Issue>, bool)> {
-    const SQL: &str = select_issue!("WHERE i.newsletter_id = ?1 AND i.published_at IS NOT NULL ORDER BY i.published_at DESC, i.id DESC LIMIT ?2 OFFSET ?3");
+pub fn list_published(
+    conn: &Connection,
+    newsletter_id: i64,
+    page: Page,
+) -> DomainResult<(Vec<Issue>, bool)> {
+    const SQL: &str = select_issue!(
+        "WHERE i.newsletter_id = ?1 AND i.published_at IS NOT NULL ORDER BY i.published_at DESC, i.id DESC LIMIT ?2 OFFSET ?3"
+    );
     let mut stmt = conn.prepare_cached(SQL)?;
-    let rows = stmt.query_map((newsletter_id, page.fetch(), page.offset()), from_row)?.collect::<Result<Vec<_>, _>>()?;
+    let rows = stmt
+        .query_map((newsletter_id, page.fetch(), page.offset()), from_row)?
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(page.finish(rows))
 }
 
 pub fn count(conn: &Connection, newsletter_id: i64) -> DomainResult<i64> {
-    Ok(conn.query_row("SELECT count(*) FROM issues WHERE newsletter_id = ?1", [newsletter_id], |r| r.get(0))?)
+    Ok(conn.query_row(
+        "SELECT count(*) FROM issues WHERE newsletter_id = ?1",
+        [newsletter_id],
+        |r| r.get(0),
+    )?)
 }
 
 /// An article as given on create/update.
@@ -219,12 +277,18 @@ fn validate(input: &IssueInput, creating: bool) -> DomainResult<Valid> {
         }
         (None, false) => None,
     };
-    if subject.as_deref().is_some_and(|s| s.chars().any(|c| c == '\r' || c == '\n')) {
+    if subject
+        .as_deref()
+        .is_some_and(|s| s.chars().any(|c| c == '\r' || c == '\n'))
+    {
         errors.add("subject", "must be one line");
     }
     let content = input.content_markdown.clone();
     if content.as_deref().is_some_and(|c| c.len() > CONTENT_MAX) {
-        errors.add("content_markdown", "is too long (maximum is 1,000,000 bytes)");
+        errors.add(
+            "content_markdown",
+            "is too long (maximum is 1,000,000 bytes)",
+        );
     }
     let status = match input.status.as_deref().map(str::trim) {
         None => None,
@@ -243,7 +307,10 @@ fn validate(input: &IssueInput, creating: bool) -> DomainResult<Valid> {
         Some(Some(text)) => match clock::parse(text.trim()) {
             Some(at) => Some(Some(at)),
             None => {
-                errors.add("scheduled_for", "must be an ISO 8601 date-time with a time zone, e.g. 2026-12-01T09:00:00Z");
+                errors.add(
+                    "scheduled_for",
+                    "must be an ISO 8601 date-time with a time zone, e.g. 2026-12-01T09:00:00Z",
+                );
                 None
             }
         },
@@ -251,35 +318,71 @@ fn validate(input: &IssueInput, creating: bool) -> DomainResult<Valid> {
     let articles = match &input.articles {
         None => None,
         Some(list) if list.len() > ARTICLES_MAX => {
-            errors.add("articles", format!("are too many (maximum is {ARTICLES_MAX})"));
+            errors.add(
+                "articles",
+                format!("are too many (maximum is {ARTICLES_MAX})"),
+            );
             None
         }
         Some(list) => {
             let mut cleaned = Vec::new();
             for (i, a) in list.iter().enumerate() {
-                let title = clean_text(&mut errors, &format!("articles[{i}].title"), &a.title, true, 300);
+                let title = clean_text(
+                    &mut errors,
+                    &format!("articles[{i}].title"),
+                    &a.title,
+                    true,
+                    300,
+                );
                 let url = a.url.trim().to_string();
                 if !is_web_url(&url) {
-                    errors.add(&format!("articles[{i}].url"), "must be an absolute http(s) URL");
+                    errors.add(
+                        &format!("articles[{i}].url"),
+                        "must be an absolute http(s) URL",
+                    );
                 }
-                let summary = clean_text(&mut errors, &format!("articles[{i}].summarized_article"), &a.summarized_article, false, 10_000);
-                cleaned.push(ArticleInput { title, url, summarized_article: summary });
+                let summary = clean_text(
+                    &mut errors,
+                    &format!("articles[{i}].summarized_article"),
+                    &a.summarized_article,
+                    false,
+                    10_000,
+                );
+                cleaned.push(ArticleInput {
+                    title,
+                    url,
+                    summarized_article: summary,
+                });
             }
             Some(cleaned)
         }
     };
     errors.into_result()?;
-    Ok(Valid { subject, content, status, scheduled_for, articles })
+    Ok(Valid {
+        subject,
+        content,
+        status,
+        scheduled_for,
+        articles,
+    })
 }
 
 fn is_web_url(text: &str) -> bool {
-    url::Url::parse(text).is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some()) && text.len() <= 2000
+    url::Url::parse(text)
+        .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some())
+        && text.len() <= 2000
 }
 
 /// The next slot of `frequency` strictly after `after`, at 09:00 UTC; `None` for skip.
 pub fn next_slot(frequency: Frequency, after: OffsetDateTime) -> Option<OffsetDateTime> {
     let days: &[Weekday] = match frequency {
-        Frequency::Daily => &[Weekday::Monday, Weekday::Tuesday, Weekday::Wednesday, Weekday::Thursday, Weekday::Friday],
+        Frequency::Daily => &[
+            Weekday::Monday,
+            Weekday::Tuesday,
+            Weekday::Wednesday,
+            Weekday::Thursday,
+            Weekday::Friday,
+        ],
         Frequency::ThreeTimes => &[Weekday::Monday, Weekday::Wednesday, Weekday::Friday],
         Frequency::Weekly => &[Weekday::Tuesday],
         Frequency::Skip => return None,
@@ -309,7 +412,10 @@ fn settle_schedule(
     }
     match chosen {
         Some(at) if at > now => Ok(Some(clock::format(at))),
-        Some(_) if requested.is_some() => Err(DomainError::invalid("scheduled_for", "must be in the future")),
+        Some(_) if requested.is_some() => Err(DomainError::invalid(
+            "scheduled_for",
+            "must be in the future",
+        )),
         _ => match newsletter.frequency.and_then(|f| next_slot(f, now)) {
             Some(slot) => Ok(Some(clock::format(slot))),
             None => Err(DomainError::invalid(
@@ -321,13 +427,30 @@ fn settle_schedule(
 }
 
 /// A URL slug of the subject, unique among the newsletter's issues.
-fn free_path(conn: &Connection, newsletter_id: i64, subject: &str, own_id: Option<i64>) -> DomainResult<String> {
+fn free_path(
+    conn: &Connection,
+    newsletter_id: i64,
+    subject: &str,
+    own_id: Option<i64>,
+) -> DomainResult<String> {
     const TAKEN: &str = "SELECT EXISTS(SELECT 1 FROM issues WHERE newsletter_id = ?1 AND path = ?2 AND id IS NOT ?3)";
-    let base: String = newsletters::subdomain_base(subject).chars().take(PATH_MAX).collect();
-    let base = if base == "newsletter" && !subject.to_lowercase().contains("newsletter") { "issue".to_string() } else { base };
+    let base: String = newsletters::subdomain_base(subject)
+        .chars()
+        .take(PATH_MAX)
+        .collect();
+    let base = if base == "newsletter" && !subject.to_lowercase().contains("newsletter") {
+        "issue".to_string()
+    } else {
+        base
+    };
     for n in 1.. {
-        let candidate = if n == 1 { base.clone() } else { format!("{}-{n}", base.trim_end_matches('-')) };
-        let taken: bool = conn.query_row(TAKEN, (newsletter_id, &candidate, own_id), |r| r.get(0))?;
+        let candidate = if n == 1 {
+            base.clone()
+        } else {
+            format!("{}-{n}", base.trim_end_matches('-'))
+        };
+        let taken: bool =
+            conn.query_row(TAKEN, (newsletter_id, &candidate, own_id), |r| r.get(0))?;
         if !taken {
             return Ok(candidate);
         }
@@ -335,18 +458,32 @@ fn free_path(conn: &Connection, newsletter_id: i64, subject: &str, own_id: Optio
     unreachable!("the loop returns")
 }
 
-fn replace_articles(conn: &Connection, issue_id: i64, articles: &[ArticleInput]) -> DomainResult<()> {
+fn replace_articles(
+    conn: &Connection,
+    issue_id: i64,
+    articles: &[ArticleInput],
+) -> DomainResult<()> {
     const INSERT: &str = "INSERT INTO articles (issue_id, position, title, url, summarized_article) VALUES (?1, ?2, ?3, ?4, ?5)";
     conn.execute("DELETE FROM articles WHERE issue_id = ?1", [issue_id])?;
     let mut stmt = conn.prepare_cached(INSERT)?;
     for (i, a) in articles.iter().enumerate() {
-        stmt.execute((issue_id, i as i64 + 1, &a.title, &a.url, &a.summarized_article))?;
+        stmt.execute((
+            issue_id,
+            i as i64 + 1,
+            &a.title,
+            &a.url,
+            &a.summarized_article,
+        ))?;
     }
     Ok(())
 }
 
 /// Creates an issue (draft unless told otherwise).
-pub fn create(conn: &mut Connection, newsletter_id: i64, input: &IssueInput) -> DomainResult<Issue> {
+pub fn create(
+    conn: &mut Connection,
+    newsletter_id: i64,
+    input: &IssueInput,
+) -> DomainResult<Issue> {
     let valid = validate(input, true)?;
     write_tx(conn, |tx| {
         let newsletter = newsletters::get(tx, newsletter_id)?;
@@ -359,7 +496,15 @@ pub fn create(conn: &mut Connection, newsletter_id: i64, input: &IssueInput) -> 
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)";
         tx.execute(
             INSERT,
-            (newsletter_id, &subject, valid.content.as_deref().unwrap_or(""), status.as_str(), &scheduled_for, &path, clock::now_string()),
+            (
+                newsletter_id,
+                &subject,
+                valid.content.as_deref().unwrap_or(""),
+                status.as_str(),
+                &scheduled_for,
+                &path,
+                clock::now_string(),
+            ),
         )?;
         let id = tx.last_insert_rowid();
         if let Some(articles) = &valid.articles {
@@ -370,7 +515,12 @@ pub fn create(conn: &mut Connection, newsletter_id: i64, input: &IssueInput) -> 
 }
 
 /// Updates an unsent issue; sending and sent issues are `invalid_state`.
-pub fn update(conn: &mut Connection, newsletter_id: i64, id: i64, input: &IssueInput) -> DomainResult<Issue> {
+pub fn update(
+    conn: &mut Connection,
+    newsletter_id: i64,
+    id: i64,
+    input: &IssueInput,
+) -> DomainResult<Issue> {
     let valid = validate(input, false)?;
     write_tx(conn, |tx| {
         let newsletter = newsletters::get(tx, newsletter_id)?;
@@ -383,8 +533,16 @@ pub fn update(conn: &mut Connection, newsletter_id: i64, id: i64, input: &IssueI
             ));
         }
         let status = valid.status.unwrap_or(issue.status);
-        let scheduled_for = settle_schedule(status, valid.scheduled_for, issue.scheduled_for.as_deref(), &newsletter)?;
-        let subject = valid.subject.clone().unwrap_or_else(|| issue.subject.clone());
+        let scheduled_for = settle_schedule(
+            status,
+            valid.scheduled_for,
+            issue.scheduled_for.as_deref(),
+            &newsletter,
+        )?;
+        let subject = valid
+            .subject
+            .clone()
+            .unwrap_or_else(|| issue.subject.clone());
         let path = if issue.published_at.is_none() && subject != issue.subject {
             free_path(tx, newsletter_id, &subject, Some(id))?
         } else {
@@ -392,8 +550,22 @@ pub fn update(conn: &mut Connection, newsletter_id: i64, id: i64, input: &IssueI
         };
         const UPDATE: &str = "UPDATE issues SET subject = ?2, content_markdown = ?3, status = ?4, scheduled_for = ?5,
              path = ?6, last_error = NULL, updated_at = ?7 WHERE id = ?1";
-        let content = valid.content.clone().unwrap_or_else(|| issue.content_markdown.clone());
-        tx.execute(UPDATE, (id, &subject, &content, status.as_str(), &scheduled_for, &path, clock::now_string()))?;
+        let content = valid
+            .content
+            .clone()
+            .unwrap_or_else(|| issue.content_markdown.clone());
+        tx.execute(
+            UPDATE,
+            (
+                id,
+                &subject,
+                &content,
+                status.as_str(),
+                &scheduled_for,
+                &path,
+                clock::now_string(),
+            ),
+        )?;
         if let Some(articles) = &valid.articles {
             replace_articles(tx, id, articles)?;
         }
@@ -407,7 +579,10 @@ pub fn delete(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainResul
         newsletters::get(tx, newsletter_id)?.ensure_writable()?;
         let issue = get(tx, newsletter_id, id)?;
         if issue.status != Status::Draft {
-            return Err(DomainError::rejected(ErrorCode::InvalidState, "Only draft issues can be deleted"));
+            return Err(DomainError::rejected(
+                ErrorCode::InvalidState,
+                "Only draft issues can be deleted",
+            ));
         }
         tx.execute("DELETE FROM issues WHERE id = ?1", [id])?;
         Ok(())
@@ -416,25 +591,44 @@ pub fn delete(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainResul
 
 /// The send_now checks, in the decided order: status, paused, subscribers, tier, content.
 /// Returns the number of active subscribers.
-pub fn check_sendable(conn: &Connection, newsletter: &Newsletter, issue: &Issue) -> DomainResult<i64> {
+pub fn check_sendable(
+    conn: &Connection,
+    newsletter: &Newsletter,
+    issue: &Issue,
+) -> DomainResult<i64> {
     if !matches!(issue.status, Status::Approved | Status::Scheduled) {
         return Err(DomainError::rejected(
             ErrorCode::InvalidState,
-            format!("Only approved or scheduled issues can be sent; this one is {}", issue.status.as_str()),
+            format!(
+                "Only approved or scheduled issues can be sent; this one is {}",
+                issue.status.as_str()
+            ),
         ));
     }
     if newsletter.status == newsletters::Status::Paused {
-        return Err(DomainError::rejected(ErrorCode::NewsletterPaused, "The newsletter is paused; resume it to send"));
+        return Err(DomainError::rejected(
+            ErrorCode::NewsletterPaused,
+            "The newsletter is paused; resume it to send",
+        ));
     }
     let recipients = subscribers::active_count(conn, newsletter.id)?;
     if recipients == 0 {
-        return Err(DomainError::rejected(ErrorCode::NoActiveSubscribers, "The newsletter has no active subscribers"));
+        return Err(DomainError::rejected(
+            ErrorCode::NoActiveSubscribers,
+            "The newsletter has no active subscribers",
+        ));
     }
     if newsletter.tier != newsletters::Tier::Paid {
-        return Err(DomainError::rejected(ErrorCode::PaymentRequired, "Sending e-mail needs the paid tier"));
+        return Err(DomainError::rejected(
+            ErrorCode::PaymentRequired,
+            "Sending e-mail needs the paid tier",
+        ));
     }
     if !issue.has_content() {
-        return Err(DomainError::rejected(ErrorCode::NoContent, "The issue has no content and no articles"));
+        return Err(DomainError::rejected(
+            ErrorCode::NoContent,
+            "The issue has no content and no articles",
+        ));
     }
     Ok(recipients)
 }
@@ -461,7 +655,8 @@ pub fn send_now(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainRes
 
 /// Moves the issue to `sending` and queues the job that sends it.
 fn start_sending(conn: &Connection, issue: &Issue) -> DomainResult<()> {
-    const SENDING: &str = "UPDATE issues SET status = 'sending', last_error = NULL, updated_at = ?2 WHERE id = ?1";
+    const SENDING: &str =
+        "UPDATE issues SET status = 'sending', last_error = NULL, updated_at = ?2 WHERE id = ?1";
     conn.execute(SENDING, (issue.id, clock::now_string()))?;
     crate::jobs::send_issue::enqueue(conn, issue.id)?;
     Ok(())
@@ -475,7 +670,8 @@ pub fn start_due_scheduled(conn: &mut Connection) -> DomainResult<usize> {
          WHERE i.status = 'scheduled' AND i.scheduled_for <= ?1 AND n.status != 'paused' ORDER BY i.scheduled_for LIMIT 100";
     let due: Vec<(i64, i64)> = {
         let mut stmt = conn.prepare_cached(DUE)?;
-        stmt.query_map([clock::now_string()], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<_, _>>()?
+        stmt.query_map([clock::now_string()], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?
     };
     let mut started = 0;
     for (id, newsletter_id) in due {
@@ -485,7 +681,9 @@ pub fn start_due_scheduled(conn: &mut Connection) -> DomainResult<usize> {
             if issue.status != Status::Scheduled {
                 return Ok(0);
             }
-            let checked = newsletter.ensure_writable().and_then(|()| check_sendable(tx, &newsletter, &issue));
+            let checked = newsletter
+                .ensure_writable()
+                .and_then(|()| check_sendable(tx, &newsletter, &issue));
             match checked {
                 Ok(_) => {
                     start_sending(tx, &issue)?;
@@ -493,7 +691,14 @@ pub fn start_due_scheduled(conn: &mut Connection) -> DomainResult<usize> {
                 }
                 Err(DomainError::Rejected(_, reason)) => {
                     const HOLD: &str = "UPDATE issues SET status = 'approved', last_error = ?2, updated_at = ?3 WHERE id = ?1";
-                    tx.execute(HOLD, (id, format!("The scheduled send could not start: {reason}"), clock::now_string()))?;
+                    tx.execute(
+                        HOLD,
+                        (
+                            id,
+                            format!("The scheduled send could not start: {reason}"),
+                            clock::now_string(),
+                        ),
+                    )?;
                     Ok(0)
                 }
                 Err(other) => Err(other),
@@ -525,28 +730,49 @@ pub struct Published {
 
 /// Makes the issue's web page live. Approved, scheduled, sending and sent issues with
 /// content may be published; `issue.published` fires the first time only.
-pub fn publish(conn: &mut Connection, urls: &SiteUrls, newsletter_id: i64, id: i64) -> DomainResult<Published> {
+pub fn publish(
+    conn: &mut Connection,
+    urls: &SiteUrls,
+    newsletter_id: i64,
+    id: i64,
+) -> DomainResult<Published> {
     write_tx(conn, |tx| {
         let newsletter = newsletters::get(tx, newsletter_id)?;
         newsletter.ensure_writable()?;
         let issue = get(tx, newsletter_id, id)?;
         if issue.status == Status::Draft {
-            return Err(DomainError::rejected(ErrorCode::InvalidState, "Approve the issue before publishing it"));
+            return Err(DomainError::rejected(
+                ErrorCode::InvalidState,
+                "Approve the issue before publishing it",
+            ));
         }
         if !issue.has_content() {
-            return Err(DomainError::rejected(ErrorCode::NoContent, "The issue has no content and no articles"));
+            return Err(DomainError::rejected(
+                ErrorCode::NoContent,
+                "The issue has no content and no articles",
+            ));
         }
         let first_time = issue.published_at.is_none();
         if first_time {
-            const PUBLISH: &str = "UPDATE issues SET published_at = ?2, updated_at = ?2 WHERE id = ?1";
+            const PUBLISH: &str =
+                "UPDATE issues SET published_at = ?2, updated_at = ?2 WHERE id = ?1";
             tx.execute(PUBLISH, (id, clock::now_string()))?;
         }
         let issue = get(tx, newsletter_id, id)?;
         if first_time {
-            events::record(tx, newsletter_id, "issue.published", issue.event_data("published"))?;
+            events::record(
+                tx,
+                newsletter_id,
+                "issue.published",
+                issue.event_data("published"),
+            )?;
         }
         let web_url = issue.web_url(&newsletter, urls).expect("published above");
-        Ok(Published { issue, web_url, first_time })
+        Ok(Published {
+            issue,
+            web_url,
+            first_time,
+        })
     })
 }
 
@@ -559,27 +785,38 @@ mod tests {
     fn slots_follow_the_frequency_at_nine_utc() {
         // 2026-11-22 is a Sunday.
         let sunday_noon = datetime!(2026-11-22 12:00 UTC);
-        assert_eq!(next_slot(Frequency::Daily, sunday_noon), Some(datetime!(2026-11-23 09:00 UTC)));
-        assert_eq!(next_slot(Frequency::Weekly, sunday_noon), Some(datetime!(2026-11-24 09:00 UTC)));
-        assert_eq!(next_slot(Frequency::ThreeTimes, datetime!(2026-11-23 09:00 UTC)), Some(datetime!(2026-11-25 09:00 UTC)));
-        assert_eq!(next_slot(Frequency::Weekly, datetime!(2026-11-24 08:59 UTC)), Some(datetime!(2026-11-24 09:00 UTC)));
-        assert_eq!(next_slot(Frequency::Weekly, datetime!(2026-11-24 09:00 UTC)), Some(datetime!(2026-12-01 09:00 UTC)));
+        assert_eq!(
+            next_slot(Frequency::Daily, sunday_noon),
+            Some(datetime!(2026-11-23 09:00 UTC))
+        );
+        assert_eq!(
+            next_slot(Frequency::Weekly, sunday_noon),
+            Some(datetime!(2026-11-24 09:00 UTC))
+        );
+        assert_eq!(
+            next_slot(Frequency::ThreeTimes, datetime!(2026-11-23 09:00 UTC)),
+            Some(datetime!(2026-11-25 09:00 UTC))
+        );
+        assert_eq!(
+            next_slot(Frequency::Weekly, datetime!(2026-11-24 08:59 UTC)),
+            Some(datetime!(2026-11-24 09:00 UTC))
+        );
+        assert_eq!(
+            next_slot(Frequency::Weekly, datetime!(2026-11-24 09:00 UTC)),
+            Some(datetime!(2026-12-01 09:00 UTC))
+        );
         assert_eq!(next_slot(Frequency::Skip, sunday_noon), None);
     }
 
     fn db() -> Connection {
-        let mut conn = Connection::open_in_memory().unwrap();
-        crate::store::migrate(&mut conn).unwrap();
-        conn.execute_batch(
-            "INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('o@x.co', 'h', 'n', 'n');
-             INSERT INTO newsletters (owner_id, name, subdomain, tier, created_at, updated_at) VALUES (1, 'N', 'n', 'paid', 'n', 'n');",
-        )
-        .unwrap();
-        conn
+        crate::domain::testing::db_with_newsletter("paid")
     }
 
     fn input(subject: &str) -> IssueInput {
-        IssueInput { subject: Some(subject.into()), ..Default::default() }
+        IssueInput {
+            subject: Some(subject.into()),
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -587,25 +824,68 @@ mod tests {
         let mut conn = db();
         let urls = SiteUrls::new("http://localhost:8080", "localhost:8080");
         let issue = create(&mut conn, 1, &input("Hello, World!")).unwrap();
-        assert_eq!((issue.status, issue.path.as_str()), (Status::Draft, "hello-world"));
-        assert_eq!(create(&mut conn, 1, &input("Hello world")).unwrap().path, "hello-world-2");
+        assert_eq!(
+            (issue.status, issue.path.as_str()),
+            (Status::Draft, "hello-world")
+        );
+        assert_eq!(
+            create(&mut conn, 1, &input("Hello world")).unwrap().path,
+            "hello-world-2"
+        );
 
-        let scheduled = IssueInput { status: Some("scheduled".into()), ..input("Later") };
-        assert!(matches!(create(&mut conn, 1, &scheduled), Err(DomainError::Invalid(..))), "no frequency, no time");
-        conn.execute("UPDATE newsletters SET frequency = 'weekly'", []).unwrap();
-        assert!(create(&mut conn, 1, &scheduled).unwrap().scheduled_for.is_some());
+        let scheduled = IssueInput {
+            status: Some("scheduled".into()),
+            ..input("Later")
+        };
+        assert!(
+            matches!(
+                create(&mut conn, 1, &scheduled),
+                Err(DomainError::Invalid(..))
+            ),
+            "no frequency, no time"
+        );
+        conn.execute("UPDATE newsletters SET frequency = 'weekly'", [])
+            .unwrap();
+        assert!(
+            create(&mut conn, 1, &scheduled)
+                .unwrap()
+                .scheduled_for
+                .is_some()
+        );
 
-        assert!(matches!(publish(&mut conn, &urls, 1, issue.id), Err(DomainError::Rejected(ErrorCode::InvalidState, _))));
-        let approve = IssueInput { status: Some("approved".into()), content_markdown: Some("# Hi".into()), ..Default::default() };
+        assert!(matches!(
+            publish(&mut conn, &urls, 1, issue.id),
+            Err(DomainError::Rejected(ErrorCode::InvalidState, _))
+        ));
+        let approve = IssueInput {
+            status: Some("approved".into()),
+            content_markdown: Some("# Hi".into()),
+            ..Default::default()
+        };
         update(&mut conn, 1, issue.id, &approve).unwrap();
-        assert!(matches!(send_now(&mut conn, 1, issue.id), Err(DomainError::Rejected(ErrorCode::NoActiveSubscribers, _))));
+        assert!(matches!(
+            send_now(&mut conn, 1, issue.id),
+            Err(DomainError::Rejected(ErrorCode::NoActiveSubscribers, _))
+        ));
         conn.execute("INSERT INTO subscribers (newsletter_id, email, subscribed_at, created_at, updated_at) VALUES (1, 'r@x.co', 'n', 'n', 'n')", []).unwrap();
         let queued = send_now(&mut conn, 1, issue.id).unwrap();
-        assert_eq!((queued.issue.status, queued.recipients), (Status::Approved, 1));
+        assert_eq!(
+            (queued.issue.status, queued.recipients),
+            (Status::Approved, 1)
+        );
         assert_eq!(get(&conn, 1, issue.id).unwrap().status, Status::Sending);
-        assert!(matches!(send_now(&mut conn, 1, issue.id), Err(DomainError::Rejected(ErrorCode::InvalidState, _))));
-        assert!(matches!(update(&mut conn, 1, issue.id, &input("x")), Err(DomainError::Rejected(ErrorCode::InvalidState, _))));
-        assert!(matches!(delete(&mut conn, 1, issue.id), Err(DomainError::Rejected(ErrorCode::InvalidState, _))));
+        assert!(matches!(
+            send_now(&mut conn, 1, issue.id),
+            Err(DomainError::Rejected(ErrorCode::InvalidState, _))
+        ));
+        assert!(matches!(
+            update(&mut conn, 1, issue.id, &input("x")),
+            Err(DomainError::Rejected(ErrorCode::InvalidState, _))
+        ));
+        assert!(matches!(
+            delete(&mut conn, 1, issue.id),
+            Err(DomainError::Rejected(ErrorCode::InvalidState, _))
+        ));
 
         let first = publish(&mut conn, &urls, 1, issue.id).unwrap();
         assert!(first.first_time);
@@ -613,7 +893,13 @@ mod tests {
         let again = publish(&mut conn, &urls, 1, issue.id).unwrap();
         assert!(!again.first_time);
         assert_eq!(again.web_url, first.web_url);
-        let published: i64 = conn.query_row("SELECT count(*) FROM events WHERE kind = 'issue.published'", [], |r| r.get(0)).unwrap();
+        let published: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM events WHERE kind = 'issue.published'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
         assert_eq!(published, 1);
     }
 
@@ -621,13 +907,42 @@ mod tests {
     fn articles_replace_in_order_and_validate() {
         let mut conn = db();
         let with = |urls: &[&str]| IssueInput {
-            articles: Some(urls.iter().map(|u| ArticleInput { title: "T".into(), url: u.to_string(), summarized_article: "S".into() }).collect()),
+            articles: Some(
+                urls.iter()
+                    .map(|u| ArticleInput {
+                        title: "T".into(),
+                        url: u.to_string(),
+                        summarized_article: "S".into(),
+                    })
+                    .collect(),
+            ),
             ..input("Links")
         };
-        let issue = create(&mut conn, 1, &with(&["https://a.example/1", "https://b.example/2"])).unwrap();
-        assert_eq!(issue.articles.iter().map(|a| a.position).collect::<Vec<_>>(), vec![1, 2]);
+        let issue = create(
+            &mut conn,
+            1,
+            &with(&["https://a.example/1", "https://b.example/2"]),
+        )
+        .unwrap();
+        assert_eq!(
+            issue
+                .articles
+                .iter()
+                .map(|a| a.position)
+                .collect::<Vec<_>>(),
+            vec![1, 2]
+        );
         assert!(create(&mut conn, 1, &with(&["javascript:alert(1)"])).is_err());
-        let updated = update(&mut conn, 1, issue.id, &IssueInput { articles: Some(vec![]), ..Default::default() }).unwrap();
+        let updated = update(
+            &mut conn,
+            1,
+            issue.id,
+            &IssueInput {
+                articles: Some(vec![]),
+                ..Default::default()
+            },
+        )
+        .unwrap();
         assert_eq!(updated.articles_count, 0);
     }
 }

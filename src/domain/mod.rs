@@ -7,13 +7,18 @@ pub mod api_keys;
 pub mod email;
 pub mod events;
 pub mod issues;
-pub mod pagination;
-pub mod stats;
-pub mod subscribers;
 pub mod newsletters;
+pub mod pagination;
 pub mod rate_limit;
 pub mod secrets;
+pub mod sending;
+pub mod stats;
+pub mod subscribers;
+pub mod tracking;
 pub mod urls;
+
+#[cfg(test)]
+pub mod testing;
 
 use std::collections::BTreeMap;
 

@@ -227,6 +227,14 @@ pub fn get_by_subdomain(conn: &Connection, subdomain: &str) -> DomainResult<News
         .ok_or(DomainError::NotFound("newsletter"))
 }
 
+/// The newsletter a bounce token belongs to.
+pub fn get_by_bounce_token(conn: &Connection, token: &str) -> DomainResult<Newsletter> {
+    const SQL: &str = select_newsletter!("WHERE bounce_token = ?1");
+    conn.query_row(SQL, [token], from_row)
+        .optional()?
+        .ok_or(DomainError::NotFound("newsletter"))
+}
+
 pub fn list_owned(conn: &Connection, owner_id: i64) -> DomainResult<Vec<Newsletter>> {
     const SQL: &str = select_newsletter!("WHERE owner_id = ?1 ORDER BY id DESC");
     let mut stmt = conn.prepare(SQL)?;
@@ -270,8 +278,8 @@ pub fn create(
     write_tx(conn, |tx| {
         let subdomain = free_subdomain(tx, &base)?;
         const INSERT: &str = "INSERT INTO newsletters
-             (owner_id, name, tagline, keywords, sender_name, sender_email, subdomain, tier, created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)";
+             (owner_id, name, tagline, keywords, sender_name, sender_email, subdomain, tier, bounce_token, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)";
         let sender_name = if from_name.is_empty() {
             name.clone()
         } else {
@@ -288,6 +296,7 @@ pub fn create(
                 &from_email,
                 &subdomain,
                 tier.as_str(),
+                super::secrets::random_hex(16),
                 clock::now_string(),
             ),
         )?;
@@ -420,13 +429,32 @@ pub struct Details {
     pub sender_email: Option<String>,
 }
 
-pub fn update_details(conn: &mut Connection, id: i64, changes: &Details) -> DomainResult<Newsletter> {
+pub fn update_details(
+    conn: &mut Connection,
+    id: i64,
+    changes: &Details,
+) -> DomainResult<Newsletter> {
     let mut errors = FieldErrors::new();
-    let name = changes.name.as_deref().map(|v| clean_text(&mut errors, "name", v, true, 100));
-    let tagline = changes.tagline.as_deref().map(|v| clean_text(&mut errors, "tagline", v, false, 200));
-    let sender_name = changes.sender_name.as_deref().map(|v| clean_text(&mut errors, "sender_name", v, true, 100));
-    if sender_name.as_deref().is_some_and(|n| n.chars().any(|c| c.is_control() || c == '<' || c == '>' || c == '"')) {
-        errors.add("sender_name", "must not contain control characters, quotes or angle brackets");
+    let name = changes
+        .name
+        .as_deref()
+        .map(|v| clean_text(&mut errors, "name", v, true, 100));
+    let tagline = changes
+        .tagline
+        .as_deref()
+        .map(|v| clean_text(&mut errors, "tagline", v, false, 200));
+    let sender_name = changes
+        .sender_name
+        .as_deref()
+        .map(|v| clean_text(&mut errors, "sender_name", v, true, 100));
+    if sender_name.as_deref().is_some_and(|n| {
+        n.chars()
+            .any(|c| c.is_control() || c == '<' || c == '>' || c == '"')
+    }) {
+        errors.add(
+            "sender_name",
+            "must not contain control characters, quotes or angle brackets",
+        );
     }
     let sender_email = match changes.sender_email.as_deref() {
         None => None,
@@ -488,7 +516,10 @@ pub fn set_status(
 
 /// Counts the API reports beside the newsletter: active subscribers and all issues.
 pub fn counts(conn: &Connection, id: i64) -> DomainResult<(i64, i64)> {
-    Ok((super::subscribers::active_count(conn, id)?, super::issues::count(conn, id)?))
+    Ok((
+        super::subscribers::active_count(conn, id)?,
+        super::issues::count(conn, id)?,
+    ))
 }
 
 #[cfg(test)]
@@ -502,8 +533,7 @@ mod tests {
         assert_eq!(subdomain_base("!!!"), "newsletter");
         assert_eq!(subdomain_base(&"x".repeat(80)).len(), 63);
 
-        let mut conn = Connection::open_in_memory().unwrap();
-        crate::store::migrate(&mut conn).unwrap();
+        let mut conn = crate::domain::testing::db();
         conn.execute("INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('o@x.co', 'h', 'now', 'now')", []).unwrap();
         let form = |name: &str| NewNewsletter {
             name: name.into(),

@@ -64,12 +64,33 @@ mod tests {
 
     #[test]
     fn parses_defaults_caps_and_refuses_junk() {
-        assert_eq!(Page::parse(None, None).unwrap(), Page { page: 1, per_page: 25 });
-        assert_eq!(Page::parse(Some("3"), Some("500")).unwrap(), Page { page: 3, per_page: 100 });
-        for (p, pp) in [(Some("0"), None), (Some("-1"), None), (None, Some("abc")), (Some("1.5"), None), (None, Some(""))] {
+        assert_eq!(
+            Page::parse(None, None).unwrap(),
+            Page {
+                page: 1,
+                per_page: 25
+            }
+        );
+        assert_eq!(
+            Page::parse(Some("3"), Some("500")).unwrap(),
+            Page {
+                page: 3,
+                per_page: 100
+            }
+        );
+        for (p, pp) in [
+            (Some("0"), None),
+            (Some("-1"), None),
+            (None, Some("abc")),
+            (Some("1.5"), None),
+            (None, Some("")),
+        ] {
             assert!(Page::parse(p, pp).is_err(), "{p:?} {pp:?}");
         }
-        let page = Page { page: 2, per_page: 2 };
+        let page = Page {
+            page: 2,
+            per_page: 2,
+        };
         assert_eq!(page.offset(), 2);
         assert_eq!(page.finish(vec![1, 2, 3]), (vec![1, 2], true));
         assert_eq!(page.finish(vec![1, 2]), (vec![1, 2], false));

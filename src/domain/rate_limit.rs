@@ -55,8 +55,7 @@ mod tests {
 
     #[test]
     fn counts_up_to_the_limit_then_refuses() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        crate::store::migrate(&mut conn).unwrap();
+        let conn = crate::domain::testing::db();
         for expected_remaining in (0..3).rev() {
             let w = hit(&conn, "t", 3600, 3).unwrap();
             assert_eq!(w.remaining, expected_remaining);

@@ -55,7 +55,11 @@ pub struct Stats {
 
 /// `part` of `whole` as a percentage with one decimal; 0 when nothing was delivered.
 pub fn rate(part: i64, whole: i64) -> f64 {
-    if whole <= 0 { 0.0 } else { (part as f64 * 1000.0 / whole as f64).round() / 10.0 }
+    if whole <= 0 {
+        0.0
+    } else {
+        (part as f64 * 1000.0 / whole as f64).round() / 10.0
+    }
 }
 
 pub fn for_newsletter(conn: &Connection, newsletter_id: i64) -> DomainResult<Stats> {
@@ -65,18 +69,39 @@ pub fn for_newsletter(conn: &Connection, newsletter_id: i64) -> DomainResult<Sta
              coalesce(sum(created_at >= ?2), 0) - coalesce(sum(unsubscribed_at >= ?2), 0)
          FROM subscribers WHERE newsletter_id = ?1";
     let subscribers = conn.query_row(SUBSCRIBERS, (newsletter_id, &since), |r| {
-        Ok(SubscriberStats { total: r.get(0)?, active: r.get(1)?, unsubscribed: r.get(2)?, bounced: r.get(3)?, growth_last_30_days: r.get(4)? })
+        Ok(SubscriberStats {
+            total: r.get(0)?,
+            active: r.get(1)?,
+            unsubscribed: r.get(2)?,
+            bounced: r.get(3)?,
+            growth_last_30_days: r.get(4)?,
+        })
     })?;
     const ISSUES: &str = "SELECT count(*), coalesce(sum(status = 'sent' AND sent_at >= ?2), 0) FROM issues WHERE newsletter_id = ?1";
-    let issues = conn.query_row(ISSUES, (newsletter_id, &since), |r| Ok(IssueStats { total: r.get(0)?, sent_last_30_days: r.get(1)? }))?;
+    let issues = conn.query_row(ISSUES, (newsletter_id, &since), |r| {
+        Ok(IssueStats {
+            total: r.get(0)?,
+            sent_last_30_days: r.get(1)?,
+        })
+    })?;
     const DELIVERIES: &str = "SELECT coalesce(sum(d.status = 'sent'), 0),
              coalesce(sum(d.status = 'sent' AND d.opened_at IS NOT NULL), 0),
              coalesce(sum(d.status = 'sent' AND d.clicked_at IS NOT NULL), 0),
              coalesce(sum(d.sent_at >= ?2), 0), coalesce(sum(d.opened_at >= ?2), 0), coalesce(sum(d.clicked_at >= ?2), 0)
          FROM deliveries d JOIN issues i ON i.id = d.issue_id WHERE i.newsletter_id = ?1";
-    let (delivered, opened, clicked, last_30_days) = conn.query_row(DELIVERIES, (newsletter_id, &since), |r| {
-        Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?, Last30Days { emails_sent: r.get(3)?, opens: r.get(4)?, clicks: r.get(5)? }))
-    })?;
+    let (delivered, opened, clicked, last_30_days) =
+        conn.query_row(DELIVERIES, (newsletter_id, &since), |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, i64>(2)?,
+                Last30Days {
+                    emails_sent: r.get(3)?,
+                    opens: r.get(4)?,
+                    clicks: r.get(5)?,
+                },
+            ))
+        })?;
     const TOP: &str = "SELECT i.id, i.subject, sum(d.status = 'sent'),
              sum(d.status = 'sent' AND d.opened_at IS NOT NULL), sum(d.status = 'sent' AND d.clicked_at IS NOT NULL)
          FROM issues i JOIN deliveries d ON d.issue_id = i.id
@@ -88,13 +113,22 @@ pub fn for_newsletter(conn: &Connection, newsletter_id: i64) -> DomainResult<Sta
     let top_issues = stmt
         .query_map([newsletter_id], |r| {
             let (sent, opened, clicked): (i64, i64, i64) = (r.get(2)?, r.get(3)?, r.get(4)?);
-            Ok(TopIssue { id: r.get(0)?, subject: r.get(1)?, open_rate: rate(opened, sent), click_rate: rate(clicked, sent) })
+            Ok(TopIssue {
+                id: r.get(0)?,
+                subject: r.get(1)?,
+                open_rate: rate(opened, sent),
+                click_rate: rate(clicked, sent),
+            })
         })?
         .collect::<Result<_, _>>()?;
     Ok(Stats {
         subscribers,
         issues,
-        engagement: Engagement { average_open_rate: rate(opened, delivered), average_click_rate: rate(clicked, delivered), last_30_days },
+        engagement: Engagement {
+            average_open_rate: rate(opened, delivered),
+            average_click_rate: rate(clicked, delivered),
+            last_30_days,
+        },
         top_issues,
     })
 }
@@ -113,13 +147,10 @@ mod tests {
 
     #[test]
     fn counts_from_deliveries() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        crate::store::migrate(&mut conn).unwrap();
+        let conn = crate::domain::testing::db_with_newsletter("paid");
         let now = clock::now_string();
         conn.execute_batch(&format!(
-            "INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('o@x.co', 'h', 'n', 'n');
-             INSERT INTO newsletters (owner_id, name, subdomain, created_at, updated_at) VALUES (1, 'N', 'n', 'n', 'n');
-             INSERT INTO subscribers (newsletter_id, email, status, subscribed_at, created_at, updated_at) VALUES
+            "INSERT INTO subscribers (newsletter_id, email, status, subscribed_at, created_at, updated_at) VALUES
                (1, 'a@x.co', 'active', '{now}', '{now}', '{now}'), (1, 'b@x.co', 'bounced', '{now}', '{now}', '{now}');
              INSERT INTO issues (newsletter_id, subject, status, sent_at, path, created_at, updated_at) VALUES (1, 'S', 'sent', '{now}', 's', '{now}', '{now}');
              INSERT INTO deliveries (issue_id, subscriber_id, email, status, sent_at, opened_at, clicked_at, created_at) VALUES
@@ -128,10 +159,31 @@ mod tests {
         ))
         .unwrap();
         let stats = for_newsletter(&conn, 1).unwrap();
-        assert_eq!((stats.subscribers.total, stats.subscribers.active, stats.subscribers.bounced, stats.subscribers.growth_last_30_days), (2, 1, 1, 2));
+        assert_eq!(
+            (
+                stats.subscribers.total,
+                stats.subscribers.active,
+                stats.subscribers.bounced,
+                stats.subscribers.growth_last_30_days
+            ),
+            (2, 1, 1, 2)
+        );
         assert_eq!((stats.issues.total, stats.issues.sent_last_30_days), (1, 1));
-        assert_eq!((stats.engagement.average_open_rate, stats.engagement.average_click_rate), (100.0, 100.0));
-        assert_eq!(stats.engagement.last_30_days, Last30Days { emails_sent: 1, opens: 1, clicks: 1 });
+        assert_eq!(
+            (
+                stats.engagement.average_open_rate,
+                stats.engagement.average_click_rate
+            ),
+            (100.0, 100.0)
+        );
+        assert_eq!(
+            stats.engagement.last_30_days,
+            Last30Days {
+                emails_sent: 1,
+                opens: 1,
+                clicks: 1
+            }
+        );
         assert_eq!(stats.top_issues.len(), 1);
     }
 }

@@ -90,24 +90,35 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Subscriber> {
         newsletter_id: row.get(1)?,
         email: row.get(2)?,
         name: row.get(3)?,
-        status: Status::parse(&status)
-            .ok_or_else(|| rusqlite::Error::InvalidColumnType(4, status.clone(), rusqlite::types::Type::Text))?,
+        status: Status::parse(&status).ok_or_else(|| {
+            rusqlite::Error::InvalidColumnType(4, status.clone(), rusqlite::types::Type::Text)
+        })?,
         subscribed_at: row.get(5)?,
         unsubscribed_at: row.get(6)?,
         created_at: row.get(7)?,
         updated_at: row.get(8)?,
-        tags: tags.map(|t| t.split('\n').map(str::to_string).collect()).unwrap_or_default(),
+        tags: tags
+            .map(|t| t.split('\n').map(str::to_string).collect())
+            .unwrap_or_default(),
     })
 }
 
 pub fn get(conn: &Connection, newsletter_id: i64, id: i64) -> DomainResult<Subscriber> {
     const SQL: &str = select_subscriber!("WHERE s.newsletter_id = ?1 AND s.id = ?2");
-    conn.query_row(SQL, (newsletter_id, id), from_row).optional()?.ok_or(DomainError::NotFound("subscriber"))
+    conn.query_row(SQL, (newsletter_id, id), from_row)
+        .optional()?
+        .ok_or(DomainError::NotFound("subscriber"))
 }
 
-fn find_by_email(conn: &Connection, newsletter_id: i64, email: &str) -> DomainResult<Option<Subscriber>> {
+fn find_by_email(
+    conn: &Connection,
+    newsletter_id: i64,
+    email: &str,
+) -> DomainResult<Option<Subscriber>> {
     const SQL: &str = select_subscriber!("WHERE s.newsletter_id = ?1 AND s.email = ?2");
-    Ok(conn.query_row(SQL, (newsletter_id, email), from_row).optional()?)
+    Ok(conn
+        .query_row(SQL, (newsletter_id, email), from_row)
+        .optional()?)
 }
 
 /// List filters as the API receives them.
@@ -120,13 +131,30 @@ pub struct Filter {
 }
 
 /// A page of the newsletter's subscribers, newest first, and whether more follow.
-pub fn list(conn: &Connection, newsletter_id: i64, page: Page, filter: &Filter) -> DomainResult<(Vec<Subscriber>, bool)> {
+pub fn list(
+    conn: &Connection,
+    newsletter_id: i64,
+    page: Page,
+    filter: &Filter,
+) -> DomainResult<(Vec<Subscriber>, bool)> {
     let status = match filter.status.as_deref().map(str::trim) {
         None | Some("") => None,
-        Some(text) => Some(Status::parse(text).ok_or_else(|| invalid_filter("status", "active, unsubscribed or bounced"))?),
+        Some(text) => Some(
+            Status::parse(text)
+                .ok_or_else(|| invalid_filter("status", "active, unsubscribed or bounced"))?,
+        ),
     };
-    let tag = filter.tag.as_deref().map(str::trim).filter(|t| !t.is_empty());
-    let search = filter.search.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(|s| s.to_lowercase());
+    let tag = filter
+        .tag
+        .as_deref()
+        .map(str::trim)
+        .filter(|t| !t.is_empty());
+    let search = filter
+        .search
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.to_lowercase());
     const SQL: &str = select_subscriber!(
         "WHERE s.newsletter_id = ?1 AND (?2 IS NULL OR s.status = ?2) "
         "AND (?3 IS NULL OR EXISTS (SELECT 1 FROM subscriber_tags t WHERE t.subscriber_id = s.id AND t.tag = ?3)) "
@@ -135,7 +163,17 @@ pub fn list(conn: &Connection, newsletter_id: i64, page: Page, filter: &Filter) 
     );
     let mut stmt = conn.prepare_cached(SQL)?;
     let rows = stmt
-        .query_map((newsletter_id, status.map(Status::as_str), tag, search, page.fetch(), page.offset()), from_row)?
+        .query_map(
+            (
+                newsletter_id,
+                status.map(Status::as_str),
+                tag,
+                search,
+                page.fetch(),
+                page.offset(),
+            ),
+            from_row,
+        )?
         .collect::<Result<Vec<_>, _>>()?;
     Ok(page.finish(rows))
 }
@@ -151,7 +189,10 @@ pub struct NewSubscriber {
 fn clean_name(errors: &mut FieldErrors, name: Option<&str>) -> Option<String> {
     let name = name.map(str::trim).filter(|n| !n.is_empty())?;
     if name.chars().count() > NAME_MAX {
-        errors.add("name", format!("is too long (maximum is {NAME_MAX} characters)"));
+        errors.add(
+            "name",
+            format!("is too long (maximum is {NAME_MAX} characters)"),
+        );
     } else if name.chars().any(char::is_control) {
         errors.add("name", "must not contain control characters");
     }
@@ -180,8 +221,12 @@ struct Valid {
 }
 
 fn validate(input: &NewSubscriber) -> DomainResult<Valid> {
-    let email = EmailAddress::parse(&input.email)
-        .map_err(|message| DomainError::Invalid(ErrorCode::InvalidEmail, FieldErrors::single("email", message)))?;
+    let email = EmailAddress::parse(&input.email).map_err(|message| {
+        DomainError::Invalid(
+            ErrorCode::InvalidEmail,
+            FieldErrors::single("email", message),
+        )
+    })?;
     let mut errors = FieldErrors::new();
     let name = clean_name(&mut errors, input.name.as_deref());
     let mut tags: Vec<String> = Vec::new();
@@ -193,19 +238,36 @@ fn validate(input: &NewSubscriber) -> DomainResult<Valid> {
         }
     }
     if tags.len() > TAGS_PER_SUBSCRIBER {
-        errors.add("tags", format!("are too many (maximum is {TAGS_PER_SUBSCRIBER})"));
+        errors.add(
+            "tags",
+            format!("are too many (maximum is {TAGS_PER_SUBSCRIBER})"),
+        );
     }
     errors.into_result()?;
     Ok(Valid { email, name, tags })
 }
 
 /// Inserts a validated subscriber unless the address exists; returns it and whether it is new.
-fn insert(conn: &Connection, newsletter_id: i64, valid: &Valid) -> DomainResult<(Subscriber, bool)> {
+fn insert(
+    conn: &Connection,
+    newsletter_id: i64,
+    valid: &Valid,
+) -> DomainResult<(Subscriber, bool)> {
     const INSERT: &str = "INSERT INTO subscribers (newsletter_id, email, name, subscribed_at, created_at, updated_at)
          VALUES (?1, ?2, ?3, ?4, ?4, ?4) ON CONFLICT (newsletter_id, email) DO NOTHING";
     const TAG: &str = "INSERT OR IGNORE INTO subscriber_tags (subscriber_id, tag) VALUES (?1, ?2)";
-    if conn.execute(INSERT, (newsletter_id, valid.email.as_str(), &valid.name, clock::now_string()))? == 0 {
-        let existing = find_by_email(conn, newsletter_id, valid.email.as_str())?.ok_or(DomainError::NotFound("subscriber"))?;
+    if conn.execute(
+        INSERT,
+        (
+            newsletter_id,
+            valid.email.as_str(),
+            &valid.name,
+            clock::now_string(),
+        ),
+    )? == 0
+    {
+        let existing = find_by_email(conn, newsletter_id, valid.email.as_str())?
+            .ok_or(DomainError::NotFound("subscriber"))?;
         return Ok((existing, false));
     }
     let id = conn.last_insert_rowid();
@@ -214,12 +276,21 @@ fn insert(conn: &Connection, newsletter_id: i64, valid: &Valid) -> DomainResult<
         tag_stmt.execute((id, tag))?;
     }
     let subscriber = get(conn, newsletter_id, id)?;
-    events::record(conn, newsletter_id, "subscriber.created", subscriber.event_data())?;
+    events::record(
+        conn,
+        newsletter_id,
+        "subscriber.created",
+        subscriber.event_data(),
+    )?;
     Ok((subscriber, true))
 }
 
 /// Adds a subscriber, or returns the existing one with the same address (`false`).
-pub fn create(conn: &mut Connection, newsletter_id: i64, input: &NewSubscriber) -> DomainResult<(Subscriber, bool)> {
+pub fn create(
+    conn: &mut Connection,
+    newsletter_id: i64,
+    input: &NewSubscriber,
+) -> DomainResult<(Subscriber, bool)> {
     let valid = validate(input)?;
     write_tx(conn, |tx| insert(tx, newsletter_id, &valid))
 }
@@ -243,14 +314,23 @@ pub struct BulkOutcome {
 
 /// Creates up to [`BULK_LIMIT`] subscribers in one transaction; more is refused whole.
 /// Duplicates (also within the request) count as existing; invalid entries are reported.
-pub fn bulk_create(conn: &mut Connection, newsletter_id: i64, entries: &[NewSubscriber]) -> DomainResult<BulkOutcome> {
+pub fn bulk_create(
+    conn: &mut Connection,
+    newsletter_id: i64,
+    entries: &[NewSubscriber],
+) -> DomainResult<BulkOutcome> {
     if entries.len() > BULK_LIMIT {
         return Err(DomainError::invalid(
             "subscribers",
-            format!("has {} entries; at most {BULK_LIMIT} are accepted per request", entries.len()),
+            format!(
+                "has {} entries; at most {BULK_LIMIT} are accepted per request",
+                entries.len()
+            ),
         ));
     }
-    write_tx(conn, |tx| import(tx, newsletter_id, entries.iter().cloned().enumerate()))
+    write_tx(conn, |tx| {
+        import(tx, newsletter_id, entries.iter().cloned().enumerate())
+    })
 }
 
 /// Creates subscribers from `(index, entry)` pairs inside the caller's transaction (shared by
@@ -294,7 +374,12 @@ pub struct Changes {
     pub name: Option<Option<String>>,
 }
 
-pub fn update(conn: &mut Connection, newsletter_id: i64, id: i64, changes: &Changes) -> DomainResult<Subscriber> {
+pub fn update(
+    conn: &mut Connection,
+    newsletter_id: i64,
+    id: i64,
+    changes: &Changes,
+) -> DomainResult<Subscriber> {
     let mut errors = FieldErrors::new();
     let status = match changes.status.as_deref().map(str::trim) {
         None => None,
@@ -305,7 +390,10 @@ pub fn update(conn: &mut Connection, newsletter_id: i64, id: i64, changes: &Chan
             None
         }
     };
-    let name = changes.name.as_ref().map(|n| clean_name(&mut errors, n.as_deref()));
+    let name = changes
+        .name
+        .as_ref()
+        .map(|n| clean_name(&mut errors, n.as_deref()));
     errors.into_result()?;
     write_tx(conn, |tx| {
         let before = get(tx, newsletter_id, id)?;
@@ -323,7 +411,12 @@ pub fn update(conn: &mut Connection, newsletter_id: i64, id: i64, changes: &Chan
 
 /// Moves a subscriber to `status`, keeping `unsubscribed_at` in step; used by PATCH,
 /// unsubscribe links and bounces.
-pub fn set_status(conn: &Connection, subscriber: &Subscriber, status: Status, now: &str) -> Result<(), StoreError> {
+pub fn set_status(
+    conn: &Connection,
+    subscriber: &Subscriber,
+    status: Status,
+    now: &str,
+) -> Result<(), StoreError> {
     const SET: &str = "UPDATE subscribers SET status = ?2, updated_at = ?3,
          unsubscribed_at = CASE WHEN ?2 = 'unsubscribed' THEN coalesce(unsubscribed_at, ?3)
                                 WHEN ?2 = 'active' THEN NULL ELSE unsubscribed_at END,
@@ -336,32 +429,64 @@ pub fn set_status(conn: &Connection, subscriber: &Subscriber, status: Status, no
 /// Re-reads the subscriber and fires `subscriber.updated` when anything changed.
 fn changed(conn: &Connection, before: Subscriber) -> DomainResult<Subscriber> {
     let after = get(conn, before.newsletter_id, before.id)?;
-    let same = (&after.email, &after.name, after.status, &after.tags) == (&before.email, &before.name, before.status, &before.tags);
+    let same = (&after.email, &after.name, after.status, &after.tags)
+        == (&before.email, &before.name, before.status, &before.tags);
     if !same {
-        events::record(conn, after.newsletter_id, "subscriber.updated", after.event_data())?;
+        events::record(
+            conn,
+            after.newsletter_id,
+            "subscriber.updated",
+            after.event_data(),
+        )?;
     }
     Ok(after)
 }
 
-pub fn add_tag(conn: &mut Connection, newsletter_id: i64, id: i64, tag: &str) -> DomainResult<Subscriber> {
+pub fn add_tag(
+    conn: &mut Connection,
+    newsletter_id: i64,
+    id: i64,
+    tag: &str,
+) -> DomainResult<Subscriber> {
     let tag = clean_tag(tag).map_err(|message| DomainError::invalid("tag", message))?;
     write_tx(conn, |tx| {
         let before = get(tx, newsletter_id, id)?;
         if !before.tags.contains(&tag) && before.tags.len() >= TAGS_PER_SUBSCRIBER {
-            return Err(DomainError::invalid("tag", format!("cannot be added: at most {TAGS_PER_SUBSCRIBER} tags")));
+            return Err(DomainError::invalid(
+                "tag",
+                format!("cannot be added: at most {TAGS_PER_SUBSCRIBER} tags"),
+            ));
         }
-        tx.execute("INSERT OR IGNORE INTO subscriber_tags (subscriber_id, tag) VALUES (?1, ?2)", (id, &tag))?;
-        tx.execute("UPDATE subscribers SET updated_at = ?2 WHERE id = ?1", (id, clock::now_string()))?;
+        tx.execute(
+            "INSERT OR IGNORE INTO subscriber_tags (subscriber_id, tag) VALUES (?1, ?2)",
+            (id, &tag),
+        )?;
+        tx.execute(
+            "UPDATE subscribers SET updated_at = ?2 WHERE id = ?1",
+            (id, clock::now_string()),
+        )?;
         changed(tx, before)
     })
 }
 
-pub fn remove_tag(conn: &mut Connection, newsletter_id: i64, id: i64, tag: &str) -> DomainResult<Subscriber> {
+pub fn remove_tag(
+    conn: &mut Connection,
+    newsletter_id: i64,
+    id: i64,
+    tag: &str,
+) -> DomainResult<Subscriber> {
     let tag = clean_tag(tag).map_err(|message| DomainError::invalid("tag", message))?;
     write_tx(conn, |tx| {
         let before = get(tx, newsletter_id, id)?;
-        if tx.execute("DELETE FROM subscriber_tags WHERE subscriber_id = ?1 AND tag = ?2", (id, &tag))? > 0 {
-            tx.execute("UPDATE subscribers SET updated_at = ?2 WHERE id = ?1", (id, clock::now_string()))?;
+        if tx.execute(
+            "DELETE FROM subscriber_tags WHERE subscriber_id = ?1 AND tag = ?2",
+            (id, &tag),
+        )? > 0
+        {
+            tx.execute(
+                "UPDATE subscribers SET updated_at = ?2 WHERE id = ?1",
+                (id, clock::now_string()),
+            )?;
         }
         changed(tx, before)
     })
@@ -375,7 +500,10 @@ pub fn delete(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainResul
         let mut data = subscriber.event_data();
         data["status"] = json!("unsubscribed");
         events::record(tx, newsletter_id, "subscriber.deleted", data)?;
-        tx.execute("UPDATE deliveries SET email = '' WHERE subscriber_id = ?1", [id])?;
+        tx.execute(
+            "UPDATE deliveries SET email = '' WHERE subscriber_id = ?1",
+            [id],
+        )?;
         tx.execute("DELETE FROM subscribers WHERE id = ?1", [id])?;
         Ok(())
     })
@@ -383,7 +511,8 @@ pub fn delete(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainResul
 
 /// Active subscribers of the newsletter.
 pub fn active_count(conn: &Connection, newsletter_id: i64) -> DomainResult<i64> {
-    const SQL: &str = "SELECT count(*) FROM subscribers WHERE newsletter_id = ?1 AND status = 'active'";
+    const SQL: &str =
+        "SELECT count(*) FROM subscribers WHERE newsletter_id = ?1 AND status = 'active'";
     Ok(conn.query_row(SQL, [newsletter_id], |r| r.get(0))?)
 }
 
@@ -391,35 +520,45 @@ pub fn active_count(conn: &Connection, newsletter_id: i64) -> DomainResult<i64> 
 mod tests {
     use super::*;
 
-    pub(crate) fn db_with_newsletter() -> Connection {
-        let mut conn = Connection::open_in_memory().unwrap();
-        crate::store::migrate(&mut conn).unwrap();
-        conn.execute_batch(
-            "INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('o@x.co', 'h', 'n', 'n');
-             INSERT INTO newsletters (owner_id, name, subdomain, created_at, updated_at) VALUES (1, 'N', 'n', 'n', 'n');",
-        )
-        .unwrap();
-        conn
+    fn db_with_newsletter() -> Connection {
+        crate::domain::testing::db_with_newsletter("free")
     }
 
     fn new(email: &str) -> NewSubscriber {
-        NewSubscriber { email: email.into(), ..Default::default() }
+        NewSubscriber {
+            email: email.into(),
+            ..Default::default()
+        }
     }
 
     #[test]
     fn create_is_idempotent_and_records_events() {
         let mut conn = db_with_newsletter();
-        let input = NewSubscriber { email: " Ann@Example.com".into(), name: Some("Ann".into()), tags: vec![" vip ".into(), "vip".into()] };
+        let input = NewSubscriber {
+            email: " Ann@Example.com".into(),
+            name: Some("Ann".into()),
+            tags: vec![" vip ".into(), "vip".into()],
+        };
         let (a, created) = create(&mut conn, 1, &input).unwrap();
         assert!(created);
-        assert_eq!((a.email.as_str(), a.tags.clone()), ("ann@example.com", vec!["vip".to_string()]));
+        assert_eq!(
+            (a.email.as_str(), a.tags.clone()),
+            ("ann@example.com", vec!["vip".to_string()])
+        );
         let (b, created) = create(&mut conn, 1, &new("ann@example.com")).unwrap();
         assert!(!created);
         assert_eq!(a.id, b.id);
-        assert!(matches!(create(&mut conn, 1, &new("nope")), Err(DomainError::Invalid(ErrorCode::InvalidEmail, _))));
+        assert!(matches!(
+            create(&mut conn, 1, &new("nope")),
+            Err(DomainError::Invalid(ErrorCode::InvalidEmail, _))
+        ));
         let kinds: Vec<String> = conn
-            .prepare("SELECT kind FROM events ORDER BY id").unwrap()
-            .query_map([], |r| r.get(0)).unwrap().collect::<Result<_, _>>().unwrap();
+            .prepare("SELECT kind FROM events ORDER BY id")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
         assert_eq!(kinds, vec!["subscriber.created"]);
     }
 
@@ -427,14 +566,28 @@ mod tests {
     fn bulk_counts_created_existing_and_errors() {
         let mut conn = db_with_newsletter();
         create(&mut conn, 1, &new("old@example.com")).unwrap();
-        let entries = vec![new("a@example.com"), new("old@example.com"), new("bad"), new("A@example.com")];
+        let entries = vec![
+            new("a@example.com"),
+            new("old@example.com"),
+            new("bad"),
+            new("A@example.com"),
+        ];
         let outcome = bulk_create(&mut conn, 1, &entries).unwrap();
         assert_eq!((outcome.created, outcome.existing), (1, 2));
         assert_eq!(outcome.errors.len(), 1);
-        assert_eq!((outcome.errors[0].index, outcome.errors[0].code), (2, "invalid_email"));
-        let too_many: Vec<_> = (0..=BULK_LIMIT).map(|i| new(&format!("u{i}@example.com"))).collect();
+        assert_eq!(
+            (outcome.errors[0].index, outcome.errors[0].code),
+            (2, "invalid_email")
+        );
+        let too_many: Vec<_> = (0..=BULK_LIMIT)
+            .map(|i| new(&format!("u{i}@example.com")))
+            .collect();
         assert!(bulk_create(&mut conn, 1, &too_many).is_err());
-        assert_eq!(active_count(&conn, 1).unwrap(), 2, "a refused bulk creates nothing");
+        assert_eq!(
+            active_count(&conn, 1).unwrap(),
+            2,
+            "a refused bulk creates nothing"
+        );
     }
 
     #[test]
@@ -442,23 +595,57 @@ mod tests {
         let mut conn = db_with_newsletter();
         let (s, _) = create(&mut conn, 1, &new("s@example.com")).unwrap();
         create(&mut conn, 1, &new("t@example.com")).unwrap();
-        let changes = Changes { status: Some("unsubscribed".into()), name: Some(Some("Sam".into())) };
+        let changes = Changes {
+            status: Some("unsubscribed".into()),
+            name: Some(Some("Sam".into())),
+        };
         let s = update(&mut conn, 1, s.id, &changes).unwrap();
         assert_eq!(s.status, Status::Unsubscribed);
         assert!(s.unsubscribed_at.is_some());
-        assert!(update(&mut conn, 1, s.id, &Changes { status: Some("bounced".into()), name: None }).is_err());
+        assert!(
+            update(
+                &mut conn,
+                1,
+                s.id,
+                &Changes {
+                    status: Some("bounced".into()),
+                    name: None
+                }
+            )
+            .is_err()
+        );
         let s = add_tag(&mut conn, 1, s.id, "paid").unwrap();
         assert_eq!(s.tags, vec!["paid"]);
         let page = Page::parse(None, None).unwrap();
-        let filter = Filter { tag: Some("paid".into()), ..Default::default() };
+        let filter = Filter {
+            tag: Some("paid".into()),
+            ..Default::default()
+        };
         assert_eq!(list(&conn, 1, page, &filter).unwrap().0.len(), 1);
-        let filter = Filter { status: Some("active".into()), ..Default::default() };
+        let filter = Filter {
+            status: Some("active".into()),
+            ..Default::default()
+        };
         assert_eq!(list(&conn, 1, page, &filter).unwrap().0.len(), 1);
-        assert!(list(&conn, 1, page, &Filter { status: Some("gone".into()), ..Default::default() }).is_err());
+        assert!(
+            list(
+                &conn,
+                1,
+                page,
+                &Filter {
+                    status: Some("gone".into()),
+                    ..Default::default()
+                }
+            )
+            .is_err()
+        );
         let s = remove_tag(&mut conn, 1, s.id, "paid").unwrap();
         assert!(s.tags.is_empty());
         delete(&mut conn, 1, s.id).unwrap();
         assert!(matches!(get(&conn, 1, s.id), Err(DomainError::NotFound(_))));
-        assert!(matches!(get(&conn, 2, 1), Err(DomainError::NotFound(_))), "other newsletters see nothing");
+        assert!(
+            matches!(get(&conn, 2, 1), Err(DomainError::NotFound(_))),
+            "other newsletters see nothing"
+        );
     }
 }

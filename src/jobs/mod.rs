@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use crate::domain::secrets::ServerSecret;
 use crate::domain::urls::SiteUrls;
 use crate::mail::Transport;
 use crate::store::Pool;
@@ -22,6 +23,9 @@ pub struct JobContext {
     /// The From of the service's own mail (account confirmation, password reset).
     pub mail_from: (String, String),
     pub urls: SiteUrls,
+    /// Signs the tracking and unsubscribe links of sent issues.
+    pub secret: ServerSecret,
+    pub send: send_issue::SendSettings,
 }
 
 /// How a job run ended.
@@ -31,6 +35,8 @@ pub enum Outcome {
     Retry(String),
     /// Give up now.
     Fail(String),
+    /// Not finished: run again at this time (without counting a failed attempt).
+    Again(time::OffsetDateTime),
 }
 
 /// Runs one claimed job by its kind.
@@ -65,7 +71,7 @@ impl Runner {
                 let (ctx, stop) = (ctx.clone(), stop.clone());
                 std::thread::Builder::new()
                     .name(format!("jobs-{n}"))
-                    .spawn(move || work(&ctx, &stop, poll))
+                    .spawn(move || work(&ctx, &stop, poll, n == 0))
                     .expect("spawning a job worker thread")
             })
             .collect();
@@ -80,12 +86,16 @@ impl Runner {
     }
 }
 
-fn work(ctx: &JobContext, stop: &AtomicBool, poll: Duration) {
+/// Worker 0 also starts scheduled issues whose time has come.
+fn work(ctx: &JobContext, stop: &AtomicBool, poll: Duration, scheduler: bool) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("building a job worker runtime");
     while !stop.load(Ordering::SeqCst) {
+        if scheduler {
+            start_scheduled(ctx);
+        }
         match claim(ctx) {
             Ok(Some(job)) => finish(ctx, &job, dispatch(ctx, &rt, &job)),
             Ok(None) => std::thread::sleep(poll),
@@ -94,6 +104,21 @@ fn work(ctx: &JobContext, stop: &AtomicBool, poll: Duration) {
                 std::thread::sleep(poll);
             }
         }
+    }
+}
+
+fn start_scheduled(ctx: &JobContext) {
+    let started = ctx
+        .pool
+        .get()
+        .map_err(|e| e.to_string())
+        .and_then(|mut conn| {
+            crate::domain::issues::start_due_scheduled(&mut conn).map_err(|e| e.to_string())
+        });
+    match started {
+        Ok(0) => {}
+        Ok(n) => eprintln!("jobs: started {n} scheduled issue(s)"),
+        Err(e) => eprintln!("jobs: cannot start scheduled issues: {e}"),
     }
 }
 
@@ -120,6 +145,7 @@ fn finish(ctx: &JobContext, job: &queue::Job, outcome: Outcome) {
                     Some(queue::default_backoff(job.attempts)),
                 )
             }
+            Outcome::Again(at) => queue::reschedule(&conn, job.id, *at),
             Outcome::Fail(error) => {
                 eprintln!("jobs: {} #{} failed: {error}", job.kind, job.id);
                 queue::mark_failed(&conn, job, error, None)

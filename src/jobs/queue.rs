@@ -105,6 +105,14 @@ pub fn mark_failed(
     Ok(())
 }
 
+/// Puts an unfinished job back in the queue for `at`, without counting a failure.
+pub fn reschedule(conn: &Connection, id: i64, at: time::OffsetDateTime) -> Result<(), StoreError> {
+    const AGAIN: &str =
+        "UPDATE jobs SET state = 'queued', run_at = ?2, updated_at = ?3 WHERE id = ?1";
+    conn.execute(AGAIN, (id, clock::format(at), clock::now_string()))?;
+    Ok(())
+}
+
 /// Jobs a crashed process left `running` go back to the queue; called once at start, before
 /// the runner claims anything (only one server holds the data directory).
 pub fn requeue_interrupted(conn: &Connection) -> Result<usize, StoreError> {
@@ -124,9 +132,7 @@ mod tests {
     use super::*;
 
     fn db() -> Connection {
-        let mut conn = Connection::open_in_memory().unwrap();
-        crate::store::migrate(&mut conn).unwrap();
-        conn
+        crate::domain::testing::db()
     }
 
     #[test]

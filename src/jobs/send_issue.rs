@@ -1,22 +1,281 @@
-//! Job kind `send_issue`: delivers an issue to every active subscriber.
+//! Job kind `send_issue`: delivers an issue to every active subscriber over a few SMTP
+//! connections at once. Each message's delivery row is committed `sending` before its SMTP
+//! transaction starts (commits are grouped across connections), so a crash at any point
+//! leaves at most the in-flight messages uncertain, and those are never sent twice.
+
+use std::sync::Arc;
+use std::sync::mpsc as std_mpsc;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use tokio::sync::{Mutex, mpsc, oneshot};
 
 use super::{JobContext, Outcome, queue};
-use crate::store::StoreError;
+use crate::domain::sending::{self, Next, Outcome as Delivered, Recipient};
+use crate::domain::tracking::Links;
+use crate::mail::render::IssueEmail;
+use crate::mail::{Lane, MailError};
+use crate::store::{Pool, StoreError, write_tx};
 
 pub const KIND: &str = "send_issue";
+
+/// Deliveries read from the database at a time; memory stays flat in the number of recipients.
+const BATCH: i64 = 500;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Payload {
     issue_id: i64,
 }
 
-/// Queues the send of `issue_id` in the caller's transaction.
-pub fn enqueue(conn: &rusqlite::Connection, issue_id: i64) -> Result<i64, StoreError> {
-    queue::enqueue_at(conn, KIND, &Payload { issue_id }, crate::clock::now(), 1_000_000)
+/// Sending knobs from the command line.
+#[derive(Debug, Clone, Copy)]
+pub struct SendSettings {
+    /// SMTP connections used at once.
+    pub concurrency: usize,
+    /// Messages per second across all connections; 0 for no limit.
+    pub rate: u32,
+    /// Wait before the first retry of a temporarily refused message.
+    pub retry_base: time::Duration,
 }
 
-pub fn run(_ctx: &JobContext, _rt: &tokio::runtime::Runtime, _job: &queue::Job) -> Outcome {
-    Outcome::Retry("sending is not available yet".into())
+/// Queues the send of `issue_id` in the caller's transaction.
+pub fn enqueue(conn: &rusqlite::Connection, issue_id: i64) -> Result<i64, StoreError> {
+    queue::enqueue_at(
+        conn,
+        KIND,
+        &Payload { issue_id },
+        crate::clock::now(),
+        1_000_000,
+    )
+}
+
+pub fn run(ctx: &JobContext, _rt: &tokio::runtime::Runtime, job: &queue::Job) -> Outcome {
+    let payload: Payload = match serde_json::from_str(&job.payload) {
+        Ok(p) => p,
+        Err(e) => return Outcome::Fail(format!("bad payload: {e}")),
+    };
+    match send(ctx, payload.issue_id) {
+        Ok(Next::Finished) => Outcome::Done,
+        Ok(Next::WaitUntil(at)) => Outcome::Again(at),
+        Ok(Next::Continue) => Outcome::Again(crate::clock::now() + time::Duration::seconds(5)),
+        Err(e) => Outcome::Retry(e),
+    }
+}
+
+fn send(ctx: &JobContext, issue_id: i64) -> Result<Next, String> {
+    let plan = {
+        let mut conn = ctx.pool.get().map_err(|e| e.to_string())?;
+        sending::prepare(&mut conn, issue_id).map_err(|e| e.to_string())?
+    };
+    let Some(plan) = plan else {
+        return Ok(Next::Finished);
+    };
+    let links = Links::new(
+        &ctx.urls.site_origin(&plan.newsletter.subdomain),
+        ctx.secret.clone(),
+        plan.newsletter.tracking_enabled,
+    );
+    let email = Arc::new(IssueEmail::new(&plan.issue, &plan.newsletter, links));
+    let started = Instant::now();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let sent = rt.block_on(deliver(ctx, issue_id, email))?;
+    let elapsed = started.elapsed().as_secs_f64();
+    if sent > 0 {
+        eprintln!(
+            "send: issue {issue_id}: {sent} message(s) in {elapsed:.1} s ({:.0}/s)",
+            sent as f64 / elapsed.max(1e-9)
+        );
+    }
+    let mut conn = ctx.pool.get().map_err(|e| e.to_string())?;
+    sending::finish_or_wait(&mut conn, issue_id).map_err(|e| e.to_string())
+}
+
+/// Messages to the database writer.
+enum Write {
+    /// Mark this delivery `sending` and answer once that is committed.
+    Claim(i64, oneshot::Sender<bool>),
+    Done(i64, Delivered),
+}
+
+/// Sends every due delivery once; returns how many went out.
+async fn deliver(ctx: &JobContext, issue_id: i64, email: Arc<IssueEmail>) -> Result<usize, String> {
+    let (write_tx_chan, write_rx) = std_mpsc::channel::<Write>();
+    let writer = {
+        let pool = ctx.pool.clone();
+        let retry_base = ctx.send.retry_base;
+        std::thread::Builder::new()
+            .name("send-writer".into())
+            .spawn(move || write_loop(&pool, write_rx, retry_base))
+            .map_err(|e| e.to_string())?
+    };
+    let (work_tx, work_rx) = mpsc::channel::<Recipient>(BATCH as usize * 2);
+    let work_rx = Arc::new(Mutex::new(work_rx));
+    let pacer = Arc::new(Pacer::new(ctx.send.rate));
+    let mut lanes = Vec::new();
+    for _ in 0..ctx.send.concurrency.max(1) {
+        let (work_rx, email, writes, pacer, lane) = (
+            work_rx.clone(),
+            email.clone(),
+            write_tx_chan.clone(),
+            pacer.clone(),
+            Lane::new(&ctx.transport),
+        );
+        lanes.push(tokio::spawn(run_lane(lane, work_rx, email, writes, pacer)));
+    }
+    drop(write_tx_chan);
+    let feed = feed(ctx.pool.clone(), issue_id, work_tx).await;
+    let mut sent = 0;
+    for lane in lanes {
+        sent += lane.await.map_err(|e| e.to_string())?;
+    }
+    writer
+        .join()
+        .map_err(|_| "the send writer panicked".to_string())??;
+    feed.map(|_| sent)
+}
+
+/// Reads due deliveries page by page and hands them to the lanes.
+async fn feed(pool: Pool, issue_id: i64, work: mpsc::Sender<Recipient>) -> Result<(), String> {
+    let mut after = 0;
+    loop {
+        let pool = pool.clone();
+        let batch =
+            tokio::task::spawn_blocking(move || -> Result<(bool, Vec<Recipient>), String> {
+                let conn = pool.get().map_err(|e| e.to_string())?;
+                let still = sending::still_sending(&conn, issue_id).map_err(|e| e.to_string())?;
+                Ok((
+                    still,
+                    sending::due_batch(&conn, issue_id, after, BATCH).map_err(|e| e.to_string())?,
+                ))
+            })
+            .await
+            .map_err(|e| e.to_string())??;
+        let (still_sending, batch) = batch;
+        if !still_sending || batch.is_empty() {
+            return Ok(());
+        }
+        after = batch.last().map(|r| r.delivery_id).unwrap_or(after);
+        for recipient in batch {
+            if work.send(recipient).await.is_err() {
+                return Ok(()); // every lane stopped
+            }
+        }
+    }
+}
+
+/// One connection's loop: take a recipient, have it claimed, send, report.
+async fn run_lane(
+    mut lane: Lane,
+    work: Arc<Mutex<mpsc::Receiver<Recipient>>>,
+    email: Arc<IssueEmail>,
+    writes: std_mpsc::Sender<Write>,
+    pacer: Arc<Pacer>,
+) -> usize {
+    let mut sent = 0;
+    let mut connection_failures = 0;
+    loop {
+        let Some(recipient) = work.lock().await.recv().await else {
+            break;
+        };
+        let (claimed_tx, claimed_rx) = oneshot::channel();
+        if writes
+            .send(Write::Claim(recipient.delivery_id, claimed_tx))
+            .is_err()
+            || !claimed_rx.await.unwrap_or(false)
+        {
+            continue;
+        }
+        pacer.wait().await;
+        let mail = email.personalise(recipient.delivery_id, &recipient.email);
+        let outcome = match lane.send(&mail).await {
+            Ok(()) => {
+                sent += 1;
+                connection_failures = 0;
+                Delivered::Sent
+            }
+            Err(MailError::Permanent(e)) => Delivered::Rejected(e),
+            Err(MailError::Temporary(e)) => Delivered::Deferred(e),
+            Err(MailError::Connection(e)) => {
+                connection_failures += 1;
+                Delivered::Deferred(e)
+            }
+        };
+        let _ = writes.send(Write::Done(recipient.delivery_id, outcome));
+        if connection_failures >= 3 {
+            // The server is unreachable: leave the rest for the job's next run.
+            eprintln!("send: giving up this round after repeated connection failures");
+            break;
+        }
+    }
+    lane.close().await;
+    sent
+}
+
+/// The database side of a send: drains waiting claims and outcomes and commits them together,
+/// so many connections share one commit.
+fn write_loop(
+    pool: &Pool,
+    writes: std_mpsc::Receiver<Write>,
+    retry_base: time::Duration,
+) -> Result<(), String> {
+    let mut conn = pool.get().map_err(|e| e.to_string())?;
+    while let Ok(first) = writes.recv() {
+        let mut group = vec![first];
+        while let Ok(more) = writes.try_recv() {
+            group.push(more);
+            if group.len() >= 2000 {
+                break;
+            }
+        }
+        let mut claims = Vec::new();
+        let mut done = Vec::new();
+        for write in group {
+            match write {
+                Write::Claim(id, answer) => claims.push((id, answer)),
+                Write::Done(id, outcome) => done.push((id, outcome)),
+            }
+        }
+        let ids: Vec<i64> = claims.iter().map(|(id, _)| *id).collect();
+        let claimed = write_tx(&mut conn, |tx| {
+            sending::record_outcomes(tx, &done, retry_base)?;
+            sending::mark_sending(tx, &ids)
+        })
+        .map_err(|e: crate::domain::DomainError| e.to_string())?;
+        for (id, answer) in claims {
+            let _ = answer.send(claimed.contains(&id));
+        }
+    }
+    Ok(())
+}
+
+/// Spaces messages out to `--send-rate` per second across all lanes.
+struct Pacer {
+    interval: Option<Duration>,
+    next: Mutex<Instant>,
+}
+
+impl Pacer {
+    fn new(rate: u32) -> Self {
+        Pacer {
+            interval: (rate > 0).then(|| Duration::from_secs_f64(1.0 / rate as f64)),
+            next: Mutex::new(Instant::now()),
+        }
+    }
+
+    async fn wait(&self) {
+        let Some(interval) = self.interval else {
+            return;
+        };
+        let at = {
+            let mut next = self.next.lock().await;
+            let at = (*next).max(Instant::now());
+            *next = at + interval;
+            at
+        };
+        tokio::time::sleep_until(at.into()).await;
+    }
 }

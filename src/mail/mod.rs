@@ -67,8 +67,10 @@ impl OutgoingMail {
 pub enum MailError {
     /// The server refused for good (5xx): do not retry; the address bounces.
     Permanent(String),
-    /// Worth trying again later (4xx, timeouts, connection trouble).
+    /// Worth trying again later (4xx).
     Temporary(String),
+    /// The connection broke or never opened: try again later, on a new connection.
+    Connection(String),
 }
 
 impl std::fmt::Display for MailError {
@@ -76,6 +78,7 @@ impl std::fmt::Display for MailError {
         match self {
             MailError::Permanent(e) => write!(f, "permanent failure: {e}"),
             MailError::Temporary(e) => write!(f, "temporary failure: {e}"),
+            MailError::Connection(e) => write!(f, "connection failure: {e}"),
         }
     }
 }
@@ -105,6 +108,58 @@ impl Transport {
     }
 }
 
+/// One sending lane of a bulk send: an SMTP connection kept open across messages (and
+/// reopened after a failure), or the outbox.
+pub enum Lane {
+    Smtp {
+        settings: SmtpSettings,
+        connection: Option<SmtpConnection>,
+    },
+    Outbox(PathBuf),
+}
+
+impl Lane {
+    pub fn new(transport: &Transport) -> Self {
+        match transport {
+            Transport::Smtp(settings) => Lane::Smtp {
+                settings: settings.clone(),
+                connection: None,
+            },
+            Transport::Outbox(dir) => Lane::Outbox(dir.clone()),
+        }
+    }
+
+    pub async fn send(&mut self, mail: &OutgoingMail) -> Result<(), MailError> {
+        match self {
+            Lane::Outbox(dir) => write_to_outbox(dir, mail),
+            Lane::Smtp {
+                settings,
+                connection,
+            } => {
+                if connection.is_none() {
+                    *connection = Some(SmtpConnection::open(settings).await?);
+                }
+                let open = connection.as_mut().expect("opened above");
+                let result = open.send(mail).await;
+                if matches!(result, Err(MailError::Connection(_))) {
+                    *connection = None;
+                }
+                result
+            }
+        }
+    }
+
+    pub async fn close(self) {
+        if let Lane::Smtp {
+            connection: Some(c),
+            ..
+        } = self
+        {
+            c.close().await;
+        }
+    }
+}
+
 /// Writes `<dir>/<timestamp>-<random>.eml` and logs its path and link.
 fn write_to_outbox(dir: &std::path::Path, mail: &OutgoingMail) -> Result<(), MailError> {
     std::fs::create_dir_all(dir).map_err(|e| MailError::Temporary(e.to_string()))?;
@@ -125,3 +180,4 @@ fn write_to_outbox(dir: &std::path::Path, mail: &OutgoingMail) -> Result<(), Mai
     }
     Ok(())
 }
+pub mod render;

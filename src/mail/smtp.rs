@@ -141,16 +141,18 @@ async fn send_on<T: AsyncRead + AsyncWrite + Unpin>(
         Ok(_) => Ok(()),
         Err(e) => {
             let error = classify(e);
-            if matches!(error, MailError::Permanent(_)) || is_reply_error(&error) {
-                let _ = client.rset().await;
+            if matches!(error, MailError::Permanent(_) | MailError::Temporary(_))
+                && client.rset().await.is_err()
+            {
+                // The server answered, but the session cannot be reset: start a new one.
+                return Err(match error {
+                    MailError::Permanent(e) => MailError::Permanent(e),
+                    other => MailError::Connection(other.to_string()),
+                });
             }
             Err(error)
         }
     }
-}
-
-fn is_reply_error(error: &MailError) -> bool {
-    matches!(error, MailError::Temporary(message) if message.starts_with("server replied"))
 }
 
 /// 5xx replies are permanent; 4xx replies, timeouts and broken connections are temporary.
@@ -165,7 +167,7 @@ fn classify(error: mail_send::Error) -> MailError {
                 MailError::Temporary(text)
             }
         }
-        other => MailError::Temporary(other.to_string()),
+        other => MailError::Connection(other.to_string()),
     }
 }
 

@@ -6,8 +6,14 @@ use super::StoreError;
 
 /// Every migration, in order. Add new files here; never edit one that has shipped.
 pub const MIGRATIONS: &[(&str, &str)] = &[
-    ("0001_foundation", include_str!("../../migrations/0001_foundation.sql")),
-    ("0002_issues_subscribers", include_str!("../../migrations/0002_issues_subscribers.sql")),
+    (
+        "0001_foundation",
+        include_str!("../../migrations/0001_foundation.sql"),
+    ),
+    (
+        "0002_issues_subscribers",
+        include_str!("../../migrations/0002_issues_subscribers.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.

@@ -1,0 +1,25 @@
+//! Fixtures for the domain's unit tests: a migrated in-memory database with one owner and
+//! one newsletter (id 1, subdomain `n`).
+
+use rusqlite::Connection;
+
+pub fn db() -> Connection {
+    let mut conn = Connection::open_in_memory().expect("in-memory database");
+    crate::store::migrate(&mut conn).expect("migrations apply");
+    conn
+}
+
+pub fn db_with_newsletter(tier: &str) -> Connection {
+    let conn = db();
+    conn.execute_batch(
+        "INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('o@x.co', 'h', 'n', 'n');",
+    )
+    .unwrap();
+    conn.execute(
+        "INSERT INTO newsletters (owner_id, name, subdomain, tier, bounce_token, created_at, updated_at)
+         VALUES (1, 'N', 'n', ?1, 'bt', 'n', 'n')",
+        [tier],
+    )
+    .unwrap();
+    conn
+}

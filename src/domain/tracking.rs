@@ -1,0 +1,280 @@
+//! Per-recipient links in sent mail (signed so they cannot be forged or turned into an open
+//! redirect) and what following them does: first open, first click, unsubscribe. Also
+//! bounces, which end a recipient's mail the same way.
+
+use rusqlite::{Connection, OptionalExtension};
+use serde_json::json;
+
+use super::secrets::ServerSecret;
+use super::subscribers::{self, Status};
+use super::{DomainError, DomainResult, events};
+use crate::clock;
+use crate::store::write_tx;
+
+/// Hex characters of signature kept in URLs (128 bits).
+const SIG_LEN: usize = 32;
+
+fn sig(secret: &ServerSecret, purpose: &str, value: &str) -> String {
+    secret.sign(purpose, value)[..SIG_LEN].to_string()
+}
+
+fn check(secret: &ServerSecret, purpose: &str, value: &str, given: &str) -> bool {
+    super::secrets::constant_time_eq(&sig(secret, purpose, value), given)
+}
+
+/// Builds the personal URLs of one send, on the newsletter's public origin.
+#[derive(Clone)]
+pub struct Links {
+    origin: String,
+    secret: ServerSecret,
+    tracking: bool,
+}
+
+impl Links {
+    pub fn new(origin: &str, secret: ServerSecret, tracking: bool) -> Self {
+        Links {
+            origin: origin.trim_end_matches('/').to_string(),
+            secret,
+            tracking,
+        }
+    }
+
+    /// The host part of the origin, for Message-IDs and List-Id.
+    pub fn host(&self) -> String {
+        url::Url::parse(&self.origin)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_string))
+            .unwrap_or_else(|| "localhost".into())
+    }
+
+    pub fn unsubscribe(&self, delivery_id: i64) -> String {
+        format!(
+            "{}/u/{delivery_id}/{}",
+            self.origin,
+            sig(&self.secret, "unsubscribe", &delivery_id.to_string())
+        )
+    }
+
+    /// `None` when the newsletter turned tracking off.
+    pub fn open_pixel(&self, delivery_id: i64) -> Option<String> {
+        self.tracking.then(|| {
+            format!(
+                "{}/o/{delivery_id}/{}.gif",
+                self.origin,
+                sig(&self.secret, "open", &delivery_id.to_string())
+            )
+        })
+    }
+
+    /// The tracked address of `target`, or `target` itself without tracking or for non-web links.
+    pub fn click(&self, delivery_id: i64, target: &str) -> String {
+        if !self.tracking || !(target.starts_with("http://") || target.starts_with("https://")) {
+            return target.to_string();
+        }
+        let encoded: String = url::form_urlencoded::byte_serialize(target.as_bytes()).collect();
+        format!(
+            "{}/c/{delivery_id}/{}?u={encoded}",
+            self.origin,
+            sig(&self.secret, "click", &format!("{delivery_id}:{target}"))
+        )
+    }
+}
+
+pub fn verify_unsubscribe(secret: &ServerSecret, delivery_id: i64, given: &str) -> bool {
+    check(secret, "unsubscribe", &delivery_id.to_string(), given)
+}
+
+pub fn verify_open(secret: &ServerSecret, delivery_id: i64, given: &str) -> bool {
+    check(secret, "open", &delivery_id.to_string(), given)
+}
+
+pub fn verify_click(secret: &ServerSecret, delivery_id: i64, target: &str, given: &str) -> bool {
+    check(secret, "click", &format!("{delivery_id}:{target}"), given)
+}
+
+/// A delivery as the tracking routes need it.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    pub id: i64,
+    pub issue_id: i64,
+    pub newsletter_id: i64,
+    pub subscriber_id: Option<i64>,
+    pub email: String,
+    pub opened_at: Option<String>,
+    pub clicked_at: Option<String>,
+}
+
+impl Delivery {
+    fn event_data(&self) -> serde_json::Value {
+        json!({
+            "delivery_id": self.id,
+            "issue_id": self.issue_id,
+            "email": self.email,
+            "opened_at": self.opened_at,
+            "clicked_at": self.clicked_at,
+        })
+    }
+}
+
+pub fn delivery(conn: &Connection, id: i64) -> DomainResult<Delivery> {
+    const SQL: &str = "SELECT d.id, d.issue_id, i.newsletter_id, d.subscriber_id, d.email, d.opened_at, d.clicked_at
+         FROM deliveries d JOIN issues i ON i.id = d.issue_id WHERE d.id = ?1";
+    conn.query_row(SQL, [id], |r| {
+        Ok(Delivery {
+            id: r.get(0)?,
+            issue_id: r.get(1)?,
+            newsletter_id: r.get(2)?,
+            subscriber_id: r.get(3)?,
+            email: r.get(4)?,
+            opened_at: r.get(5)?,
+            clicked_at: r.get(6)?,
+        })
+    })
+    .optional()?
+    .ok_or(DomainError::NotFound("delivery"))
+}
+
+/// Notes the first open of a delivery and fires `email.opened` once.
+pub fn record_open(conn: &mut Connection, delivery_id: i64) -> DomainResult<()> {
+    write_tx(conn, |tx| {
+        let now = clock::now_string();
+        if tx.execute(
+            "UPDATE deliveries SET opened_at = ?2 WHERE id = ?1 AND opened_at IS NULL",
+            (delivery_id, &now),
+        )? == 1
+        {
+            let d = delivery(tx, delivery_id)?;
+            events::record(tx, d.newsletter_id, "email.opened", d.event_data())?;
+        }
+        Ok(())
+    })
+}
+
+/// Notes the first click of a delivery (a click implies an open) and fires `email.clicked` once.
+pub fn record_click(conn: &mut Connection, delivery_id: i64, target: &str) -> DomainResult<()> {
+    write_tx(conn, |tx| {
+        let now = clock::now_string();
+        const CLICK: &str = "UPDATE deliveries SET clicked_at = ?2, opened_at = coalesce(opened_at, ?2) WHERE id = ?1 AND clicked_at IS NULL";
+        if tx.execute(CLICK, (delivery_id, &now))? == 1 {
+            let d = delivery(tx, delivery_id)?;
+            let mut data = d.event_data();
+            data["clicked_url"] = json!(target);
+            events::record(tx, d.newsletter_id, "email.clicked", data)?;
+        }
+        Ok(())
+    })
+}
+
+/// The unsubscribe link: the subscriber becomes `unsubscribed` and `email.unsubscribed` fires
+/// (once; following the link again changes nothing).
+pub fn unsubscribe(conn: &mut Connection, delivery_id: i64) -> DomainResult<Delivery> {
+    write_tx(conn, |tx| {
+        let d = delivery(tx, delivery_id)?;
+        let Some(subscriber_id) = d.subscriber_id else {
+            return Ok(d);
+        };
+        let subscriber = subscribers::get(tx, d.newsletter_id, subscriber_id)?;
+        if subscriber.status != Status::Unsubscribed {
+            let now = clock::now_string();
+            subscribers::set_status(tx, &subscriber, Status::Unsubscribed, &now)?;
+            tx.execute("UPDATE deliveries SET unsubscribed_at = coalesce(unsubscribed_at, ?2) WHERE id = ?1", (delivery_id, &now))?;
+            events::record(tx, d.newsletter_id, "email.unsubscribed", d.event_data())?;
+        }
+        Ok(d)
+    })
+}
+
+/// A hard bounce of one delivery: the delivery is `bounced`, the subscriber `bounced`, and
+/// `email.bounced` fires. Called by the sender on a 5xx and by bounce reports.
+pub fn bounce(conn: &Connection, delivery_id: i64, reason: &str) -> DomainResult<()> {
+    let now = clock::now_string();
+    const BOUNCE: &str = "UPDATE deliveries SET status = 'bounced', bounced_at = coalesce(bounced_at, ?2), last_error = ?3
+         WHERE id = ?1 AND bounced_at IS NULL";
+    if conn.execute(BOUNCE, (delivery_id, &now, reason))? == 0 {
+        return Ok(());
+    }
+    let d = delivery(conn, delivery_id)?;
+    if let Some(subscriber_id) = d.subscriber_id {
+        let subscriber = subscribers::get(conn, d.newsletter_id, subscriber_id)?;
+        if subscriber.status == Status::Active {
+            subscribers::set_status(conn, &subscriber, Status::Bounced, &now)?;
+        }
+    }
+    events::record(conn, d.newsletter_id, "email.bounced", d.event_data())?;
+    Ok(())
+}
+
+/// A bounce reported after the fact (by an MTA or provider) for `email`: the newest delivery
+/// to that address bounces; without one, the subscriber alone is marked bounced.
+pub fn report_bounce(
+    conn: &mut Connection,
+    newsletter_id: i64,
+    email: &str,
+    reason: &str,
+) -> DomainResult<()> {
+    let email = super::email::EmailAddress::parse(email).map_err(|m| {
+        DomainError::Invalid(
+            super::ErrorCode::InvalidEmail,
+            super::FieldErrors::single("email", m),
+        )
+    })?;
+    write_tx(conn, |tx| {
+        const LATEST: &str = "SELECT d.id FROM deliveries d JOIN issues i ON i.id = d.issue_id
+             WHERE i.newsletter_id = ?1 AND d.email = ?2 ORDER BY d.id DESC LIMIT 1";
+        let latest: Option<i64> = tx
+            .query_row(LATEST, (newsletter_id, email.as_str()), |r| r.get(0))
+            .optional()?;
+        match latest {
+            Some(id) => bounce(tx, id, reason),
+            None => {
+                const FIND: &str =
+                    "SELECT id FROM subscribers WHERE newsletter_id = ?1 AND email = ?2";
+                let id: i64 = tx
+                    .query_row(FIND, (newsletter_id, email.as_str()), |r| r.get(0))
+                    .optional()?
+                    .ok_or(DomainError::NotFound("subscriber"))?;
+                let subscriber = subscribers::get(tx, newsletter_id, id)?;
+                subscribers::set_status(tx, &subscriber, Status::Bounced, &clock::now_string())?;
+                Ok(())
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_are_signed_and_respect_tracking() {
+        let secret = ServerSecret::for_tests(b"s");
+        let links = Links::new("https://n.example.com", secret.clone(), true);
+        let click = links.click(7, "https://target.example/a?b=1");
+        let parts: Vec<&str> = click
+            .trim_start_matches("https://n.example.com/c/")
+            .split(['/', '?'])
+            .collect();
+        assert_eq!(parts[0], "7");
+        assert!(verify_click(
+            &secret,
+            7,
+            "https://target.example/a?b=1",
+            parts[1]
+        ));
+        assert!(!verify_click(&secret, 7, "https://evil.example/", parts[1]));
+        assert!(!verify_click(
+            &secret,
+            8,
+            "https://target.example/a?b=1",
+            parts[1]
+        ));
+        assert!(links.open_pixel(7).is_some());
+        let untracked = Links::new("https://n.example.com", secret, false);
+        assert_eq!(
+            untracked.click(7, "https://t.example/"),
+            "https://t.example/"
+        );
+        assert!(untracked.open_pixel(7).is_none());
+        assert!(untracked.unsubscribe(7).contains("/u/7/"));
+    }
+}

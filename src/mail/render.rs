@@ -1,0 +1,231 @@
+//! Turns an issue into e-mail: Markdown to HTML (GFM, raw HTML escaped) once per send, then per
+//! recipient only the personal parts: signed click links, the open pixel, the unsubscribe link.
+
+use maud::{DOCTYPE, PreEscaped, html};
+
+use super::OutgoingMail;
+use crate::domain::issues::Issue;
+use crate::domain::newsletters::Newsletter;
+use crate::domain::tracking::Links;
+
+/// Markdown to HTML as everywhere in Broadsheet: GitHub-flavoured, raw HTML escaped,
+/// dangerous link schemes emptied.
+pub fn markdown_to_html(source: &str) -> String {
+    markdown::to_html_with_options(source, &markdown::Options::gfm())
+        .unwrap_or_else(|_| markdown::to_html(source))
+}
+
+/// A piece of the rendered body: fixed text, or a link target to personalise.
+#[derive(Debug, Clone, PartialEq)]
+enum Piece {
+    Text(String),
+    Link(String),
+}
+
+/// Splits rendered HTML at every `href="…"` value. The Markdown renderer escapes all other
+/// HTML, so these are exactly the reader's links.
+fn split_links(html: &str) -> Vec<Piece> {
+    const MARK: &str = "href=\"";
+    let mut pieces = Vec::new();
+    let mut rest = html;
+    while let Some(start) = rest.find(MARK) {
+        let (before, after) = rest.split_at(start + MARK.len());
+        let Some(end) = after.find('"') else { break };
+        pieces.push(Piece::Text(before.to_string()));
+        pieces.push(Piece::Link(unescape_attr(&after[..end])));
+        rest = &after[end..];
+    }
+    pieces.push(Piece::Text(rest.to_string()));
+    pieces
+}
+
+fn unescape_attr(value: &str) -> String {
+    value
+        .replace("&quot;", "\"")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&")
+}
+
+fn escape_attr(value: &str) -> String {
+    value
+        .replace('&', "&amp;")
+        .replace('"', "&quot;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// An issue ready to personalise, built once per send.
+pub struct IssueEmail {
+    pieces: Vec<Piece>,
+    text: String,
+    subject: String,
+    from_name: String,
+    from_email: String,
+    list_id: String,
+    message_domain: String,
+    links: Links,
+}
+
+impl IssueEmail {
+    pub fn new(issue: &Issue, newsletter: &Newsletter, links: Links) -> Self {
+        let body_html = markdown_to_html(&issue.content_markdown);
+        let html = html! {
+            (DOCTYPE)
+            html lang="en" {
+                head {
+                    meta charset="utf-8";
+                    meta name="viewport" content="width=device-width, initial-scale=1";
+                    title { (issue.subject) }
+                    style { (PreEscaped(EMAIL_CSS)) }
+                }
+                body {
+                    div.wrap {
+                        p.masthead { (newsletter.name) }
+                        h1 { (issue.subject) }
+                        div.content { (PreEscaped(&body_html)) }
+                        @if !issue.articles.is_empty() {
+                            div.articles {
+                                @for article in &issue.articles {
+                                    div.article {
+                                        h2 { a href=(article.url) { (article.title) } }
+                                        @if !article.summarized_article.is_empty() { p { (article.summarized_article) } }
+                                    }
+                                }
+                            }
+                        }
+                        p.footer {
+                            "You receive " (newsletter.name) " because you subscribed. "
+                            a href="{{unsubscribe}}" { "Unsubscribe" }
+                        }
+                    }
+                    "{{pixel}}"
+                }
+            }
+        }
+        .into_string();
+        let mut text = format!(
+            "{}\n{}\n\n{}\n",
+            issue.subject,
+            "=".repeat(issue.subject.chars().count().min(72)),
+            issue.content_markdown.trim()
+        );
+        for article in &issue.articles {
+            text.push_str(&format!("\n## {}\n{}\n", article.title, article.url));
+            if !article.summarized_article.is_empty() {
+                text.push_str(&format!("{}\n", article.summarized_article));
+            }
+        }
+        let message_domain = newsletter
+            .sender_email
+            .rsplit_once('@')
+            .map(|(_, d)| d.to_string())
+            .unwrap_or_else(|| links.host());
+        IssueEmail {
+            pieces: split_links(&html),
+            text,
+            subject: issue.subject.clone(),
+            from_name: newsletter.sender_name.clone(),
+            from_email: if newsletter.sender_email.is_empty() {
+                format!("newsletter@{}", links.host())
+            } else {
+                newsletter.sender_email.clone()
+            },
+            list_id: format!(
+                "{} <{}.{}>",
+                newsletter.name.replace(['<', '>', '"'], ""),
+                newsletter.subdomain,
+                links.host()
+            ),
+            message_domain,
+            links,
+        }
+    }
+
+    /// The message for one recipient of delivery `delivery_id`.
+    pub fn personalise(&self, delivery_id: i64, to: &str) -> OutgoingMail {
+        let unsubscribe = self.links.unsubscribe(delivery_id);
+        let mut html = String::with_capacity(
+            self.pieces
+                .iter()
+                .map(|p| match p {
+                    Piece::Text(t) => t.len(),
+                    Piece::Link(l) => l.len() + 80,
+                })
+                .sum(),
+        );
+        for piece in &self.pieces {
+            match piece {
+                Piece::Text(text) if text.contains("{{pixel}}") => {
+                    let pixel = match self.links.open_pixel(delivery_id) {
+                        Some(url) => format!(
+                            "<img src=\"{}\" width=\"1\" height=\"1\" alt=\"\" style=\"display:block;border:0\">",
+                            escape_attr(&url)
+                        ),
+                        None => String::new(),
+                    };
+                    html.push_str(&text.replace("{{pixel}}", &pixel));
+                }
+                Piece::Text(text) => html.push_str(text),
+                Piece::Link(target) if target == "{{unsubscribe}}" => {
+                    html.push_str(&escape_attr(&unsubscribe))
+                }
+                Piece::Link(target) => {
+                    html.push_str(&escape_attr(&self.links.click(delivery_id, target)))
+                }
+            }
+        }
+        let text = format!("{}\n-- \nUnsubscribe: {unsubscribe}\n", self.text);
+        OutgoingMail {
+            from_name: self.from_name.clone(),
+            from_email: self.from_email.clone(),
+            to: to.to_string(),
+            subject: self.subject.clone(),
+            text,
+            html,
+            headers: vec![
+                ("List-Id".into(), self.list_id.clone()),
+                ("List-Unsubscribe".into(), format!("<{unsubscribe}>")),
+                (
+                    "List-Unsubscribe-Post".into(),
+                    "List-Unsubscribe=One-Click".into(),
+                ),
+                ("Precedence".into(), "bulk".into()),
+            ],
+            message_id: Some(format!(
+                "issue-d{delivery_id}.{}@{}",
+                crate::domain::secrets::random_hex(6),
+                self.message_domain
+            )),
+            primary_link: None,
+        }
+    }
+}
+
+const EMAIL_CSS: &str = "body{margin:0;padding:0;background:#f4f5f7;color:#1d2330;font:16px/1.6 -apple-system,'Segoe UI',Roboto,Helvetica,Arial,sans-serif}\
+.wrap{max-width:600px;margin:0 auto;padding:24px 20px;background:#fff}\
+.masthead{font-size:13px;letter-spacing:.08em;text-transform:uppercase;color:#5b6474;margin:0 0 8px}\
+h1{font-size:26px;line-height:1.25;margin:0 0 16px}h2{font-size:19px;margin:20px 0 4px}\
+a{color:#1d4ed8}img{max-width:100%;height:auto}pre{overflow-x:auto;background:#f4f5f7;padding:12px}\
+.article{border-top:1px solid #e3e6eb;padding-top:8px}.footer{margin-top:32px;font-size:13px;color:#5b6474}\
+@media (max-width:480px){.wrap{padding:16px 12px}h1{font-size:22px}}";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markdown_escapes_raw_html_and_dangerous_links() {
+        let html = markdown_to_html("<script>alert(1)</script>\n\n[x](javascript:alert(1)) **b**");
+        assert!(!html.contains("<script>"));
+        assert!(!html.contains("javascript:"));
+        assert!(html.contains("<strong>b</strong>"));
+    }
+
+    #[test]
+    fn splits_links_and_unescapes_targets() {
+        let pieces = split_links("<p><a href=\"https://x.com/?a=1&amp;b=2\">x</a> y</p>");
+        assert_eq!(pieces[1], Piece::Link("https://x.com/?a=1&b=2".into()));
+        assert_eq!(pieces.len(), 3);
+    }
+}

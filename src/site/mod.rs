@@ -1,0 +1,136 @@
+//! Each newsletter's public site, on `<subdomain>.<public-host>`: its pages and the routes the
+//! links in sent mail lead to (unsubscribe, open pixel, click redirect).
+
+mod tracking;
+
+use std::sync::Arc;
+
+use maud::{DOCTYPE, Markup, html};
+use poem::http::StatusCode;
+use poem::{Endpoint, EndpointExt, IntoResponse, Request, Response, Route, get};
+
+use crate::app::AppState;
+use crate::domain::newsletters::{self, Newsletter};
+
+/// The newsletter whose site a request is for, found from its Host.
+#[derive(Clone)]
+pub struct Site(pub Arc<Newsletter>);
+
+/// The routes of one newsletter's site.
+pub fn routes() -> impl Endpoint<Output = Response> {
+    Route::new()
+        .at(
+            "/u/:delivery/:sig",
+            get(tracking::unsubscribe_page).post(tracking::unsubscribe),
+        )
+        .at("/o/:delivery/:file", get(tracking::open_pixel))
+        .at("/c/:delivery/:sig", get(tracking::click))
+        .catch_all_error(|err: poem::Error| async move {
+            if err.is_from_response() {
+                err.into_response()
+            } else {
+                not_found()
+            }
+        })
+        .map_to_response()
+}
+
+/// Which newsletter a Host names: `<subdomain>.<public-host>`. `None` for the base host
+/// and anything else.
+pub fn subdomain_of<'a>(host: &'a str, public_host: &str) -> Option<&'a str> {
+    let host = host.trim_end_matches('.');
+    let prefix = host.strip_suffix(public_host)?.strip_suffix('.')?;
+    (!prefix.is_empty() && !prefix.contains('.')).then_some(prefix)
+}
+
+/// Finds the site a request is for; `Ok(None)` means the request is for the base host.
+pub async fn resolve(req: &Request, state: &AppState) -> Result<Option<Site>, Response> {
+    let host = req
+        .header("Host")
+        .map(str::to_string)
+        .or_else(|| req.uri().authority().map(|a| a.to_string()))
+        .unwrap_or_default()
+        .to_lowercase();
+    let Some(subdomain) = subdomain_of(&host, &state.urls.public_host).map(str::to_string) else {
+        return Ok(None);
+    };
+    match state
+        .db
+        .run(move |conn| newsletters::get_by_subdomain(conn, &subdomain))
+        .await
+    {
+        Ok(newsletter) => Ok(Some(Site(Arc::new(newsletter)))),
+        Err(crate::domain::DomainError::NotFound(_)) => Err(not_found()),
+        Err(e) => {
+            eprintln!("site: cannot resolve {host}: {e}");
+            Err(page_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Something went wrong",
+                html! { p { "Please try again." } },
+            ))
+        }
+    }
+}
+
+/// A small, self-contained page (no third-party assets).
+pub fn page(title: &str, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) }
+                style { (maud::PreEscaped(SITE_CSS)) }
+            }
+            body { main { (body) } }
+        }
+    }
+}
+
+pub fn page_response(status: StatusCode, title: &str, body: Markup) -> Response {
+    let mut response = page(title, html! { h1 { (title) } (body) }).into_response();
+    response.set_status(status);
+    response
+}
+
+pub fn not_found() -> Response {
+    page_response(
+        StatusCode::NOT_FOUND,
+        "Not found",
+        html! { p { "There is nothing at this address." } },
+    )
+}
+
+const SITE_CSS: &str = "body{margin:0;font:17px/1.6 -apple-system,'Segoe UI',Roboto,Helvetica,Arial,sans-serif;color:#1d2330;background:#fff}\
+main{max-width:40rem;margin:0 auto;padding:2rem 1rem}a{color:#1d4ed8}h1{line-height:1.2}\
+button{background:#1d4ed8;color:#fff;border:0;border-radius:6px;padding:.6rem 1.1rem;font:inherit;cursor:pointer}\
+input{font:inherit;padding:.5rem .6rem;border:1px solid #c5cad3;border-radius:6px;max-width:100%}\
+.muted{color:#5b6474;font-size:.92rem}";
+
+#[cfg(test)]
+mod tests {
+    use super::subdomain_of;
+
+    #[test]
+    fn finds_the_subdomain_of_a_host() {
+        assert_eq!(
+            subdomain_of("weekly.localhost:8080", "localhost:8080"),
+            Some("weekly")
+        );
+        assert_eq!(
+            subdomain_of("weekly.news.example.com", "news.example.com"),
+            Some("weekly")
+        );
+        assert_eq!(subdomain_of("news.example.com", "news.example.com"), None);
+        assert_eq!(
+            subdomain_of("a.b.news.example.com", "news.example.com"),
+            None
+        );
+        assert_eq!(
+            subdomain_of("evilnews.example.com", "news.example.com"),
+            None
+        );
+        assert_eq!(subdomain_of("localhost:8080", "localhost:8080"), None);
+    }
+}
