@@ -1,0 +1,117 @@
+//! Flows driven in headless Chromium: real pages, clicks and typing.
+
+use fantoccini::Locator;
+
+use crate::support::browser::{
+    Driver, click, fill, runtime, screenshot, wait_for_element, wait_for_path,
+};
+use crate::support::*;
+
+#[test]
+fn onboarding_in_chromium_ends_with_a_working_key() {
+    let Some(driver) = Driver::start("onboarding") else {
+        return;
+    };
+    let app = spawn_app();
+    let email = unique_email("chromium");
+    let key = runtime().block_on(async {
+        let c = driver.session().await;
+        let base = &app.base_url;
+
+        c.goto(&format!("{base}/")).await.unwrap();
+        click(&c, "a[href=\"/signup\"]").await;
+        wait_for_path(&c, "/signup").await;
+        fill(&c, "user[email_address]", &email).await;
+        fill(&c, "user[password]", PASSWORD).await;
+        fill(&c, "user[password_confirmation]", "not the same").await;
+        click(&c, "form[action=\"/signup\"] button[type=submit]").await;
+        let errors = wait_for_element(&c, "ul.errors").await;
+        assert!(errors.text().await.unwrap().contains("match"));
+        fill(&c, "user[password]", PASSWORD).await;
+        fill(&c, "user[password_confirmation]", PASSWORD).await;
+        click(&c, "form[action=\"/signup\"] button[type=submit]").await;
+        wait_for_path(&c, "/email_confirmation_pending").await;
+
+        let mail = app.smtp.wait_for_message_to(&email, 1);
+        let link = link_containing(&mail.text(), "/email_confirmations/").unwrap();
+        c.goto(&link).await.unwrap();
+        wait_for_path(&c, "/newsletters").await;
+
+        c.goto(&format!("{base}/newsletters/new")).await.unwrap();
+        fill(&c, "newsletter[name]", "Browser Bulletin").await;
+        fill(&c, "newsletter[tagline]", "Clicked into being").await;
+        fill(&c, "newsletter[from_name]", "Bulletin Desk").await;
+        fill(&c, "newsletter[from_email]", "desk@example.com").await;
+        click(&c, "form[action=\"/newsletters\"] button[type=submit]").await;
+        let url = c.current_url().await.unwrap();
+        assert!(url.path().ends_with("/setup_frequency"), "{url}");
+        let id: i64 = url.path().split('/').nth(2).unwrap().parse().unwrap();
+
+        click(&c, "input[name=frequency][value=three_times]").await;
+        click(&c, "main form button[type=submit]").await;
+        wait_for_path(&c, &format!("/newsletters/{id}/preference/edit")).await;
+        fill(
+            &c,
+            "newsletter_preference[target_audience]",
+            "People who like clicking",
+        )
+        .await;
+        c.find(Locator::Css(
+            "select[name=\"newsletter_preference[content_tone]\"]",
+        ))
+        .await
+        .unwrap()
+        .select_by_value("casual")
+        .await
+        .unwrap();
+        c.find(Locator::Css(
+            "select[name=\"newsletter_preference[newsletter_length]\"]",
+        ))
+        .await
+        .unwrap()
+        .select_by_value("medium")
+        .await
+        .unwrap();
+        click(&c, "main form button[type=submit]").await;
+        wait_for_path(&c, &format!("/newsletters/{id}")).await;
+        screenshot(&c, "onboarding-newsletter-home").await;
+
+        click(&c, &format!("a[href=\"/newsletters/{id}/api_keys\"]")).await;
+        click(&c, &format!("a[href=\"/newsletters/{id}/api_keys/new\"]")).await;
+        fill(&c, "api_key[name]", "chromium").await;
+        // A read-only key: read ticked, write and delete not, whatever the defaults are.
+        for (permission, wanted) in [("read", true), ("write", false), ("delete", false)] {
+            let css = format!("input[name=\"api_key[permissions][]\"][value={permission}]");
+            let checkbox = wait_for_element(&c, &css).await;
+            if checkbox.is_selected().await.unwrap() != wanted {
+                checkbox.click().await.unwrap();
+            }
+        }
+        click(&c, "main form button[type=submit]").await;
+        let key = wait_for_element(&c, "#api-key").await.text().await.unwrap();
+        screenshot(&c, "onboarding-api-key").await;
+        c.close().await.unwrap();
+        key.trim().to_string()
+    });
+
+    assert_eq!(key.len(), 72);
+    let resp = app.client().api("GET", "/newsletter", &key, None);
+    resp.expect(200);
+    let data = resp.json()["data"].clone();
+    assert_eq!(data["name"], "Browser Bulletin");
+    assert_eq!(data["subdomain"], "browser-bulletin");
+    let frequency: String = app
+        .db()
+        .query_row(
+            "SELECT frequency FROM newsletters WHERE subdomain = 'browser-bulletin'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(frequency, "three_times");
+    // Read-only: writing is refused.
+    let resp = app
+        .client()
+        .api("PATCH", "/newsletter", &key, Some(&json!({"name": "x"})));
+    assert_eq!(resp.error_code(403), "forbidden");
+}

@@ -1,0 +1,9 @@
+//! Integration tests: each starts the real `broadsheet` binary on a random port with a
+//! temporary data directory and talks to it as its clients do (HTTP forms, the REST API, an
+//! SMTP listener, headless Chromium, the CLI).
+
+mod support;
+
+mod accounts;
+mod browser;
+mod operator;

@@ -1,0 +1,255 @@
+//! `spawn_app()`: the real `broadsheet` binary on a random port with a temporary data
+//! directory, mail going to an SMTP listener the test owns.
+
+use std::fs::File;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::http::Client;
+use super::smtp::SmtpSink;
+
+/// A running server. Killed when dropped; its log is printed if the test failed.
+pub struct App {
+    pub port: u16,
+    /// `http://127.0.0.1:<port>`, the `--base-url`.
+    pub base_url: String,
+    /// `localhost:<port>`, the `--public-host`.
+    pub public_host: String,
+    pub smtp: SmtpSink,
+    data_dir: tempfile::TempDir,
+    extra_args: Vec<String>,
+    /// False: no `--smtp-url`, mail goes to the `.eml` outbox.
+    use_smtp: bool,
+    child: Option<Child>,
+    log_path: PathBuf,
+}
+
+/// The built binary under test.
+pub fn binary() -> &'static str {
+    env!("CARGO_BIN_EXE_broadsheet")
+}
+
+/// Starts a server with the test defaults: fast job polling, paid tier, mail to a fresh sink.
+pub fn spawn_app() -> App {
+    spawn_app_with(&[])
+}
+
+/// Like [`spawn_app`] with extra `serve` flags (e.g. `["--rate-limit-get", "3"]`).
+pub fn spawn_app_with(extra: &[&str]) -> App {
+    spawn_app_on(SmtpSink::start(), extra)
+}
+
+/// Like [`spawn_app_with`], mail going to `smtp`.
+pub fn spawn_app_on(smtp: SmtpSink, extra: &[&str]) -> App {
+    let data_dir = tempfile::Builder::new()
+        .prefix("broadsheet-test-")
+        .tempdir()
+        .expect("temporary data dir");
+    let log_path = data_dir.path().join("server.log");
+    let port = free_port();
+    let mut app = App {
+        port,
+        base_url: format!("http://127.0.0.1:{port}"),
+        public_host: format!("localhost:{port}"),
+        smtp,
+        data_dir,
+        extra_args: extra.iter().map(|s| s.to_string()).collect(),
+        use_smtp: true,
+        child: None,
+        log_path,
+    };
+    app.start();
+    app
+}
+
+/// A server on its embedded defaults for mail: no `--smtp-url`, so `.eml` files in the outbox.
+pub fn spawn_app_outbox() -> App {
+    let mut app = spawn_app_on(SmtpSink::start(), &[]);
+    app.kill();
+    app.use_smtp = false;
+    app.start();
+    app
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+impl App {
+    pub fn data_dir(&self) -> &Path {
+        self.data_dir.path()
+    }
+
+    /// Runs a CLI subcommand against this app's data dir; returns (exit code, stdout, stderr).
+    pub fn cli(&self, args: &[&str]) -> (i32, String, String) {
+        run_cli(self.data_dir(), args)
+    }
+
+    fn start(&mut self) {
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(&self.log_path)
+            .expect("server log file");
+        let mut args: Vec<String> = vec![
+            "serve".into(),
+            "--listen".into(),
+            format!("127.0.0.1:{}", self.port),
+            "--base-url".into(),
+            self.base_url.clone(),
+            "--public-host".into(),
+            self.public_host.clone(),
+            "--job-poll-ms".into(),
+            "25".into(),
+        ];
+        if self.use_smtp {
+            args.push("--smtp-url".into());
+            args.push(format!("smtp://127.0.0.1:{}", self.smtp.port));
+        }
+        args.extend(self.extra_args.iter().cloned());
+        let child = Command::new(binary())
+            .args(&args)
+            .env("BROADSHEET_DATA_DIR", self.data_dir.path())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log handle"))
+            .stderr(log)
+            .spawn()
+            .expect("starting the broadsheet binary");
+        self.child = Some(child);
+        self.wait_until_up();
+    }
+
+    fn wait_until_up(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let client = Client::new(&self.base_url);
+        loop {
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                panic!("the server exited with {status} at start:\n{}", self.log());
+            }
+            if let Ok(resp) = client.try_get("/up")
+                && resp.status == 200
+            {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the server did not answer /up within 30 s:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// `kill -9`: no shutdown code runs.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same data dir and port (after [`App::kill`] or
+    /// [`App::stop`]).
+    pub fn restart(&mut self) {
+        self.kill();
+        self.start();
+    }
+
+    /// SIGTERM and wait: a graceful stop.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(25));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Everything the server printed so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    /// A fresh HTTP client (its own cookie jar) for the base host.
+    pub fn client(&self) -> Client {
+        Client::new(&self.base_url)
+    }
+
+    /// A client for `<subdomain>.<public-host>`: connects to this server, sends that Host.
+    pub fn site_client(&self, subdomain: &str) -> Client {
+        Client::with_host(&self.base_url, &format!("{subdomain}.{}", self.public_host))
+    }
+
+    /// Opens the database read-only, for assertions the HTTP surface cannot make.
+    pub fn db(&self) -> rusqlite::Connection {
+        let conn = rusqlite::Connection::open_with_flags(
+            self.data_dir().join("broadsheet.db"),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .expect("opening the test database");
+        conn.busy_timeout(Duration::from_secs(10)).unwrap();
+        conn
+    }
+
+    /// One integer from the database.
+    pub fn count(&self, sql: &str) -> i64 {
+        self.db()
+            .query_row(sql, [], |r| r.get(0))
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        self.kill();
+        if std::thread::panicking() {
+            eprintln!(
+                "----- server log ({}) -----\n{}\n----- end of server log -----",
+                self.log_path.display(),
+                self.log()
+            );
+        }
+    }
+}
+
+/// Runs `broadsheet <args>` with `--data-dir data_dir`.
+pub fn run_cli(data_dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(binary())
+        .args(args)
+        .env("BROADSHEET_DATA_DIR", data_dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("running the broadsheet binary");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Polls `check` until it returns `Some`, or panics with `what` after `timeout`.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

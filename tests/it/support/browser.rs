@@ -1,0 +1,184 @@
+//! Headless Chromium through chromedriver (Debian's `chromium` and `chromium-driver`), driven
+//! with fantoccini. Missing binaries are reported loudly; with `BROADSHEET_REQUIRE_BROWSER=1`
+//! (CI) they fail the test.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+
+/// A running chromedriver; killed on drop.
+pub struct Driver {
+    child: Child,
+    port: u16,
+    _profile: tempfile::TempDir,
+}
+
+fn find(candidates: &[&str]) -> Option<PathBuf> {
+    candidates
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+        .or_else(|| {
+            let path = std::env::var_os("PATH")?;
+            std::env::split_paths(&path)
+                .flat_map(|dir| candidates.iter().map(move |c| dir.join(c)))
+                .find(|p| p.is_file())
+        })
+}
+
+impl Driver {
+    /// Starts chromedriver, or returns `None` after a loud notice (a panic under CI).
+    pub fn start(test: &str) -> Option<Driver> {
+        let chromium = find(&["/usr/bin/chromium", "chromium", "chromium-browser"]);
+        let driver = find(&["/usr/bin/chromedriver", "chromedriver"]);
+        let (Some(_), Some(driver)) = (chromium, driver) else {
+            let message = format!(
+                "\n\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n\
+                 !! BROWSER TESTS SKIPPED ({test}): chromium or chromedriver not found.\n\
+                 !! Install them: apt-get install chromium chromium-driver\n\
+                 !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n"
+            );
+            if std::env::var("BROADSHEET_REQUIRE_BROWSER").is_ok_and(|v| v == "1") {
+                panic!("{message}");
+            }
+            eprintln!("{message}");
+            return None;
+        };
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(driver)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting chromedriver");
+        let d = Driver {
+            child,
+            port,
+            _profile: tempfile::tempdir().unwrap(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "chromedriver did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Some(d)
+    }
+
+    /// A new headless Chromium session.
+    pub async fn session(&self) -> Client {
+        let mut caps = serde_json::Map::new();
+        caps.insert(
+            "goog:chromeOptions".into(),
+            serde_json::json!({
+                "binary": find(&["/usr/bin/chromium", "chromium", "chromium-browser"]).unwrap(),
+                "args": [
+                    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                    "--disable-background-networking", "--disable-component-update",
+                    "--disable-sync", "--disable-quic", "--no-first-run", "--window-size=1280,900",
+                    format!("--user-data-dir={}", self._profile.path().display()),
+                ],
+            }),
+        );
+        ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(caps)
+            .connect(&format!("http://127.0.0.1:{}", self.port))
+            .await
+            .expect("a chromedriver session")
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Types `text` into the field named `name`.
+pub async fn fill(c: &Client, name: &str, text: &str) {
+    let field = c
+        .find(Locator::Css(&format!("[name=\"{name}\"]")))
+        .await
+        .unwrap_or_else(|e| panic!("no field {name}: {e}"));
+    field.clear().await.ok();
+    field.send_keys(text).await.unwrap();
+}
+
+/// Clicks the first element matching `css`.
+pub async fn click(c: &Client, css: &str) {
+    c.find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("nothing matches {css}: {e}"))
+        .click()
+        .await
+        .unwrap();
+}
+
+/// Waits until the page's path is `path`.
+pub async fn wait_for_path(c: &Client, path: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let url = c.current_url().await.unwrap();
+        if url.path() == path {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "expected {path}, still at {url}: {}",
+            c.source().await.unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Saves a screenshot as a test artifact (`BROADSHEET_TEST_ARTIFACTS`, default
+/// `target/test-artifacts`).
+pub async fn screenshot(c: &Client, name: &str) -> PathBuf {
+    let dir = std::env::var_os("BROADSHEET_TEST_ARTIFACTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/target/test-artifacts"
+            ))
+        });
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{name}.png"));
+    std::fs::write(&path, c.screenshot().await.unwrap()).unwrap();
+    path
+}
+
+/// A runtime for one browser test.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Waits until an element matches `css` (the page after a click may still be loading).
+pub async fn wait_for_element(c: &Client, css: &str) -> fantoccini::elements::Element {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(element) = c.find(Locator::Css(css)).await {
+            return element;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "nothing matches {css} on {}: {}",
+            c.current_url()
+                .await
+                .map(|u| u.to_string())
+                .unwrap_or_default(),
+            c.source().await.unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

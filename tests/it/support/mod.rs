@@ -1,0 +1,183 @@
+//! What every integration test shares: the server under test, the SMTP listener, an HTTP
+//! client, and the onboarding walk that ends in a working API key.
+
+#![allow(dead_code, unused_imports)]
+
+pub mod app;
+pub mod browser;
+pub mod http;
+pub mod smtp;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+pub use app::{App, run_cli, spawn_app, spawn_app_on, spawn_app_outbox, spawn_app_with, wait_for};
+pub use http::{Client, Resp};
+pub use serde_json::{Value, json};
+pub use smtp::{Received, Rules, SmtpSink};
+
+pub const PASSWORD: &str = "correct horse battery";
+
+/// A unique e-mail address for this test process.
+pub fn unique_email(stem: &str) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!("{stem}{}@example.com", N.fetch_add(1, Ordering::SeqCst))
+}
+
+/// The first `http(s)://...` link in `text` whose path contains `needle`.
+pub fn link_containing(text: &str, needle: &str) -> Option<String> {
+    text.split(|c: char| c.is_whitespace() || c == '"' || c == '<' || c == '>' || c == '\'')
+        .find(|w| (w.starts_with("http://") || w.starts_with("https://")) && w.contains(needle))
+        .map(|w| http::unescape(w.trim_end_matches(['.', ')', ','])))
+}
+
+/// Signs up through the form and returns the confirmation link from the mail that arrives.
+pub fn sign_up(app: &App, client: &Client, email: &str) -> String {
+    let resp = client.submit(
+        "/signup",
+        "/signup",
+        &[
+            ("user[email_address]", email),
+            ("user[password]", PASSWORD),
+            ("user[password_confirmation]", PASSWORD),
+        ],
+    );
+    assert_eq!(resp.redirect(), "/email_confirmation_pending");
+    let mail = app.smtp.wait_for_message_to(email, 1);
+    link_containing(&mail.text(), "/email_confirmations/")
+        .unwrap_or_else(|| panic!("no confirmation link in:\n{}", mail.text()))
+}
+
+/// Signs up and follows the confirmation link: the client is signed in.
+pub fn sign_up_confirmed(app: &App, client: &Client, email: &str) {
+    let link = sign_up(app, client, email);
+    let resp = client.get(&link);
+    assert_eq!(resp.redirect(), "/newsletters");
+}
+
+/// Creates a newsletter and completes frequency and preferences; returns its id.
+pub fn create_newsletter(client: &Client, name: &str) -> i64 {
+    let resp = client.submit(
+        "/newsletters/new",
+        "/newsletters",
+        &[
+            ("newsletter[name]", name),
+            ("newsletter[tagline]", "Notes from the field"),
+            ("newsletter[keywords]", "rust, sqlite"),
+            ("newsletter[from_name]", "Field Notes"),
+            ("newsletter[from_email]", "editor@example.com"),
+        ],
+    );
+    let next = resp.redirect();
+    let id: i64 = next
+        .trim_start_matches("/newsletters/")
+        .split('/')
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected redirect {next}"));
+    assert_eq!(next, format!("/newsletters/{id}/setup_frequency"));
+    let resp = client.submit(
+        &next,
+        &format!("/newsletters/{id}/apply_frequency"),
+        &[("frequency", "weekly")],
+    );
+    assert_eq!(
+        resp.redirect(),
+        format!("/newsletters/{id}/preference/edit")
+    );
+    let resp = client.submit(
+        &format!("/newsletters/{id}/preference/edit"),
+        &format!("/newsletters/{id}/preference"),
+        &[
+            ("_method", "patch"),
+            (
+                "newsletter_preference[target_audience]",
+                "Engineers who run small servers",
+            ),
+            ("newsletter_preference[content_tone]", "friendly"),
+            ("newsletter_preference[newsletter_length]", "short"),
+        ],
+    );
+    assert_eq!(resp.redirect(), format!("/newsletters/{id}"));
+    id
+}
+
+/// Creates an API key with `permissions` in the dashboard and returns the full key.
+pub fn create_api_key(client: &Client, newsletter_id: i64, permissions: &[&str]) -> String {
+    let mut fields = vec![("api_key[name]", "test script")];
+    for p in permissions {
+        fields.push(("api_key[permissions][]", p));
+    }
+    let resp = client.submit(
+        &format!("/newsletters/{newsletter_id}/api_keys/new"),
+        &format!("/newsletters/{newsletter_id}/api_keys"),
+        &fields,
+    );
+    resp.expect(200);
+    let start = resp
+        .body
+        .find("id=\"api-key\"")
+        .unwrap_or_else(|| panic!("no key on the page:\n{}", resp.body));
+    let after = &resp.body[start..];
+    let open = after.find('>').unwrap() + 1;
+    let close = after[open..].find('<').unwrap() + open;
+    let key = after[open..close].trim().to_string();
+    assert_eq!(key.len(), 72, "key {key:?}");
+    key
+}
+
+/// A signed-in owner with a live newsletter and an API key with every permission.
+pub struct Owner {
+    pub client: Client,
+    pub email: String,
+    pub newsletter_id: i64,
+    pub subdomain: String,
+    pub key: String,
+}
+
+impl Owner {
+    pub fn api(&self, method: &str, path: &str, body: Option<&Value>) -> Resp {
+        self.client.api(method, path, &self.key, body)
+    }
+    pub fn get(&self, path: &str) -> Resp {
+        self.api("GET", path, None)
+    }
+    pub fn post(&self, path: &str, body: &Value) -> Resp {
+        self.api("POST", path, Some(body))
+    }
+    pub fn patch(&self, path: &str, body: &Value) -> Resp {
+        self.api("PATCH", path, Some(body))
+    }
+    pub fn delete(&self, path: &str) -> Resp {
+        self.api("DELETE", path, None)
+    }
+}
+
+/// Walks the whole browser onboarding over HTTP and returns the owner.
+pub fn onboard(app: &App, name: &str) -> Owner {
+    let client = app.client();
+    let email = unique_email("owner");
+    sign_up_confirmed(app, &client, &email);
+    let newsletter_id = create_newsletter(&client, name);
+    let key = create_api_key(&client, newsletter_id, &["read", "write", "delete"]);
+    let me = client.api("GET", "/newsletter", &key, None);
+    me.expect(200);
+    let subdomain = me.json()["data"]["subdomain"]
+        .as_str()
+        .expect("subdomain")
+        .to_string();
+    Owner {
+        client,
+        email,
+        newsletter_id,
+        subdomain,
+        key,
+    }
+}
+
+/// Onboards and sets the newsletter's tier to paid through the CLI (the API cannot).
+pub fn onboard_paid(app: &App, name: &str) -> Owner {
+    let owner = onboard(app, name);
+    let (code, out, err) = app.cli(&["tier", &owner.subdomain, "paid"]);
+    assert_eq!(code, 0, "tier: {out} {err}");
+    owner
+}
