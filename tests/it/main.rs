@@ -7,3 +7,4 @@ mod support;
 mod accounts;
 mod browser;
 mod operator;
+mod sql;
