@@ -34,6 +34,8 @@ pub struct AppState {
     pub secret: ServerSecret,
     pub default_tier: Tier,
     pub rate_limits: RateLimits,
+    /// Permit webhook URLs on private networks (`--allow-private-webhooks`).
+    pub allow_private_webhooks: bool,
 }
 
 fn invalid(message: String) -> StoreError {
@@ -91,8 +93,14 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
                 rate: args.send_rate,
                 retry_base: time::Duration::milliseconds(args.send_retry_base_ms as i64),
             },
+            webhooks: crate::webhooks::Settings {
+                retry_base: time::Duration::milliseconds(args.webhook_retry_base_ms as i64),
+                timeout: Duration::from_millis(args.webhook_timeout_ms.max(1)),
+                allow_private: args.allow_private_webhooks,
+            },
         }),
         args.job_workers,
+        args.webhook_workers as usize,
         Duration::from_millis(args.job_poll_ms.max(10)),
     )?;
     let state = Arc::new(AppState {
@@ -105,6 +113,7 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
             write: args.rate_limit_write,
             bulk: args.rate_limit_bulk,
         },
+        allow_private_webhooks: args.allow_private_webhooks,
     });
 
     let rt = tokio::runtime::Builder::new_multi_thread()

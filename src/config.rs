@@ -96,6 +96,10 @@ pub struct ServeArgs {
     /// Job worker threads.
     #[arg(long, env = "BROADSHEET_JOB_WORKERS", default_value_t = 4)]
     pub job_workers: usize,
+    /// Worker threads that deliver webhooks (apart from the job workers, so a slow receiver
+    /// never holds up sending).
+    #[arg(long, env = "BROADSHEET_WEBHOOK_WORKERS", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub webhook_workers: u32,
     /// Webhook retry n (1..3) waits base * n^4 milliseconds.
     #[arg(
         long,

@@ -9,6 +9,7 @@ mod guard;
 mod issues;
 mod newsletter;
 mod subscribers;
+mod webhooks;
 
 use poem::{Endpoint, EndpointExt, Route};
 use poem_openapi::auth::Bearer;
@@ -30,6 +31,7 @@ type Apis = (
     newsletter::NewsletterApi,
     issues::IssuesApi,
     subscribers::SubscribersApi,
+    webhooks::WebhooksApi,
     bounces::BouncesApi,
 );
 
@@ -38,7 +40,13 @@ pub type State = std::sync::Arc<crate::app::AppState>;
 
 fn service() -> OpenApiService<Apis, ()> {
     OpenApiService::new(
-        (newsletter::NewsletterApi, issues::IssuesApi, subscribers::SubscribersApi, bounces::BouncesApi),
+        (
+            newsletter::NewsletterApi,
+            issues::IssuesApi,
+            subscribers::SubscribersApi,
+            webhooks::WebhooksApi,
+            bounces::BouncesApi,
+        ),
         "Broadsheet API",
         "1",
     )

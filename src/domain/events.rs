@@ -20,24 +20,36 @@ pub const KINDS: &[&str] = &[
     "email.unsubscribed",
 ];
 
-/// Records `kind` with `data` for the newsletter, wrapped in the envelope
-/// `{event, timestamp, newsletter: {id, name, subdomain}, data}`; returns the event id.
-pub fn record(conn: &Connection, newsletter_id: i64, kind: &str, data: Value) -> DomainResult<i64> {
-    debug_assert!(KINDS.contains(&kind), "unknown event kind {kind}");
+/// The envelope `{event, timestamp, newsletter: {id, name, subdomain}, data}` every webhook
+/// body carries.
+pub fn envelope(
+    conn: &Connection,
+    newsletter_id: i64,
+    kind: &str,
+    timestamp: &str,
+    data: Value,
+) -> DomainResult<Value> {
     const NEWSLETTER: &str = "SELECT name, subdomain FROM newsletters WHERE id = ?1";
-    const INSERT: &str =
-        "INSERT INTO events (newsletter_id, kind, payload, created_at) VALUES (?1, ?2, ?3, ?4)";
     let (name, subdomain): (String, String) =
         conn.query_row(NEWSLETTER, [newsletter_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
-    let now = clock::now_string();
-    let envelope = json!({
+    Ok(json!({
         "event": kind,
-        "timestamp": now,
+        "timestamp": timestamp,
         "newsletter": { "id": newsletter_id, "name": name, "subdomain": subdomain },
         "data": data,
-    });
-    conn.execute(INSERT, (newsletter_id, kind, envelope.to_string(), &now))?;
+    }))
+}
+
+/// Records `kind` with `data` for the newsletter and queues its webhook deliveries, all in
+/// the caller's transaction; returns the event id.
+pub fn record(conn: &Connection, newsletter_id: i64, kind: &str, data: Value) -> DomainResult<i64> {
+    debug_assert!(KINDS.contains(&kind), "unknown event kind {kind}");
+    const INSERT: &str =
+        "INSERT INTO events (newsletter_id, kind, payload, created_at) VALUES (?1, ?2, ?3, ?4)";
+    let now = clock::now_string();
+    let body = envelope(conn, newsletter_id, kind, &now, data)?.to_string();
+    conn.execute(INSERT, (newsletter_id, kind, &body, &now))?;
     let id = conn.last_insert_rowid();
-    crate::webhooks::fan_out(conn, newsletter_id, id, kind)?;
+    super::webhooks::fan_out(conn, newsletter_id, id, kind, &body)?;
     Ok(id)
 }

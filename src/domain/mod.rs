@@ -16,6 +16,7 @@ pub mod stats;
 pub mod subscribers;
 pub mod tracking;
 pub mod urls;
+pub mod webhooks;
 
 #[cfg(test)]
 pub mod testing;

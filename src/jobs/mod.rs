@@ -2,6 +2,7 @@
 //! and run them by kind (one file per kind); failures are retried with backoff, and jobs a
 //! crash interrupted are picked up again at start.
 
+pub mod deliver_webhook;
 pub mod queue;
 pub mod send_issue;
 pub mod send_mail;
@@ -15,6 +16,7 @@ use crate::domain::secrets::ServerSecret;
 use crate::domain::urls::SiteUrls;
 use crate::mail::Transport;
 use crate::store::Pool;
+use queue::Lane;
 
 /// What job kinds need from the running service.
 pub struct JobContext {
@@ -26,6 +28,7 @@ pub struct JobContext {
     /// Signs the tracking and unsubscribe links of sent issues.
     pub secret: ServerSecret,
     pub send: send_issue::SendSettings,
+    pub webhooks: crate::webhooks::Settings,
 }
 
 /// How a job run ended.
@@ -44,6 +47,7 @@ fn dispatch(ctx: &JobContext, rt: &tokio::runtime::Runtime, job: &queue::Job) ->
     match job.kind.as_str() {
         send_mail::KIND => send_mail::run(ctx, rt, job),
         send_issue::KIND => send_issue::run(ctx, rt, job),
+        deliver_webhook::KIND => deliver_webhook::run(ctx, job),
         other => Outcome::Fail(format!("unknown job kind {other:?}")),
     }
 }
@@ -55,10 +59,12 @@ pub struct Runner {
 }
 
 impl Runner {
-    /// Requeues interrupted jobs, then starts `workers` threads polling every `poll`.
+    /// Requeues interrupted jobs, then starts `workers` general threads and `webhook_workers`
+    /// webhook threads, each polling every `poll`.
     pub fn start(
         ctx: Arc<JobContext>,
         workers: usize,
+        webhook_workers: usize,
         poll: Duration,
     ) -> Result<Self, crate::store::StoreError> {
         let requeued = queue::requeue_interrupted(&*ctx.pool.get()?)?;
@@ -66,12 +72,16 @@ impl Runner {
             eprintln!("jobs: requeued {requeued} job(s) interrupted by the last shutdown");
         }
         let stop = Arc::new(AtomicBool::new(false));
-        let handles = (0..workers.max(1))
-            .map(|n| {
+        let lanes = (0..workers.max(1))
+            .map(|n| (Lane::General, n))
+            .chain((0..webhook_workers.max(1)).map(|n| (Lane::Webhooks, n)));
+        let handles = lanes
+            .map(|(lane, n)| {
                 let (ctx, stop) = (ctx.clone(), stop.clone());
+                let scheduler = lane == Lane::General && n == 0;
                 std::thread::Builder::new()
-                    .name(format!("jobs-{n}"))
-                    .spawn(move || work(&ctx, &stop, poll, n == 0))
+                    .name(format!("jobs-{lane:?}-{n}").to_lowercase())
+                    .spawn(move || work(&ctx, &stop, poll, lane, scheduler))
                     .expect("spawning a job worker thread")
             })
             .collect();
@@ -86,8 +96,8 @@ impl Runner {
     }
 }
 
-/// Worker 0 also starts scheduled issues whose time has come.
-fn work(ctx: &JobContext, stop: &AtomicBool, poll: Duration, scheduler: bool) {
+/// General worker 0 also starts scheduled issues whose time has come.
+fn work(ctx: &JobContext, stop: &AtomicBool, poll: Duration, lane: Lane, scheduler: bool) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -96,7 +106,7 @@ fn work(ctx: &JobContext, stop: &AtomicBool, poll: Duration, scheduler: bool) {
         if scheduler {
             start_scheduled(ctx);
         }
-        match claim(ctx) {
+        match claim(ctx, lane) {
             Ok(Some(job)) => finish(ctx, &job, dispatch(ctx, &rt, &job)),
             Ok(None) => std::thread::sleep(poll),
             Err(e) => {
@@ -122,8 +132,8 @@ fn start_scheduled(ctx: &JobContext) {
     }
 }
 
-fn claim(ctx: &JobContext) -> Result<Option<queue::Job>, crate::store::StoreError> {
-    queue::claim_due(&*ctx.pool.get()?)
+fn claim(ctx: &JobContext, lane: Lane) -> Result<Option<queue::Job>, crate::store::StoreError> {
+    queue::claim_due(&*ctx.pool.get()?, lane)
 }
 
 fn finish(ctx: &JobContext, job: &queue::Job, outcome: Outcome) {

@@ -52,15 +52,25 @@ pub fn enqueue_at<P: Serialize>(
     Ok(conn.last_insert_rowid())
 }
 
-/// Takes the oldest due job and marks it running, in one statement so two runners never
-/// take the same job.
-pub fn claim_due(conn: &Connection) -> Result<Option<Job>, StoreError> {
-    const CLAIM: &str = "UPDATE jobs SET state = 'running', attempts = attempts + 1, updated_at = ?1
-         WHERE id = (SELECT id FROM jobs WHERE state = 'queued' AND run_at <= ?1 ORDER BY run_at, id LIMIT 1)
+/// Which workers run a job: webhook deliveries have threads of their own, so slow receivers
+/// never hold up sending and account mail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    General,
+    Webhooks,
+}
+
+/// Takes the oldest due job of `lane` and marks it running, in one statement so two runners
+/// never take the same job.
+pub fn claim_due(conn: &Connection, lane: Lane) -> Result<Option<Job>, StoreError> {
+    const CLAIM: &str =
+        "UPDATE jobs SET state = 'running', attempts = attempts + 1, updated_at = ?1
+         WHERE id = (SELECT id FROM jobs WHERE state = 'queued' AND run_at <= ?1
+                     AND (kind = 'deliver_webhook') = ?2 ORDER BY run_at, id LIMIT 1)
          RETURNING id, kind, payload, attempts, max_attempts";
     let now = clock::now_string();
     Ok(conn
-        .query_row(CLAIM, [&now], |row| {
+        .query_row(CLAIM, (&now, lane == Lane::Webhooks), |row| {
             Ok(Job {
                 id: row.get(0)?,
                 kind: row.get(1)?,
@@ -139,19 +149,21 @@ mod tests {
     fn claims_once_retries_and_recovers_interrupted() {
         let conn = db();
         let id = enqueue(&conn, "send_mail", &serde_json::json!({"to": "a@b.co"})).unwrap();
-        let job = claim_due(&conn).unwrap().expect("due job");
+        let job = claim_due(&conn, Lane::General).unwrap().expect("due job");
         assert_eq!((job.id, job.attempts), (id, 1));
         assert!(
-            claim_due(&conn).unwrap().is_none(),
+            claim_due(&conn, Lane::General).unwrap().is_none(),
             "a running job is not claimed twice"
         );
 
         mark_failed(&conn, &job, "boom", Some(Duration::seconds(-1))).unwrap();
-        let again = claim_due(&conn).unwrap().expect("retried job is due");
+        let again = claim_due(&conn, Lane::General)
+            .unwrap()
+            .expect("retried job is due");
         assert_eq!(again.attempts, 2);
 
         assert_eq!(requeue_interrupted(&conn).unwrap(), 1);
-        let third = claim_due(&conn).unwrap().unwrap();
+        let third = claim_due(&conn, Lane::General).unwrap().unwrap();
         mark_failed(&conn, &third, "permanent", None).unwrap();
         let state: String = conn
             .query_row("SELECT state FROM jobs WHERE id = ?1", [id], |r| r.get(0))

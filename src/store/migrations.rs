@@ -14,6 +14,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0002_issues_subscribers",
         include_str!("../../migrations/0002_issues_subscribers.sql"),
     ),
+    (
+        "0003_webhooks",
+        include_str!("../../migrations/0003_webhooks.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.

@@ -1,17 +1,11 @@
-//! Webhooks: turning recorded events into signed deliveries to subscribed endpoints.
+//! The HTTP side of webhooks: signatures (the contract's `X-Webhook-Signature` and the
+//! Standard Webhooks headers), the SSRF guard on receiver URLs, and the POST of one attempt.
+//! Which deliveries exist and what an attempt's outcome means is `domain::webhooks`.
 
-use rusqlite::Connection;
+mod deliver;
+mod sign;
+mod ssrf;
 
-use crate::store::StoreError;
-
-/// Queues one delivery per enabled subscription of the newsletter that wants `kind`.
-/// Subscriptions arrive with the webhooks capability; until then there is nothing to do.
-pub fn fan_out(
-    conn: &Connection,
-    newsletter_id: i64,
-    event_id: i64,
-    kind: &str,
-) -> Result<usize, StoreError> {
-    let _ = (conn, newsletter_id, event_id, kind);
-    Ok(0)
-}
+pub use deliver::{Settings, attempt};
+pub use sign::{contract_signature, standard_signature};
+pub use ssrf::check_url;

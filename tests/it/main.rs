@@ -8,3 +8,4 @@ mod accounts;
 mod browser;
 mod operator;
 mod sql;
+mod webhooks;

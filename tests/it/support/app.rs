@@ -104,9 +104,10 @@ impl App {
             self.base_url.clone(),
             "--public-host".into(),
             self.public_host.clone(),
-            "--job-poll-ms".into(),
-            "25".into(),
         ];
+        if !self.extra_args.iter().any(|a| a == "--job-poll-ms") {
+            args.extend(["--job-poll-ms".to_string(), "25".to_string()]);
+        }
         if self.use_smtp {
             args.push("--smtp-url".into());
             args.push(format!("smtp://127.0.0.1:{}", self.smtp.port));
@@ -145,6 +146,11 @@ impl App {
             );
             std::thread::sleep(Duration::from_millis(25));
         }
+    }
+
+    /// Replaces the extra `serve` flags used from the next (re)start on.
+    pub fn set_args(&mut self, extra: &[&str]) {
+        self.extra_args = extra.iter().map(|s| s.to_string()).collect();
     }
 
     /// `kill -9`: no shutdown code runs.

@@ -6,6 +6,7 @@
 pub mod app;
 pub mod browser;
 pub mod http;
+pub mod receiver;
 pub mod smtp;
 
 use std::sync::atomic::{AtomicUsize, Ordering};

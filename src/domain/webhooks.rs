@@ -1,0 +1,685 @@
+//! Webhook subscriptions (at most 16 per newsletter) and the bookkeeping of their deliveries:
+//! fan-out of an event inside the transaction that recorded it, attempts, retries with
+//! polynomial backoff, counting failed deliveries and disabling a subscription after 10.
+//! The HTTP side (signing, the SSRF guard, the POST) is in `crate::webhooks`.
+
+use rusqlite::{Connection, OptionalExtension, Row};
+use serde_json::{Value, json};
+use time::{Duration, OffsetDateTime};
+
+use super::{DomainError, DomainResult, ErrorCode, FieldErrors, events};
+use crate::clock;
+use crate::store::write_tx;
+
+/// Subscriptions one newsletter may have.
+pub const MAX_SUBSCRIPTIONS: i64 = 16;
+/// Retries after the first attempt; the delivery is `failed` after the last.
+pub const MAX_RETRIES: i64 = 3;
+/// Failed deliveries in a row that disable a subscription.
+pub const DISABLE_AFTER: i64 = 10;
+const URL_MAX: usize = 2000;
+
+/// A subscription as owners see it (never with its secret).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subscription {
+    pub id: i64,
+    pub newsletter_id: i64,
+    pub url: String,
+    pub events: Vec<String>,
+    pub enabled: bool,
+    pub consecutive_failures: i64,
+    pub disabled_reason: Option<String>,
+    pub created_at: String,
+}
+
+/// Fields of a new subscription.
+#[derive(Debug, Clone, Default)]
+pub struct NewSubscription {
+    pub url: String,
+    pub events: Vec<String>,
+}
+
+/// A PATCH: absent fields stay as they are.
+#[derive(Debug, Clone, Default)]
+pub struct Changes {
+    pub url: Option<String>,
+    pub events: Option<Vec<String>>,
+    pub enabled: Option<bool>,
+}
+
+/// Decides whether a URL may receive webhooks (the SSRF guard); `Err` says why not.
+pub type UrlPolicy<'a> = &'a dyn Fn(&str) -> Result<(), String>;
+
+macro_rules! select_subscription {
+    ($tail:literal) => {
+        concat!(
+            "SELECT id, newsletter_id, url, events, enabled, consecutive_failures, disabled_reason, created_at
+             FROM webhook_subscriptions ",
+            $tail
+        )
+    };
+}
+
+fn from_row(r: &Row<'_>) -> rusqlite::Result<Subscription> {
+    let events: String = r.get(3)?;
+    Ok(Subscription {
+        id: r.get(0)?,
+        newsletter_id: r.get(1)?,
+        url: r.get(2)?,
+        events: serde_json::from_str(&events).unwrap_or_default(),
+        enabled: r.get(4)?,
+        consecutive_failures: r.get(5)?,
+        disabled_reason: r.get(6)?,
+        created_at: r.get(7)?,
+    })
+}
+
+/// A new signing secret in the Standard Webhooks form: `whsec_` and 32 random bytes, base64.
+fn new_secret() -> String {
+    use base64::Engine;
+    let mut key = [0u8; 32];
+    rand::RngCore::fill_bytes(&mut rand::rng(), &mut key);
+    format!(
+        "whsec_{}",
+        base64::engine::general_purpose::STANDARD.encode(key)
+    )
+}
+
+fn clean_url(errors: &mut FieldErrors, raw: &str, policy: UrlPolicy<'_>) -> String {
+    let url = raw.trim().to_string();
+    if url.is_empty() {
+        errors.add("url", "can't be blank");
+        return url;
+    }
+    if url.chars().count() > URL_MAX {
+        errors.add(
+            "url",
+            format!("is too long (maximum is {URL_MAX} characters)"),
+        );
+        return url;
+    }
+    match url::Url::parse(&url) {
+        Ok(parsed) if matches!(parsed.scheme(), "http" | "https") && parsed.host().is_some() => {
+            if !parsed.username().is_empty() || parsed.password().is_some() {
+                errors.add("url", "must not contain a user name or password");
+            } else if let Err(reason) = policy(&url) {
+                errors.add("url", reason);
+            }
+        }
+        _ => errors.add("url", "must be an absolute http or https URL"),
+    }
+    url
+}
+
+fn clean_events(errors: &mut FieldErrors, raw: &[String]) -> Vec<String> {
+    let mut events: Vec<String> = Vec::new();
+    for name in raw {
+        let name = name.trim();
+        if !events::KINDS.contains(&name) {
+            errors.add(
+                "events",
+                format!(
+                    "{name:?} is not an event; choose from {}",
+                    events::KINDS.join(", ")
+                ),
+            );
+        } else if !events.iter().any(|e| e == name) {
+            events.push(name.to_string());
+        }
+    }
+    if raw.is_empty() {
+        errors.add("events", "must name at least one event");
+    }
+    events
+}
+
+pub fn list(conn: &Connection, newsletter_id: i64) -> DomainResult<Vec<Subscription>> {
+    const SQL: &str = select_subscription!("WHERE newsletter_id = ?1 ORDER BY id");
+    let mut stmt = conn.prepare_cached(SQL)?;
+    let rows = stmt.query_map([newsletter_id], from_row)?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+pub fn get(conn: &Connection, newsletter_id: i64, id: i64) -> DomainResult<Subscription> {
+    const SQL: &str = select_subscription!("WHERE newsletter_id = ?1 AND id = ?2");
+    conn.query_row(SQL, [newsletter_id, id], from_row)
+        .optional()?
+        .ok_or(DomainError::NotFound("webhook subscription"))
+}
+
+/// Creates a subscription; returns it with its secret, the only time the secret is shown.
+pub fn create(
+    conn: &mut Connection,
+    newsletter_id: i64,
+    input: &NewSubscription,
+    policy: UrlPolicy<'_>,
+) -> DomainResult<(Subscription, String)> {
+    let mut errors = FieldErrors::new();
+    let url = clean_url(&mut errors, &input.url, policy);
+    let events = clean_events(&mut errors, &input.events);
+    errors.into_result()?;
+    write_tx(conn, |tx| {
+        const COUNT: &str = "SELECT count(*) FROM webhook_subscriptions WHERE newsletter_id = ?1";
+        let count: i64 = tx.query_row(COUNT, [newsletter_id], |r| r.get(0))?;
+        if count >= MAX_SUBSCRIPTIONS {
+            return Err(DomainError::rejected(
+                ErrorCode::LimitReached,
+                format!("A newsletter can have at most {MAX_SUBSCRIPTIONS} webhook subscriptions"),
+            ));
+        }
+        const INSERT: &str = "INSERT INTO webhook_subscriptions (newsletter_id, url, events, secret, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?5)";
+        let secret = new_secret();
+        let events = serde_json::to_string(&events).expect("strings serialise");
+        tx.execute(
+            INSERT,
+            (newsletter_id, &url, &events, &secret, clock::now_string()),
+        )?;
+        Ok((get(tx, newsletter_id, tx.last_insert_rowid())?, secret))
+    })
+}
+
+/// Changes the URL, the events, or re-enables (which also clears the failure count).
+pub fn update(
+    conn: &mut Connection,
+    newsletter_id: i64,
+    id: i64,
+    changes: &Changes,
+    policy: UrlPolicy<'_>,
+) -> DomainResult<Subscription> {
+    let mut errors = FieldErrors::new();
+    let url = changes
+        .url
+        .as_deref()
+        .map(|u| clean_url(&mut errors, u, policy));
+    let events = changes
+        .events
+        .as_deref()
+        .map(|e| clean_events(&mut errors, e));
+    errors.into_result()?;
+    write_tx(conn, |tx| {
+        let current = get(tx, newsletter_id, id)?;
+        const UPDATE: &str = "UPDATE webhook_subscriptions SET url = ?2, events = ?3, enabled = ?4,
+             consecutive_failures = CASE WHEN ?4 AND NOT enabled THEN 0 ELSE consecutive_failures END,
+             disabled_reason = CASE WHEN ?4 THEN NULL ELSE disabled_reason END, updated_at = ?5
+             WHERE id = ?1";
+        let events = serde_json::to_string(events.as_ref().unwrap_or(&current.events))
+            .expect("strings serialise");
+        tx.execute(
+            UPDATE,
+            (
+                id,
+                url.as_ref().unwrap_or(&current.url),
+                events,
+                changes.enabled.unwrap_or(current.enabled),
+                clock::now_string(),
+            ),
+        )?;
+        get(tx, newsletter_id, id)
+    })
+}
+
+/// A new secret; the old one stops verifying at once (pending retries are signed anew).
+pub fn rotate_secret(
+    conn: &mut Connection,
+    newsletter_id: i64,
+    id: i64,
+) -> DomainResult<(Subscription, String)> {
+    write_tx(conn, |tx| {
+        get(tx, newsletter_id, id)?;
+        let secret = new_secret();
+        const ROTATE: &str =
+            "UPDATE webhook_subscriptions SET secret = ?2, updated_at = ?3 WHERE id = ?1";
+        tx.execute(ROTATE, (id, &secret, clock::now_string()))?;
+        Ok((get(tx, newsletter_id, id)?, secret))
+    })
+}
+
+pub fn delete(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainResult<()> {
+    write_tx(conn, |tx| {
+        get(tx, newsletter_id, id)?;
+        tx.execute("DELETE FROM webhook_subscriptions WHERE id = ?1", [id])?;
+        Ok(())
+    })
+}
+
+/// Records one delivery of `body` to a subscription and queues its job.
+fn queue_delivery(
+    conn: &Connection,
+    subscription_id: i64,
+    event_id: Option<i64>,
+    kind: &str,
+    body: &str,
+) -> DomainResult<i64> {
+    const INSERT: &str = "INSERT INTO webhook_deliveries (subscription_id, event_id, uid, event, body, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)";
+    let uid = format!("msg_{}", super::secrets::random_hex(16));
+    conn.execute(
+        INSERT,
+        (
+            subscription_id,
+            event_id,
+            &uid,
+            kind,
+            body,
+            clock::now_string(),
+        ),
+    )?;
+    let delivery_id = conn.last_insert_rowid();
+    crate::jobs::deliver_webhook::enqueue(conn, delivery_id)?;
+    Ok(delivery_id)
+}
+
+/// Queues a delivery of the event to every enabled subscription that wants it; runs in the
+/// transaction that recorded the event, so an event is never lost between the two.
+pub fn fan_out(
+    conn: &Connection,
+    newsletter_id: i64,
+    event_id: i64,
+    kind: &str,
+    body: &str,
+) -> DomainResult<usize> {
+    let mut queued = 0;
+    for subscription in list(conn, newsletter_id)? {
+        if subscription.enabled && subscription.events.iter().any(|e| e == kind) {
+            queue_delivery(conn, subscription.id, Some(event_id), kind, body)?;
+            queued += 1;
+        }
+    }
+    Ok(queued)
+}
+
+/// Sends a sample event of `kind` to one subscription, from the dashboard.
+pub fn send_test_event(
+    conn: &mut Connection,
+    newsletter_id: i64,
+    subscription_id: i64,
+    kind: &str,
+) -> DomainResult<i64> {
+    if !events::KINDS.contains(&kind) {
+        return Err(DomainError::invalid("event", "is not a known event"));
+    }
+    write_tx(conn, |tx| {
+        get(tx, newsletter_id, subscription_id)?;
+        let body = events::envelope(
+            tx,
+            newsletter_id,
+            kind,
+            &clock::now_string(),
+            sample_data(kind),
+        )?;
+        queue_delivery(tx, subscription_id, None, kind, &body.to_string())
+    })
+}
+
+/// Data shaped like the real event's, marked as a test.
+fn sample_data(kind: &str) -> Value {
+    let now = clock::now_string();
+    match kind.split('.').next() {
+        Some("subscriber") => json!({
+            "subscription_id": 0, "email": "test@example.com", "name": "Test Subscriber",
+            "status": if kind == "subscriber.deleted" { "unsubscribed" } else { "active" },
+            "subscribed_at": now, "tags": ["test"], "test": true,
+        }),
+        Some("issue") => json!({
+            "issue_id": 0, "subject": "A test issue", "path": "a-test-issue",
+            "status": if kind == "issue.published" { "published" } else { "sent" },
+            "sent_at": now, "published_at": if kind == "issue.published" { Value::from(now.clone()) } else { Value::Null },
+            "article_count": 0, "test": true,
+        }),
+        _ => {
+            let mut data = json!({
+                "delivery_id": 0, "issue_id": 0, "email": "test@example.com",
+                "opened_at": if kind == "email.opened" || kind == "email.clicked" { Value::from(now.clone()) } else { Value::Null },
+                "clicked_at": if kind == "email.clicked" { Value::from(now.clone()) } else { Value::Null },
+                "test": true,
+            });
+            if kind == "email.clicked" {
+                data["clicked_url"] = Value::from("https://example.com/");
+            }
+            data
+        }
+    }
+}
+
+/// Puts a finished delivery back in the queue with fresh attempts (same delivery id).
+pub fn redeliver(conn: &mut Connection, newsletter_id: i64, delivery_id: i64) -> DomainResult<()> {
+    write_tx(conn, |tx| {
+        const OWNED: &str = "SELECT d.id FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
+             WHERE d.id = ?1 AND s.newsletter_id = ?2";
+        tx.query_row(OWNED, [delivery_id, newsletter_id], |r| r.get::<_, i64>(0))
+            .optional()?
+            .ok_or(DomainError::NotFound("webhook delivery"))?;
+        const RESET: &str =
+            "UPDATE webhook_deliveries SET state = 'pending', attempts = 0, next_attempt_at = NULL,
+             last_error = NULL, updated_at = ?2 WHERE id = ?1";
+        tx.execute(RESET, (delivery_id, clock::now_string()))?;
+        crate::jobs::deliver_webhook::enqueue(tx, delivery_id)?;
+        Ok(())
+    })
+}
+
+/// A delivery as the delivery log shows it.
+#[derive(Debug, Clone)]
+pub struct DeliveryLog {
+    pub id: i64,
+    pub uid: String,
+    pub event: String,
+    pub state: String,
+    pub attempts: i64,
+    pub response_status: Option<i64>,
+    pub response_excerpt: Option<String>,
+    pub last_error: Option<String>,
+    pub updated_at: String,
+}
+
+/// The latest deliveries of a subscription, newest first.
+pub fn recent_deliveries(
+    conn: &Connection,
+    newsletter_id: i64,
+    subscription_id: i64,
+    limit: i64,
+) -> DomainResult<Vec<DeliveryLog>> {
+    get(conn, newsletter_id, subscription_id)?;
+    const SQL: &str = "SELECT id, uid, event, state, attempts, response_status, response_excerpt, last_error, updated_at
+         FROM webhook_deliveries WHERE subscription_id = ?1 ORDER BY id DESC LIMIT ?2";
+    let mut stmt = conn.prepare_cached(SQL)?;
+    let rows = stmt.query_map((subscription_id, limit), |r| {
+        Ok(DeliveryLog {
+            id: r.get(0)?,
+            uid: r.get(1)?,
+            event: r.get(2)?,
+            state: r.get(3)?,
+            attempts: r.get(4)?,
+            response_status: r.get(5)?,
+            response_excerpt: r.get(6)?,
+            last_error: r.get(7)?,
+            updated_at: r.get(8)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// What the delivery job needs for one attempt.
+#[derive(Debug, Clone)]
+pub struct PendingDelivery {
+    pub id: i64,
+    pub uid: String,
+    pub event: String,
+    pub body: String,
+    pub url: String,
+    pub secret: String,
+    pub attempts: i64,
+    pub subscription_enabled: bool,
+}
+
+/// The delivery if it still waits to be sent.
+pub fn pending(conn: &Connection, delivery_id: i64) -> DomainResult<Option<PendingDelivery>> {
+    const SQL: &str = "SELECT d.id, d.uid, d.event, d.body, s.url, s.secret, d.attempts, s.enabled
+         FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
+         WHERE d.id = ?1 AND d.state = 'pending'";
+    Ok(conn
+        .query_row(SQL, [delivery_id], |r| {
+            Ok(PendingDelivery {
+                id: r.get(0)?,
+                uid: r.get(1)?,
+                event: r.get(2)?,
+                body: r.get(3)?,
+                url: r.get(4)?,
+                secret: r.get(5)?,
+                attempts: r.get(6)?,
+                subscription_enabled: r.get(7)?,
+            })
+        })
+        .optional()?)
+}
+
+/// How one attempt ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Attempt {
+    /// A 2xx answer.
+    Acknowledged { status: u16, excerpt: String },
+    /// 410 Gone: the receiver asks to be left alone; the subscription is disabled at once.
+    Gone { excerpt: String },
+    /// Another status, a timeout, a refused connection or a refused address.
+    Failed {
+        status: Option<u16>,
+        excerpt: String,
+        error: String,
+    },
+    /// The subscription was disabled meanwhile: the delivery is dropped without an attempt.
+    Skipped,
+}
+
+/// Records an attempt; returns when to try again, or `None` when the delivery is final.
+pub fn record_attempt(
+    conn: &mut Connection,
+    delivery_id: i64,
+    attempt: &Attempt,
+    retry_base: Duration,
+) -> DomainResult<Option<OffsetDateTime>> {
+    write_tx(conn, |tx| {
+        const SUBSCRIPTION: &str =
+            "SELECT subscription_id, attempts FROM webhook_deliveries WHERE id = ?1";
+        let Some((subscription_id, attempts)) = tx
+            .query_row(SUBSCRIPTION, [delivery_id], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?))
+            })
+            .optional()?
+        else {
+            return Ok(None);
+        };
+        let now = clock::now();
+        let now_text = clock::format(now);
+        const FINISH: &str = "UPDATE webhook_deliveries SET state = ?2, attempts = ?3, response_status = ?4,
+             response_excerpt = ?5, last_error = ?6, next_attempt_at = ?7,
+             delivered_at = CASE WHEN ?2 = 'delivered' THEN ?8 ELSE delivered_at END, updated_at = ?8
+             WHERE id = ?1";
+        const RESET_FAILURES: &str =
+            "UPDATE webhook_subscriptions SET consecutive_failures = 0 WHERE id = ?1";
+        const COUNT_FAILURE: &str = "UPDATE webhook_subscriptions SET consecutive_failures = consecutive_failures + 1,
+             enabled = CASE WHEN consecutive_failures + 1 >= ?2 THEN 0 ELSE enabled END,
+             disabled_reason = CASE WHEN consecutive_failures + 1 >= ?2 THEN ?3 ELSE disabled_reason END
+             WHERE id = ?1";
+        const DISABLE: &str =
+            "UPDATE webhook_subscriptions SET enabled = 0, disabled_reason = ?2 WHERE id = ?1";
+        let attempts = attempts + 1;
+        let mut next = None;
+        match attempt {
+            Attempt::Acknowledged { status, excerpt } => {
+                tx.execute(
+                    FINISH,
+                    (
+                        delivery_id,
+                        "delivered",
+                        attempts,
+                        status,
+                        excerpt,
+                        None::<String>,
+                        None::<String>,
+                        &now_text,
+                    ),
+                )?;
+                tx.execute(RESET_FAILURES, [subscription_id])?;
+            }
+            Attempt::Gone { excerpt } => {
+                tx.execute(
+                    FINISH,
+                    (
+                        delivery_id,
+                        "failed",
+                        attempts,
+                        410,
+                        excerpt,
+                        "the endpoint answered 410 Gone",
+                        None::<String>,
+                        &now_text,
+                    ),
+                )?;
+                tx.execute(DISABLE, (subscription_id, "the endpoint answered 410 Gone"))?;
+            }
+            Attempt::Failed {
+                status,
+                excerpt,
+                error,
+            } => {
+                if attempts <= MAX_RETRIES {
+                    let at = now + retry_base * (attempts as i32).pow(4);
+                    next = Some(at);
+                    tx.execute(
+                        FINISH,
+                        (
+                            delivery_id,
+                            "pending",
+                            attempts,
+                            status,
+                            excerpt,
+                            error,
+                            clock::format(at),
+                            &now_text,
+                        ),
+                    )?;
+                } else {
+                    tx.execute(
+                        FINISH,
+                        (
+                            delivery_id,
+                            "failed",
+                            attempts,
+                            status,
+                            excerpt,
+                            error,
+                            None::<String>,
+                            &now_text,
+                        ),
+                    )?;
+                    tx.execute(
+                        COUNT_FAILURE,
+                        (
+                            subscription_id,
+                            DISABLE_AFTER,
+                            format!("{DISABLE_AFTER} deliveries in a row failed"),
+                        ),
+                    )?;
+                }
+            }
+            Attempt::Skipped => {
+                tx.execute(
+                    FINISH,
+                    (
+                        delivery_id,
+                        "failed",
+                        attempts - 1,
+                        None::<u16>,
+                        None::<String>,
+                        "the subscription is disabled",
+                        None::<String>,
+                        &now_text,
+                    ),
+                )?;
+            }
+        }
+        Ok(next)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn allow(_: &str) -> Result<(), String> {
+        Ok(())
+    }
+
+    #[test]
+    fn retries_then_fails_and_disables_after_ten_failed_deliveries() {
+        let mut conn = crate::domain::testing::db_with_newsletter("paid");
+        let input = NewSubscription {
+            url: "https://hooks.example.com/x".into(),
+            events: vec!["subscriber.created".into()],
+        };
+        let (sub, secret) = create(&mut conn, 1, &input, &allow).unwrap();
+        assert!(secret.starts_with("whsec_"));
+        let failed = Attempt::Failed {
+            status: Some(500),
+            excerpt: "boom".into(),
+            error: "500".into(),
+        };
+        for round in 0..DISABLE_AFTER {
+            events::record(&conn, 1, "subscriber.created", json!({})).unwrap();
+            let delivery: i64 = conn
+                .query_row("SELECT max(id) FROM webhook_deliveries", [], |r| r.get(0))
+                .unwrap();
+            for n in 1..=MAX_RETRIES {
+                let next =
+                    record_attempt(&mut conn, delivery, &failed, Duration::seconds(30)).unwrap();
+                assert!(next.is_some(), "retry {n} is scheduled");
+            }
+            assert_eq!(
+                record_attempt(&mut conn, delivery, &failed, Duration::seconds(30)).unwrap(),
+                None
+            );
+            let s = get(&conn, 1, sub.id).unwrap();
+            assert_eq!(s.consecutive_failures, round + 1);
+            assert_eq!(s.enabled, round + 1 < DISABLE_AFTER);
+        }
+        // Disabled: events no longer fan out; re-enabling resets the count.
+        assert_eq!(fan_out(&conn, 1, 1, "subscriber.created", "{}").unwrap(), 0);
+        let changes = Changes {
+            enabled: Some(true),
+            ..Changes::default()
+        };
+        let s = update(&mut conn, 1, sub.id, &changes, &allow).unwrap();
+        assert!(s.enabled);
+        assert_eq!(s.consecutive_failures, 0);
+    }
+
+    #[test]
+    fn validates_urls_events_and_the_limit() {
+        let mut conn = crate::domain::testing::db_with_newsletter("paid");
+        let bad = |url: &str, events: &[&str]| NewSubscription {
+            url: url.into(),
+            events: events.iter().map(|e| e.to_string()).collect(),
+        };
+        for input in [
+            bad("ftp://x.example.com", &["issue.sent"]),
+            bad("/relative", &["issue.sent"]),
+            bad("https://u:p@x.example.com", &["issue.sent"]),
+            bad("https://x.example.com", &[]),
+            bad("https://x.example.com", &["issue.exploded"]),
+        ] {
+            assert!(matches!(
+                create(&mut conn, 1, &input, &allow),
+                Err(DomainError::Invalid(..))
+            ));
+        }
+        let private = |_: &str| Err("resolves to a private address".to_string());
+        assert!(
+            create(
+                &mut conn,
+                1,
+                &bad("http://10.0.0.1/", &["issue.sent"]),
+                &private
+            )
+            .is_err()
+        );
+        for _ in 0..MAX_SUBSCRIPTIONS {
+            create(
+                &mut conn,
+                1,
+                &bad("https://x.example.com", &["issue.sent"]),
+                &allow,
+            )
+            .unwrap();
+        }
+        assert!(matches!(
+            create(
+                &mut conn,
+                1,
+                &bad("https://x.example.com", &["issue.sent"]),
+                &allow
+            ),
+            Err(DomainError::Rejected(ErrorCode::LimitReached, _))
+        ));
+    }
+}

@@ -1,0 +1,458 @@
+//! Webhooks end to end (issue 5): subscriptions over the API, signed deliveries to a real
+//! receiver, retries with the same delivery id, auto-disable, rotation, limits, the SSRF guard,
+//! and deliveries surviving a crash.
+
+use std::time::Duration;
+
+use crate::support::receiver::{Hook, Receiver};
+use crate::support::*;
+
+const ALL_EVENTS: [&str; 9] = [
+    "subscriber.created",
+    "subscriber.updated",
+    "subscriber.deleted",
+    "issue.sent",
+    "issue.published",
+    "email.opened",
+    "email.clicked",
+    "email.bounced",
+    "email.unsubscribed",
+];
+
+fn subscribe(owner: &Owner, url: &str, events: &[&str]) -> (i64, String) {
+    let resp = owner.post(
+        "/webhook_subscriptions",
+        &json!({"url": url, "events": events}),
+    );
+    resp.expect(201);
+    let body = resp.json();
+    for field in ["id", "url", "events", "enabled", "secret", "created_at"] {
+        assert!(!body[field].is_null(), "{field} missing in {body}");
+    }
+    assert_eq!(body["enabled"], true);
+    (
+        body["id"].as_i64().unwrap(),
+        body["secret"].as_str().unwrap().to_string(),
+    )
+}
+
+fn assert_envelope(hook: &Hook, owner: &Owner, secret: &str) -> Value {
+    assert!(
+        hook.verify(secret),
+        "signatures verify for {}",
+        hook.event()
+    );
+    assert_eq!(
+        hook.header("X-Webhook-Delivery-Id"),
+        hook.header("webhook-id")
+    );
+    let ts: i64 = hook.header("X-Webhook-Timestamp").parse().unwrap();
+    assert!((ts - time::OffsetDateTime::now_utc().unix_timestamp()).abs() < 120);
+    assert_eq!(hook.header("content-type"), "application/json");
+    let body = hook.json();
+    assert_eq!(body["event"], hook.event());
+    assert!(body["timestamp"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(body["newsletter"]["id"], owner.newsletter_id);
+    assert_eq!(body["newsletter"]["subdomain"], owner.subdomain.as_str());
+    assert!(body["newsletter"]["name"].is_string());
+    body["data"].clone()
+}
+
+fn has_fields(data: &Value, fields: &[&str]) {
+    for f in fields {
+        assert!(data.get(*f).is_some(), "{f} missing in {data}");
+    }
+}
+
+#[test]
+fn every_event_arrives_signed_with_its_documented_fields() {
+    let app = spawn_app_with(&["--allow-private-webhooks", "--send-retry-base-ms", "100"]);
+    let owner = onboard_paid(&app, "Hooked Weekly");
+    let receiver = Receiver::start();
+    let (_, secret) = subscribe(&owner, &receiver.url, &ALL_EVENTS);
+    let subscriber_fields = [
+        "subscription_id",
+        "email",
+        "name",
+        "status",
+        "subscribed_at",
+        "tags",
+    ];
+
+    // subscriber.created / updated / deleted
+    let created = owner.post(
+        "/subscribers",
+        &json!({"email": "ada@example.com", "name": "Ada", "tags": ["vip"]}),
+    );
+    created.expect(201);
+    let sid = created.json()["id"].as_i64().unwrap();
+    owner
+        .patch(
+            &format!("/subscribers/{sid}"),
+            &json!({"subscriber": {"name": "Ada L."}}),
+        )
+        .expect(200);
+    let data = assert_envelope(
+        &receiver.wait_for("subscriber.created", 1)[0],
+        &owner,
+        &secret,
+    );
+    has_fields(&data, &subscriber_fields);
+    assert_eq!(
+        (data["subscription_id"].as_i64(), data["email"].as_str()),
+        (Some(sid), Some("ada@example.com"))
+    );
+    assert_eq!(data["tags"], json!(["vip"]));
+    let data = assert_envelope(
+        &receiver.wait_for("subscriber.updated", 1)[0],
+        &owner,
+        &secret,
+    );
+    has_fields(&data, &subscriber_fields);
+    assert_eq!(data["name"], "Ada L.");
+    let doomed = owner
+        .post("/subscribers", &json!({"email": "gone@example.com"}))
+        .json()["id"]
+        .as_i64()
+        .unwrap();
+    owner.delete(&format!("/subscribers/{doomed}")).expect(204);
+    let data = assert_envelope(
+        &receiver.wait_for("subscriber.deleted", 1)[0],
+        &owner,
+        &secret,
+    );
+    has_fields(&data, &subscriber_fields);
+    assert_eq!(
+        (data["email"].as_str(), data["status"].as_str()),
+        (Some("gone@example.com"), Some("unsubscribed"))
+    );
+
+    // issue.sent, email.bounced (a 550 at send time), then issue.published.
+    app.smtp.set_rules(Rules {
+        permanent: vec!["bounce@example.com".into()],
+        ..Rules::default()
+    });
+    owner
+        .post("/subscribers", &json!({"email": "bounce@example.com"}))
+        .expect(201);
+    let issue = owner.post(
+        "/issues",
+        &json!({"issue": {"subject": "Hooks and lines", "content_markdown": "Read [this](https://example.com/read).", "status": "approved"}}),
+    );
+    issue.expect(201);
+    let iid = issue.json()["id"].as_i64().unwrap();
+    owner
+        .post(&format!("/issues/{iid}/send_now"), &json!({}))
+        .expect(200);
+    let data = assert_envelope(&receiver.wait_for("issue.sent", 1)[0], &owner, &secret);
+    has_fields(
+        &data,
+        &[
+            "issue_id",
+            "subject",
+            "path",
+            "status",
+            "sent_at",
+            "published_at",
+            "article_count",
+        ],
+    );
+    assert_eq!(
+        (data["issue_id"].as_i64(), data["status"].as_str()),
+        (Some(iid), Some("sent"))
+    );
+    assert!(data["published_at"].is_null());
+    let email_fields = [
+        "delivery_id",
+        "issue_id",
+        "email",
+        "opened_at",
+        "clicked_at",
+    ];
+    let data = assert_envelope(&receiver.wait_for("email.bounced", 1)[0], &owner, &secret);
+    has_fields(&data, &email_fields);
+    assert_eq!(data["email"], "bounce@example.com");
+    owner
+        .post(&format!("/issues/{iid}/publish"), &json!({}))
+        .expect(200);
+    owner
+        .post(&format!("/issues/{iid}/publish"), &json!({}))
+        .expect(200);
+    let data = assert_envelope(&receiver.wait_for("issue.published", 1)[0], &owner, &secret);
+    assert_eq!(data["status"], "published");
+    assert!(data["published_at"].is_string());
+
+    // email.opened, email.clicked, email.unsubscribed from Ada's copy.
+    let mail = app.smtp.wait_for_message_to("ada@example.com", 1);
+    let html = mail.html();
+    let site = app.site_client(&owner.subdomain);
+    let path_of = |url: String| format!("/{}", url.splitn(4, '/').nth(3).unwrap());
+    let pixel = link_containing(&html, "/o/").expect("an open pixel");
+    site.get(&path_of(pixel)).expect(200);
+    let click = link_containing(&html, "/c/").expect("a tracked link");
+    let resp = site.get(&path_of(click));
+    assert!(resp.status == 302 || resp.status == 303, "{}", resp.status);
+    let unsubscribe = link_containing(&mail.text(), "/u/").expect("an unsubscribe link");
+    site.post_form(&path_of(unsubscribe), &[("List-Unsubscribe", "One-Click")]);
+    let data = assert_envelope(&receiver.wait_for("email.opened", 1)[0], &owner, &secret);
+    has_fields(&data, &email_fields);
+    assert!(data["opened_at"].is_string());
+    let data = assert_envelope(&receiver.wait_for("email.clicked", 1)[0], &owner, &secret);
+    has_fields(
+        &data,
+        &[
+            "delivery_id",
+            "issue_id",
+            "email",
+            "opened_at",
+            "clicked_at",
+            "clicked_url",
+        ],
+    );
+    assert_eq!(data["clicked_url"], "https://example.com/read");
+    let data = assert_envelope(
+        &receiver.wait_for("email.unsubscribed", 1)[0],
+        &owner,
+        &secret,
+    );
+    assert_eq!(data["email"], "ada@example.com");
+
+    // Every event once, each delivery with its own id.
+    let hooks = receiver.hooks();
+    let mut ids: Vec<&str> = hooks
+        .iter()
+        .map(|h| h.header("X-Webhook-Delivery-Id"))
+        .collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), hooks.len());
+    assert_eq!(
+        hooks
+            .iter()
+            .filter(|h| h.event() == "issue.published")
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn failed_attempts_are_retried_with_the_same_id_then_fail_and_disable() {
+    let app = spawn_app_with(&["--allow-private-webhooks", "--webhook-retry-base-ms", "5"]);
+    let owner = onboard(&app, "Retry Review");
+    let receiver = Receiver::start();
+    let (id, secret) = subscribe(&owner, &receiver.url, &["subscriber.created"]);
+
+    // 500, then 200: one retry with the same delivery id, a new timestamp allowed.
+    receiver.script(&[500]);
+    owner
+        .post("/subscribers", &json!({"email": "one@example.com"}))
+        .expect(201);
+    let hooks = receiver.wait_for("subscriber.created", 2);
+    assert_eq!(
+        hooks[0].header("X-Webhook-Delivery-Id"),
+        hooks[1].header("X-Webhook-Delivery-Id")
+    );
+    assert!(hooks.iter().all(|h| h.verify(&secret)));
+    assert_eq!(hooks[0].body, hooks[1].body, "the same bytes every attempt");
+
+    // Always failing: 1 + 3 attempts per delivery, then failed; 10 failed deliveries disable.
+    receiver.always(503);
+    for n in 0..10 {
+        owner
+            .post(
+                "/subscribers",
+                &json!({"email": format!("fail{n}@example.com")}),
+            )
+            .expect(201);
+    }
+    wait_for(
+        "the subscription to be disabled",
+        Duration::from_secs(30),
+        || {
+            let list = owner.get("/webhook_subscriptions").json();
+            (list["webhook_subscriptions"][0]["enabled"] == false).then_some(())
+        },
+    );
+    let failed = app
+        .count("SELECT count(*) FROM webhook_deliveries WHERE state = 'failed' AND attempts = 4");
+    assert_eq!(failed, 10);
+    assert_eq!(receiver.hooks().len(), 2 + 40);
+    // Disabled: nothing more is sent.
+    owner
+        .post("/subscribers", &json!({"email": "quiet@example.com"}))
+        .expect(201);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(receiver.hooks().len(), 42);
+
+    // PATCH re-enables; deliveries flow again.
+    receiver.always(200);
+    let resp = owner.patch(
+        &format!("/webhook_subscriptions/{id}"),
+        &json!({"enabled": true}),
+    );
+    resp.expect(200);
+    assert_eq!(resp.json()["enabled"], true);
+    assert!(
+        resp.json().get("secret").is_none(),
+        "PATCH never shows the secret"
+    );
+    owner
+        .post("/subscribers", &json!({"email": "back@example.com"}))
+        .expect(201);
+    let last = receiver.wait_for("subscriber.created", 43).pop().unwrap();
+    assert_eq!(last.json()["data"]["email"], "back@example.com");
+
+    // A 410 disables at once.
+    receiver.always(410);
+    owner
+        .post("/subscribers", &json!({"email": "gone410@example.com"}))
+        .expect(201);
+    wait_for("410 to disable", Duration::from_secs(10), || {
+        (owner.get("/webhook_subscriptions").json()["webhook_subscriptions"][0]["enabled"] == false)
+            .then_some(())
+    });
+    assert_eq!(receiver.hooks().len(), 44, "no retry after 410");
+}
+
+#[test]
+fn rotation_limits_validation_and_the_ssrf_guard() {
+    let app = spawn_app_with(&["--allow-private-webhooks"]);
+    let owner = onboard(&app, "Rotor");
+    let receiver = Receiver::start();
+    let (id, old) = subscribe(&owner, &receiver.url, &["subscriber.created"]);
+
+    let list = owner.get("/webhook_subscriptions");
+    list.expect(200);
+    let item = &list.json()["webhook_subscriptions"][0];
+    assert_eq!(item["id"], id);
+    assert!(item.get("secret").is_none(), "secrets are never listed");
+
+    let rotated = owner.post(
+        &format!("/webhook_subscriptions/{id}/rotate_secret"),
+        &json!({}),
+    );
+    rotated.expect(200);
+    let new = rotated.json()["secret"].as_str().unwrap().to_string();
+    assert_ne!(new, old);
+    owner
+        .post("/subscribers", &json!({"email": "rot@example.com"}))
+        .expect(201);
+    let hook = receiver.wait_for("subscriber.created", 1).pop().unwrap();
+    assert!(hook.verify(&new));
+    assert!(!hook.verify(&old), "the old secret no longer verifies");
+
+    // Validation: 422 with details, nothing stored.
+    for body in [
+        json!({"url": "ftp://example.com/x", "events": ["issue.sent"]}),
+        json!({"url": "not a url", "events": ["issue.sent"]}),
+        json!({"url": receiver.url, "events": []}),
+        json!({"url": receiver.url, "events": ["issue.exploded"]}),
+        json!({"url": receiver.url}),
+        json!({"events": ["issue.sent"]}),
+    ] {
+        let resp = owner.post("/webhook_subscriptions", &body);
+        assert_eq!(resp.status, 422, "{body}: {}", resp.body);
+    }
+    assert_eq!(app.count("SELECT count(*) FROM webhook_subscriptions"), 1);
+
+    // At most 16: the 17th is refused.
+    for _ in 1..16 {
+        subscribe(&owner, &receiver.url, &["issue.sent"]);
+    }
+    let resp = owner.post(
+        "/webhook_subscriptions",
+        &json!({"url": receiver.url, "events": ["issue.sent"]}),
+    );
+    assert_eq!(resp.error_code(422), "limit_reached");
+
+    // PATCH and DELETE; unknown ids are 404.
+    let resp = owner.patch(
+        &format!("/webhook_subscriptions/{id}"),
+        &json!({"events": ["issue.sent", "issue.published"]}),
+    );
+    resp.expect(200);
+    assert_eq!(
+        resp.json()["events"],
+        json!(["issue.sent", "issue.published"])
+    );
+    owner
+        .delete(&format!("/webhook_subscriptions/{id}"))
+        .expect(204);
+    assert_eq!(
+        owner
+            .delete(&format!("/webhook_subscriptions/{id}"))
+            .error_code(404),
+        "not_found"
+    );
+    assert_eq!(
+        owner
+            .patch("/webhook_subscriptions/999999", &json!({"enabled": true}))
+            .error_code(404),
+        "not_found"
+    );
+
+    // Without --allow-private-webhooks, loopback and private URLs are refused.
+    let strict = spawn_app();
+    let other = onboard(&strict, "Strict");
+    for url in [
+        receiver.url.as_str(),
+        "http://localhost/x",
+        "http://10.0.0.8/x",
+        "http://[::1]/x",
+        "http://169.254.169.254/latest",
+    ] {
+        let resp = other.post(
+            "/webhook_subscriptions",
+            &json!({"url": url, "events": ["issue.sent"]}),
+        );
+        assert_eq!(resp.error_code(422), "validation_error", "{url}");
+        assert!(resp.json()["error"]["details"]["url"].is_array());
+    }
+    assert_eq!(
+        strict.count("SELECT count(*) FROM webhook_subscriptions"),
+        0
+    );
+}
+
+#[test]
+fn events_recorded_before_a_crash_are_delivered_after_restart() {
+    let mut app = spawn_app_with(&["--allow-private-webhooks"]);
+    let owner = onboard(&app, "Crash Courier");
+    let receiver = Receiver::start();
+    let (_, secret) = subscribe(&owner, &receiver.url, &["subscriber.created"]);
+    // Now the job runner polls rarely, so deliveries are recorded but not attempted.
+    app.set_args(&["--allow-private-webhooks", "--job-poll-ms", "600000"]);
+    app.restart();
+    for n in 0..5 {
+        owner
+            .post(
+                "/subscribers",
+                &json!({"email": format!("crash{n}@example.com")}),
+            )
+            .expect(201);
+    }
+    assert_eq!(
+        app.count("SELECT count(*) FROM webhook_deliveries WHERE state = 'pending'"),
+        5
+    );
+    app.kill();
+    assert!(receiver.hooks().is_empty());
+
+    app.set_args(&["--allow-private-webhooks"]);
+    app.restart();
+    let hooks = receiver.wait_for("subscriber.created", 5);
+    assert!(hooks.iter().all(|h| h.verify(&secret)));
+    let mut emails: Vec<String> = hooks
+        .iter()
+        .map(|h| h.json()["data"]["email"].as_str().unwrap().to_string())
+        .collect();
+    emails.sort();
+    assert_eq!(
+        emails,
+        (0..5)
+            .map(|n| format!("crash{n}@example.com"))
+            .collect::<Vec<_>>()
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(receiver.hooks().len(), 5, "each exactly once");
+}
