@@ -8,6 +8,7 @@ mod form;
 mod layout;
 mod newsletters;
 mod session;
+mod webhooks;
 
 use std::sync::Arc;
 
@@ -79,6 +80,12 @@ pub fn routes() -> impl poem::Endpoint {
         .at(
             "/newsletters/:id/api_keys/:key_id",
             post(api_keys::revoke).delete(api_keys::revoke),
+        )
+        .at("/newsletters/:id/webhooks", get(webhooks::index))
+        .at("/newsletters/:id/webhooks/test", post(webhooks::send_test))
+        .at(
+            "/newsletters/:id/webhooks/deliveries/:delivery_id/redeliver",
+            post(webhooks::redeliver),
         )
         .at("/assets/app.css", get(stylesheet))
         .with(CookieJarManager::new())

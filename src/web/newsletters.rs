@@ -311,6 +311,7 @@ pub async fn show(req: &Request, Path(id): Path<String>, Data(state): Data<&Stat
                 h2 { "Manage" }
                 ul {
                     li { a href={ "/newsletters/" (n.id) "/api_keys" } { "API keys" } " — for scripts and the REST API" }
+                    li { a href={ "/newsletters/" (n.id) "/webhooks" } { "Webhooks" } " — signed notifications to your tools, with their delivery log" }
                 }
             },
         ),

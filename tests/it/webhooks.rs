@@ -456,3 +456,112 @@ fn events_recorded_before_a_crash_are_delivered_after_restart() {
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(receiver.hooks().len(), 5, "each exactly once");
 }
+
+#[test]
+fn dashboard_shows_the_log_sends_test_events_and_redelivers() {
+    let app = spawn_app_with(&["--allow-private-webhooks", "--webhook-retry-base-ms", "5"]);
+    let owner = onboard(&app, "Dashboard Hooks");
+    let receiver = Receiver::start();
+    let (sid, secret) = subscribe(&owner, &receiver.url, &["subscriber.created"]);
+    receiver.always(500);
+    owner
+        .post("/subscribers", &json!({"email": "logged@example.com"}))
+        .expect(201);
+    wait_for("the delivery to fail", Duration::from_secs(10), || {
+        (app.count("SELECT count(*) FROM webhook_deliveries WHERE state = 'failed'") == 1)
+            .then_some(())
+    });
+    let page_path = format!("/newsletters/{}/webhooks", owner.newsletter_id);
+    let page = owner.client.get(&page_path);
+    page.expect(200);
+    for text in [
+        receiver.url.as_str(),
+        "subscriber.created",
+        "failed",
+        "500",
+        "receiver answered 500",
+        "Failed deliveries in a row: 1",
+    ] {
+        assert!(page.body.contains(text), "{text:?} on the webhooks page");
+    }
+    assert!(
+        owner
+            .client
+            .get(&format!("/newsletters/{}", owner.newsletter_id))
+            .body
+            .contains(&page_path)
+    );
+
+    // A test event of the chosen type to the chosen subscription.
+    receiver.always(200);
+    let resp = owner.client.submit(
+        &page_path,
+        &format!("{page_path}/test"),
+        &[
+            ("subscription_id", &sid.to_string()),
+            ("event", "email.clicked"),
+        ],
+    );
+    assert_eq!(resp.redirect(), page_path);
+    let hook = receiver.wait_for("email.clicked", 1).pop().unwrap();
+    assert!(hook.verify(&secret));
+    let data = hook.json()["data"].clone();
+    assert_eq!(data["test"], true);
+    has_fields(
+        &data,
+        &[
+            "delivery_id",
+            "issue_id",
+            "email",
+            "opened_at",
+            "clicked_at",
+            "clicked_url",
+        ],
+    );
+
+    // Redeliver the failed one: the same delivery id, acknowledged this time.
+    let failed_id: i64 = app
+        .db()
+        .query_row(
+            "SELECT id FROM webhook_deliveries WHERE state = 'failed'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let first = receiver.hooks()[0]
+        .header("X-Webhook-Delivery-Id")
+        .to_string();
+    let resp = owner.client.submit(
+        &page_path,
+        &format!("{page_path}/deliveries/{failed_id}/redeliver"),
+        &[],
+    );
+    assert_eq!(resp.redirect(), page_path);
+    wait_for("the redelivery", Duration::from_secs(10), || {
+        let hooks = receiver.hooks();
+        let last = hooks.last()?;
+        (last.event() == "subscriber.created" && last.header("X-Webhook-Delivery-Id") == first)
+            .then_some(())
+    });
+    assert_eq!(
+        app.count(&format!(
+            "SELECT count(*) FROM webhook_deliveries WHERE id = {failed_id} AND state = 'delivered'"
+        )),
+        1
+    );
+
+    // Another user sees none of it.
+    let stranger = app.client();
+    sign_up_confirmed(&app, &stranger, &unique_email("stranger"));
+    stranger.get(&page_path).expect(404);
+    let token = stranger.get("/newsletters/new").csrf_token();
+    let resp = stranger.post_form(
+        &format!("{page_path}/test"),
+        &[
+            ("authenticity_token", &token),
+            ("subscription_id", &sid.to_string()),
+            ("event", "issue.sent"),
+        ],
+    );
+    resp.expect(404);
+}
