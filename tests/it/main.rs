@@ -7,3 +7,5 @@ mod support;
 mod accounts;
 mod browser;
 mod operator;
+mod sending;
+mod sending_crash;
