@@ -71,6 +71,9 @@ pub fn main() -> ExitCode {
         Command::Restore { file } => restore(&cli.data_dir, &file),
         Command::Tier { subdomain, tier } => set_tier(&cli.data_dir, &subdomain, &tier),
         Command::Status { subdomain, status } => set_status(&cli.data_dir, &subdomain, &status),
+        Command::Tracking { subdomain, setting } => {
+            set_tracking(&cli.data_dir, &subdomain, &setting)
+        }
         Command::Openapi => {
             println!("{}", crate::api::openapi_document());
             Ok(())
@@ -173,5 +176,24 @@ fn set_status(data_dir: &Path, subdomain: &str, status: &str) -> Result<(), Fail
     })?;
     let newsletter = newsletters::set_status(&mut open_migrated(data_dir)?, subdomain, status)?;
     println!("{}: status {}", newsletter.subdomain, newsletter.status);
+    Ok(())
+}
+
+fn set_tracking(data_dir: &Path, subdomain: &str, setting: &str) -> Result<(), Failure> {
+    let enabled = match setting {
+        "on" => true,
+        "off" => false,
+        other => return Err(usage(format!("tracking must be on or off, not {other:?}"))),
+    };
+    let newsletter = newsletters::set_tracking(&mut open_migrated(data_dir)?, subdomain, enabled)?;
+    println!(
+        "{}: tracking {}",
+        newsletter.subdomain,
+        if newsletter.tracking_enabled {
+            "on"
+        } else {
+            "off"
+        }
+    );
     Ok(())
 }

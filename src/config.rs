@@ -60,6 +60,13 @@ pub enum Command {
         /// active, paused or cancelled.
         status: String,
     },
+    /// Turn open and click tracking in sent issues on or off (on by default).
+    Tracking {
+        /// The newsletter's subdomain.
+        subdomain: String,
+        /// on or off.
+        setting: String,
+    },
     /// Print the OpenAPI document of the REST API.
     Openapi,
 }

@@ -514,6 +514,21 @@ pub fn set_status(
     })
 }
 
+/// Turns open and click tracking of sent issues on or off.
+pub fn set_tracking(
+    conn: &mut Connection,
+    subdomain: &str,
+    enabled: bool,
+) -> DomainResult<Newsletter> {
+    write_tx(conn, |tx| {
+        let newsletter = get_by_subdomain(tx, subdomain)?;
+        const UPDATE: &str =
+            "UPDATE newsletters SET tracking_enabled = ?2, updated_at = ?3 WHERE id = ?1";
+        tx.execute(UPDATE, (newsletter.id, enabled, clock::now_string()))?;
+        get(tx, newsletter.id)
+    })
+}
+
 /// Counts the API reports beside the newsletter: active subscribers and all issues.
 pub fn counts(conn: &Connection, id: i64) -> DomainResult<(i64, i64)> {
     Ok((

@@ -1,7 +1,7 @@
 //! The rules of sending an issue: one delivery row per active subscriber (recorded once, so a
-//! restart never adds a second copy), each marked `sending` durably just before its SMTP
-//! transaction, then `sent`, `bounced`, or back to `pending` for a retry, and the issue
-//! `sent` when no delivery is left to do.
+//! restart never adds a second copy), each marked `sending` durably once its message went
+//! out but for the end-of-data mark, then `sent`, `bounced`, or back to `pending` for a
+//! retry, and the issue `sent` when no delivery is left to do.
 
 use rusqlite::{Connection, OptionalExtension};
 use time::{Duration, OffsetDateTime};
@@ -22,8 +22,9 @@ pub struct SendPlan {
 }
 
 /// Loads an issue that is `sending`, records its recipients if not yet done, and settles
-/// deliveries a crash left `sending`: their outcome is unknown, and sending again could give
-/// someone a second copy, so they count as sent. `None` when there is nothing to send.
+/// deliveries a crash left `sending`: their whole message was on its way (only the end mark
+/// was left to write, if that), so the server most likely took it and sending again could
+/// give someone a second copy: they count as sent. `None` when there is nothing to send.
 pub fn prepare(conn: &mut Connection, issue_id: i64) -> DomainResult<Option<SendPlan>> {
     write_tx(conn, |tx| {
         const FIND: &str = "SELECT newsletter_id FROM issues WHERE id = ?1 AND status = 'sending'";
@@ -95,10 +96,12 @@ pub fn due_batch(
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
-/// Marks deliveries `sending`; the caller commits this before their SMTP transactions start.
-/// Returns the ids that were still pending (others are skipped).
+/// Marks deliveries `sending`; the caller commits this after a message's envelope and body
+/// went out and before its end-of-data mark, so a message the server may have taken is
+/// always recorded. Returns the ids that were still pending (others are skipped).
 pub fn mark_sending(conn: &Connection, ids: &[i64]) -> DomainResult<Vec<i64>> {
-    const MARK: &str = "UPDATE deliveries SET status = 'sending', attempts = attempts + 1 WHERE id = ?1 AND status = 'pending'";
+    const MARK: &str =
+        "UPDATE deliveries SET status = 'sending' WHERE id = ?1 AND status = 'pending'";
     let mut stmt = conn.prepare_cached(MARK)?;
     let mut claimed = Vec::with_capacity(ids.len());
     for &id in ids {
@@ -113,34 +116,51 @@ pub fn mark_sending(conn: &Connection, ids: &[i64]) -> DomainResult<Vec<i64>> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     Sent,
+    /// The whole message went out but the server's answer never came: counted as sent (with
+    /// the reason), since sending again could give a second copy.
+    Unconfirmed(String),
     /// A permanent rejection (5xx): the address bounces.
     Rejected(String),
     /// A temporary failure (4xx, connection trouble): try again later.
     Deferred(String),
 }
 
-/// Records outcomes; a deferred delivery waits `retry_base * 4^(attempts-1)` and is failed
-/// after [`MAX_ATTEMPTS`].
+/// Records outcomes (each counts as an attempt); a deferred delivery waits
+/// `retry_base * 4^(attempts-1)` and is failed after [`MAX_ATTEMPTS`]. A refusal can come
+/// before the delivery was claimed (at RCPT), so deferrals apply to pending ones too.
 pub fn record_outcomes(
     conn: &Connection,
     outcomes: &[(i64, Outcome)],
     retry_base: Duration,
 ) -> DomainResult<()> {
-    const SENT: &str = "UPDATE deliveries SET status = 'sent', sent_at = ?2, last_error = NULL WHERE id = ?1 AND status = 'sending'";
-    const DEFER: &str =
-        "UPDATE deliveries SET status = CASE WHEN attempts >= ?4 THEN 'failed' ELSE 'pending' END,
-         next_attempt_at = ?2, last_error = ?3 WHERE id = ?1 AND status = 'sending'";
+    const SENT: &str = "UPDATE deliveries SET status = 'sent', sent_at = ?2, last_error = ?3, attempts = attempts + 1
+         WHERE id = ?1 AND status = 'sending'";
+    const DEFER: &str = "UPDATE deliveries SET attempts = attempts + 1,
+         status = CASE WHEN attempts + 1 >= ?4 THEN 'failed' ELSE 'pending' END,
+         next_attempt_at = ?2, last_error = ?3 WHERE id = ?1 AND status IN ('pending', 'sending')";
     const ATTEMPTS: &str = "SELECT attempts FROM deliveries WHERE id = ?1";
+    const ATTEMPT: &str = "UPDATE deliveries SET attempts = attempts + 1 WHERE id = ?1";
     let now = clock::now();
     let now_text = clock::format(now);
     for (id, outcome) in outcomes {
         match outcome {
             Outcome::Sent => {
-                conn.prepare_cached(SENT)?.execute((id, &now_text))?;
+                conn.prepare_cached(SENT)?
+                    .execute((id, &now_text, None::<&str>))?;
             }
-            Outcome::Rejected(reason) => tracking::bounce(conn, *id, reason)?,
+            Outcome::Unconfirmed(reason) => {
+                conn.prepare_cached(SENT)?.execute((
+                    id,
+                    &now_text,
+                    format!("no reply after the message ({reason}); counted as sent"),
+                ))?;
+            }
+            Outcome::Rejected(reason) => {
+                conn.prepare_cached(ATTEMPT)?.execute([id])?;
+                tracking::bounce(conn, *id, reason)?
+            }
             Outcome::Deferred(reason) => {
-                let attempts: i64 = conn.query_row(ATTEMPTS, [id], |r| r.get(0))?;
+                let attempts = conn.query_row(ATTEMPTS, [id], |r| r.get::<_, i64>(0))? + 1;
                 let wait = retry_base * 4i32.pow((attempts.clamp(1, 6) - 1) as u32);
                 conn.prepare_cached(DEFER)?.execute((
                     id,

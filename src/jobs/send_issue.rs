@@ -1,9 +1,12 @@
 //! Job kind `send_issue`: delivers an issue to every active subscriber over a few SMTP
-//! connections at once. Each message's delivery row is committed `sending` before its SMTP
-//! transaction starts (commits are grouped across connections), so a crash at any point
-//! leaves at most the in-flight messages uncertain, and those are never sent twice.
+//! connections at once. Each message's delivery row is committed `sending` after its
+//! envelope and body went out and before the end-of-data mark that makes the server take it
+//! (commits are grouped across connections), so after a crash a delivery left `sending` was
+//! taken by the server (or cut off within microseconds of it) and is never sent twice, and
+//! one still `pending` was not taken and goes out after the restart.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant};
 
@@ -181,21 +184,33 @@ async fn run_lane(
         let Some(recipient) = work.lock().await.recv().await else {
             break;
         };
-        let (claimed_tx, claimed_rx) = oneshot::channel();
-        if writes
-            .send(Write::Claim(recipient.delivery_id, claimed_tx))
-            .is_err()
-            || !claimed_rx.await.unwrap_or(false)
-        {
-            continue;
-        }
         pacer.wait().await;
         let mail = email.personalise(recipient.delivery_id, &recipient.email);
-        let outcome = match lane.send(&mail).await {
+        // 0: not asked yet, 1: claimed, 2: refused.
+        let claim = AtomicU8::new(0);
+        let result = lane
+            .send(&mail, || async {
+                let (claimed_tx, claimed_rx) = oneshot::channel();
+                let claimed = writes
+                    .send(Write::Claim(recipient.delivery_id, claimed_tx))
+                    .is_ok()
+                    && claimed_rx.await.unwrap_or(false);
+                claim.store(if claimed { 1 } else { 2 }, Ordering::SeqCst);
+                claimed
+            })
+            .await;
+        if claim.load(Ordering::SeqCst) == 2 {
+            continue; // no longer ours to send
+        }
+        let outcome = match result {
             Ok(()) => {
                 sent += 1;
                 connection_failures = 0;
                 Delivered::Sent
+            }
+            Err(MailError::Unconfirmed(e)) => {
+                sent += 1;
+                Delivered::Unconfirmed(e)
             }
             Err(MailError::Permanent(e)) => Delivered::Rejected(e),
             Err(MailError::Temporary(e)) => Delivered::Deferred(e),

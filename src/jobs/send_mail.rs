@@ -53,6 +53,8 @@ pub fn run(ctx: &JobContext, rt: &tokio::runtime::Runtime, job: &queue::Job) -> 
     match rt.block_on(ctx.transport.send(&mail)) {
         Ok(()) => Outcome::Done,
         Err(MailError::Permanent(e)) => Outcome::Fail(e),
+        // The message went out; sending it again could give a second copy.
+        Err(MailError::Unconfirmed(_)) => Outcome::Done,
         Err(e @ (MailError::Temporary(_) | MailError::Connection(_))) => {
             Outcome::Retry(e.to_string())
         }

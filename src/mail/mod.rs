@@ -71,6 +71,9 @@ pub enum MailError {
     Temporary(String),
     /// The connection broke or never opened: try again later, on a new connection.
     Connection(String),
+    /// The whole message went out but no reply came: the server may have taken it, so it is
+    /// not sent again.
+    Unconfirmed(String),
 }
 
 impl std::fmt::Display for MailError {
@@ -79,6 +82,7 @@ impl std::fmt::Display for MailError {
             MailError::Permanent(e) => write!(f, "permanent failure: {e}"),
             MailError::Temporary(e) => write!(f, "temporary failure: {e}"),
             MailError::Connection(e) => write!(f, "connection failure: {e}"),
+            MailError::Unconfirmed(e) => write!(f, "unconfirmed: {e}"),
         }
     }
 }
@@ -129,19 +133,38 @@ impl Lane {
         }
     }
 
-    pub async fn send(&mut self, mail: &OutgoingMail) -> Result<(), MailError> {
+    /// Sends `mail`, calling `commit` at the last moment before the message is final (see
+    /// [`SmtpConnection::send_committed`]); `commit` answering false abandons it.
+    pub async fn send<F, Fut>(&mut self, mail: &OutgoingMail, commit: F) -> Result<(), MailError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
         match self {
-            Lane::Outbox(dir) => write_to_outbox(dir, mail),
+            Lane::Outbox(dir) => {
+                if !commit().await {
+                    return Err(MailError::Connection("the message was not claimed".into()));
+                }
+                write_to_outbox(dir, mail)
+            }
             Lane::Smtp {
                 settings,
                 connection,
             } => {
                 if connection.is_none() {
-                    *connection = Some(SmtpConnection::open(settings).await?);
+                    // Whatever the server says before a transaction (a 5xx greeting, refused
+                    // credentials) is about the connection, never about this recipient.
+                    let opened = SmtpConnection::open(settings)
+                        .await
+                        .map_err(|e| MailError::Connection(e.to_string()))?;
+                    *connection = Some(opened);
                 }
                 let open = connection.as_mut().expect("opened above");
-                let result = open.send(mail).await;
-                if matches!(result, Err(MailError::Connection(_))) {
+                let result = open.send_committed(mail, commit).await;
+                if matches!(
+                    result,
+                    Err(MailError::Connection(_) | MailError::Unconfirmed(_))
+                ) {
                     *connection = None;
                 }
                 result

@@ -55,6 +55,10 @@ fn escape_attr(value: &str) -> String {
         .replace('>', "&gt;")
 }
 
+/// Where the open pixel goes. Raw HTML, so no text of the issue can produce it: the Markdown
+/// renderer and the template escape every `<` of the author's content.
+const PIXEL_MARK: &str = "<!--broadsheet:pixel-->";
+
 /// An issue ready to personalise, built once per send.
 pub struct IssueEmail {
     pieces: Vec<Piece>,
@@ -99,7 +103,7 @@ impl IssueEmail {
                             a href="{{unsubscribe}}" { "Unsubscribe" }
                         }
                     }
-                    "{{pixel}}"
+                    (PreEscaped(PIXEL_MARK))
                 }
             }
         }
@@ -156,7 +160,7 @@ impl IssueEmail {
         );
         for piece in &self.pieces {
             match piece {
-                Piece::Text(text) if text.contains("{{pixel}}") => {
+                Piece::Text(text) if text.contains(PIXEL_MARK) => {
                     let pixel = match self.links.open_pixel(delivery_id) {
                         Some(url) => format!(
                             "<img src=\"{}\" width=\"1\" height=\"1\" alt=\"\" style=\"display:block;border:0\">",
@@ -164,7 +168,7 @@ impl IssueEmail {
                         ),
                         None => String::new(),
                     };
-                    html.push_str(&text.replace("{{pixel}}", &pixel));
+                    html.push_str(&text.replace(PIXEL_MARK, &pixel));
                 }
                 Piece::Text(text) => html.push_str(text),
                 Piece::Link(target) if target == "{{unsubscribe}}" => {
@@ -220,6 +224,12 @@ mod tests {
         assert!(!html.contains("<script>"));
         assert!(!html.contains("javascript:"));
         assert!(html.contains("<strong>b</strong>"));
+    }
+
+    #[test]
+    fn placeholder_lookalikes_in_content_stay_text() {
+        let html = markdown_to_html("a {{pixel}} b <!--broadsheet:pixel--> c");
+        assert!(!html.contains(PIXEL_MARK), "{html}");
     }
 
     #[test]

@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 use mail_send::SmtpClientBuilder;
-use mail_send::smtp::message::Message;
-use tokio::io::{AsyncRead, AsyncWrite};
+use mail_send::smtp::AssertReply;
+use mail_send::smtp::message::{Message, Parameters};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::{MailError, OutgoingMail};
@@ -123,6 +124,28 @@ impl SmtpConnection {
         }
     }
 
+    /// Sends one message of a bulk send in two steps: the envelope and the whole message but
+    /// its end-of-data mark go out first; then `commit` runs (it durably records that this
+    /// message is on its way and answers whether to go on), and only then the end mark that
+    /// makes the server take the message. A stop before the mark leaves no message (a server
+    /// drops a transaction cut off mid-DATA); a stop after it leaves one that was recorded.
+    /// After the mark, a missing reply is [`MailError::Unconfirmed`]: never sent again.
+    pub async fn send_committed<F, Fut>(
+        &mut self,
+        mail: &OutgoingMail,
+        commit: F,
+    ) -> Result<(), MailError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let body = mail.to_mime();
+        match self {
+            SmtpConnection::Plain(client) => send_committed_on(client, mail, &body, commit).await,
+            SmtpConnection::Tls(client) => send_committed_on(client, mail, &body, commit).await,
+        }
+    }
+
     pub async fn close(self) {
         let _ = match self {
             SmtpConnection::Plain(client) => client.quit().await,
@@ -153,6 +176,94 @@ async fn send_on<T: AsyncRead + AsyncWrite + Unpin>(
             Err(error)
         }
     }
+}
+
+async fn send_committed_on<T, F, Fut>(
+    client: &mut mail_send::SmtpClient<T>,
+    mail: &OutgoingMail,
+    body: &[u8],
+    commit: F,
+) -> Result<(), MailError>
+where
+    T: AsyncRead + AsyncWrite + Unpin,
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let params = Parameters::default();
+    let envelope = async {
+        client.mail_from(&mail.from_email, &params).await?;
+        client.rcpt_to(&mail.to, &params).await?;
+        client.cmd(b"DATA\r\n").await?.assert_code(354)
+    };
+    if let Err(e) = envelope.await {
+        let error = classify(e);
+        if matches!(error, MailError::Permanent(_) | MailError::Temporary(_))
+            && client.rset().await.is_err()
+        {
+            return Err(match error {
+                MailError::Permanent(e) => MailError::Permanent(e),
+                other => MailError::Connection(other.to_string()),
+            });
+        }
+        return Err(error);
+    }
+    let timeout = client.timeout;
+    let stuffed = dot_stuff(body);
+    let written = tokio::time::timeout(timeout, async {
+        client.stream.write_all(&stuffed).await?;
+        client.stream.flush().await
+    })
+    .await;
+    if !matches!(written, Ok(Ok(()))) {
+        return Err(MailError::Connection("writing the message failed".into()));
+    }
+    if !commit().await {
+        return Err(MailError::Connection(
+            "the message was not claimed; transaction abandoned".into(),
+        ));
+    }
+    let ended = tokio::time::timeout(timeout, async {
+        client.stream.write_all(b"\r\n.\r\n").await?;
+        client.stream.flush().await
+    })
+    .await;
+    if !matches!(ended, Ok(Ok(()))) {
+        return Err(MailError::Connection(
+            "the connection broke before the end of the message".into(),
+        ));
+    }
+    match tokio::time::timeout(timeout, client.read()).await {
+        Ok(Ok(reply)) if reply.is_positive_completion() => Ok(()),
+        Ok(Ok(reply)) => {
+            let error = classify(mail_send::Error::UnexpectedReply(reply));
+            if client.rset().await.is_err() {
+                return Err(match error {
+                    MailError::Permanent(e) => MailError::Permanent(e),
+                    other => MailError::Connection(other.to_string()),
+                });
+            }
+            Err(error)
+        }
+        Ok(Err(e)) => Err(MailError::Unconfirmed(e.to_string())),
+        Err(_) => Err(MailError::Unconfirmed(
+            "no reply after the end of the message".into(),
+        )),
+    }
+}
+
+/// The SMTP transparency procedure (RFC 5321 4.5.2) in one buffer: a dot after a line break
+/// is doubled. The end-of-data mark is not included.
+fn dot_stuff(body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len() + body.len() / 64 + 8);
+    let mut at_line_start = false;
+    for &byte in body {
+        if byte == b'.' && at_line_start {
+            out.push(b'.');
+        }
+        out.push(byte);
+        at_line_start = byte == b'\n' || byte == b'\r';
+    }
+    out
 }
 
 /// 5xx replies are permanent; 4xx replies, timeouts and broken connections are temporary.
@@ -187,5 +298,11 @@ mod tests {
         assert_eq!(s.credentials, Some(("me@x.com".into(), "p:ss".into())));
         assert!(SmtpSettings::parse("http://x").is_err());
         assert!(SmtpSettings::parse("smtp://").is_err());
+    }
+
+    #[test]
+    fn stuffs_dots_at_line_starts() {
+        assert_eq!(dot_stuff(b"a\r\n.b\r\n..c"), b"a\r\n..b\r\n...c".to_vec());
+        assert_eq!(dot_stuff(b".x"), b".x".to_vec());
     }
 }

@@ -7,5 +7,7 @@ mod support;
 mod accounts;
 mod browser;
 mod operator;
+mod sending;
+mod sending_crash;
 mod sql;
 mod webhooks;

@@ -1,0 +1,656 @@
+//! Sending an issue (issue 4): the messages a real SMTP listener receives, permanent and
+//! temporary refusals, tracking, unsubscribes, scheduling, pausing and bounce reports.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use crate::support::*;
+use mail_parser::MimeHeaders;
+
+/// Adds a subscriber through the API; returns its id.
+fn add_subscriber(owner: &Owner, email: &str) -> i64 {
+    let resp = owner.post("/subscribers", &json!({ "email": email }));
+    resp.expect(201);
+    resp.json()["id"].as_i64().expect("subscriber id")
+}
+
+fn subscriber(owner: &Owner, id: i64) -> Value {
+    let resp = owner.get(&format!("/subscribers/{id}"));
+    resp.expect(200);
+    resp.json()
+}
+
+/// Creates an issue from the fields of `issue`; returns its id.
+fn create_issue(owner: &Owner, issue: Value) -> i64 {
+    let resp = owner.post("/issues", &json!({ "issue": issue }));
+    resp.expect(201);
+    resp.json()["id"].as_i64().expect("issue id")
+}
+
+fn issue(owner: &Owner, id: i64) -> Value {
+    let resp = owner.get(&format!("/issues/{id}"));
+    resp.expect(200);
+    resp.json()
+}
+
+/// Waits until the issue is `sent`; returns it.
+fn wait_sent(owner: &Owner, id: i64, timeout: Duration) -> Value {
+    wait_for(&format!("issue {id} sent"), timeout, || {
+        let issue = issue(owner, id);
+        (issue["status"] == "sent").then_some(issue)
+    })
+}
+
+fn send_now(owner: &Owner, id: i64) -> Value {
+    let resp = owner.post(&format!("/issues/{id}/send_now"), &json!({}));
+    resp.expect(200);
+    resp.json()
+}
+
+fn stats(owner: &Owner) -> Value {
+    let resp = owner.get("/newsletter/stats");
+    resp.expect(200);
+    resp.json()["data"].clone()
+}
+
+/// Every `href`/`src` value in `html`, unescaped.
+fn attribute_values(html: &str, attr: &str) -> Vec<String> {
+    let mark = format!("{attr}=\"");
+    html.match_indices(&mark)
+        .filter_map(|(at, _)| {
+            let rest = &html[at + mark.len()..];
+            rest.find('"').map(|end| http_unescape(&rest[..end]))
+        })
+        .collect()
+}
+
+fn http_unescape(text: &str) -> String {
+    crate::support::http::unescape(text)
+}
+
+/// The path and query of an absolute URL on the newsletter's site.
+fn site_path(app: &App, subdomain: &str, url: &str) -> String {
+    let origin = format!("http://{subdomain}.{}", app.public_host);
+    url.strip_prefix(&origin)
+        .unwrap_or_else(|| panic!("{url} is not on {origin}"))
+        .to_string()
+}
+
+/// RFC 3339 UTC, `seconds` from now.
+fn in_seconds(seconds: i64) -> String {
+    (time::OffsetDateTime::now_utc() + time::Duration::seconds(seconds))
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap()
+}
+
+const MARKDOWN: &str = "# Field notes\n\nThis week {{pixel}} **bold** news and a [guide](https://example.org/guide?a=1&b=2).\n\n\
+<script>alert('x')</script>\n\n<b>raw tag</b>\n\n- one\n- two\n";
+
+fn full_issue(subject: &str) -> Value {
+    json!({
+        "subject": subject,
+        "status": "approved",
+        "content_markdown": MARKDOWN,
+        "articles": [
+            {"title": "Rust 2024 ships", "url": "https://blog.rust-lang.org/2024", "summarized_article": "Edition notes."},
+            {"title": "SQLite in production", "url": "https://sqlite.org/whentouse.html", "summarized_article": "When it fits."}
+        ]
+    })
+}
+
+#[test]
+fn sending_delivers_one_correct_message_to_each_active_subscriber() {
+    let app = spawn_app();
+    let owner = onboard_paid(&app, "Field Notes");
+    let emails: Vec<String> = (0..7).map(|_| unique_email("reader")).collect();
+    let ids: Vec<i64> = emails.iter().map(|e| add_subscriber(&owner, e)).collect();
+    // Two unsubscribe, one bounces (reported through the API-key bounce endpoint).
+    for &id in &ids[..2] {
+        owner
+            .patch(
+                &format!("/subscribers/{id}"),
+                &json!({"subscriber": {"status": "unsubscribed"}}),
+            )
+            .expect(200);
+    }
+    owner
+        .post(
+            "/bounces",
+            &json!({"email": emails[2], "reason": "550 mailbox gone"}),
+        )
+        .expect(200);
+    assert_eq!(subscriber(&owner, ids[2])["status"], "bounced");
+    let active: Vec<&String> = emails[3..].iter().collect();
+
+    let id = create_issue(&owner, full_issue("Issue one: field notes"));
+    let queued = send_now(&owner, id);
+    assert_eq!(queued["subscribers"], 4);
+    assert_eq!(queued["issue"]["status"], "approved");
+
+    let sent = wait_sent(&owner, id, Duration::from_secs(30));
+    assert!(sent["sent_at"].as_str().is_some_and(|s| s.ends_with('Z')));
+    assert_eq!(
+        app.count(&format!(
+            "SELECT count(*) FROM deliveries WHERE issue_id = {id}"
+        )),
+        4
+    );
+
+    // Exactly one message per active subscriber, none to the others.
+    for email in &emails[..3] {
+        assert!(app.smtp.messages_to(email).is_empty(), "{email} got mail");
+    }
+    let site = format!("http://{}.{}", owner.subdomain, app.public_host);
+    let mut unsubscribe_links = HashSet::new();
+    for email in &active {
+        let got = app.smtp.messages_to(email);
+        assert_eq!(got.len(), 1, "{email} got {} messages", got.len());
+        let mail = &got[0];
+        assert_eq!(mail.to, vec![email.to_string()]);
+        assert_eq!(mail.from, "editor@example.com");
+        let parsed = mail.parsed();
+        let content_type = parsed.content_type().expect("Content-Type");
+        assert_eq!(
+            (
+                content_type.ctype(),
+                content_type.subtype().unwrap_or_default()
+            ),
+            ("multipart", "alternative")
+        );
+        let from = parsed.from().and_then(|f| f.first()).expect("From");
+        assert_eq!(from.name(), Some("Field Notes"));
+        assert_eq!(from.address(), Some("editor@example.com"));
+        let to = parsed.to().and_then(|t| t.first()).expect("To");
+        assert_eq!(to.address(), Some(email.as_str()));
+        assert_eq!(parsed.subject(), Some("Issue one: field notes"));
+        assert!(parsed.date().is_some(), "Date");
+        assert!(parsed.message_id().is_some_and(|m| m.contains('@')));
+        let list_id = mail.header("List-Id").expect("List-Id");
+        assert!(list_id.contains('<') && list_id.ends_with('>'), "{list_id}");
+        let unsubscribe = mail.header("List-Unsubscribe").expect("List-Unsubscribe");
+        let unsubscribe = unsubscribe
+            .strip_prefix('<')
+            .and_then(|u| u.strip_suffix('>'))
+            .unwrap_or_else(|| panic!("List-Unsubscribe {unsubscribe}"));
+        assert!(
+            unsubscribe.starts_with(&format!("{site}/u/")),
+            "{unsubscribe}"
+        );
+        assert_eq!(
+            mail.header("List-Unsubscribe-Post").as_deref(),
+            Some("List-Unsubscribe=One-Click")
+        );
+        assert!(unsubscribe_links.insert(unsubscribe.to_string()));
+
+        // HTML: the Markdown rendered, raw HTML escaped, articles, personal links.
+        let html = mail.html();
+        assert!(html.contains("<h1>Field notes</h1>"), "{html}");
+        assert!(html.contains("<strong>bold</strong>"));
+        assert!(html.contains("<li>one</li>"));
+        assert!(!html.contains("<script>"), "raw HTML passed through");
+        assert!(!html.contains("<b>raw tag</b>"), "raw HTML passed through");
+        assert!(html.contains("&lt;script&gt;"));
+        assert!(
+            html.contains("{{pixel}}"),
+            "text that looks like a placeholder stays text"
+        );
+        assert!(html.contains("Rust 2024 ships") && html.contains("Edition notes."));
+        assert!(html.contains("SQLite in production") && html.contains("When it fits."));
+        let hrefs = attribute_values(&html, "href");
+        assert!(hrefs.contains(&unsubscribe.to_string()), "{hrefs:?}");
+        let clicks: Vec<&String> = hrefs
+            .iter()
+            .filter(|h| h.starts_with(&format!("{site}/c/")))
+            .collect();
+        assert_eq!(clicks.len(), 3, "guide + two articles: {hrefs:?}");
+        assert!(
+            hrefs.iter().all(|h| h.starts_with(&format!("{site}/"))),
+            "every link goes through the site: {hrefs:?}"
+        );
+        let pixels: Vec<String> = attribute_values(&html, "src")
+            .into_iter()
+            .filter(|s| s.starts_with(&format!("{site}/o/")))
+            .collect();
+        assert_eq!(pixels.len(), 1, "one open pixel");
+
+        // Text: readable, with the unsubscribe link.
+        let text = mail.text();
+        assert!(text.contains("Field notes") && text.contains("**bold**"));
+        assert!(
+            text.contains("Rust 2024 ships") && text.contains("https://blog.rust-lang.org/2024")
+        );
+        assert!(text.contains(unsubscribe), "{text}");
+    }
+    assert_eq!(unsubscribe_links.len(), 4, "per-recipient links");
+
+    // The issue.sent event and the stats.
+    assert_eq!(
+        app.count("SELECT count(*) FROM events WHERE kind = 'issue.sent'"),
+        1
+    );
+    let stats = stats(&owner);
+    assert_eq!(stats["subscribers"]["bounced"], 1);
+    assert_eq!(stats["subscribers"]["unsubscribed"], 2);
+    assert_eq!(stats["issues"]["sent_last_30_days"], 1);
+    assert_eq!(stats["engagement"]["last_30_days"]["emails_sent"], 4);
+}
+
+#[test]
+fn sending_bounces_permanent_refusals_and_retries_temporary_ones() {
+    let (ok, gone, busy) = (
+        unique_email("ok"),
+        unique_email("gone"),
+        unique_email("busy"),
+    );
+    let sink = SmtpSink::start_with(Rules {
+        permanent: vec![gone.clone()],
+        temporary: HashMap::from([(busy.clone(), 2)]),
+        delay: Duration::ZERO,
+    });
+    let app = spawn_app_on(sink, &["--send-retry-base-ms", "200"]);
+    let owner = onboard_paid(&app, "Refusals");
+    let ids: Vec<i64> = [&ok, &gone, &busy]
+        .iter()
+        .map(|e| add_subscriber(&owner, e))
+        .collect();
+    let id = create_issue(&owner, full_issue("Refusals"));
+    send_now(&owner, id);
+    wait_sent(&owner, id, Duration::from_secs(30));
+
+    assert_eq!(app.smtp.messages_to(&ok).len(), 1);
+    assert_eq!(app.smtp.messages_to(&gone).len(), 0);
+    assert_eq!(
+        app.smtp.messages_to(&busy).len(),
+        1,
+        "delivered after retries"
+    );
+    let refusals = app.smtp.refusals();
+    assert_eq!(
+        refusals
+            .iter()
+            .filter(|(a, c)| *a == busy && *c == 451)
+            .count(),
+        2
+    );
+    assert!(refusals.iter().any(|(a, c)| *a == gone && *c == 550));
+
+    assert_eq!(subscriber(&owner, ids[0])["status"], "active");
+    assert_eq!(subscriber(&owner, ids[1])["status"], "bounced");
+    assert_eq!(subscriber(&owner, ids[2])["status"], "active");
+    let statuses: HashMap<String, (String, i64)> = app
+        .db()
+        .prepare(&format!(
+            "SELECT email, status, attempts FROM deliveries WHERE issue_id = {id}"
+        ))
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(statuses[&ok].0, "sent");
+    assert_eq!(statuses[&gone].0, "bounced");
+    assert_eq!(statuses[&busy], ("sent".to_string(), 3));
+    assert_eq!(
+        app.count("SELECT count(*) FROM events WHERE kind = 'email.bounced'"),
+        1
+    );
+    let stats = stats(&owner);
+    assert_eq!(stats["subscribers"]["bounced"], 1);
+    assert_eq!(stats["engagement"]["last_30_days"]["emails_sent"], 2);
+}
+
+#[test]
+fn sending_opens_and_clicks_change_the_stats_and_signatures_are_checked() {
+    let app = spawn_app();
+    let owner = onboard_paid(&app, "Tracked");
+    let (a, b) = (unique_email("open"), unique_email("idle"));
+    add_subscriber(&owner, &a);
+    add_subscriber(&owner, &b);
+    let id = create_issue(&owner, full_issue("Tracked issue"));
+    send_now(&owner, id);
+    wait_sent(&owner, id, Duration::from_secs(30));
+    let before = stats(&owner);
+    assert_eq!(before["engagement"]["average_open_rate"], 0.0);
+    assert_eq!(before["engagement"]["average_click_rate"], 0.0);
+
+    let site = app.site_client(&owner.subdomain);
+    let origin = format!("http://{}.{}", owner.subdomain, app.public_host);
+    let html = app.smtp.messages_to(&a)[0].html();
+    let pixel = attribute_values(&html, "src")
+        .into_iter()
+        .find(|s| s.starts_with(&format!("{origin}/o/")))
+        .expect("open pixel");
+    let resp = site.get(&site_path(&app, &owner.subdomain, &pixel));
+    resp.expect(200);
+    assert_eq!(resp.header("content-type"), Some("image/gif"));
+    // A second open changes nothing.
+    site.get(&site_path(&app, &owner.subdomain, &pixel))
+        .expect(200);
+    let opened = stats(&owner);
+    assert_eq!(opened["engagement"]["average_open_rate"], 50.0);
+    assert_eq!(opened["engagement"]["average_click_rate"], 0.0);
+    assert_eq!(opened["engagement"]["last_30_days"]["opens"], 1);
+
+    let click = attribute_values(&html, "href")
+        .into_iter()
+        .find(|h| h.starts_with(&format!("{origin}/c/")) && h.contains("guide"))
+        .expect("tracked guide link");
+    let path = site_path(&app, &owner.subdomain, &click);
+    let resp = site.get(&path);
+    assert_eq!(resp.status, 302, "{}", resp.body);
+    assert_eq!(
+        resp.header("location"),
+        Some("https://example.org/guide?a=1&b=2")
+    );
+    let clicked = stats(&owner);
+    assert_eq!(clicked["engagement"]["average_open_rate"], 50.0);
+    assert_eq!(clicked["engagement"]["average_click_rate"], 50.0);
+    assert_eq!(clicked["engagement"]["last_30_days"]["clicks"], 1);
+    let top = &clicked["top_issues"][0];
+    assert_eq!(top["id"], id);
+    assert_eq!(top["subject"], "Tracked issue");
+    assert_eq!(
+        (top["open_rate"].clone(), top["click_rate"].clone()),
+        (json!(50.0), json!(50.0))
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM events WHERE kind = 'email.opened'"),
+        1
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM events WHERE kind = 'email.clicked'"),
+        1
+    );
+
+    // Tampering: another target with the same signature, a changed signature, another
+    // delivery's id: refused, no redirect anywhere.
+    let (before_query, _) = path.split_once('?').unwrap();
+    let evil = format!("{before_query}?u=https%3A%2F%2Fevil.example%2F");
+    let mut forged_sig = path.clone();
+    let sig_start = forged_sig.find("/c/").unwrap() + 3;
+    let sig_start = sig_start + forged_sig[sig_start..].find('/').unwrap() + 1;
+    let first = forged_sig.as_bytes()[sig_start];
+    forged_sig.replace_range(
+        sig_start..sig_start + 1,
+        if first == b'0' { "1" } else { "0" },
+    );
+    for bad in [evil, forged_sig] {
+        let resp = site.get(&bad);
+        assert_eq!(resp.status, 404, "{bad}");
+        assert!(resp.header("location").is_none(), "{bad} redirected");
+    }
+    // A forged pixel records nothing.
+    let forged_pixel = pixel.replace("/o/", "/o/9").to_string();
+    assert_eq!(
+        site.get(&site_path(&app, &owner.subdomain, &forged_pixel))
+            .status,
+        404
+    );
+    assert_eq!(stats(&owner)["engagement"]["average_open_rate"], 50.0);
+}
+
+#[test]
+fn sending_unsubscribe_link_confirms_on_get_and_unsubscribes_on_one_click_post() {
+    let app = spawn_app();
+    let owner = onboard_paid(&app, "Leaving");
+    let (stay, leave) = (unique_email("stay"), unique_email("leave"));
+    add_subscriber(&owner, &stay);
+    let leave_id = add_subscriber(&owner, &leave);
+    let id = create_issue(&owner, full_issue("Leaving soon"));
+    send_now(&owner, id);
+    wait_sent(&owner, id, Duration::from_secs(30));
+
+    let mail = &app.smtp.messages_to(&leave)[0];
+    let header = mail.header("List-Unsubscribe").unwrap();
+    let url = header.trim_start_matches('<').trim_end_matches('>');
+    let path = site_path(&app, &owner.subdomain, url);
+    let site = app.site_client(&owner.subdomain);
+
+    // GET only shows the confirm page (mail scanners follow links).
+    let page = site.get(&path);
+    page.expect(200);
+    assert!(page.body.contains("<form") && page.body.contains("method=\"post\""));
+    assert_eq!(subscriber(&owner, leave_id)["status"], "active");
+
+    // A wrong signature is refused.
+    let bad = format!("{}0", &path[..path.len() - 1]);
+    let bad = if bad == path {
+        format!("{}1", &path[..path.len() - 1])
+    } else {
+        bad
+    };
+    assert_eq!(
+        site.post_form(&bad, &[("List-Unsubscribe", "One-Click")])
+            .status,
+        404
+    );
+    assert_eq!(subscriber(&owner, leave_id)["status"], "active");
+
+    // RFC 8058 one-click POST.
+    let resp = site.post_form(&path, &[("List-Unsubscribe", "One-Click")]);
+    resp.expect(200);
+    let gone = subscriber(&owner, leave_id);
+    assert_eq!(gone["status"], "unsubscribed");
+    assert!(
+        gone["unsubscribed_at"]
+            .as_str()
+            .is_some_and(|s| s.ends_with('Z'))
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM events WHERE kind = 'email.unsubscribed'"),
+        1
+    );
+    // Again: still fine, no second event.
+    site.post_form(&path, &[("List-Unsubscribe", "One-Click")])
+        .expect(200);
+    assert_eq!(
+        app.count("SELECT count(*) FROM events WHERE kind = 'email.unsubscribed'"),
+        1
+    );
+
+    // The next issue skips them.
+    let next = create_issue(&owner, full_issue("After leaving"));
+    assert_eq!(send_now(&owner, next)["subscribers"], 1);
+    wait_sent(&owner, next, Duration::from_secs(30));
+    assert_eq!(app.smtp.messages_to(&leave).len(), 1);
+    assert_eq!(app.smtp.messages_to(&stay).len(), 2);
+}
+
+#[test]
+fn sending_without_tracking_has_no_pixel_and_plain_links() {
+    let app = spawn_app();
+    let owner = onboard_paid(&app, "Private");
+    let (code, out, err) = app.cli(&["tracking", &owner.subdomain, "off"]);
+    assert_eq!(code, 0, "{out} {err}");
+    let reader = unique_email("private");
+    add_subscriber(&owner, &reader);
+    let id = create_issue(&owner, full_issue("Untracked"));
+    send_now(&owner, id);
+    wait_sent(&owner, id, Duration::from_secs(30));
+
+    let mail = &app.smtp.messages_to(&reader)[0];
+    let html = mail.html();
+    let origin = format!("http://{}.{}", owner.subdomain, app.public_host);
+    assert!(!html.contains(&format!("{origin}/o/")), "a pixel: {html}");
+    assert!(!html.contains(&format!("{origin}/c/")), "a tracked link");
+    let hrefs = attribute_values(&html, "href");
+    assert!(
+        hrefs.contains(&"https://example.org/guide?a=1&b=2".to_string()),
+        "{hrefs:?}"
+    );
+    assert!(hrefs.contains(&"https://blog.rust-lang.org/2024".to_string()));
+    // Unsubscribing still works.
+    assert!(hrefs.iter().any(|h| h.starts_with(&format!("{origin}/u/"))));
+    assert!(mail.header("List-Unsubscribe").is_some());
+}
+
+#[test]
+fn sending_scheduled_issue_goes_out_at_its_time() {
+    let app = spawn_app();
+    let owner = onboard_paid(&app, "On Time");
+    let reader = unique_email("scheduled");
+    add_subscriber(&owner, &reader);
+    let at = in_seconds(3);
+    let id = create_issue(
+        &owner,
+        json!({"subject": "Timed", "content_markdown": "On the dot.", "status": "scheduled", "scheduled_for": at}),
+    );
+    assert_eq!(issue(&owner, id)["status"], "scheduled");
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(app.smtp.messages_to(&reader).is_empty(), "sent early");
+    assert_eq!(issue(&owner, id)["status"], "scheduled");
+
+    let sent = wait_sent(&owner, id, Duration::from_secs(20));
+    assert_eq!(app.smtp.messages_to(&reader).len(), 1);
+    let parse = |s: &str| {
+        time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).unwrap()
+    };
+    let sent_at = parse(sent["sent_at"].as_str().unwrap());
+    assert!(
+        sent_at >= parse(&at),
+        "sent at {sent_at}, scheduled for {at}"
+    );
+    assert!(sent_at < parse(&at) + time::Duration::seconds(10));
+}
+
+#[test]
+fn sending_scheduled_issue_failing_its_checks_turns_approved_with_last_error() {
+    let app = spawn_app();
+    let owner = onboard_paid(&app, "Nobody Here");
+    let id = create_issue(
+        &owner,
+        json!({"subject": "To nobody", "content_markdown": "Hello?", "status": "scheduled", "scheduled_for": in_seconds(1)}),
+    );
+    let held = wait_for("the scheduled check", Duration::from_secs(15), || {
+        let issue = issue(&owner, id);
+        (issue["status"] != "scheduled").then_some(issue)
+    });
+    assert_eq!(held["status"], "approved", "{held}");
+    let error = held["last_error"].as_str().expect("last_error");
+    assert!(error.contains("subscriber"), "{error}");
+    assert_eq!(
+        app.count(&format!(
+            "SELECT count(*) FROM deliveries WHERE issue_id = {id}"
+        )),
+        0
+    );
+}
+
+#[test]
+fn sending_paused_newsletter_holds_its_scheduled_send() {
+    let app = spawn_app();
+    let owner = onboard_paid(&app, "Held");
+    let reader = unique_email("held");
+    add_subscriber(&owner, &reader);
+    let (code, out, err) = app.cli(&["status", &owner.subdomain, "paused"]);
+    assert_eq!(code, 0, "{out} {err}");
+    let id = create_issue(
+        &owner,
+        json!({"subject": "Held", "content_markdown": "Later.", "status": "scheduled", "scheduled_for": in_seconds(1)}),
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    let held = issue(&owner, id);
+    assert_eq!(held["status"], "scheduled", "{held}");
+    assert!(held["last_error"].is_null());
+    assert!(app.smtp.messages_to(&reader).is_empty());
+    // send_now is refused while paused.
+    assert_eq!(
+        owner
+            .post(&format!("/issues/{id}/send_now"), &json!({}))
+            .error_code(422),
+        "newsletter_paused"
+    );
+
+    // Resumed: the held issue goes out.
+    let (code, out, err) = app.cli(&["status", &owner.subdomain, "active"]);
+    assert_eq!(code, 0, "{out} {err}");
+    wait_sent(&owner, id, Duration::from_secs(20));
+    assert_eq!(app.smtp.messages_to(&reader).len(), 1);
+}
+
+#[test]
+fn sending_bounce_endpoint_marks_subscribers_bounced() {
+    let app = spawn_app();
+    let owner = onboard_paid(&app, "Bounces");
+    let (a, b) = (unique_email("hard"), unique_email("soft"));
+    let a_id = add_subscriber(&owner, &a);
+    let b_id = add_subscriber(&owner, &b);
+    let id = create_issue(&owner, full_issue("Bouncy"));
+    send_now(&owner, id);
+    wait_sent(&owner, id, Duration::from_secs(30));
+
+    let token: String = app
+        .db()
+        .query_row(
+            "SELECT bounce_token FROM newsletters WHERE subdomain = ?1",
+            [&owner.subdomain],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let client = app.client();
+    let post = |path: &str, body: Value| {
+        client
+            .request(
+                "POST",
+                path,
+                &[],
+                Some(("application/json", serde_json::to_vec(&body).unwrap())),
+            )
+            .unwrap()
+    };
+    // A wrong token is refused and changes nothing.
+    let resp = post(
+        &format!("/bounces/{}x", &token[..token.len() - 1]),
+        json!({"email": a}),
+    );
+    assert_eq!(resp.error_code(401), "unauthorized");
+    assert_eq!(subscriber(&owner, a_id)["status"], "active");
+    // Malformed: 400.
+    assert_eq!(
+        post(&format!("/bounces/{token}"), json!({"nope": 1})).error_code(400),
+        "invalid_json"
+    );
+
+    let resp = post(
+        &format!("/bounces/{token}"),
+        json!({"email": a.to_uppercase(), "reason": "550 5.1.1 user unknown"}),
+    );
+    resp.expect(200);
+    assert_eq!(subscriber(&owner, a_id)["status"], "bounced");
+    assert_eq!(subscriber(&owner, b_id)["status"], "active");
+    assert_eq!(
+        app.count(&format!(
+            "SELECT count(*) FROM deliveries WHERE issue_id = {id} AND status = 'bounced' AND bounced_at IS NOT NULL"
+        )),
+        1
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM events WHERE kind = 'email.bounced'"),
+        1
+    );
+    // Reported twice: no second event.
+    post(&format!("/bounces/{token}"), json!({"email": a})).expect(200);
+    assert_eq!(
+        app.count("SELECT count(*) FROM events WHERE kind = 'email.bounced'"),
+        1
+    );
+    // An unknown address: 404.
+    assert_eq!(
+        post(
+            &format!("/bounces/{token}"),
+            json!({"email": unique_email("stranger")})
+        )
+        .status,
+        404
+    );
+    // The API-key variant, and a bad key.
+    owner.post("/bounces", &json!({"email": b})).expect(200);
+    assert_eq!(subscriber(&owner, b_id)["status"], "bounced");
+    assert_eq!(
+        app.client()
+            .api("POST", "/bounces", "nokey", Some(&json!({"email": b})))
+            .status,
+        401
+    );
+    assert_eq!(stats(&owner)["subscribers"]["bounced"], 2);
+}
