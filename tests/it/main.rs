@@ -5,5 +5,9 @@
 mod support;
 
 mod accounts;
+mod api_issues;
+mod api_limits;
+mod api_newsletter;
+mod api_subscribers;
 mod browser;
 mod operator;
