@@ -5,6 +5,10 @@
 mod support;
 
 mod accounts;
+mod api_issues;
+mod api_limits;
+mod api_newsletter;
+mod api_subscribers;
 mod browser;
 mod operator;
 mod sending;

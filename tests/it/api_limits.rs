@@ -1,0 +1,200 @@
+//! REST API v1 rate limits (issue 3): three hourly buckets per key, headers on every answer,
+//! 429 with Retry-After, counters that survive a restart.
+
+use crate::support::*;
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+/// (limit, remaining, reset) from the headers, checking reset is the end of this hour.
+#[track_caller]
+fn limits(resp: &Resp) -> (i64, i64, i64) {
+    let get = |name: &str| -> i64 {
+        resp.header(name)
+            .unwrap_or_else(|| panic!("no {name} on {} {}", resp.status, resp.body))
+            .parse()
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    let reset = get("X-RateLimit-Reset");
+    let t = now();
+    assert_eq!(reset % 3600, 0, "fixed hourly windows");
+    assert!(
+        reset > t - 5 && reset <= t + 3600 + 5,
+        "reset {reset} now {t}"
+    );
+    (
+        get("X-RateLimit-Limit"),
+        get("X-RateLimit-Remaining"),
+        reset,
+    )
+}
+
+#[track_caller]
+fn assert_limited(resp: &Resp, limit: i64) {
+    assert_eq!(resp.error_code(429), "rate_limited");
+    let (l, remaining, reset) = limits(resp);
+    assert_eq!((l, remaining), (limit, 0));
+    let retry: i64 = resp
+        .header("Retry-After")
+        .expect("Retry-After on a 429")
+        .parse()
+        .unwrap();
+    assert!(retry >= 1 && retry <= 3600, "Retry-After {retry}");
+    assert!(
+        (reset - now() - retry).abs() <= 5,
+        "Retry-After {retry} matches reset {reset}"
+    );
+}
+
+#[test]
+fn api_limits_buckets_headers_and_restart() {
+    let mut app = spawn_app_with(&[
+        "--rate-limit-get",
+        "3",
+        "--rate-limit-write",
+        "2",
+        "--rate-limit-bulk",
+        "1",
+    ]);
+    let owner = onboard(&app, "Throttle Times");
+    // A fresh key: buckets are per key.
+    let key = create_api_key(
+        &owner.client,
+        owner.newsletter_id,
+        &["read", "write", "delete"],
+    );
+    let c = &owner.client;
+
+    // Bulk counts in its own bucket only.
+    let resp = c.api(
+        "POST",
+        "/subscribers/bulk_create",
+        &key,
+        Some(&json!({"subscribers": [{"email": "b1@example.com"}]})),
+    );
+    resp.expect(200);
+    assert_eq!((limits(&resp).0, limits(&resp).1), (1, 0));
+    let resp = c.api(
+        "POST",
+        "/subscribers/bulk_create",
+        &key,
+        Some(&json!({"subscribers": [{"email": "b2@example.com"}]})),
+    );
+    assert_limited(&resp, 1);
+    assert_eq!(
+        app.count("SELECT count(*) FROM subscribers"),
+        1,
+        "refused bulk did nothing"
+    );
+
+    // Writes: POST, PATCH and DELETE share a bucket; an error answer counts and has headers.
+    let resp = c.api(
+        "POST",
+        "/subscribers",
+        &key,
+        Some(&json!({"email": "w@example.com"})),
+    );
+    resp.expect(201);
+    assert_eq!(
+        (limits(&resp).0, limits(&resp).1),
+        (2, 1),
+        "bulk did not use the write bucket"
+    );
+    let resp = c.api("DELETE", "/subscribers/999999", &key, None);
+    assert_eq!(resp.error_code(404), "not_found");
+    assert_eq!((limits(&resp).0, limits(&resp).1), (2, 0));
+    let resp = c.api("PATCH", "/newsletter", &key, Some(&json!({"tagline": "x"})));
+    assert_limited(&resp, 2);
+    let resp = c.api(
+        "POST",
+        "/subscribers",
+        &key,
+        Some(&json!({"email": "late@example.com"})),
+    );
+    assert_limited(&resp, 2);
+    assert_eq!(
+        app.count("SELECT count(*) FROM subscribers WHERE email = 'late@example.com'"),
+        0
+    );
+
+    // Reads.
+    for remaining in [2, 1, 0] {
+        let resp = c.api("GET", "/subscribers", &key, None);
+        resp.expect(200);
+        assert_eq!((limits(&resp).0, limits(&resp).1), (3, remaining));
+    }
+    let resp = c.api("GET", "/newsletter", &key, None);
+    assert_limited(&resp, 3);
+    // Refused requests do not count further, and the limit holds on validation errors too.
+    assert_limited(&c.api("GET", "/issues?page=0", &key, None), 3);
+
+    // The owner's other key has its own buckets.
+    let resp = owner.get("/newsletter");
+    resp.expect(200);
+    assert_eq!(
+        (limits(&resp).0, limits(&resp).1),
+        (3, 1),
+        "onboarding used one"
+    );
+
+    // Counters survive a restart.
+    app.restart();
+    assert_limited(&c.api("GET", "/newsletter", &key, None), 3);
+    assert_limited(
+        &c.api(
+            "POST",
+            "/subscribers",
+            &key,
+            Some(&json!({"email": "r@example.com"})),
+        ),
+        2,
+    );
+    assert_limited(
+        &c.api(
+            "POST",
+            "/subscribers/bulk_create",
+            &key,
+            Some(&json!({"subscribers": []})),
+        ),
+        1,
+    );
+    let resp = owner.get("/newsletter");
+    assert_eq!((limits(&resp).0, limits(&resp).1), (3, 0));
+    assert_limited(&owner.get("/newsletter"), 3);
+}
+
+#[test]
+fn api_limits_headers_on_every_answer() {
+    let app = spawn_app();
+    let owner = onboard(&app, "Header Hub");
+    let s = owner.post("/subscribers", &json!({"email": "h@example.com"}));
+    assert_eq!(limits(&s).0, 100, "write default");
+    let cases = [
+        owner.get("/newsletter"),
+        owner.get("/issues?per_page=0"),
+        owner.get("/issues/424242"),
+        owner.get("/no/such/path"),
+        owner.api("PUT", "/issues", None),
+        owner.client.api_raw(
+            "POST",
+            "/issues",
+            &owner.key,
+            "application/json",
+            b"{".to_vec(),
+        ),
+        owner.post("/issues", &json!({"issue": {}})),
+        owner.delete("/subscribers/424242"),
+    ];
+    for resp in &cases {
+        let (limit, remaining, _) = limits(resp);
+        assert!(limit == 1000 || limit == 100, "{limit}");
+        assert!(remaining < limit);
+    }
+    assert_eq!(limits(&cases[0]).0, 1000, "GET default");
+    let bulk = owner.post("/subscribers/bulk_create", &json!({"subscribers": []}));
+    assert_eq!(limits(&bulk), (10, 9, limits(&bulk).2), "bulk default");
+}
