@@ -4,6 +4,7 @@ use poem::web::Data;
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, Object, OpenApi, Tags};
 
+use super::common::Text;
 use super::{ApiError, ApiKeyAuth, Principal, State};
 use crate::domain::newsletters::{self, Newsletter};
 use crate::domain::stats;
@@ -89,10 +90,10 @@ pub enum NewsletterResponse {
 /// Fields `PATCH /newsletter` may change; absent fields stay as they are.
 #[derive(Debug, Object)]
 pub struct NewsletterPatch {
-    pub name: Option<String>,
-    pub tagline: Option<String>,
-    pub sender_name: Option<String>,
-    pub sender_email: Option<String>,
+    pub name: Option<Text>,
+    pub tagline: Option<Text>,
+    pub sender_name: Option<Text>,
+    pub sender_email: Option<Text>,
 }
 
 #[derive(Debug, Object)]
@@ -239,10 +240,10 @@ impl NewsletterApi {
         let id = p.newsletter_id;
         let Json(patch) = body;
         let changes = newsletters::Details {
-            name: patch.name,
-            tagline: patch.tagline,
-            sender_name: patch.sender_name,
-            sender_email: patch.sender_email,
+            name: patch.name.map(String::from),
+            tagline: patch.tagline.map(String::from),
+            sender_name: patch.sender_name.map(String::from),
+            sender_email: patch.sender_email.map(String::from),
         };
         let loaded = state
             .db

@@ -223,6 +223,15 @@ fn api_issues_list_pagination_filters_and_order() {
     );
     let exact = owner.get("/issues?per_page=27").json();
     assert_eq!(exact["meta"]["has_more"], false, "exactly one full page");
+    let far = owner.get("/issues?page=99999999999999999999999").json();
+    assert_eq!(
+        far["issues"],
+        json!([]),
+        "a huge page is past the end, not an error"
+    );
+    assert_eq!(far["meta"]["has_more"], false);
+    let huge = owner.get("/issues?per_page=99999999999999999999").json();
+    assert_eq!(huge["meta"]["per_page"], 100);
     let capped = owner.get("/issues?per_page=1000").json();
     assert_eq!(capped["meta"]["per_page"], 100, "per_page is capped at 100");
     assert_eq!(capped["issues"].as_array().unwrap().len(), 27);
