@@ -361,6 +361,11 @@ fn api_errors_unknown_paths_methods_and_big_bodies() {
             Some(true)
         );
     }
+    // Only version 1 exists; other versions are unknown API paths too.
+    for path in ["/api/v2/newsletter", "/api", "/api/v0/issues"] {
+        let resp = owner.client.get(path);
+        assert_eq!(resp.error_code(404), "not_found", "{path}");
+    }
     for (method, path) in [
         ("DELETE", "/newsletter"),
         ("POST", "/newsletter"),
