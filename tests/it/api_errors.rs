@@ -411,3 +411,96 @@ fn api_errors_unknown_paths_methods_and_big_bodies() {
     // The server is still fine.
     owner.get("/newsletter").expect(200);
 }
+
+#[test]
+fn api_errors_every_endpoint_needs_a_key() {
+    let app = spawn_app();
+    let owner = onboard(&app, "Locked Door");
+    let s = owner
+        .post("/subscribers", &json!({"email": "k@example.com"}))
+        .json();
+    let i = owner
+        .post("/issues", &json!({"issue": {"subject": "K"}}))
+        .json();
+    let (sid, iid) = (s["id"].as_i64().unwrap(), i["id"].as_i64().unwrap());
+    let before = snapshot(&app);
+    let anonymous = app.client();
+    let calls: Vec<(&str, String, Option<Value>)> = vec![
+        ("GET", "/newsletter".into(), None),
+        ("PATCH", "/newsletter".into(), Some(json!({"name": "X"}))),
+        ("GET", "/newsletter/stats".into(), None),
+        ("GET", "/issues".into(), None),
+        (
+            "POST",
+            "/issues".into(),
+            Some(json!({"issue": {"subject": "X"}})),
+        ),
+        ("GET", format!("/issues/{iid}"), None),
+        (
+            "PATCH",
+            format!("/issues/{iid}"),
+            Some(json!({"issue": {"subject": "X"}})),
+        ),
+        ("DELETE", format!("/issues/{iid}"), None),
+        ("POST", format!("/issues/{iid}/send_now"), Some(json!({}))),
+        ("POST", format!("/issues/{iid}/publish"), Some(json!({}))),
+        ("GET", "/subscribers".into(), None),
+        (
+            "POST",
+            "/subscribers".into(),
+            Some(json!({"email": "x@example.com"})),
+        ),
+        ("GET", format!("/subscribers/{sid}"), None),
+        (
+            "PATCH",
+            format!("/subscribers/{sid}"),
+            Some(json!({"subscriber": {"name": "X"}})),
+        ),
+        ("DELETE", format!("/subscribers/{sid}"), None),
+        (
+            "POST",
+            format!("/subscribers/{sid}/add_tag"),
+            Some(json!({"tag": "x"})),
+        ),
+        (
+            "DELETE",
+            format!("/subscribers/{sid}/remove_tag?tag=x"),
+            None,
+        ),
+        (
+            "POST",
+            "/subscribers/bulk_create".into(),
+            Some(json!({"subscribers": [{"email": "y@example.com"}]})),
+        ),
+    ];
+    for (method, path, body) in &calls {
+        let body = body
+            .as_ref()
+            .map(|b| ("application/json", serde_json::to_vec(b).unwrap()));
+        let none = anonymous
+            .request(method, &format!("/api/v1{path}"), &[], body.clone())
+            .unwrap();
+        assert_eq!(none.error_code(401), "unauthorized", "{method} {path}");
+        for auth in [
+            "Bearer",
+            "Bearer ",
+            "Basic dXNlcjpwYXNz",
+            &format!("Token {}", owner.key),
+        ] {
+            let resp = anonymous
+                .request(
+                    method,
+                    &format!("/api/v1{path}"),
+                    &[("Authorization", auth)],
+                    body.clone(),
+                )
+                .unwrap();
+            assert_eq!(
+                resp.error_code(401),
+                "unauthorized",
+                "{method} {path} {auth}"
+            );
+        }
+    }
+    assert_eq!(snapshot(&app), before);
+}

@@ -668,3 +668,39 @@ fn api_issues_publish() {
         "no_content"
     );
 }
+
+#[test]
+fn api_issues_concurrent_send_now_queues_once() {
+    let app = spawn_app();
+    let owner = onboard_paid(&app, "Race Report");
+    owner
+        .post("/subscribers", &json!({"email": "r@example.com"}))
+        .expect(201);
+    let issue = create_issue(
+        &owner,
+        json!({"subject": "Once", "status": "approved", "content_markdown": "x"}),
+    );
+    let path = format!("/issues/{}/send_now", issue["id"]);
+    let jobs_before = app.count("SELECT count(*) FROM jobs WHERE kind != 'send_mail'");
+    let statuses: Vec<u16> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..6)
+            .map(|_| s.spawn(|| owner.post(&path, &json!({})).status))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 200).count(),
+        1,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 422).count(),
+        5,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM jobs WHERE kind != 'send_mail'"),
+        jobs_before + 1,
+        "one send job"
+    );
+}

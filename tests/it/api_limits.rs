@@ -208,3 +208,27 @@ fn api_limits_headers_on_every_answer() {
     let bulk = owner.post("/subscribers/bulk_create", &json!({"subscribers": []}));
     assert_eq!(limits(&bulk), (10, 9, limits(&bulk).2), "bulk default");
 }
+
+#[test]
+fn api_limits_hold_under_concurrent_requests() {
+    away_from_the_hour_boundary();
+    let app = spawn_app_with(&["--rate-limit-get", "5"]);
+    let owner = onboard(&app, "Rush Hour");
+    let key = create_api_key(&owner.client, owner.newsletter_id, &["read"]);
+    let statuses: Vec<u16> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..12)
+            .map(|_| s.spawn(|| owner.client.api("GET", "/subscribers", &key, None).status))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 200).count(),
+        5,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 429).count(),
+        7,
+        "{statuses:?}"
+    );
+}
