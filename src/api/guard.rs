@@ -112,12 +112,12 @@ pub async fn guard<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Re
             },
         )
         .await;
-    let (principal, window) = match checked {
-        Ok((principal, window, Ok(()))) => (principal, window),
+    let refused = match checked {
+        Ok((principal, window, Ok(()))) => Ok((principal, window)),
         Ok((_, window, Err(refusal))) => {
             let mut response = ApiError::from(refusal).into_response();
             limit_headers(&mut response, &window);
-            return Ok(response);
+            Err(response)
         }
         Err(DomainError::RateLimited(window)) => {
             let mut response = ApiError::from(DomainError::RateLimited(window)).into_response();
@@ -125,9 +125,18 @@ pub async fn guard<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Re
             response
                 .headers_mut()
                 .insert("Retry-After", HeaderValue::from(window.retry_after));
+            Err(response)
+        }
+        Err(e) => Err(ApiError::from(e).into_response()),
+    };
+    let (principal, window) = match refused {
+        Ok(allowed) => allowed,
+        Err(response) => {
+            // Read (and drop) the upload first, bounded like any body, so a client still
+            // sending gets this 401/403/429 rather than a reset connection.
+            let _ = read_bounded(req.take_body()).await;
             return Ok(response);
         }
-        Err(e) => return Ok(ApiError::from(e).into_response()),
     };
     // Read the body here, bounded, so no operation ever buffers more than the limit (a
     // missing Content-Length or a chunked upload included).

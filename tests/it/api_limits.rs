@@ -232,3 +232,32 @@ fn api_limits_hold_under_concurrent_requests() {
         "{statuses:?}"
     );
 }
+
+#[test]
+fn api_limits_refusals_reach_clients_still_uploading() {
+    away_from_the_hour_boundary();
+    let app = spawn_app_with(&["--rate-limit-bulk", "1"]);
+    let owner = onboard(&app, "Big Uploads");
+    // Just under the 2 MiB limit: the server answers before it needs the body, and must
+    // still let the client finish sending so the client reads the answer.
+    let big = format!(
+        r#"{{"subscribers": [], "padding": "{}"}}"#,
+        "x".repeat(2_000_000)
+    )
+    .into_bytes();
+    let c = &owner.client;
+    let bulk = |key: &str| {
+        c.request(
+            "POST",
+            "/api/v1/subscribers/bulk_create",
+            &[("Authorization", &format!("Bearer {key}"))],
+            Some(("application/json", big.clone())),
+        )
+        .expect("an HTTP answer, not a broken connection")
+    };
+    bulk(&owner.key).expect(200);
+    assert_limited(&bulk(&owner.key), 1);
+    assert_eq!(bulk("wrong-key").error_code(401), "unauthorized");
+    let read_only = create_api_key(&owner.client, owner.newsletter_id, &["read"]);
+    assert_eq!(bulk(&read_only).error_code(403), "forbidden");
+}
