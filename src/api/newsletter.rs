@@ -207,7 +207,29 @@ fn envelope(state: &State, (n, counts): (Newsletter, (i64, i64))) -> NewsletterR
 
 pub struct NewsletterApi;
 
-#[OpenApi(tag = "ApiTags::Newsletter")]
+#[OpenApi(
+    tag = "ApiTags::Newsletter",
+    response_header(
+        name = "X-RateLimit-Limit",
+        ty = "Option<u32>",
+        description = "Requests allowed per hour in the bucket this request counted in (GET, writes or bulk); absent on 401"
+    ),
+    response_header(
+        name = "X-RateLimit-Remaining",
+        ty = "Option<u32>",
+        description = "Requests left in the bucket this hour; absent on 401"
+    ),
+    response_header(
+        name = "X-RateLimit-Reset",
+        ty = "Option<i64>",
+        description = "Unix seconds at which the hourly window ends; absent on 401"
+    ),
+    response_header(
+        name = "Retry-After",
+        ty = "Option<i64>",
+        description = "On 429 only: seconds until the window ends"
+    )
+)]
 impl NewsletterApi {
     /// The newsletter this API key belongs to.
     #[oai(path = "/newsletter", method = "get", operation_id = "getNewsletter")]

@@ -166,7 +166,29 @@ pub enum BulkResponse {
 
 pub struct SubscribersApi;
 
-#[OpenApi(tag = "ApiTags::Subscribers")]
+#[OpenApi(
+    tag = "ApiTags::Subscribers",
+    response_header(
+        name = "X-RateLimit-Limit",
+        ty = "Option<u32>",
+        description = "Requests allowed per hour in the bucket this request counted in (GET, writes or bulk); absent on 401"
+    ),
+    response_header(
+        name = "X-RateLimit-Remaining",
+        ty = "Option<u32>",
+        description = "Requests left in the bucket this hour; absent on 401"
+    ),
+    response_header(
+        name = "X-RateLimit-Reset",
+        ty = "Option<i64>",
+        description = "Unix seconds at which the hourly window ends; absent on 401"
+    ),
+    response_header(
+        name = "Retry-After",
+        ty = "Option<i64>",
+        description = "On 429 only: seconds until the window ends"
+    )
+)]
 impl SubscribersApi {
     /// Subscribers, newest first.
     #[oai(

@@ -117,6 +117,20 @@ fn fits(doc: &Value, method: &str, path: &str, resp: &Resp) {
     );
     let mut problems = Vec::new();
     check(doc, schema, &resp.json(), "$", &mut problems);
+    let documented = response["headers"].as_object().cloned().unwrap_or_default();
+    for (name, header) in &documented {
+        let required = header["required"] == json!(true)
+            || resp.status != 401 && name.to_lowercase().starts_with("x-ratelimit");
+        if required && resp.header(name).is_none() {
+            problems.push(format!("header {name} missing"));
+        }
+        if let Some(value) = resp.header(name)
+            && header["schema"]["type"] == "integer"
+            && value.parse::<i64>().is_err()
+        {
+            problems.push(format!("header {name}: {value} is not an integer"));
+        }
+    }
     assert!(
         problems.is_empty(),
         "{method} {path} {}: {problems:#?}\n{}",
@@ -189,6 +203,23 @@ fn api_openapi_document_describes_the_interface() {
                     responses.contains_key(status),
                     "{m} {path} documents {status}"
                 );
+            }
+            for (status, response) in responses {
+                let headers: Vec<String> = response["headers"]
+                    .as_object()
+                    .map(|h| h.keys().map(|k| k.to_lowercase()).collect())
+                    .unwrap_or_default();
+                for name in [
+                    "x-ratelimit-limit",
+                    "x-ratelimit-remaining",
+                    "x-ratelimit-reset",
+                    "retry-after",
+                ] {
+                    assert!(
+                        headers.iter().any(|h| h == name),
+                        "{m} {path} {status} documents {name}: {headers:?}"
+                    );
+                }
             }
         }
         let extra: Vec<&String> = item
