@@ -479,6 +479,27 @@ fn api_issues_update_and_delete_follow_the_state_rules() {
     assert_eq!(sent["subject"], "Renamed");
     assert_timestamp(&sent["sent_at"]);
 
+    // A sent issue can be published; the answer shows it still sent.
+    let resp = owner.post(&format!("{path}/publish"), &json!({}));
+    resp.expect(200);
+    let published = resp.json();
+    assert_eq!(published["issue"]["status"], "sent");
+    assert_eq!(
+        published["web_url"],
+        format!("http://{}.{}/p/renamed", owner.subdomain, app.public_host)
+    );
+    let payload: String = app
+        .db()
+        .query_row(
+            "SELECT payload FROM events WHERE kind = 'issue.published'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let payload: Value = serde_json::from_str(&payload).unwrap();
+    assert_eq!(payload["data"]["status"], "published", "{payload}");
+    assert_eq!(payload["data"]["issue_id"], id);
+
     // Drafts delete with 204 and are gone.
     let gone = create_issue(
         &owner,

@@ -255,6 +255,87 @@ fn api_openapi_document_describes_the_interface() {
         }
     }
 
+    // Request bodies name the contract's fields.
+    let body_fields = |method: &str, path: &str, wrapper: Option<&str>| -> Vec<String> {
+        let content = &doc["paths"][path][method]["requestBody"]["content"];
+        let media = content
+            .as_object()
+            .and_then(|c| c.values().next())
+            .unwrap_or_else(|| panic!("{method} {path}: no request body"));
+        let mut schema = resolve(&doc, &media["schema"]);
+        if let Some(w) = wrapper {
+            schema = resolve(&doc, &schema["properties"][w]);
+            if let Some(all) = schema["allOf"].as_array() {
+                schema = resolve(&doc, &all[0]);
+            }
+        }
+        schema["properties"]
+            .as_object()
+            .unwrap_or_else(|| panic!("{method} {path}: no properties in {schema}"))
+            .keys()
+            .cloned()
+            .collect()
+    };
+    for (method, path, wrapper, fields) in [
+        (
+            "patch",
+            "/newsletter",
+            None,
+            &["name", "tagline", "sender_name", "sender_email"][..],
+        ),
+        (
+            "post",
+            "/issues",
+            Some("issue"),
+            &[
+                "subject",
+                "content_markdown",
+                "scheduled_for",
+                "status",
+                "articles",
+            ][..],
+        ),
+        (
+            "patch",
+            "/issues/{id}",
+            Some("issue"),
+            &[
+                "subject",
+                "content_markdown",
+                "scheduled_for",
+                "status",
+                "articles",
+            ][..],
+        ),
+        (
+            "post",
+            "/subscribers",
+            None,
+            &["email", "name", "tags", "subscriber"][..],
+        ),
+        (
+            "patch",
+            "/subscribers/{id}",
+            Some("subscriber"),
+            &["status", "name"][..],
+        ),
+        ("post", "/subscribers/{id}/add_tag", None, &["tag"][..]),
+        (
+            "post",
+            "/subscribers/bulk_create",
+            None,
+            &["subscribers"][..],
+        ),
+    ] {
+        let got = body_fields(method, path, wrapper);
+        for f in fields {
+            assert!(
+                got.iter().any(|g| g == f),
+                "{method} {path} body has {f}: {got:?}"
+            );
+        }
+    }
+
     // The CLI prints the same document.
     let (code, out, err) = app.cli(&["openapi"]);
     assert_eq!(code, 0, "{err}");
