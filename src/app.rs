@@ -127,6 +127,7 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
                 poem::post(crate::api::bounces::report_with_token),
             )
             .nest("/api/v1", crate::api::routes())
+            .nest("/api", crate::api::other_versions())
             .nest("/", crate::web::routes())
             .map_to_response()
             .boxed();

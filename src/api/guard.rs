@@ -46,6 +46,33 @@ fn limit_headers(response: &mut Response, window: &Window) {
     headers.insert("X-RateLimit-Reset", HeaderValue::from(window.reset_at));
 }
 
+/// How much of an oversized body is read (and dropped) before answering 413, so that a
+/// client still writing its upload gets the answer rather than a reset connection.
+const DRAIN_LIMIT: usize = 4 * super::BODY_LIMIT;
+
+/// The body if it is at most [`super::BODY_LIMIT`] bytes, `None` if it is larger (a missing
+/// Content-Length or a chunked upload included: nothing past the limit is kept).
+async fn read_bounded(body: poem::Body) -> std::io::Result<Option<Vec<u8>>> {
+    use tokio::io::AsyncReadExt;
+    let mut reader = body.into_async_read();
+    let mut kept = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut total = 0usize;
+    loop {
+        let n = reader.read(&mut chunk).await?;
+        if n == 0 {
+            break;
+        }
+        total += n;
+        if total <= super::BODY_LIMIT {
+            kept.extend_from_slice(&chunk[..n]);
+        } else if total > DRAIN_LIMIT {
+            break;
+        }
+    }
+    Ok((total <= super::BODY_LIMIT).then_some(kept))
+}
+
 /// Authenticates and counts the request, then runs the operation.
 pub async fn guard<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Response> {
     let state: Arc<AppState> = req
@@ -85,12 +112,12 @@ pub async fn guard<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Re
             },
         )
         .await;
-    let (principal, window) = match checked {
-        Ok((principal, window, Ok(()))) => (principal, window),
+    let refused = match checked {
+        Ok((principal, window, Ok(()))) => Ok((principal, window)),
         Ok((_, window, Err(refusal))) => {
             let mut response = ApiError::from(refusal).into_response();
             limit_headers(&mut response, &window);
-            return Ok(response);
+            Err(response)
         }
         Err(DomainError::RateLimited(window)) => {
             let mut response = ApiError::from(DomainError::RateLimited(window)).into_response();
@@ -98,17 +125,38 @@ pub async fn guard<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Re
             response
                 .headers_mut()
                 .insert("Retry-After", HeaderValue::from(window.retry_after));
+            Err(response)
+        }
+        Err(e) => Err(ApiError::from(e).into_response()),
+    };
+    let (principal, window) = match refused {
+        Ok(allowed) => allowed,
+        Err(response) => {
+            // Read (and drop) the upload first, bounded like any body, so a client still
+            // sending gets this 401/403/429 rather than a reset connection.
+            let _ = read_bounded(req.take_body()).await;
             return Ok(response);
         }
-        Err(e) => return Ok(ApiError::from(e).into_response()),
     };
     // Read the body here, bounded, so no operation ever buffers more than the limit (a
     // missing Content-Length or a chunked upload included).
     let body = req.take_body();
-    match body.into_bytes_limit(super::BODY_LIMIT).await {
-        Ok(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => req.set_body(bytes),
-        Ok(bytes) => {
-            if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
+    match read_bounded(body).await {
+        Ok(Some(bytes)) if bytes.iter().all(u8::is_ascii_whitespace) => {
+            // No body: operations that need one see JSON `null` and answer 422, whatever
+            // Content-Type said; those that take none ignore it.
+            req.headers_mut()
+                .insert("Content-Type", HeaderValue::from_static("application/json"));
+            req.set_body(bytes)
+        }
+        Ok(Some(bytes)) => {
+            // JSON text is UTF-8 (RFC 8259); serde skips ignored strings unchecked.
+            let parsed = std::str::from_utf8(&bytes)
+                .map_err(|e| e.to_string())
+                .and_then(|text| {
+                    serde_json::from_str::<serde::de::IgnoredAny>(text).map_err(|e| e.to_string())
+                });
+            if let Err(e) = parsed {
                 let mut response = ApiError::bad_request(
                     "invalid_json",
                     format!("The body is not valid JSON: {e}"),
@@ -122,7 +170,7 @@ pub async fn guard<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Re
                 .insert("Content-Type", HeaderValue::from_static("application/json"));
             req.set_body(bytes)
         }
-        Err(poem::error::ReadBodyError::PayloadTooLarge) => {
+        Ok(None) => {
             let mut response = ApiError::payload_too_large().into_response();
             limit_headers(&mut response, &window);
             return Ok(response);

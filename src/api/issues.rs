@@ -6,7 +6,7 @@ use poem_openapi::payload::Json;
 use poem_openapi::types::MaybeUndefined;
 use poem_openapi::{ApiResponse, Object, OpenApi, Tags};
 
-use super::common::{ListMeta, parse_id};
+use super::common::{ListMeta, Text, parse_id};
 use super::{ApiError, ApiKeyAuth, Principal, State};
 use crate::domain::issues::{self, ArticleInput, Issue, IssueInput};
 use crate::domain::newsletters;
@@ -37,14 +37,19 @@ pub struct IssueObject {
     pub subject: String,
     /// `draft`, `scheduled`, `approved`, `sending` or `sent`.
     pub status: String,
+    #[oai(nullable)]
     pub scheduled_for: Option<String>,
+    #[oai(nullable)]
     pub sent_at: Option<String>,
     pub articles_count: i64,
     /// Slug of the public address `/p/<path>`; fixed once published.
     pub path: String,
+    #[oai(nullable)]
     pub published_at: Option<String>,
+    #[oai(nullable)]
     pub web_url: Option<String>,
     /// Why a scheduled send could not start, if it could not.
+    #[oai(nullable)]
     pub last_error: Option<String>,
     #[oai(skip_serializing_if_is_none)]
     pub content_markdown: Option<String>,
@@ -91,22 +96,22 @@ impl IssueObject {
 /// An article as sent on create/update.
 #[derive(Debug, Object)]
 pub struct ArticleBody {
-    pub title: String,
-    pub url: String,
+    pub title: Text,
+    pub url: Text,
     #[oai(default)]
-    pub summarized_article: String,
+    pub summarized_article: Text,
 }
 
 /// Fields of an issue create or update.
 #[derive(Debug, Object)]
 pub struct IssueFields {
     /// Required on create.
-    pub subject: Option<String>,
-    pub content_markdown: Option<String>,
+    pub subject: Option<Text>,
+    pub content_markdown: Option<Text>,
     /// ISO 8601 date-time; null clears it.
-    pub scheduled_for: MaybeUndefined<String>,
+    pub scheduled_for: MaybeUndefined<Text>,
     /// `draft` (default), `scheduled` or `approved`; null leaves the status as it is.
-    pub status: MaybeUndefined<String>,
+    pub status: MaybeUndefined<Text>,
     /// Replaces the issue's articles; `position` follows the array order.
     pub articles: Option<Vec<ArticleBody>>,
 }
@@ -119,20 +124,20 @@ pub struct IssueBody {
 impl From<IssueFields> for IssueInput {
     fn from(f: IssueFields) -> Self {
         IssueInput {
-            subject: f.subject,
-            content_markdown: f.content_markdown,
-            status: f.status.take(),
+            subject: f.subject.map(String::from),
+            content_markdown: f.content_markdown.map(String::from),
+            status: f.status.take().map(String::from),
             scheduled_for: match f.scheduled_for {
                 MaybeUndefined::Undefined => None,
                 MaybeUndefined::Null => Some(None),
-                MaybeUndefined::Value(v) => Some(Some(v)),
+                MaybeUndefined::Value(v) => Some(Some(v.0)),
             },
             articles: f.articles.map(|list| {
                 list.into_iter()
                     .map(|a| ArticleInput {
-                        title: a.title,
-                        url: a.url,
-                        summarized_article: a.summarized_article,
+                        title: a.title.0,
+                        url: a.url.0,
+                        summarized_article: a.summarized_article.0,
                     })
                     .collect()
             }),
@@ -213,7 +218,29 @@ fn with_url(
 
 pub struct IssuesApi;
 
-#[OpenApi(tag = "ApiTags::Issues")]
+#[OpenApi(
+    tag = "ApiTags::Issues",
+    response_header(
+        name = "X-RateLimit-Limit",
+        ty = "Option<u32>",
+        description = "Requests allowed per hour in the bucket this request counted in (GET, writes or bulk); absent on 401"
+    ),
+    response_header(
+        name = "X-RateLimit-Remaining",
+        ty = "Option<u32>",
+        description = "Requests left in the bucket this hour; absent on 401"
+    ),
+    response_header(
+        name = "X-RateLimit-Reset",
+        ty = "Option<i64>",
+        description = "Unix seconds at which the hourly window ends; absent on 401"
+    ),
+    response_header(
+        name = "Retry-After",
+        ty = "Option<i64>",
+        description = "On 429 only: seconds until the window ends"
+    )
+)]
 impl IssuesApi {
     /// Issues, newest first.
     #[oai(path = "/issues", method = "get", operation_id = "listIssues")]

@@ -74,3 +74,12 @@ pub fn routes() -> impl Endpoint {
         .nest("/", service.around(guard::guard))
         .catch_all_error(|err| async move { error::into_json_response(err) })
 }
+
+/// Anything under `/api` outside `/api/v1` (another version, a typo): the same JSON 404 as an
+/// unknown path inside it. Only version 1 exists.
+pub fn other_versions() -> impl Endpoint {
+    poem::endpoint::make_sync(|_| {
+        use poem::IntoResponse;
+        ApiError::not_found("No such API endpoint: only /api/v1 exists").into_response()
+    })
+}

@@ -4,6 +4,7 @@ use poem::web::Data;
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, Object, OpenApi, Tags};
 
+use super::common::Text;
 use super::{ApiError, ApiKeyAuth, Principal, State};
 use crate::domain::newsletters::{self, Newsletter};
 use crate::domain::stats;
@@ -89,10 +90,10 @@ pub enum NewsletterResponse {
 /// Fields `PATCH /newsletter` may change; absent fields stay as they are.
 #[derive(Debug, Object)]
 pub struct NewsletterPatch {
-    pub name: Option<String>,
-    pub tagline: Option<String>,
-    pub sender_name: Option<String>,
-    pub sender_email: Option<String>,
+    pub name: Option<Text>,
+    pub tagline: Option<Text>,
+    pub sender_name: Option<Text>,
+    pub sender_email: Option<Text>,
 }
 
 #[derive(Debug, Object)]
@@ -206,7 +207,29 @@ fn envelope(state: &State, (n, counts): (Newsletter, (i64, i64))) -> NewsletterR
 
 pub struct NewsletterApi;
 
-#[OpenApi(tag = "ApiTags::Newsletter")]
+#[OpenApi(
+    tag = "ApiTags::Newsletter",
+    response_header(
+        name = "X-RateLimit-Limit",
+        ty = "Option<u32>",
+        description = "Requests allowed per hour in the bucket this request counted in (GET, writes or bulk); absent on 401"
+    ),
+    response_header(
+        name = "X-RateLimit-Remaining",
+        ty = "Option<u32>",
+        description = "Requests left in the bucket this hour; absent on 401"
+    ),
+    response_header(
+        name = "X-RateLimit-Reset",
+        ty = "Option<i64>",
+        description = "Unix seconds at which the hourly window ends; absent on 401"
+    ),
+    response_header(
+        name = "Retry-After",
+        ty = "Option<i64>",
+        description = "On 429 only: seconds until the window ends"
+    )
+)]
 impl NewsletterApi {
     /// The newsletter this API key belongs to.
     #[oai(path = "/newsletter", method = "get", operation_id = "getNewsletter")]
@@ -239,10 +262,10 @@ impl NewsletterApi {
         let id = p.newsletter_id;
         let Json(patch) = body;
         let changes = newsletters::Details {
-            name: patch.name,
-            tagline: patch.tagline,
-            sender_name: patch.sender_name,
-            sender_email: patch.sender_email,
+            name: patch.name.map(String::from),
+            tagline: patch.tagline.map(String::from),
+            sender_name: patch.sender_name.map(String::from),
+            sender_email: patch.sender_email.map(String::from),
         };
         let loaded = state
             .db

@@ -6,7 +6,7 @@ use poem_openapi::payload::Json;
 use poem_openapi::types::MaybeUndefined;
 use poem_openapi::{ApiResponse, Object, OpenApi, Tags};
 
-use super::common::{ListMeta, parse_id};
+use super::common::{ListMeta, Text, parse_id};
 use super::{ApiError, ApiKeyAuth, Principal, State};
 use crate::domain::pagination::Page;
 use crate::domain::subscribers::{self, Changes, Filter, NewSubscriber, Subscriber};
@@ -21,11 +21,13 @@ enum ApiTags {
 pub struct SubscriberObject {
     pub id: i64,
     pub email: String,
+    #[oai(nullable)]
     pub name: Option<String>,
     /// `active`, `unsubscribed` or `bounced`.
     pub status: String,
     pub tags: Vec<String>,
     pub subscribed_at: String,
+    #[oai(nullable)]
     pub unsubscribed_at: Option<String>,
     pub created_at: String,
     pub updated_at: String,
@@ -51,27 +53,32 @@ impl From<Subscriber> for SubscriberObject {
 #[derive(Debug, Object)]
 pub struct SubscriberFields {
     /// Required; trimmed and lowercased.
-    pub email: Option<String>,
-    pub name: Option<String>,
+    pub email: Option<Text>,
+    pub name: Option<Text>,
     /// Tags of 1-50 characters.
-    pub tags: Option<Vec<String>>,
+    pub tags: Option<Vec<Text>>,
 }
 
 /// `{email, name?, tags?}`, or the same inside `{"subscriber": {...}}`.
 #[derive(Debug, Object)]
 pub struct CreateBody {
-    pub email: Option<String>,
-    pub name: Option<String>,
-    pub tags: Option<Vec<String>>,
+    pub email: Option<Text>,
+    pub name: Option<Text>,
+    pub tags: Option<Vec<Text>>,
     pub subscriber: Option<SubscriberFields>,
 }
 
 impl From<SubscriberFields> for NewSubscriber {
     fn from(f: SubscriberFields) -> Self {
         NewSubscriber {
-            email: f.email.unwrap_or_default(),
-            name: f.name,
-            tags: f.tags.unwrap_or_default(),
+            email: f.email.map(String::from).unwrap_or_default(),
+            name: f.name.map(String::from),
+            tags: f
+                .tags
+                .unwrap_or_default()
+                .into_iter()
+                .map(String::from)
+                .collect(),
         }
     }
 }
@@ -79,9 +86,9 @@ impl From<SubscriberFields> for NewSubscriber {
 #[derive(Debug, Object)]
 pub struct UpdateFields {
     /// `active` or `unsubscribed`.
-    pub status: Option<String>,
+    pub status: Option<Text>,
     /// null clears the name.
-    pub name: MaybeUndefined<String>,
+    pub name: MaybeUndefined<Text>,
 }
 
 #[derive(Debug, Object)]
@@ -91,7 +98,7 @@ pub struct UpdateBody {
 
 #[derive(Debug, Object)]
 pub struct TagBody {
-    pub tag: String,
+    pub tag: Text,
 }
 
 #[derive(Debug, Object)]
@@ -159,7 +166,29 @@ pub enum BulkResponse {
 
 pub struct SubscribersApi;
 
-#[OpenApi(tag = "ApiTags::Subscribers")]
+#[OpenApi(
+    tag = "ApiTags::Subscribers",
+    response_header(
+        name = "X-RateLimit-Limit",
+        ty = "Option<u32>",
+        description = "Requests allowed per hour in the bucket this request counted in (GET, writes or bulk); absent on 401"
+    ),
+    response_header(
+        name = "X-RateLimit-Remaining",
+        ty = "Option<u32>",
+        description = "Requests left in the bucket this hour; absent on 401"
+    ),
+    response_header(
+        name = "X-RateLimit-Reset",
+        ty = "Option<i64>",
+        description = "Unix seconds at which the hourly window ends; absent on 401"
+    ),
+    response_header(
+        name = "Retry-After",
+        ty = "Option<i64>",
+        description = "On 429 only: seconds until the window ends"
+    )
+)]
 impl SubscribersApi {
     /// Subscribers, newest first.
     #[oai(
@@ -274,11 +303,11 @@ impl SubscribersApi {
         let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
         let fields = body.0.subscriber;
         let changes = Changes {
-            status: fields.status,
+            status: fields.status.map(String::from),
             name: match fields.name {
                 MaybeUndefined::Undefined => None,
                 MaybeUndefined::Null => Some(None),
-                MaybeUndefined::Value(v) => Some(Some(v)),
+                MaybeUndefined::Value(v) => Some(Some(v.0)),
             },
         };
         let s = state
@@ -323,7 +352,7 @@ impl SubscribersApi {
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
     ) -> Result<SubscriberResponse, ApiError> {
-        let (nid, id, tag) = (p.newsletter_id, parse_id(&id.0)?, body.0.tag);
+        let (nid, id, tag) = (p.newsletter_id, parse_id(&id.0)?, body.0.tag.0);
         let s = state
             .db
             .run(move |conn| subscribers::add_tag(conn, nid, id, &tag))

@@ -184,6 +184,8 @@ impl From<rusqlite::Error> for DomainError {
 pub type DomainResult<T> = Result<T, DomainError>;
 
 /// Trims a text field and checks its length in characters; `required` refuses empty.
+/// Control characters other than line breaks and tabs are refused (they have no place in
+/// names, subjects or summaries and break the e-mail headers some of them end up in).
 pub fn clean_text(
     errors: &mut FieldErrors,
     field: &str,
@@ -199,6 +201,11 @@ pub fn clean_text(
             field,
             format!("is too long (maximum is {max_chars} characters)"),
         );
+    } else if value
+        .chars()
+        .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
+    {
+        errors.add(field, "must not contain control characters");
     }
     value
 }

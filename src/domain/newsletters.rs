@@ -470,18 +470,28 @@ pub fn update_details(
     write_tx(conn, |tx| {
         let current = get(tx, id)?;
         current.ensure_writable()?;
+        let next = (
+            name.unwrap_or_else(|| current.name.clone()),
+            tagline.unwrap_or_else(|| current.tagline.clone()),
+            sender_name.unwrap_or_else(|| current.sender_name.clone()),
+            sender_email.unwrap_or_else(|| current.sender_email.clone()),
+        );
+        if next
+            == (
+                current.name.clone(),
+                current.tagline.clone(),
+                current.sender_name.clone(),
+                current.sender_email.clone(),
+            )
+        {
+            // Nothing changes: `updated_at` stays as it is.
+            return Ok(current);
+        }
         const UPDATE: &str = "UPDATE newsletters SET name = ?2, tagline = ?3, sender_name = ?4, sender_email = ?5, updated_at = ?6
              WHERE id = ?1";
         tx.execute(
             UPDATE,
-            (
-                id,
-                name.unwrap_or(current.name),
-                tagline.unwrap_or(current.tagline),
-                sender_name.unwrap_or(current.sender_name),
-                sender_email.unwrap_or(current.sender_email),
-                clock::now_string(),
-            ),
+            (id, next.0, next.1, next.2, next.3, clock::now_string()),
         )?;
         get(tx, id)
     })

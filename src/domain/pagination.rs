@@ -22,6 +22,8 @@ impl Page {
                 None => default,
                 Some(text) => match text.parse::<u64>() {
                     Ok(n) if n >= 1 => n.min(u32::MAX as u64) as u32,
+                    // Still a positive integer, only a very large one: past every page.
+                    Err(e) if *e.kind() == std::num::IntErrorKind::PosOverflow => u32::MAX,
                     _ => {
                         errors.add(field, "must be a positive integer");
                         default
@@ -72,7 +74,7 @@ mod tests {
             }
         );
         assert_eq!(
-            Page::parse(Some("3"), Some("500")).unwrap(),
+            Page::parse(Some("3"), Some("99999999999999999999999")).unwrap(),
             Page {
                 page: 3,
                 per_page: 100

@@ -223,6 +223,15 @@ fn api_issues_list_pagination_filters_and_order() {
     );
     let exact = owner.get("/issues?per_page=27").json();
     assert_eq!(exact["meta"]["has_more"], false, "exactly one full page");
+    let far = owner.get("/issues?page=99999999999999999999999").json();
+    assert_eq!(
+        far["issues"],
+        json!([]),
+        "a huge page is past the end, not an error"
+    );
+    assert_eq!(far["meta"]["has_more"], false);
+    let huge = owner.get("/issues?per_page=99999999999999999999").json();
+    assert_eq!(huge["meta"]["per_page"], 100);
     let capped = owner.get("/issues?per_page=1000").json();
     assert_eq!(capped["meta"]["per_page"], 100, "per_page is capped at 100");
     assert_eq!(capped["issues"].as_array().unwrap().len(), 27);
@@ -470,6 +479,27 @@ fn api_issues_update_and_delete_follow_the_state_rules() {
     assert_eq!(sent["subject"], "Renamed");
     assert_timestamp(&sent["sent_at"]);
 
+    // A sent issue can be published; the answer shows it still sent.
+    let resp = owner.post(&format!("{path}/publish"), &json!({}));
+    resp.expect(200);
+    let published = resp.json();
+    assert_eq!(published["issue"]["status"], "sent");
+    assert_eq!(
+        published["web_url"],
+        format!("http://{}.{}/p/renamed", owner.subdomain, app.public_host)
+    );
+    let payload: String = app
+        .db()
+        .query_row(
+            "SELECT payload FROM events WHERE kind = 'issue.published'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let payload: Value = serde_json::from_str(&payload).unwrap();
+    assert_eq!(payload["data"]["status"], "published", "{payload}");
+    assert_eq!(payload["data"]["issue_id"], id);
+
     // Drafts delete with 204 and are gone.
     let gone = create_issue(
         &owner,
@@ -657,5 +687,148 @@ fn api_issues_publish() {
             .post(&format!("/issues/{}/publish", empty["id"]), &json!({}))
             .error_code(422),
         "no_content"
+    );
+}
+
+#[test]
+fn api_issues_concurrent_send_now_queues_once() {
+    let app = spawn_app();
+    let owner = onboard_paid(&app, "Race Report");
+    owner
+        .post("/subscribers", &json!({"email": "r@example.com"}))
+        .expect(201);
+    let issue = create_issue(
+        &owner,
+        json!({"subject": "Once", "status": "approved", "content_markdown": "x"}),
+    );
+    let path = format!("/issues/{}/send_now", issue["id"]);
+    let jobs_before = app.count("SELECT count(*) FROM jobs WHERE kind != 'send_mail'");
+    let statuses: Vec<u16> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..6)
+            .map(|_| s.spawn(|| owner.post(&path, &json!({})).status))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 200).count(),
+        1,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 422).count(),
+        5,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM jobs WHERE kind != 'send_mail'"),
+        jobs_before + 1,
+        "one send job"
+    );
+}
+
+#[test]
+fn api_issues_scheduled_send_starts_or_falls_back_to_approved() {
+    let app = spawn_app();
+    // Free tier: the scheduled send cannot start, the issue turns approved with the reason.
+    let owner = onboard(&app, "Clockwork");
+    owner
+        .post("/subscribers", &json!({"email": "c@example.com"}))
+        .expect(201);
+    let soon = |secs: i64| {
+        (OffsetDateTime::now_utc() + Duration::seconds(secs))
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap()
+    };
+    let held = create_issue(
+        &owner,
+        json!({"subject": "Held", "status": "scheduled", "scheduled_for": soon(2), "content_markdown": "x"}),
+    );
+    let path = format!("/issues/{}", held["id"]);
+    let issue = wait_for(
+        "the scheduled time",
+        std::time::Duration::from_secs(30),
+        || {
+            let issue = owner.get(&path).json();
+            (issue["status"] != "scheduled").then_some(issue)
+        },
+    );
+    assert_eq!(issue["status"], "approved", "{issue}");
+    let reason = issue["last_error"].as_str().unwrap_or_default();
+    assert!(reason.contains("paid"), "last_error says why: {issue}");
+
+    // Paid: it starts and ends sent; last_error is cleared by a later update.
+    let (code, out, err) = app.cli(&["tier", &owner.subdomain, "paid"]);
+    assert_eq!(code, 0, "{out} {err}");
+    let resp = owner.patch(
+        &path,
+        &json!({"issue": {"status": "scheduled", "scheduled_for": soon(2)}}),
+    );
+    resp.expect(200);
+    assert_eq!(resp.json()["last_error"], Value::Null);
+    wait_for(
+        "the scheduled send",
+        std::time::Duration::from_secs(30),
+        || (owner.get(&path).json()["status"] == "sent").then_some(()),
+    );
+    let mail = app.smtp.wait_for_message_to("c@example.com", 1);
+    assert!(
+        mail.header("Subject").unwrap_or_default().contains("Held"),
+        "the scheduled issue was mailed"
+    );
+}
+
+#[test]
+fn api_issues_unicode_round_trips_and_counts_characters() {
+    let app = spawn_app();
+    let owner = onboard(&app, "Unicode Union");
+    let subject = "Ünïcödé 🎉 日本語 e\u{301} \u{202e}rtl";
+    let created = create_issue(
+        &owner,
+        json!({"subject": subject, "content_markdown": "Ĉu vi parolas 🦀?\n\n— «quotes» ‘single’",
+            "articles": [{"title": "Ŧítłé", "url": "https://例え.jp/パス", "summarized_article": "多行\n摘要"}]}),
+    );
+    assert_eq!(created["subject"], subject);
+    let path = created["path"].as_str().unwrap();
+    assert!(
+        path.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'),
+        "{path}"
+    );
+    let shown = owner.get(&format!("/issues/{}", created["id"])).json();
+    assert_eq!(
+        shown["content_markdown"],
+        "Ĉu vi parolas 🦀?\n\n— «quotes» ‘single’"
+    );
+    assert_eq!(shown["articles"][0]["title"], "Ŧítłé");
+    assert_eq!(shown["articles"][0]["summarized_article"], "多行\n摘要");
+
+    // Limits count characters, not bytes.
+    create_issue(&owner, json!({"subject": "🦀".repeat(200)}));
+    let resp = owner.post("/issues", &json!({"issue": {"subject": "🦀".repeat(201)}}));
+    assert_eq!(resp.error_code(422), "validation_error");
+
+    let s = owner.post(
+        "/subscribers",
+        &json!({"email": "zoë@example.com", "name": "Zoë 🌸", "tags": ["日本"]}),
+    );
+    // Internationalised local parts are the address parser's call; either way a JSON answer.
+    assert!(
+        s.status == 201 || s.status == 422,
+        "{} {}",
+        s.status,
+        s.body
+    );
+    let first = usize::from(s.status == 201);
+    let s = owner.post(
+        "/subscribers",
+        &json!({"email": "zoe@example.com", "name": "Zoë 🌸", "tags": ["日本"]}),
+    );
+    s.expect(201);
+    assert_eq!(s.json()["name"], "Zoë 🌸");
+    assert_eq!(s.json()["tags"], json!(["日本"]));
+    let resp = owner.get("/subscribers?tag=%E6%97%A5%E6%9C%AC");
+    assert_eq!(
+        resp.json()["subscribers"].as_array().unwrap().len(),
+        1 + first
     );
 }

@@ -50,8 +50,17 @@ fn assert_limited(resp: &Resp, limit: i64) {
     );
 }
 
+/// Waits out the last minute of an hour, so a test's counts stay in one window.
+fn away_from_the_hour_boundary() {
+    let left = 3600 - now() % 3600;
+    if left < 60 {
+        std::thread::sleep(std::time::Duration::from_secs(left as u64 + 1));
+    }
+}
+
 #[test]
 fn api_limits_buckets_headers_and_restart() {
+    away_from_the_hour_boundary();
     let mut app = spawn_app_with(&[
         "--rate-limit-get",
         "3",
@@ -169,6 +178,7 @@ fn api_limits_buckets_headers_and_restart() {
 
 #[test]
 fn api_limits_headers_on_every_answer() {
+    away_from_the_hour_boundary();
     let app = spawn_app();
     let owner = onboard(&app, "Header Hub");
     let s = owner.post("/subscribers", &json!({"email": "h@example.com"}));
@@ -197,4 +207,57 @@ fn api_limits_headers_on_every_answer() {
     assert_eq!(limits(&cases[0]).0, 1000, "GET default");
     let bulk = owner.post("/subscribers/bulk_create", &json!({"subscribers": []}));
     assert_eq!(limits(&bulk), (10, 9, limits(&bulk).2), "bulk default");
+}
+
+#[test]
+fn api_limits_hold_under_concurrent_requests() {
+    away_from_the_hour_boundary();
+    let app = spawn_app_with(&["--rate-limit-get", "5"]);
+    let owner = onboard(&app, "Rush Hour");
+    let key = create_api_key(&owner.client, owner.newsletter_id, &["read"]);
+    let statuses: Vec<u16> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..12)
+            .map(|_| s.spawn(|| owner.client.api("GET", "/subscribers", &key, None).status))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 200).count(),
+        5,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 429).count(),
+        7,
+        "{statuses:?}"
+    );
+}
+
+#[test]
+fn api_limits_refusals_reach_clients_still_uploading() {
+    away_from_the_hour_boundary();
+    let app = spawn_app_with(&["--rate-limit-bulk", "1"]);
+    let owner = onboard(&app, "Big Uploads");
+    // Just under the 2 MiB limit: the server answers before it needs the body, and must
+    // still let the client finish sending so the client reads the answer.
+    let big = format!(
+        r#"{{"subscribers": [], "padding": "{}"}}"#,
+        "x".repeat(2_000_000)
+    )
+    .into_bytes();
+    let c = &owner.client;
+    let bulk = |key: &str| {
+        c.request(
+            "POST",
+            "/api/v1/subscribers/bulk_create",
+            &[("Authorization", &format!("Bearer {key}"))],
+            Some(("application/json", big.clone())),
+        )
+        .expect("an HTTP answer, not a broken connection")
+    };
+    bulk(&owner.key).expect(200);
+    assert_limited(&bulk(&owner.key), 1);
+    assert_eq!(bulk("wrong-key").error_code(401), "unauthorized");
+    let read_only = create_api_key(&owner.client, owner.newsletter_id, &["read"]);
+    assert_eq!(bulk(&read_only).error_code(403), "forbidden");
 }

@@ -346,3 +346,44 @@ fn api_cancelled_newsletter_is_read_only() {
     }
     assert_eq!(counts(), before, "a cancelled newsletter changes nothing");
 }
+
+#[test]
+fn api_newsletter_stats_count_real_sends() {
+    let app = spawn_app();
+    let owner = onboard_paid(&app, "Sent Stats");
+    for email in ["one@example.com", "two@example.com"] {
+        owner
+            .post("/subscribers", &json!({"email": email}))
+            .expect(201);
+    }
+    let issue = owner
+        .post(
+            "/issues",
+            &json!({"issue": {"subject": "Counted", "status": "approved", "content_markdown": "Hello"}}),
+        )
+        .json();
+    let id = issue["id"].as_i64().unwrap();
+    owner
+        .post(&format!("/issues/{id}/send_now"), &json!({}))
+        .expect(200);
+    wait_for(
+        "the issue to be sent",
+        std::time::Duration::from_secs(30),
+        || (owner.get(&format!("/issues/{id}")).json()["status"] == "sent").then_some(()),
+    );
+    let data = owner.get("/newsletter/stats").json()["data"].clone();
+    assert_eq!(data["issues"]["total"], 1);
+    assert_eq!(data["issues"]["sent_last_30_days"], 1, "{data}");
+    assert_eq!(
+        data["engagement"]["last_30_days"]["emails_sent"], 2,
+        "{data}"
+    );
+    assert_eq!(data["engagement"]["last_30_days"]["opens"], 0);
+    assert_eq!(data["engagement"]["last_30_days"]["clicks"], 0);
+    assert!(data["engagement"]["average_open_rate"].is_number());
+    let top = data["top_issues"].as_array().unwrap();
+    assert_eq!(top.len(), 1, "{data}");
+    assert_eq!(top[0]["id"], id);
+    assert_eq!(top[0]["subject"], "Counted");
+    assert!(top[0]["open_rate"].is_number() && top[0]["click_rate"].is_number());
+}

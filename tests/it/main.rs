@@ -5,9 +5,11 @@
 mod support;
 
 mod accounts;
+mod api_errors;
 mod api_issues;
 mod api_limits;
 mod api_newsletter;
+mod api_openapi;
 mod api_subscribers;
 mod browser;
 mod operator;
