@@ -97,7 +97,7 @@ pub enum SmtpConnection {
 impl SmtpConnection {
     pub async fn open(settings: &SmtpSettings) -> Result<Self, MailError> {
         let builder = settings.builder();
-        match settings.security {
+        let connection = match settings.security {
             Security::ImplicitTls => builder
                 .connect()
                 .await
@@ -112,7 +112,16 @@ impl SmtpConnection {
                     .map_err(classify),
                 Err(e) => Err(classify(e)),
             },
-        }
+        }?;
+        // SMTP is a conversation of small writes, each waiting for its reply; with Nagle's
+        // algorithm the short end-of-data mark after a message waits for a delayed ACK
+        // (40 ms on Linux), which caps a connection at about 25 messages a second.
+        let tcp = match &connection {
+            SmtpConnection::Plain(client) => &client.stream,
+            SmtpConnection::Tls(client) => client.stream.get_ref().0,
+        };
+        let _ = tcp.set_nodelay(true);
+        Ok(connection)
     }
 
     /// Sends one message; on a refusal the session is reset so it can carry the next one.
