@@ -113,6 +113,32 @@ fn peak_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU seconds (user + system) of each thread of `pid` so far, by thread id: (name, seconds).
+fn thread_cpu(pid: u32, seen: &mut std::collections::HashMap<u64, (String, f64)>) {
+    let ticks = 100.0; // USER_HZ on Linux
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return;
+    };
+    for task in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let name = stat[open + 1..close].to_string();
+        let fields: Vec<&str> = stat[close + 2..].split_whitespace().collect();
+        let cpu = fields
+            .get(11)
+            .zip(fields.get(12))
+            .and_then(|(u, s)| Some(u.parse::<f64>().ok()? + s.parse::<f64>().ok()?))
+            .unwrap_or(0.0)
+            / ticks;
+        let tid: u64 = task.file_name().to_string_lossy().parse().unwrap_or(0);
+        seen.insert(tid, (name, cpu));
+    }
+}
+
 /// Owner, paid newsletter and an API key, written into a migrated database; returns the key.
 fn seed(data_dir: &Path, tracking: bool) -> String {
     let conn = rusqlite::Connection::open(data_dir.join("broadsheet.db")).unwrap();
@@ -199,10 +225,27 @@ fn message_size(data_dir: &Path, issue_id: i64, tracking: bool, port: u16) -> us
     let newsletter = newsletters::get(&conn, 1).unwrap();
     let secret = ServerSecret::load_or_create(&conn).unwrap();
     let links = Links::new(&format!("http://bench.localhost:{port}"), secret, tracking);
-    broadsheet::mail::render::IssueEmail::new(&issue, &newsletter, links)
+    let email = broadsheet::mail::render::IssueEmail::new(&issue, &newsletter, links);
+    let size = email
         .personalise(123_456, "reader99999@example.net")
         .to_mime()
-        .len()
+        .len();
+    // The rendering part of the per-message cost, in this process.
+    let rounds = 2000;
+    let started = Instant::now();
+    let mails: Vec<_> = (0..rounds)
+        .map(|n| email.personalise(n, "reader99999@example.net"))
+        .collect();
+    let personalise = started.elapsed();
+    let started = Instant::now();
+    let bytes: usize = mails.iter().map(|m| m.to_mime().len()).sum();
+    let mime = started.elapsed();
+    eprintln!(
+        "render per message: personalise {:.0} us, MIME {:.0} us ({bytes} bytes)",
+        personalise.as_secs_f64() * 1e6 / rounds as f64,
+        mime.as_secs_f64() * 1e6 / rounds as f64
+    );
+    size
 }
 
 fn main() {
@@ -218,7 +261,14 @@ fn main() {
     );
 
     eprintln!("measuring the ceiling ...");
-    let (ceiling_rate, ceiling_line) = ceiling(&script);
+    // `SEND_BENCH_CEILING=N` skips the measurement (for quick runs while profiling).
+    let (ceiling_rate, ceiling_line) = match std::env::var("SEND_BENCH_CEILING") {
+        Ok(rate) => (
+            rate.parse().expect("SEND_BENCH_CEILING is msg/s"),
+            format!("smtp ceiling: {rate} msg/s (given, not measured)"),
+        ),
+        Err(_) => ceiling(&script),
+    };
     eprintln!("{ceiling_line}");
 
     let sink_port = free_port();
@@ -312,12 +362,16 @@ fn main() {
     let peak_before = peak_kib(pid);
 
     eprintln!("sending ...");
+    let mut before = std::collections::HashMap::new();
+    thread_cpu(pid, &mut before);
+    let mut during = before.clone();
     let started = Instant::now();
     let (status, queued) = api.call("POST", &format!("/issues/{issue_id}/send_now"), None);
     assert_eq!(status, 200, "send_now: {queued}");
     assert_eq!(queued["subscribers"], args.subscribers as u64);
     loop {
         std::thread::sleep(Duration::from_millis(50));
+        thread_cpu(pid, &mut during);
         let (_, issue) = api.call("GET", &format!("/issues/{issue_id}"), None);
         if issue["status"] == "sent" {
             break;
@@ -361,6 +415,22 @@ fn main() {
         "server peak memory (VmHWM): {:.1} MiB before the send (after the import), {:.1} MiB after it",
         peak_before as f64 / 1024.0,
         peak_after as f64 / 1024.0
+    );
+    let mut by_name: std::collections::BTreeMap<String, f64> = Default::default();
+    for (tid, (name, cpu)) in &during {
+        let earlier = before.get(tid).map(|(_, c)| *c).unwrap_or(0.0);
+        *by_name.entry(name.clone()).or_default() += cpu - earlier;
+    }
+    let total: f64 = by_name.values().sum();
+    println!(
+        "server CPU during the send: {total:.2} s ({:.0} us per message): {}",
+        total * 1e6 / args.subscribers as f64,
+        by_name
+            .iter()
+            .filter(|(_, c)| **c >= 0.01)
+            .map(|(n, c)| format!("{n} {c:.2} s"))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     drop(server);
 }
