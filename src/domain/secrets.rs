@@ -67,11 +67,48 @@ impl ServerSecret {
     pub fn verify(&self, purpose: &str, value: &str, signature: &str) -> bool {
         constant_time_eq(&self.sign(purpose, value), signature)
     }
+
+    /// A signer for one purpose with the key schedule done once: `signer(p).sign(v)` equals
+    /// `sign(p, v)` at about half the cost, for the many links of a send.
+    pub fn signer(&self, purpose: &str) -> Signer {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes any key length");
+        mac.update(purpose.as_bytes());
+        mac.update(b"\0");
+        Signer(mac)
+    }
+}
+
+/// A keyed HMAC-SHA256 for one purpose; see [`ServerSecret::signer`].
+#[derive(Clone)]
+pub struct Signer(Hmac<Sha256>);
+
+impl Signer {
+    /// The first `hex_len` lowercase hex characters of the signature of `value`.
+    pub fn sign_hex(&self, value: &str, hex_len: usize) -> String {
+        let mut mac = self.0.clone();
+        mac.update(value.as_bytes());
+        let digest = mac.finalize().into_bytes();
+        let bytes = hex_len.div_ceil(2).min(digest.len());
+        let mut out = hex::encode(&digest[..bytes]);
+        out.truncate(hex_len);
+        out
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_prepared_signer_signs_like_sign() {
+        let secret = ServerSecret::for_tests(b"key");
+        let signer = secret.signer("click");
+        assert_eq!(
+            signer.sign_hex("7:https://x.example/", 32),
+            secret.sign("click", "7:https://x.example/")[..32]
+        );
+        assert_eq!(signer.sign_hex("v", 64), secret.sign("click", "v"));
+    }
 
     #[test]
     fn signatures_are_bound_to_purpose_and_value() {

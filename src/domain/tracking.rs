@@ -5,7 +5,7 @@
 use rusqlite::{Connection, OptionalExtension};
 use serde_json::json;
 
-use super::secrets::ServerSecret;
+use super::secrets::{ServerSecret, Signer};
 use super::subscribers::{self, Status};
 use super::{DomainError, DomainResult, events};
 use crate::clock;
@@ -22,20 +22,25 @@ fn check(secret: &ServerSecret, purpose: &str, value: &str, given: &str) -> bool
     super::secrets::constant_time_eq(&sig(secret, purpose, value), given)
 }
 
-/// Builds the personal URLs of one send, on the newsletter's public origin.
+/// Builds the personal URLs of one send, on the newsletter's public origin. The signers are
+/// keyed once per send: a message has dozens of links.
 #[derive(Clone)]
 pub struct Links {
     origin: String,
-    secret: ServerSecret,
     tracking: bool,
+    unsubscribe: Signer,
+    open: Signer,
+    click: Signer,
 }
 
 impl Links {
     pub fn new(origin: &str, secret: ServerSecret, tracking: bool) -> Self {
         Links {
             origin: origin.trim_end_matches('/').to_string(),
-            secret,
             tracking,
+            unsubscribe: secret.signer("unsubscribe"),
+            open: secret.signer("open"),
+            click: secret.signer("click"),
         }
     }
 
@@ -51,7 +56,7 @@ impl Links {
         format!(
             "{}/u/{delivery_id}/{}",
             self.origin,
-            sig(&self.secret, "unsubscribe", &delivery_id.to_string())
+            self.unsubscribe.sign_hex(&delivery_id.to_string(), SIG_LEN)
         )
     }
 
@@ -61,21 +66,36 @@ impl Links {
             format!(
                 "{}/o/{delivery_id}/{}.gif",
                 self.origin,
-                sig(&self.secret, "open", &delivery_id.to_string())
+                self.open.sign_hex(&delivery_id.to_string(), SIG_LEN)
             )
         })
     }
 
     /// The tracked address of `target`, or `target` itself without tracking or for non-web links.
     pub fn click(&self, delivery_id: i64, target: &str) -> String {
+        match self.click_query(target) {
+            Some(query) => self.click_with(delivery_id, target, &query),
+            None => target.to_string(),
+        }
+    }
+
+    /// The query of a tracked link to `target` (`?u=<target, URL-encoded>`), the same for every
+    /// recipient so a send computes it once; `None` when the link is not tracked.
+    pub fn click_query(&self, target: &str) -> Option<String> {
         if !self.tracking || !(target.starts_with("http://") || target.starts_with("https://")) {
-            return target.to_string();
+            return None;
         }
         let encoded: String = url::form_urlencoded::byte_serialize(target.as_bytes()).collect();
+        Some(format!("?u={encoded}"))
+    }
+
+    /// The tracked address of `target` for one delivery, given its [`Links::click_query`].
+    pub fn click_with(&self, delivery_id: i64, target: &str, query: &str) -> String {
         format!(
-            "{}/c/{delivery_id}/{}?u={encoded}",
+            "{}/c/{delivery_id}/{}{query}",
             self.origin,
-            sig(&self.secret, "click", &format!("{delivery_id}:{target}"))
+            self.click
+                .sign_hex(&format!("{delivery_id}:{target}"), SIG_LEN)
         )
     }
 }

@@ -17,7 +17,7 @@ use super::{JobContext, Outcome, queue};
 use crate::domain::sending::{self, Next, Outcome as Delivered, Recipient};
 use crate::domain::tracking::Links;
 use crate::mail::render::IssueEmail;
-use crate::mail::{Lane, MailError};
+use crate::mail::{Commit, END_OF_DATA, Lane, MailError};
 use crate::store::{Pool, StoreError, write_tx};
 
 pub const KIND: &str = "send_issue";
@@ -99,8 +99,9 @@ fn send(ctx: &JobContext, issue_id: i64) -> Result<Next, String> {
 
 /// Messages to the database writer.
 enum Write {
-    /// Mark this delivery `sending` and answer once that is committed.
-    Claim(i64, oneshot::Sender<bool>),
+    /// Mark this delivery `sending` and answer once that is committed; with the message's
+    /// socket, also write its end-of-data mark right after the commit (no wake-up between).
+    Claim(i64, Option<std::net::TcpStream>, oneshot::Sender<Commit>),
     Done(i64, Delivered),
 }
 
@@ -185,18 +186,42 @@ async fn run_lane(
             break;
         };
         pacer.wait().await;
-        let mail = email.personalise(recipient.delivery_id, &recipient.email);
+        // Rendering is the CPU-heavy part: off the async threads, so a lane whose claim was
+        // just committed is woken at once and writes its end-of-data mark without delay.
+        let rendered = {
+            let (email, id, to) = (
+                email.clone(),
+                recipient.delivery_id,
+                recipient.email.clone(),
+            );
+            tokio::task::spawn_blocking(move || {
+                let mail = email.personalise(id, &to);
+                let mime = mail.to_mime();
+                (mail, mime)
+            })
+            .await
+        };
+        let Ok((mail, mime)) = rendered else {
+            break;
+        };
         // 0: not asked yet, 1: claimed, 2: refused.
         let claim = AtomicU8::new(0);
         let result = lane
-            .send(&mail, || async {
+            .send(&mail, &mime, |socket| async {
                 let (claimed_tx, claimed_rx) = oneshot::channel();
-                let claimed = writes
-                    .send(Write::Claim(recipient.delivery_id, claimed_tx))
+                let answer = if writes
+                    .send(Write::Claim(recipient.delivery_id, socket, claimed_tx))
                     .is_ok()
-                    && claimed_rx.await.unwrap_or(false);
-                claim.store(if claimed { 1 } else { 2 }, Ordering::SeqCst);
-                claimed
+                {
+                    claimed_rx.await.unwrap_or(Commit::Refused)
+                } else {
+                    Commit::Refused
+                };
+                claim.store(
+                    if answer == Commit::Refused { 2 } else { 1 },
+                    Ordering::SeqCst,
+                );
+                answer
             })
             .await;
         if claim.load(Ordering::SeqCst) == 2 {
@@ -238,6 +263,29 @@ fn write_loop(
     retry_base: time::Duration,
 ) -> Result<(), String> {
     let mut conn = pool.get().map_err(|e| e.to_string())?;
+    // The send's bookkeeping commits without waiting for fsync (the WAL write itself is done,
+    // so a killed process loses nothing). Waiting for the disk would widen the moment between
+    // a claim becoming durable and its end-of-data mark going out from microseconds to the
+    // length of an fsync, and a crash in it leaves a message recorded but never sent. The
+    // connection goes back to the pool with the service's FULL setting.
+    struct Restore<'a>(&'a rusqlite::Connection);
+    impl Drop for Restore<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.pragma_update(None, "synchronous", "FULL");
+        }
+    }
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(|e| e.to_string())?;
+    let result = write_groups(&mut conn, writes, retry_base);
+    drop(Restore(&conn));
+    result
+}
+
+fn write_groups(
+    conn: &mut rusqlite::Connection,
+    writes: std_mpsc::Receiver<Write>,
+    retry_base: time::Duration,
+) -> Result<(), String> {
     while let Ok(first) = writes.recv() {
         let mut group = vec![first];
         while let Ok(more) = writes.try_recv() {
@@ -250,21 +298,43 @@ fn write_loop(
         let mut done = Vec::new();
         for write in group {
             match write {
-                Write::Claim(id, answer) => claims.push((id, answer)),
+                Write::Claim(id, socket, answer) => claims.push((id, socket, answer)),
                 Write::Done(id, outcome) => done.push((id, outcome)),
             }
         }
-        let ids: Vec<i64> = claims.iter().map(|(id, _)| *id).collect();
-        let claimed = write_tx(&mut conn, |tx| {
+        let ids: Vec<i64> = claims.iter().map(|(id, _, _)| *id).collect();
+        let claimed = write_tx(conn, |tx| {
             sending::record_outcomes(tx, &done, retry_base)?;
             sending::mark_sending(tx, &ids)
         })
         .map_err(|e: crate::domain::DomainError| e.to_string())?;
-        for (id, answer) in claims {
-            let _ = answer.send(claimed.contains(&id));
+        let claimed: std::collections::HashSet<i64> = claimed.into_iter().collect();
+        for (id, socket, answer) in claims {
+            let commit = if claimed.contains(&id) {
+                Commit::Claimed {
+                    end_written: socket.map(|s| write_end_of_data(&s)).unwrap_or(0),
+                }
+            } else {
+                Commit::Refused
+            };
+            let _ = answer.send(commit);
         }
     }
     Ok(())
+}
+
+/// Writes what it can of the end-of-data mark on a (non-blocking) socket at once; the lane
+/// writes the rest. Returns the bytes written.
+fn write_end_of_data(mut socket: &std::net::TcpStream) -> usize {
+    use std::io::Write as _;
+    let mut written = 0;
+    while written < END_OF_DATA.len() {
+        match socket.write(&END_OF_DATA[written..]) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => written += n,
+        }
+    }
+    written
 }
 
 /// Spaces messages out to `--send-rate` per second across all lanes.

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use mail_send::mail_builder::MessageBuilder;
 use serde::{Deserialize, Serialize};
 
-pub use smtp::{SmtpConnection, SmtpSettings};
+pub use smtp::{Commit, END_OF_DATA, SmtpConnection, SmtpSettings};
 
 /// A message ready to render: sender, one recipient, both bodies and extra headers.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -107,7 +107,7 @@ impl Transport {
                 connection.close().await;
                 result
             }
-            Transport::Outbox(dir) => write_to_outbox(dir, mail),
+            Transport::Outbox(dir) => write_to_outbox(dir, mail, &mail.to_mime()),
         }
     }
 }
@@ -134,18 +134,24 @@ impl Lane {
     }
 
     /// Sends `mail`, calling `commit` at the last moment before the message is final (see
-    /// [`SmtpConnection::send_committed`]); `commit` answering false abandons it.
-    pub async fn send<F, Fut>(&mut self, mail: &OutgoingMail, commit: F) -> Result<(), MailError>
+    /// [`SmtpConnection::send_committed`]); `commit` answering false abandons it. `mime` is
+    /// `mail.to_mime()`, rendered by the caller.
+    pub async fn send<F, Fut>(
+        &mut self,
+        mail: &OutgoingMail,
+        mime: &[u8],
+        commit: F,
+    ) -> Result<(), MailError>
     where
-        F: FnOnce() -> Fut,
-        Fut: std::future::Future<Output = bool>,
+        F: FnOnce(Option<std::net::TcpStream>) -> Fut,
+        Fut: std::future::Future<Output = Commit>,
     {
         match self {
             Lane::Outbox(dir) => {
-                if !commit().await {
+                if commit(None).await == Commit::Refused {
                     return Err(MailError::Connection("the message was not claimed".into()));
                 }
-                write_to_outbox(dir, mail)
+                write_to_outbox(dir, mail, mime)
             }
             Lane::Smtp {
                 settings,
@@ -160,7 +166,7 @@ impl Lane {
                     *connection = Some(opened);
                 }
                 let open = connection.as_mut().expect("opened above");
-                let result = open.send_committed(mail, commit).await;
+                let result = open.send_committed(mail, mime, commit).await;
                 if matches!(
                     result,
                     Err(MailError::Connection(_) | MailError::Unconfirmed(_))
@@ -184,7 +190,11 @@ impl Lane {
 }
 
 /// Writes `<dir>/<timestamp>-<random>.eml` and logs its path and link.
-fn write_to_outbox(dir: &std::path::Path, mail: &OutgoingMail) -> Result<(), MailError> {
+fn write_to_outbox(
+    dir: &std::path::Path,
+    mail: &OutgoingMail,
+    mime: &[u8],
+) -> Result<(), MailError> {
     std::fs::create_dir_all(dir).map_err(|e| MailError::Temporary(e.to_string()))?;
     let name = format!(
         "{}-{}.eml",
@@ -192,7 +202,7 @@ fn write_to_outbox(dir: &std::path::Path, mail: &OutgoingMail) -> Result<(), Mai
         crate::domain::secrets::random_hex(4)
     );
     let path = dir.join(name);
-    std::fs::write(&path, mail.to_mime()).map_err(|e| MailError::Temporary(e.to_string()))?;
+    std::fs::write(&path, mime).map_err(|e| MailError::Temporary(e.to_string()))?;
     match &mail.primary_link {
         Some(link) => eprintln!(
             "outbox: wrote {} to {} (link: {link})",

@@ -20,6 +20,11 @@ pub fn markdown_to_html(source: &str) -> String {
 enum Piece {
     Text(String),
     Link(String),
+    /// A tracked link: its target and the query part shared by every recipient.
+    Tracked {
+        target: String,
+        query: String,
+    },
 }
 
 /// Splits rendered HTML at every `href="…"` value. The Markdown renderer escapes all other
@@ -48,6 +53,9 @@ fn unescape_attr(value: &str) -> String {
 }
 
 fn escape_attr(value: &str) -> String {
+    if !value.contains(['&', '"', '<', '>']) {
+        return value.to_string();
+    }
     value
         .replace('&', "&amp;")
         .replace('"', "&quot;")
@@ -125,8 +133,21 @@ impl IssueEmail {
             .rsplit_once('@')
             .map(|(_, d)| d.to_string())
             .unwrap_or_else(|| links.host());
+        // The parts of tracked links that do not depend on the recipient, computed once.
+        let pieces = split_links(&html)
+            .into_iter()
+            .map(|piece| match piece {
+                Piece::Link(target) if target != "{{unsubscribe}}" => {
+                    match links.click_query(&target) {
+                        Some(query) => Piece::Tracked { target, query },
+                        None => Piece::Text(escape_attr(&target)),
+                    }
+                }
+                other => other,
+            })
+            .collect();
         IssueEmail {
-            pieces: split_links(&html),
+            pieces,
             text,
             subject: issue.subject.clone(),
             from_name: newsletter.sender_name.clone(),
@@ -155,6 +176,7 @@ impl IssueEmail {
                 .map(|p| match p {
                     Piece::Text(t) => t.len(),
                     Piece::Link(l) => l.len() + 80,
+                    Piece::Tracked { query, .. } => query.len() + 80,
                 })
                 .sum(),
         );
@@ -177,6 +199,9 @@ impl IssueEmail {
                 Piece::Link(target) => {
                     html.push_str(&escape_attr(&self.links.click(delivery_id, target)))
                 }
+                Piece::Tracked { target, query } => html.push_str(&escape_attr(
+                    &self.links.click_with(delivery_id, target, query),
+                )),
             }
         }
         let text = format!("{}\n-- \nUnsubscribe: {unsubscribe}\n", self.text);

@@ -108,9 +108,22 @@ fn sending_survives_kill_9_midway_with_exactly_one_copy_each() {
         .iter()
         .filter(|e| !skipped.contains(e) && !per_recipient.contains_key(e.as_str()))
         .collect();
+    let rows: Vec<String> = missing
+        .iter()
+        .take(5)
+        .map(|e| {
+            app.db()
+                .query_row(
+                    "SELECT status || ' ' || attempts || ' ' || coalesce(last_error, '') FROM deliveries WHERE email = ?1",
+                    [e.as_str()],
+                    |r| r.get(0),
+                )
+                .unwrap_or_else(|err| format!("no delivery: {err}"))
+        })
+        .collect();
     assert!(
         missing.is_empty(),
-        "{} recipient(s) skipped, e.g. {:?}",
+        "{} recipient(s) skipped, e.g. {:?}: {rows:?}",
         missing.len(),
         &missing[..missing.len().min(5)]
     );
