@@ -5,7 +5,7 @@ use poem_openapi::param::Path;
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, Object, OpenApi, Tags};
 
-use super::common::parse_id;
+use super::common::{Text, parse_id};
 use super::{ApiError, ApiKeyAuth, Principal, State};
 use crate::domain::webhooks::{self, Changes, NewSubscription, Subscription};
 
@@ -71,16 +71,16 @@ pub struct WebhookList {
 #[derive(Debug, Object)]
 pub struct WebhookCreateBody {
     /// Absolute http(s) URL on a public address.
-    pub url: String,
+    pub url: Text,
     /// At least one event name.
-    pub events: Vec<String>,
+    pub events: Vec<Text>,
 }
 
 /// Changes; absent fields stay as they are.
 #[derive(Debug, Object)]
 pub struct WebhookUpdateBody {
-    pub url: Option<String>,
-    pub events: Option<Vec<String>>,
+    pub url: Option<Text>,
+    pub events: Option<Vec<Text>>,
     /// `true` re-enables a disabled subscription and clears its failure count.
     pub enabled: Option<bool>,
 }
@@ -123,7 +123,29 @@ fn url_policy(state: &State) -> impl Fn(&str) -> Result<(), String> + Send + 'st
     move |url: &str| crate::webhooks::check_url(url, allow_private)
 }
 
-#[OpenApi(tag = "ApiTags::WebhookSubscriptions")]
+#[OpenApi(
+    tag = "ApiTags::WebhookSubscriptions",
+    response_header(
+        name = "X-RateLimit-Limit",
+        ty = "Option<u32>",
+        description = "Requests allowed per hour in the bucket this request counted in (GET, writes or bulk); absent on 401"
+    ),
+    response_header(
+        name = "X-RateLimit-Remaining",
+        ty = "Option<u32>",
+        description = "Requests left in the bucket this hour; absent on 401"
+    ),
+    response_header(
+        name = "X-RateLimit-Reset",
+        ty = "Option<i64>",
+        description = "Unix seconds at which the hourly window ends; absent on 401"
+    ),
+    response_header(
+        name = "Retry-After",
+        ty = "Option<i64>",
+        description = "On 429 only: seconds until the window ends"
+    )
+)]
 impl WebhooksApi {
     /// The newsletter's webhook subscriptions (secrets are never listed).
     #[oai(
@@ -159,8 +181,8 @@ impl WebhooksApi {
     ) -> Result<CreatedResponse, ApiError> {
         let nid = p.newsletter_id;
         let input = NewSubscription {
-            url: body.0.url,
-            events: body.0.events,
+            url: body.0.url.into(),
+            events: body.0.events.into_iter().map(Into::into).collect(),
         };
         let policy = url_policy(state);
         let created = state
@@ -186,8 +208,11 @@ impl WebhooksApi {
     ) -> Result<UpdatedResponse, ApiError> {
         let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
         let changes = Changes {
-            url: body.0.url,
-            events: body.0.events,
+            url: body.0.url.map(Into::into),
+            events: body
+                .0
+                .events
+                .map(|e| e.into_iter().map(Into::into).collect()),
             enabled: body.0.enabled,
         };
         let policy = url_policy(state);

@@ -199,6 +199,12 @@ pub fn update(
     errors.into_result()?;
     write_tx(conn, |tx| {
         let current = get(tx, newsletter_id, id)?;
+        let unchanged = url.as_ref().is_none_or(|u| *u == current.url)
+            && events.as_ref().is_none_or(|e| *e == current.events)
+            && changes.enabled.is_none_or(|e| e == current.enabled);
+        if unchanged {
+            return Ok(current);
+        }
         const UPDATE: &str = "UPDATE webhook_subscriptions SET url = ?2, events = ?3, enabled = ?4,
              consecutive_failures = CASE WHEN ?4 AND NOT enabled THEN 0 ELSE consecutive_failures END,
              disabled_reason = CASE WHEN ?4 THEN NULL ELSE disabled_reason END, updated_at = ?5

@@ -18,6 +18,8 @@ fn snapshot(app: &App) -> String {
         "events",
         "jobs",
         "deliveries",
+        "webhook_subscriptions",
+        "webhook_deliveries",
     ] {
         let mut stmt = conn
             .prepare(&format!("SELECT * FROM {table} ORDER BY rowid"))
@@ -62,8 +64,17 @@ fn api_errors_hostile_bodies_change_nothing() {
         "100000",
         "--rate-limit-bulk",
         "100000",
+        "--allow-private-webhooks",
     ]);
     let owner = onboard(&app, "Hostile Herald");
+    let wid = owner
+        .post(
+            "/webhook_subscriptions",
+            &json!({"url": "http://127.0.0.1:9/hook", "events": ["issue.sent"]}),
+        )
+        .json()["id"]
+        .as_i64()
+        .unwrap();
     let s = owner
         .post(
             "/subscribers",
@@ -179,6 +190,37 @@ fn api_errors_hostile_bodies_change_nothing() {
             "/subscribers/bulk_create".into(),
             |v| json!({"subscribers": v}),
         ),
+        (
+            "POST",
+            "/webhook_subscriptions".into(),
+            |v| json!({"url": v, "events": ["issue.sent"]}),
+        ),
+        (
+            "POST",
+            "/webhook_subscriptions".into(),
+            |v| json!({"url": "http://127.0.0.1:9/x", "events": v}),
+        ),
+        (
+            "POST",
+            "/webhook_subscriptions".into(),
+            |v| json!({"url": "http://127.0.0.1:9/x", "events": [v]}),
+        ),
+        (
+            "PATCH",
+            format!("/webhook_subscriptions/{wid}"),
+            |v| json!({"url": v}),
+        ),
+        (
+            "PATCH",
+            format!("/webhook_subscriptions/{wid}"),
+            |v| json!({"events": v}),
+        ),
+        (
+            "PATCH",
+            format!("/webhook_subscriptions/{wid}"),
+            // Wrapped: `true` itself is a valid value.
+            |v| json!({"enabled": [v]}),
+        ),
     ];
     // Whole bodies that are not JSON, or not the right JSON, anywhere.
     let raw_bodies: Vec<(&str, Vec<u8>)> = vec![
@@ -240,8 +282,12 @@ fn api_errors_hostile_bodies_change_nothing() {
             json!({"email": null}),
         ] {
             let resp = owner.api(method, path, Some(&body));
-            if resp.status == 200 && *path == "/newsletter" {
-                // None of these name a newsletter field: PATCH /newsletter ignores them.
+            if resp.status == 200
+                && *method == "PATCH"
+                && (*path == "/newsletter" || path.starts_with("/webhook_subscriptions/"))
+            {
+                // None of these name a field of theirs: these PATCHes ignore them (and the
+                // snapshot below shows they changed nothing).
                 continue;
             }
             assert_json_4xx(&resp, &format!("{method} {path} with {body}"));

@@ -565,3 +565,57 @@ fn dashboard_shows_the_log_sends_test_events_and_redelivers() {
     );
     resp.expect(404);
 }
+
+#[test]
+fn redirects_are_not_followed_and_timeouts_are_retried() {
+    let app = spawn_app_with(&[
+        "--allow-private-webhooks",
+        "--webhook-retry-base-ms",
+        "200",
+        "--webhook-timeout-ms",
+        "300",
+    ]);
+    let owner = onboard(&app, "Strict Courier");
+    let receiver = Receiver::start();
+    let (_, secret) = subscribe(&owner, &receiver.url, &["subscriber.created"]);
+
+    // A 302 is a failed attempt: the Location is never visited, the retry goes to the URL.
+    receiver.script(&[302]);
+    owner
+        .post("/subscribers", &json!({"email": "moved@example.com"}))
+        .expect(201);
+    let hooks = receiver.wait_for("subscriber.created", 2);
+    assert!(hooks.iter().all(|h| h.path == "/hook" && h.verify(&secret)));
+    assert_eq!(hooks[0].header("webhook-id"), hooks[1].header("webhook-id"));
+    wait_for(
+        "the retry to be acknowledged",
+        Duration::from_secs(10),
+        || {
+            (app.count("SELECT count(*) FROM webhook_deliveries WHERE state = 'delivered' AND attempts = 2") == 1)
+            .then_some(())
+        },
+    );
+
+    // An answer slower than --webhook-timeout-ms fails the attempt; the retry gets through.
+    receiver.delay(Duration::from_millis(1500));
+    owner
+        .post("/subscribers", &json!({"email": "slow@example.com"}))
+        .expect(201);
+    wait_for("a timed-out attempt", Duration::from_secs(10), || {
+        (app.count("SELECT count(*) FROM webhook_deliveries WHERE last_error LIKE 'no answer within 300 ms%'") == 1)
+            .then_some(())
+    });
+    receiver.delay(Duration::ZERO);
+    wait_for(
+        "the slow delivery to be acknowledged",
+        Duration::from_secs(20),
+        || {
+            (app.count("SELECT count(*) FROM webhook_deliveries WHERE state = 'delivered'") == 2)
+                .then_some(())
+        },
+    );
+    assert!(
+        receiver.hooks().iter().all(|h| h.path == "/hook"),
+        "no redirect was followed"
+    );
+}

@@ -16,6 +16,8 @@ use sha2::Sha256;
 /// One request the receiver got.
 #[derive(Debug, Clone)]
 pub struct Hook {
+    /// The path requested: `/hook`, or `/elsewhere` if a redirect was followed.
+    pub path: String,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
 }
@@ -69,6 +71,8 @@ struct Shared {
     /// Statuses for the next requests, in order; then `otherwise`.
     script: VecDeque<u16>,
     otherwise: u16,
+    /// Pause before answering.
+    delay: Duration,
 }
 
 /// The receiver; runs until the test process ends.
@@ -91,15 +95,22 @@ async fn hook(
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string()))
         .collect();
-    let status = {
+    let (status, delay) = {
         let mut s = shared.lock().unwrap();
-        s.hooks.push(Hook { headers, body });
+        s.hooks.push(Hook {
+            path: req.uri().path().to_string(),
+            headers,
+            body,
+        });
         let otherwise = s.otherwise;
-        s.script.pop_front().unwrap_or(otherwise)
+        (s.script.pop_front().unwrap_or(otherwise), s.delay)
     };
-    Response::builder()
-        .status(StatusCode::from_u16(status).unwrap())
-        .body(format!("receiver answered {status}"))
+    tokio::time::sleep(delay).await;
+    let mut response = Response::builder().status(StatusCode::from_u16(status).unwrap());
+    if (300..400).contains(&status) {
+        response = response.header("Location", "/elsewhere");
+    }
+    response.body(format!("receiver answered {status}"))
 }
 
 impl Receiver {
@@ -119,7 +130,10 @@ impl Receiver {
             rt.block_on(async move {
                 listener.set_nonblocking(true).unwrap();
                 let acceptor = TcpAcceptor::from_std(listener).unwrap();
-                let app = Route::new().at("/hook", poem::post(hook)).data(for_server);
+                let app = Route::new()
+                    .at("/hook", poem::post(hook))
+                    .at("/elsewhere", poem::post(hook).get(hook))
+                    .data(for_server);
                 let _ = Server::new_with_acceptor(acceptor).run(app).await;
             });
         });
@@ -139,6 +153,11 @@ impl Receiver {
         let mut s = self.shared.lock().unwrap();
         s.script.clear();
         s.otherwise = status;
+    }
+
+    /// Answers every request only after `delay`.
+    pub fn delay(&self, delay: Duration) {
+        self.shared.lock().unwrap().delay = delay;
     }
 
     pub fn hooks(&self) -> Vec<Hook> {
