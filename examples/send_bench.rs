@@ -35,7 +35,7 @@ fn args() -> Args {
     let mut args = Args {
         subscribers: 100_000,
         tracking: true,
-        concurrency: 4,
+        concurrency: 8,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {

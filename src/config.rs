@@ -133,7 +133,7 @@ pub struct ServeArgs {
     #[arg(long, env = "BROADSHEET_DNS_SERVER")]
     pub dns_server: Option<String>,
     /// SMTP connections used in parallel when sending an issue.
-    #[arg(long, env = "BROADSHEET_SEND_CONCURRENCY", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
+    #[arg(long, env = "BROADSHEET_SEND_CONCURRENCY", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub send_concurrency: u32,
     /// Wait before retrying a message the SMTP server refused temporarily (4xx); later retries
     /// wait 4, 16, 64 times as long, and the fifth failure is final.

@@ -89,7 +89,13 @@ impl SmtpSettings {
 }
 
 /// An open, authenticated SMTP session; reused for many messages when sending an issue.
-pub enum SmtpConnection {
+pub struct SmtpConnection {
+    session: Session,
+    /// The server offers PIPELINING (RFC 2920): a message's envelope goes in one write.
+    pipelining: bool,
+}
+
+enum Session {
     Plain(mail_send::SmtpClient<TcpStream>),
     Tls(mail_send::SmtpClient<TlsStream>),
 }
@@ -97,39 +103,46 @@ pub enum SmtpConnection {
 impl SmtpConnection {
     pub async fn open(settings: &SmtpSettings) -> Result<Self, MailError> {
         let builder = settings.builder();
-        let connection = match settings.security {
-            Security::ImplicitTls => builder
-                .connect()
-                .await
-                .map(SmtpConnection::Tls)
-                .map_err(classify),
+        let mut session = match settings.security {
+            Security::ImplicitTls => builder.connect().await.map(Session::Tls).map_err(classify),
             Security::Opportunistic => match builder.connect().await {
-                Ok(client) => Ok(SmtpConnection::Tls(client)),
+                Ok(client) => Ok(Session::Tls(client)),
                 Err(mail_send::Error::MissingStartTls) => builder
                     .connect_plain()
                     .await
-                    .map(SmtpConnection::Plain)
+                    .map(Session::Plain)
                     .map_err(classify),
                 Err(e) => Err(classify(e)),
             },
         }?;
+        // mail-send does not keep the capabilities it read: ask once more, per connection.
+        let local_host = builder.local_host.clone();
+        let capabilities = match &mut session {
+            Session::Plain(client) => client.capabilities(&local_host, false).await,
+            Session::Tls(client) => client.capabilities(&local_host, false).await,
+        }
+        .map_err(classify)?;
+        let pipelining = capabilities.has_capability(smtp_proto::EXT_PIPELINING);
         // SMTP is a conversation of small writes, each waiting for its reply; with Nagle's
         // algorithm the short end-of-data mark after a message waits for a delayed ACK
         // (40 ms on Linux), which caps a connection at about 25 messages a second.
-        let tcp = match &connection {
-            SmtpConnection::Plain(client) => &client.stream,
-            SmtpConnection::Tls(client) => client.stream.get_ref().0,
+        let tcp = match &session {
+            Session::Plain(client) => &client.stream,
+            Session::Tls(client) => client.stream.get_ref().0,
         };
         let _ = tcp.set_nodelay(true);
-        Ok(connection)
+        Ok(SmtpConnection {
+            session,
+            pipelining,
+        })
     }
 
     /// Sends one message; on a refusal the session is reset so it can carry the next one.
     pub async fn send(&mut self, mail: &OutgoingMail) -> Result<(), MailError> {
         let body = mail.to_mime();
-        match self {
-            SmtpConnection::Plain(client) => send_on(client, mail, body).await,
-            SmtpConnection::Tls(client) => send_on(client, mail, body).await,
+        match &mut self.session {
+            Session::Plain(client) => send_on(client, mail, body).await,
+            Session::Tls(client) => send_on(client, mail, body).await,
         }
     }
 
@@ -153,8 +166,9 @@ impl SmtpConnection {
         F: FnOnce(Option<std::net::TcpStream>) -> Fut,
         Fut: std::future::Future<Output = Commit>,
     {
-        match self {
-            SmtpConnection::Plain(client) => {
+        let pipelining = self.pipelining;
+        match &mut self.session {
+            Session::Plain(client) => {
                 use std::os::fd::AsFd;
                 let socket = client
                     .stream
@@ -162,18 +176,18 @@ impl SmtpConnection {
                     .try_clone_to_owned()
                     .ok()
                     .map(std::net::TcpStream::from);
-                send_committed_on(client, mail, body, || commit(socket)).await
+                send_committed_on(client, pipelining, mail, body, || commit(socket)).await
             }
-            SmtpConnection::Tls(client) => {
-                send_committed_on(client, mail, body, || commit(None)).await
+            Session::Tls(client) => {
+                send_committed_on(client, pipelining, mail, body, || commit(None)).await
             }
         }
     }
 
     pub async fn close(self) {
-        let _ = match self {
-            SmtpConnection::Plain(client) => client.quit().await,
-            SmtpConnection::Tls(client) => client.quit().await,
+        let _ = match self.session {
+            Session::Plain(client) => client.quit().await,
+            Session::Tls(client) => client.quit().await,
         };
     }
 }
@@ -204,6 +218,7 @@ async fn send_on<T: AsyncRead + AsyncWrite + Unpin>(
 
 async fn send_committed_on<T, F, Fut>(
     client: &mut mail_send::SmtpClient<T>,
+    pipelining: bool,
     mail: &OutgoingMail,
     body: &[u8],
     commit: F,
@@ -213,13 +228,7 @@ where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = Commit>,
 {
-    let params = Parameters::default();
-    let envelope = async {
-        client.mail_from(&mail.from_email, &params).await?;
-        client.rcpt_to(&mail.to, &params).await?;
-        client.cmd(b"DATA\r\n").await?.assert_code(354)
-    };
-    if let Err(e) = envelope.await {
+    if let Err(e) = envelope(client, pipelining, mail).await {
         let error = classify(e);
         if matches!(error, MailError::Permanent(_) | MailError::Temporary(_))
             && client.rset().await.is_err()
@@ -301,6 +310,44 @@ fn dot_stuff(body: &[u8]) -> Vec<u8> {
         at_line_start = byte == b'\n' || byte == b'\r';
     }
     out
+}
+
+/// MAIL FROM, RCPT TO and DATA up to the server's 354: one write and one read of three
+/// replies where the server pipelines, three round trips where it does not.
+async fn envelope<T: AsyncRead + AsyncWrite + Unpin>(
+    client: &mut mail_send::SmtpClient<T>,
+    pipelining: bool,
+    mail: &OutgoingMail,
+) -> mail_send::Result<()> {
+    if !pipelining {
+        let params = Parameters::default();
+        client.mail_from(&mail.from_email, &params).await?;
+        client.rcpt_to(&mail.to, &params).await?;
+        return client.cmd(b"DATA\r\n").await?.assert_code(354);
+    }
+    let commands = format!(
+        "MAIL FROM:<{}>\r\nRCPT TO:<{}>\r\nDATA\r\n",
+        mail.from_email, mail.to
+    );
+    client.stream.write_all(commands.as_bytes()).await?;
+    client.stream.flush().await?;
+    let replies = client.read_many(3).await?;
+    let mut replies = replies.into_iter();
+    let (mail_from, rcpt_to, data) = match (replies.next(), replies.next(), replies.next()) {
+        (Some(a), Some(b), Some(c)) => (a, b, c),
+        _ => return Err(mail_send::Error::UnparseableReply),
+    };
+    if data.code() == 354
+        && !(mail_from.is_positive_completion() && rcpt_to.is_positive_completion())
+    {
+        // A server that opened DATA despite a refusal: close the empty message unsent.
+        client.stream.write_all(b".\r\n").await?;
+        client.stream.flush().await?;
+        client.read().await?;
+    }
+    mail_from.assert_positive_completion()?;
+    rcpt_to.assert_positive_completion()?;
+    data.assert_code(354)
 }
 
 /// 5xx replies are permanent; 4xx replies, timeouts and broken connections are temporary.

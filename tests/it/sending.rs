@@ -237,6 +237,17 @@ fn sending_delivers_one_correct_message_to_each_active_subscriber() {
 
 #[test]
 fn sending_bounces_permanent_refusals_and_retries_temporary_ones() {
+    refusals_bounce_or_retry(false);
+}
+
+#[test]
+fn sending_bounces_and_retries_without_pipelining_too() {
+    refusals_bounce_or_retry(true);
+}
+
+/// 550 at RCPT bounces, 451 twice then delivers; with the envelope pipelined (the sink offers
+/// PIPELINING) or sent command by command.
+fn refusals_bounce_or_retry(no_pipelining: bool) {
     let (ok, gone, busy) = (
         unique_email("ok"),
         unique_email("gone"),
@@ -246,6 +257,7 @@ fn sending_bounces_permanent_refusals_and_retries_temporary_ones() {
         permanent: vec![gone.clone()],
         temporary: HashMap::from([(busy.clone(), 2)]),
         delay: Duration::ZERO,
+        no_pipelining,
     });
     let app = spawn_app_on(sink, &["--send-retry-base-ms", "200"]);
     let owner = onboard_paid(&app, "Refusals");

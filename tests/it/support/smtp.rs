@@ -55,6 +55,8 @@ pub struct Rules {
     pub temporary: HashMap<String, u32>,
     /// Pause before answering each DATA, to make a send take a while.
     pub delay: Duration,
+    /// Leave PIPELINING out of the EHLO answer (it is offered by default, as real servers do).
+    pub no_pipelining: bool,
 }
 
 #[derive(Default)]
@@ -161,7 +163,13 @@ fn session(stream: TcpStream, shared: &Mutex<Shared>) -> std::io::Result<()> {
         let command = line.trim_end().to_string();
         let upper = command.to_ascii_uppercase();
         if upper.starts_with("EHLO") {
-            out.write_all(b"250-test-sink\r\n250-8BITMIME\r\n250 SIZE 52428800\r\n")?;
+            if shared.lock().unwrap().rules.no_pipelining {
+                out.write_all(b"250-test-sink\r\n250-8BITMIME\r\n250 SIZE 52428800\r\n")?;
+            } else {
+                out.write_all(
+                    b"250-test-sink\r\n250-PIPELINING\r\n250-8BITMIME\r\n250 SIZE 52428800\r\n",
+                )?;
+            }
         } else if upper.starts_with("HELO") {
             out.write_all(b"250 test-sink\r\n")?;
         } else if upper.starts_with("MAIL FROM:") {
