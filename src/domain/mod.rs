@@ -8,6 +8,7 @@ pub mod email;
 pub mod events;
 pub mod issues;
 pub mod newsletters;
+pub mod opt_in;
 pub mod pagination;
 pub mod rate_limit;
 pub mod secrets;

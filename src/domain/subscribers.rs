@@ -214,13 +214,14 @@ pub fn clean_tag(raw: &str) -> Result<String, &'static str> {
 }
 
 /// A validated create: the parsed address, name and unique tags.
-struct Valid {
-    email: EmailAddress,
-    name: Option<String>,
+/// Input that passed [`validate`], ready to [`insert`].
+pub(super) struct Valid {
+    pub(super) email: EmailAddress,
+    pub(super) name: Option<String>,
     tags: Vec<String>,
 }
 
-fn validate(input: &NewSubscriber) -> DomainResult<Valid> {
+pub(super) fn validate(input: &NewSubscriber) -> DomainResult<Valid> {
     let email = EmailAddress::parse(&input.email).map_err(|message| {
         DomainError::Invalid(
             ErrorCode::InvalidEmail,
@@ -248,7 +249,7 @@ fn validate(input: &NewSubscriber) -> DomainResult<Valid> {
 }
 
 /// Inserts a validated subscriber unless the address exists; returns it and whether it is new.
-fn insert(
+pub(super) fn insert(
     conn: &Connection,
     newsletter_id: i64,
     valid: &Valid,

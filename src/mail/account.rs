@@ -52,3 +52,14 @@ pub fn password_reset(link: &str) -> AccountMessage {
         "The link works once and expires in 1 hour. If you did not ask for this, ignore this message: your password stays as it is.",
     )
 }
+
+/// The double opt-in mail of a newsletter's subscribe form.
+pub fn subscription_confirmation(newsletter_name: &str, link: &str) -> AccountMessage {
+    message(
+        &format!("Confirm your subscription to {newsletter_name}"),
+        &format!("Someone (hopefully you) asked to subscribe this address to {newsletter_name}."),
+        "Yes, subscribe me",
+        link,
+        "The link works once and expires in 7 days. If you did not ask for this, ignore this message: you will not be subscribed.",
+    )
+}

@@ -1,6 +1,7 @@
 //! Each newsletter's public site, on `<subdomain>.<public-host>`: its pages and the routes the
 //! links in sent mail lead to (unsubscribe, open pixel, click redirect).
 
+mod pages;
 mod tracking;
 
 use std::sync::Arc;
@@ -19,12 +20,25 @@ pub struct Site(pub Arc<Newsletter>);
 /// The routes of one newsletter's site.
 pub fn routes() -> impl Endpoint<Output = Response> {
     Route::new()
+        .at("/", get(pages::home))
+        .at(
+            "/subscribe",
+            get(pages::subscribe_page).post(pages::subscribe),
+        )
+        .at(
+            "/subscribe/confirm/:token",
+            get(pages::confirm_page).post(pages::confirm),
+        )
+        .at("/archive", get(pages::archive))
+        .at("/p/:path", get(pages::issue_page))
+        .at("/feed.xml", get(pages::feed))
         .at(
             "/u/:delivery/:sig",
             get(tracking::unsubscribe_page).post(tracking::unsubscribe),
         )
         .at("/o/:delivery/:file", get(tracking::open_pixel))
         .at("/c/:delivery/:sig", get(tracking::click))
+        .with(poem::middleware::CookieJarManager::new())
         .catch_all_error(|err: poem::Error| async move {
             if err.is_from_response() {
                 err.into_response()
@@ -59,7 +73,9 @@ pub async fn resolve(req: &Request, state: &AppState) -> Result<Option<Site>, Re
         .run(move |conn| newsletters::get_by_subdomain(conn, &subdomain))
         .await
     {
-        Ok(newsletter) => Ok(Some(Site(Arc::new(newsletter)))),
+        // The site answers once onboarding is done (the preferences step sets live_at).
+        Ok(newsletter) if newsletter.live_at.is_some() => Ok(Some(Site(Arc::new(newsletter)))),
+        Ok(_) => Err(not_found()),
         Err(crate::domain::DomainError::NotFound(_)) => Err(not_found()),
         Err(e) => {
             eprintln!("site: cannot resolve {host}: {e}");
@@ -72,8 +88,23 @@ pub async fn resolve(req: &Request, state: &AppState) -> Result<Option<Site>, Re
     }
 }
 
+/// What search engines and link previews read from a page's head.
+pub struct Meta<'a> {
+    pub description: &'a str,
+    pub canonical: String,
+    /// Open Graph type: `website` or `article`.
+    pub og_type: &'a str,
+    pub site_name: &'a str,
+    pub feed: String,
+}
+
 /// A small, self-contained page (no third-party assets).
 pub fn page(title: &str, body: Markup) -> Markup {
+    page_with(title, None, body)
+}
+
+/// [`page`] with a description, canonical URL, Open Graph tags and the feed link.
+pub fn page_with(title: &str, meta: Option<&Meta<'_>>, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -81,6 +112,16 @@ pub fn page(title: &str, body: Markup) -> Markup {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) }
+                @if let Some(m) = meta {
+                    @if !m.description.is_empty() { meta name="description" content=(m.description); }
+                    link rel="canonical" href=(m.canonical);
+                    link rel="alternate" type="application/atom+xml" title=(m.site_name) href=(m.feed);
+                    meta property="og:title" content=(title);
+                    meta property="og:type" content=(m.og_type);
+                    meta property="og:url" content=(m.canonical);
+                    meta property="og:site_name" content=(m.site_name);
+                    @if !m.description.is_empty() { meta property="og:description" content=(m.description); }
+                }
                 style { (maud::PreEscaped(SITE_CSS)) }
             }
             body { main { (body) } }
@@ -106,7 +147,11 @@ const SITE_CSS: &str = "body{margin:0;font:17px/1.6 -apple-system,'Segoe UI',Rob
 main{max-width:40rem;margin:0 auto;padding:2rem 1rem}a{color:#1d4ed8}h1{line-height:1.2}\
 button{background:#1d4ed8;color:#fff;border:0;border-radius:6px;padding:.6rem 1.1rem;font:inherit;cursor:pointer}\
 input{font:inherit;padding:.5rem .6rem;border:1px solid #c5cad3;border-radius:6px;max-width:100%}\
-.muted{color:#5b6474;font-size:.92rem}";
+.muted{color:#5b6474;font-size:.92rem}.tagline{font-size:1.15rem;color:#3b4252}\
+label{display:block;margin:.6rem 0}label input{display:block;width:100%;box-sizing:border-box}\
+.errors{color:#b91c1c}.issues{padding-left:1.1rem}.issues li{margin:.35rem 0}\
+a.button{display:inline-block;background:#1d4ed8;color:#fff;border-radius:6px;padding:.6rem 1.1rem;text-decoration:none}\
+footer{margin-top:2.5rem}img{max-width:100%}";
 
 #[cfg(test)]
 mod tests {

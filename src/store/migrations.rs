@@ -18,6 +18,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0003_webhooks",
         include_str!("../../migrations/0003_webhooks.sql"),
     ),
+    (
+        "0004_subscription_requests",
+        include_str!("../../migrations/0004_subscription_requests.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.

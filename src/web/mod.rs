@@ -3,7 +3,7 @@
 
 mod accounts;
 mod api_keys;
-mod csrf;
+pub(crate) mod csrf;
 mod form;
 mod layout;
 mod newsletters;

@@ -15,5 +15,6 @@ mod browser;
 mod operator;
 mod sending;
 mod sending_crash;
+mod site;
 mod sql;
 mod webhooks;

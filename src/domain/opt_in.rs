@@ -1,0 +1,135 @@
+//! Double opt-in for a newsletter's public subscribe form: the address becomes a subscriber
+//! (firing `subscriber.created`) only when the e-mailed link is followed. Asking again is
+//! harmless: one open request per address, the newest link wins, and an address that is
+//! already subscribed gets no mail at all.
+
+use rusqlite::{Connection, OptionalExtension};
+use time::Duration;
+
+use super::newsletters::Newsletter;
+use super::secrets::{random_hex, sha256_hex};
+use super::subscribers::{self, NewSubscriber, Status, Subscriber};
+use super::urls::SiteUrls;
+use super::{DomainError, DomainResult, events, rate_limit};
+use crate::clock;
+use crate::jobs::send_mail;
+use crate::mail::account as account_mail;
+use crate::store::write_tx;
+
+/// How long a confirmation link works.
+const LINK_LIFETIME: Duration = Duration::days(7);
+/// Subscribe requests one client address may make per hour, across all newsletters.
+const PER_CLIENT_PER_HOUR: u32 = 20;
+
+/// What a subscribe request did; the page says the same either way, so it leaks nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requested {
+    /// A confirmation link was mailed.
+    LinkSent,
+    /// The address is already an active subscriber: nothing to do.
+    AlreadySubscribed,
+}
+
+/// Validates the form, throttles per client, records the request and mails the link.
+pub fn request(
+    conn: &mut Connection,
+    urls: &SiteUrls,
+    newsletter: &Newsletter,
+    email: &str,
+    name: &str,
+    client: &str,
+) -> DomainResult<Requested> {
+    let name = Some(name.trim().to_string()).filter(|n| !n.is_empty());
+    let valid = subscribers::validate(&NewSubscriber {
+        email: email.to_string(),
+        name,
+        tags: Vec::new(),
+    })?;
+    write_tx(conn, |tx| {
+        rate_limit::hit(
+            tx,
+            &format!("subscribe:{client}"),
+            3600,
+            PER_CLIENT_PER_HOUR,
+        )?;
+        const EXISTING: &str =
+            "SELECT status FROM subscribers WHERE newsletter_id = ?1 AND email = ?2";
+        let status: Option<String> = tx
+            .query_row(EXISTING, (newsletter.id, valid.email.as_str()), |r| {
+                r.get(0)
+            })
+            .optional()?;
+        if status.as_deref() == Some(Status::Active.as_str()) {
+            return Ok(Requested::AlreadySubscribed);
+        }
+        let token = random_hex(32);
+        let now = clock::now();
+        const UPSERT: &str = "INSERT INTO subscription_requests (newsletter_id, email, name, token_hash, expires_at, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (newsletter_id, email) DO UPDATE SET name = excluded.name,
+                 token_hash = excluded.token_hash, expires_at = excluded.expires_at, created_at = excluded.created_at";
+        tx.execute(
+            UPSERT,
+            (
+                newsletter.id,
+                valid.email.as_str(),
+                valid.name.as_deref(),
+                sha256_hex(&token),
+                clock::format(now + LINK_LIFETIME),
+                clock::format(now),
+            ),
+        )?;
+        let link = format!(
+            "{}/subscribe/confirm/{token}",
+            urls.site_origin(&newsletter.subdomain)
+        );
+        send_mail::enqueue(
+            tx,
+            valid.email.as_str(),
+            account_mail::subscription_confirmation(&newsletter.name, &link),
+        )?;
+        Ok(Requested::LinkSent)
+    })
+}
+
+/// Follows a confirmation link of `newsletter_id`'s site: the address becomes an active
+/// subscriber (a former subscriber who had left is active again). Works once.
+pub fn confirm(conn: &mut Connection, newsletter_id: i64, token: &str) -> DomainResult<Subscriber> {
+    write_tx(conn, |tx| {
+        const FIND: &str = "SELECT id, email, name FROM subscription_requests
+             WHERE newsletter_id = ?1 AND token_hash = ?2 AND expires_at > ?3";
+        let (request_id, email, name): (i64, String, Option<String>) = tx
+            .query_row(
+                FIND,
+                (newsletter_id, sha256_hex(token), clock::now_string()),
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()?
+            .ok_or(DomainError::NotFound("subscription request"))?;
+        tx.execute(
+            "DELETE FROM subscription_requests WHERE id = ?1",
+            [request_id],
+        )?;
+        let valid = subscribers::validate(&NewSubscriber {
+            email,
+            name,
+            tags: Vec::new(),
+        })?;
+        let (subscriber, _created) = subscribers::insert(tx, newsletter_id, &valid)?;
+        if subscriber.status != Status::Unsubscribed {
+            return Ok(subscriber);
+        }
+        const RESUBSCRIBE: &str =
+            "UPDATE subscribers SET status = 'active', unsubscribed_at = NULL,
+             subscribed_at = ?2, updated_at = ?2 WHERE id = ?1";
+        tx.execute(RESUBSCRIBE, (subscriber.id, clock::now_string()))?;
+        let subscriber = subscribers::get(tx, newsletter_id, subscriber.id)?;
+        events::record(
+            tx,
+            newsletter_id,
+            "subscriber.updated",
+            subscriber.event_data(),
+        )?;
+        Ok(subscriber)
+    })
+}

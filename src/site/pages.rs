@@ -1,0 +1,466 @@
+//! A newsletter's public pages: home, subscribe (double opt-in), archive, issue pages and the
+//! Atom feed. Small, server-rendered, no third-party assets.
+
+use maud::{Markup, PreEscaped, html};
+use poem::http::StatusCode;
+use poem::web::cookie::{Cookie, SameSite};
+use poem::web::{Data, Path, Query};
+use poem::{Body, IntoResponse, Request, Response, handler};
+use serde::Deserialize;
+
+use super::{Meta, Site, not_found, page_response, page_with};
+use crate::app::AppState;
+use crate::domain::issues::{self, Issue};
+use crate::domain::opt_in::{self, Requested};
+use crate::domain::pagination::Page;
+use crate::domain::secrets::random_hex;
+use crate::domain::{DomainError, FieldErrors};
+use crate::mail::render::markdown_to_html;
+use crate::web::FormData;
+
+type State = std::sync::Arc<AppState>;
+
+/// Issues on the home page.
+const LATEST: u32 = 5;
+/// Issues per archive page.
+const ARCHIVE_PAGE: u32 = 20;
+/// Entries in the feed.
+const FEED_ENTRIES: u32 = 20;
+
+fn origin(state: &State, site: &Site) -> String {
+    state.urls.site_origin(&site.0.subdomain)
+}
+
+fn issue_url(state: &State, site: &Site, issue: &Issue) -> String {
+    format!("{}/p/{}", origin(state, site), issue.path)
+}
+
+/// The date part of a timestamp, for people.
+fn day(timestamp: Option<&str>) -> &str {
+    timestamp.map(|t| &t[..10.min(t.len())]).unwrap_or("")
+}
+
+async fn published(state: &State, site: &Site, page: Page) -> Result<(Vec<Issue>, bool), Response> {
+    let nid = site.0.id;
+    state
+        .db
+        .run(move |conn| issues::list_published(conn, nid, page))
+        .await
+        .map_err(|e| internal(&e))
+}
+
+fn internal(e: &DomainError) -> Response {
+    eprintln!("site: {e}");
+    page_response(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "Something went wrong",
+        html! { p { "Please try again in a moment." } },
+    )
+}
+
+fn issue_list(state: &State, site: &Site, issues: &[Issue]) -> Markup {
+    html! {
+        @if issues.is_empty() {
+            p.muted { "No issues published yet." }
+        } @else {
+            ul.issues {
+                @for issue in issues {
+                    li {
+                        a href=(issue_url(state, site, issue)) { (issue.subject) }
+                        " " time.muted datetime=(issue.published_at.as_deref().unwrap_or("")) { (day(issue.published_at.as_deref())) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+// The CSRF token of the subscribe form: the same scheme as the dashboard's (a random cookie
+// and an HMAC of it), on the newsletter's own host.
+fn csrf_cookie_value(req: &Request, state: &State) -> String {
+    let jar = req.cookie();
+    match jar
+        .get(crate::web::csrf::COOKIE)
+        .map(|c| c.value_str().to_string())
+        .filter(|v| v.len() == 32)
+    {
+        Some(value) => value,
+        None => {
+            let value = random_hex(16);
+            let mut cookie = Cookie::new_with_str(crate::web::csrf::COOKIE, &value);
+            cookie.set_path("/");
+            cookie.set_http_only(true);
+            cookie.set_same_site(SameSite::Lax);
+            cookie.set_secure(state.urls.is_https());
+            jar.add(cookie);
+            value
+        }
+    }
+}
+
+fn subscribe_form(
+    req: &Request,
+    state: &State,
+    email: &str,
+    name: &str,
+    problems: &FieldErrors,
+) -> Markup {
+    let token = crate::web::csrf::token_for(&state.secret, &csrf_cookie_value(req, state));
+    html! {
+        @if !problems.is_empty() {
+            ul.errors role="alert" { @for sentence in problems.sentences() { li { (sentence) } } }
+        }
+        form.subscribe method="post" action="/subscribe" {
+            input type="hidden" name=(crate::web::csrf::FIELD) value=(token);
+            label { "E-mail address" input type="email" name="email" value=(email) required autocomplete="email" maxlength="254"; }
+            label { "Name (optional)" input type="text" name="name" value=(name) autocomplete="name" maxlength="100"; }
+            button type="submit" { "Subscribe" }
+        }
+    }
+}
+
+fn meta<'a>(state: &State, site: &'a Site, path: &str, og_type: &'a str) -> Meta<'a> {
+    Meta {
+        description: &site.0.tagline,
+        canonical: format!("{}{path}", origin(state, site)),
+        og_type,
+        site_name: &site.0.name,
+        feed: format!("{}/feed.xml", origin(state, site)),
+    }
+}
+
+#[handler]
+pub async fn home(req: &Request, Data(state): Data<&State>, Data(site): Data<&Site>) -> Response {
+    let latest = Page {
+        page: 1,
+        per_page: LATEST,
+    };
+    let (issues, more) = match published(state, site, latest).await {
+        Ok(found) => found,
+        Err(response) => return response,
+    };
+    let n = &site.0;
+    page_with(
+        &n.name,
+        Some(&meta(state, site, "/", "website")),
+        html! {
+            header {
+                h1 { (n.name) }
+                @if !n.tagline.is_empty() { p.tagline { (n.tagline) } }
+            }
+            section aria-labelledby="subscribe" {
+                h2 id="subscribe" { "Subscribe" }
+                (subscribe_form(req, state, "", "", &FieldErrors::new()))
+            }
+            section aria-labelledby="latest" {
+                h2 id="latest" { "Latest issues" }
+                (issue_list(state, site, &issues))
+                @if more { p { a href="/archive" { "All issues →" } } }
+            }
+            footer.muted { a href="/archive" { "Archive" } " · " a href="/feed.xml" { "Feed" } }
+        },
+    )
+    .into_response()
+}
+
+#[handler]
+pub async fn subscribe_page(
+    req: &Request,
+    Data(state): Data<&State>,
+    Data(site): Data<&Site>,
+) -> Response {
+    let n = &site.0;
+    page_with(
+        &format!("Subscribe to {}", n.name),
+        Some(&meta(state, site, "/subscribe", "website")),
+        html! {
+            h1 { "Subscribe to " (n.name) }
+            @if !n.tagline.is_empty() { p.tagline { (n.tagline) } }
+            (subscribe_form(req, state, "", "", &FieldErrors::new()))
+            p.muted { "We will e-mail you a link to confirm. Nothing is sent until you follow it." }
+        },
+    )
+    .into_response()
+}
+
+fn client_address(req: &Request) -> String {
+    req.remote_addr()
+        .as_socket_addr()
+        .map(|a| a.ip().to_string())
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+#[handler]
+pub async fn subscribe(
+    req: &Request,
+    body: Body,
+    Data(state): Data<&State>,
+    Data(site): Data<&Site>,
+) -> Response {
+    let Ok(form) = FormData::read(body).await else {
+        return page_response(
+            StatusCode::BAD_REQUEST,
+            "Bad request",
+            html! { p { "That form could not be read." } },
+        );
+    };
+    let cookie = req
+        .cookie()
+        .get(crate::web::csrf::COOKIE)
+        .map(|c| c.value_str().to_string());
+    if !crate::web::csrf::verify(
+        &state.secret,
+        cookie.as_deref(),
+        form.get(crate::web::csrf::FIELD),
+    ) {
+        return page_response(
+            StatusCode::FORBIDDEN,
+            "Form expired",
+            html! { p { "Please go back, reload the page and try again." } },
+        );
+    }
+    let (email, name) = (form.get("email").to_string(), form.get("name").to_string());
+    let (urls, newsletter, client) = (state.urls.clone(), site.0.clone(), client_address(req));
+    let (e, n) = (email.clone(), name.clone());
+    let requested = state
+        .db
+        .run(move |conn| opt_in::request(conn, &urls, &newsletter, &e, &n, &client))
+        .await;
+    let title = format!("Subscribe to {}", site.0.name);
+    match requested {
+        Ok(Requested::LinkSent | Requested::AlreadySubscribed) => page_response(
+            StatusCode::OK,
+            "Check your inbox",
+            html! {
+                p { "If " strong { (email.trim()) } " is not subscribed yet, a confirmation link is on its way. Follow it to start receiving " (site.0.name) "." }
+                p { a href="/" { "← Back to " (site.0.name) } }
+            },
+        ),
+        Err(DomainError::Invalid(_, problems)) => {
+            let mut response = page_with(
+                &title,
+                None,
+                html! {
+                    h1 { (title) }
+                    (subscribe_form(req, state, &email, &name, &problems))
+                },
+            )
+            .into_response();
+            response.set_status(StatusCode::UNPROCESSABLE_ENTITY);
+            response
+        }
+        Err(DomainError::RateLimited(window)) => {
+            let mut response = page_response(
+                StatusCode::TOO_MANY_REQUESTS,
+                "Too many requests",
+                html! { p { "Please wait a little and try again." } },
+            );
+            response
+                .headers_mut()
+                .insert("Retry-After", window.retry_after.into());
+            response
+        }
+        Err(e) => internal(&e),
+    }
+}
+
+#[handler]
+pub async fn confirm_page(
+    req: &Request,
+    Path(token): Path<String>,
+    Data(state): Data<&State>,
+    Data(site): Data<&Site>,
+) -> Response {
+    let csrf = crate::web::csrf::token_for(&state.secret, &csrf_cookie_value(req, state));
+    page_response(
+        StatusCode::OK,
+        &format!("Confirm your subscription to {}", site.0.name),
+        html! {
+            form method="post" action={ "/subscribe/confirm/" (token) } {
+                input type="hidden" name=(crate::web::csrf::FIELD) value=(csrf);
+                button type="submit" { "Yes, subscribe me" }
+            }
+        },
+    )
+}
+
+#[handler]
+pub async fn confirm(
+    req: &Request,
+    Path(token): Path<String>,
+    body: Body,
+    Data(state): Data<&State>,
+    Data(site): Data<&Site>,
+) -> Response {
+    let form = FormData::read(body).await.unwrap_or_default();
+    let cookie = req
+        .cookie()
+        .get(crate::web::csrf::COOKIE)
+        .map(|c| c.value_str().to_string());
+    if !crate::web::csrf::verify(
+        &state.secret,
+        cookie.as_deref(),
+        form.get(crate::web::csrf::FIELD),
+    ) {
+        return page_response(
+            StatusCode::FORBIDDEN,
+            "Form expired",
+            html! { p { "Please follow the link in the e-mail again." } },
+        );
+    }
+    let nid = site.0.id;
+    match state
+        .db
+        .run(move |conn| opt_in::confirm(conn, nid, &token))
+        .await
+    {
+        Ok(subscriber) => page_response(
+            StatusCode::OK,
+            "You are subscribed",
+            html! {
+                p { strong { (subscriber.email) } " will receive " (site.0.name) ". Welcome!" }
+                p { a href="/" { "← Back to " (site.0.name) } }
+            },
+        ),
+        Err(DomainError::NotFound(_)) => page_response(
+            StatusCode::NOT_FOUND,
+            "This link has expired",
+            html! { p { "The link was already used or is more than 7 days old. " a href="/subscribe" { "Subscribe again" } "." } },
+        ),
+        Err(e) => internal(&e),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct ArchiveQuery {
+    page: Option<String>,
+}
+
+#[handler]
+pub async fn archive(
+    Query(query): Query<ArchiveQuery>,
+    Data(state): Data<&State>,
+    Data(site): Data<&Site>,
+) -> Response {
+    let Ok(page) = Page::parse(query.page.as_deref(), Some(&ARCHIVE_PAGE.to_string())) else {
+        return not_found();
+    };
+    let (issues, more) = match published(state, site, page).await {
+        Ok(found) => found,
+        Err(response) => return response,
+    };
+    if issues.is_empty() && page.page > 1 {
+        return not_found();
+    }
+    let n = &site.0;
+    page_with(
+        &format!("Archive · {}", n.name),
+        Some(&meta(state, site, "/archive", "website")),
+        html! {
+            p { a href="/" { "← " (n.name) } }
+            h1 { "Archive" }
+            (issue_list(state, site, &issues))
+            nav.pager aria-label="Pages" {
+                @if page.page > 1 { a rel="prev" href={ "/archive?page=" (page.page - 1) } { "← Newer" } " " }
+                @if more { a rel="next" href={ "/archive?page=" (page.page + 1) } { "Older →" } }
+            }
+        },
+    )
+    .into_response()
+}
+
+#[handler]
+pub async fn issue_page(
+    Path(path): Path<String>,
+    Data(state): Data<&State>,
+    Data(site): Data<&Site>,
+) -> Response {
+    let nid = site.0.id;
+    let found = state
+        .db
+        .run(move |conn| issues::get_published_by_path(conn, nid, &path))
+        .await;
+    let issue = match found {
+        Ok(issue) => issue,
+        Err(DomainError::NotFound(_)) => return not_found(),
+        Err(e) => return internal(&e),
+    };
+    let n = &site.0;
+    let content = markdown_to_html(&issue.content_markdown);
+    let mut page_meta = meta(state, site, &format!("/p/{}", issue.path), "article");
+    let summary: String = issue.content_markdown.chars().take(160).collect();
+    if !summary.trim().is_empty() {
+        page_meta.description = summary.as_str();
+    }
+    page_with(
+        &format!("{} · {}", issue.subject, n.name),
+        Some(&page_meta),
+        html! {
+            p { a href="/" { "← " (n.name) } }
+            article {
+                h1 { (issue.subject) }
+                p.muted { time datetime=(issue.published_at.as_deref().unwrap_or("")) { (day(issue.published_at.as_deref())) } }
+                (PreEscaped(content))
+                @if !issue.articles.is_empty() {
+                    section.articles aria-label="Articles" {
+                        @for article in &issue.articles {
+                            div.article {
+                                h2 { a href=(article.url) rel="noopener" { (article.title) } }
+                                @if !article.summarized_article.is_empty() { p { (article.summarized_article) } }
+                            }
+                        }
+                    }
+                }
+            }
+            section aria-labelledby="subscribe" {
+                h2 id="subscribe" { "Get the next issue by e-mail" }
+                a.button href="/subscribe" { "Subscribe to " (n.name) }
+            }
+        },
+    )
+    .into_response()
+}
+
+#[handler]
+pub async fn feed(Data(state): Data<&State>, Data(site): Data<&Site>) -> Response {
+    let first = Page {
+        page: 1,
+        per_page: FEED_ENTRIES,
+    };
+    let (issues, _) = match published(state, site, first).await {
+        Ok(found) => found,
+        Err(response) => return response,
+    };
+    let n = &site.0;
+    let home_url = format!("{}/", origin(state, site));
+    let updated = issues
+        .first()
+        .and_then(|i| i.published_at.clone())
+        .unwrap_or_else(|| n.updated_at.clone());
+    let xml = html! {
+        (PreEscaped("<?xml version=\"1.0\" encoding=\"utf-8\"?>\n"))
+        feed xmlns="http://www.w3.org/2005/Atom" {
+            title { (n.name) }
+            @if !n.tagline.is_empty() { subtitle { (n.tagline) } }
+            id { (home_url) }
+            link rel="alternate" type="text/html" href=(home_url) {}
+            link rel="self" type="application/atom+xml" href={ (origin(state, site)) "/feed.xml" } {}
+            updated { (updated) }
+            author { name { (if n.sender_name.is_empty() { &n.name } else { &n.sender_name }) } }
+            @for issue in &issues {
+                @let url = issue_url(state, site, issue);
+                entry {
+                    title { (issue.subject) }
+                    link rel="alternate" type="text/html" href=(url) {}
+                    id { (url) }
+                    published { (issue.published_at.as_deref().unwrap_or("")) }
+                    updated { (issue.published_at.as_deref().unwrap_or(&issue.updated_at)) }
+                    content type="html" { (markdown_to_html(&issue.content_markdown)) }
+                }
+            }
+        }
+    };
+    Response::builder()
+        .content_type("application/atom+xml; charset=utf-8")
+        .body(xml.into_string())
+}
