@@ -32,6 +32,7 @@ pub fn routes() -> impl Endpoint<Output = Response> {
         .at("/archive", get(pages::archive))
         .at("/p/:path", get(pages::issue_page))
         .at("/feed.xml", get(pages::feed))
+        .at("/favicon.ico", get(no_favicon))
         .at(
             "/u/:delivery/:sig",
             get(tracking::unsubscribe_page).post(tracking::unsubscribe),
@@ -112,6 +113,8 @@ pub fn page_with(title: &str, meta: Option<&Meta<'_>>, body: Markup) -> Markup {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) }
+                // No favicon file to fetch (and no 404 for it in every visitor's console).
+                link rel="icon" href="data:,";
                 @if let Some(m) = meta {
                     @if !m.description.is_empty() { meta name="description" content=(m.description); }
                     link rel="canonical" href=(m.canonical);
@@ -133,6 +136,16 @@ pub fn page_response(status: StatusCode, title: &str, body: Markup) -> Response 
     let mut response = page(title, html! { h1 { (title) } (body) }).into_response();
     response.set_status(status);
     response
+}
+
+/// Browsers ask for `/favicon.ico` on pages without a head (the feed): an empty answer,
+/// cached, instead of a 404 in the visitor's console.
+#[poem::handler]
+fn no_favicon() -> Response {
+    Response::builder()
+        .status(StatusCode::NO_CONTENT)
+        .header("Cache-Control", "public, max-age=86400")
+        .finish()
 }
 
 pub fn not_found() -> Response {

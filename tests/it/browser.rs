@@ -115,3 +115,63 @@ fn onboarding_in_chromium_ends_with_a_working_key() {
         .api("PATCH", "/newsletter", &key, Some(&json!({"name": "x"})));
     assert_eq!(resp.error_code(403), "forbidden");
 }
+
+#[test]
+fn public_site_in_chromium_has_no_console_errors_and_subscribes() {
+    let Some(driver) = Driver::start("public site") else {
+        return;
+    };
+    let app = spawn_app();
+    let owner = onboard(&app, "Chromium Chronicle");
+    let issue = owner.post(
+        "/issues",
+        &json!({"issue": {"subject": "Seen in a browser", "status": "approved",
+            "content_markdown": "# Hello\n\nA paragraph with a [link](https://example.com/).\n\n- one\n- two",
+            "articles": [{"title": "An article", "url": "https://example.com/a", "summarized_article": "Why it matters."}]}}),
+    );
+    let id = issue.json()["id"].as_i64().unwrap();
+    let web_url = owner
+        .post(&format!("/issues/{id}/publish"), &json!({}))
+        .json()["web_url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Chromium resolves *.localhost to this machine, so the site is reached by its own name.
+    let origin = format!("http://{}.{}", owner.subdomain, app.public_host);
+    let email = unique_email("browser-reader");
+    runtime().block_on(async {
+        let c = driver.session().await;
+        for (path, shot) in [
+            ("/", "site-home"),
+            ("/archive", "site-archive"),
+            ("/feed.xml", ""),
+        ] {
+            c.goto(&format!("{origin}{path}")).await.unwrap();
+            if !shot.is_empty() {
+                screenshot(&c, shot).await;
+            }
+        }
+        c.goto(&web_url).await.unwrap();
+        let title = c.title().await.unwrap();
+        assert!(title.contains("Seen in a browser"), "{title}");
+        screenshot(&c, "site-issue").await;
+        let errors = driver.console_errors(&c).await;
+        assert!(errors.is_empty(), "console errors: {errors:?}");
+
+        c.goto(&format!("{origin}/")).await.unwrap();
+        fill(&c, "email", &email).await;
+        click(&c, "form.subscribe button[type=submit]").await;
+        let body = wait_for_element(&c, "main").await.text().await.unwrap();
+        assert!(body.contains("Check your inbox"), "{body}");
+        let mail = app.smtp.wait_for_message_to(&email, 1);
+        let link = link_containing(&mail.text(), "/subscribe/confirm/").unwrap();
+        c.goto(&link).await.unwrap();
+        click(&c, "main form button[type=submit]").await;
+        let body = wait_for_element(&c, "main").await.text().await.unwrap();
+        assert!(body.contains("You are subscribed"), "{body}");
+        assert!(driver.console_errors(&c).await.is_empty());
+        c.close().await.unwrap();
+    });
+    let subscribers = owner.get("/subscribers?status=active").json();
+    assert_eq!(subscribers["subscribers"][0]["email"], email.as_str());
+}

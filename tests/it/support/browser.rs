@@ -86,6 +86,10 @@ impl Driver {
                 ],
             }),
         );
+        caps.insert(
+            "goog:loggingPrefs".into(),
+            serde_json::json!({"browser": "ALL"}),
+        );
         ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
             .capabilities(caps)
             .connect(&format!("http://127.0.0.1:{}", self.port))
@@ -180,5 +184,32 @@ pub async fn wait_for_element(c: &Client, css: &str) -> fantoccini::elements::El
             c.source().await.unwrap_or_default()
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+impl Driver {
+    /// The browser console's warnings and errors since the last call (chromedriver's log
+    /// endpoint; fantoccini has no call for it).
+    pub async fn console_errors(&self, c: &Client) -> Vec<String> {
+        let session = c.session_id().await.unwrap().expect("a session id");
+        let url = format!("http://127.0.0.1:{}/session/{session}/se/log", self.port);
+        let body = serde_json::json!({"type": "browser"});
+        let answer: serde_json::Value = tokio::task::spawn_blocking(move || {
+            ureq::post(&url)
+                .send_json(body)
+                .unwrap()
+                .body_mut()
+                .read_json()
+                .unwrap()
+        })
+        .await
+        .unwrap();
+        answer["value"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|entry| matches!(entry["level"].as_str(), Some("SEVERE" | "WARNING")))
+            .map(|entry| entry["message"].as_str().unwrap_or("").to_string())
+            .collect()
     }
 }
