@@ -4,7 +4,7 @@ use maud::{Markup, html};
 use poem::web::{Data, Path};
 use poem::{Body, Request, handler, http::StatusCode};
 
-use super::layout::{csrf_field, errors, field, page};
+use super::layout::{Section, csrf_field, errors, field, newsletter_page, page};
 use super::newsletters::{owned, parse_id};
 use super::{Ctx, FormData, State, WebResult, invalid_fields, render, see_other};
 use crate::domain::FieldErrors;
@@ -19,12 +19,12 @@ pub async fn index(req: &Request, Path(id): Path<String>, Data(state): Data<&Sta
     let keys = state.db.run(move |conn| api_keys::list(conn, nid)).await?;
     render(
         StatusCode::OK,
-        page(
+        newsletter_page(
             &ctx,
+            &n,
+            Section::ApiKeys,
             "API keys",
-            false,
             html! {
-                p { a href={ "/newsletters/" (n.id) } { "← " (n.name) } }
                 h1 { "API keys" }
                 p.muted { "Keys let scripts use the REST API at " code { (state.urls.service("/api/v1")) } ". Each key acts on this newsletter only." }
                 @if keys.is_empty() {

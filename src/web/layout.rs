@@ -5,6 +5,87 @@ use maud::{DOCTYPE, Markup, html};
 use super::Ctx;
 use super::csrf;
 use crate::domain::FieldErrors;
+use crate::domain::newsletters::Newsletter;
+
+/// The parts of one newsletter's dashboard, in the order its section bar shows them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Section {
+    Overview,
+    Issues,
+    Subscribers,
+    Stats,
+    Webhooks,
+    ApiKeys,
+    Domains,
+    Settings,
+}
+
+impl Section {
+    const ALL: [Section; 8] = [
+        Section::Overview,
+        Section::Issues,
+        Section::Subscribers,
+        Section::Stats,
+        Section::Webhooks,
+        Section::ApiKeys,
+        Section::Domains,
+        Section::Settings,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            Section::Overview => "Overview",
+            Section::Issues => "Issues",
+            Section::Subscribers => "Subscribers",
+            Section::Stats => "Stats",
+            Section::Webhooks => "Webhooks",
+            Section::ApiKeys => "API keys",
+            Section::Domains => "Custom domains",
+            Section::Settings => "Settings",
+        }
+    }
+
+    /// The section's page, relative to `/newsletters/:id`.
+    fn suffix(self) -> &'static str {
+        match self {
+            Section::Overview => "",
+            Section::Issues => "/issues",
+            Section::Subscribers => "/subscribers",
+            Section::Stats => "/stats",
+            Section::Webhooks => "/webhooks",
+            Section::ApiKeys => "/api_keys",
+            Section::Domains => "/custom_domains",
+            Section::Settings => "/settings",
+        }
+    }
+}
+
+/// A page inside one newsletter's dashboard: the newsletter's name and its section bar above
+/// `body`, so every section is one click from every other.
+pub fn newsletter_page(
+    ctx: &Ctx,
+    newsletter: &Newsletter,
+    section: Section,
+    title: &str,
+    body: Markup,
+) -> Markup {
+    let base = format!("/newsletters/{}", newsletter.id);
+    page(
+        ctx,
+        &format!("{title} · {}", newsletter.name),
+        false,
+        html! {
+            nav.sections aria-label="Newsletter" {
+                a.name href=(base) { (newsletter.name) }
+                @for s in Section::ALL {
+                    @let current = s == section;
+                    a href={ (base) (s.suffix()) } aria-current=[current.then_some("page")] { (s.label()) }
+                }
+            }
+            (body)
+        },
+    )
+}
 
 /// A full page with the top bar; `narrow` for the account forms.
 pub fn page(ctx: &Ctx, title: &str, narrow: bool, body: Markup) -> Markup {

@@ -4,7 +4,7 @@ use maud::{Markup, html};
 use poem::web::{Data, Path};
 use poem::{Body, Request, handler, http::StatusCode};
 
-use super::layout::{csrf_field, errors, field, page};
+use super::layout::{Section, csrf_field, errors, field, newsletter_page, page};
 use super::{Ctx, FormData, State, WebError, WebResult, invalid_fields, render, see_other};
 use crate::domain::FieldErrors;
 use crate::domain::newsletters::{
@@ -296,10 +296,11 @@ pub async fn show(req: &Request, Path(id): Path<String>, Data(state): Data<&Stat
     let links = n.links(&state.urls);
     render(
         StatusCode::OK,
-        page(
+        newsletter_page(
             &ctx,
-            &n.name,
-            false,
+            &n,
+            Section::Overview,
+            "Overview",
             html! {
                 h1 { (n.name) }
                 @if !n.tagline.is_empty() { p.muted { (n.tagline) } }
@@ -307,11 +308,6 @@ pub async fn show(req: &Request, Path(id): Path<String>, Data(state): Data<&Stat
                     p { "Public site: " @if n.live_at.is_some() { a href=(links.home) { (links.home) } } @else { (links.home) " (live once the " a href={ "/newsletters/" (n.id) "/preference/edit" } { "preferences" } " are set)" } }
                     p { "Subdomain: " code { (n.subdomain) } " · Status: " strong { (n.status) } " · Tier: " strong { (n.tier) } }
                     p { "Frequency: " (n.frequency.map(|f| f.describe()).unwrap_or("not set")) " · " a href={ "/newsletters/" (n.id) "/setup_frequency" } { "change" } }
-                }
-                h2 { "Manage" }
-                ul {
-                    li { a href={ "/newsletters/" (n.id) "/api_keys" } { "API keys" } " — for scripts and the REST API" }
-                    li { a href={ "/newsletters/" (n.id) "/webhooks" } { "Webhooks" } " — signed notifications to your tools, with their delivery log" }
                 }
             },
         ),

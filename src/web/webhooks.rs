@@ -6,7 +6,7 @@ use maud::html;
 use poem::web::{Data, Path};
 use poem::{Body, Request, handler, http::StatusCode};
 
-use super::layout::{csrf_field, page};
+use super::layout::{Section, csrf_field, newsletter_page};
 use super::newsletters::{owned, parse_id};
 use super::{Ctx, FormData, State, WebResult, render, see_other};
 use crate::domain::{events, webhooks};
@@ -33,12 +33,12 @@ pub async fn index(req: &Request, Path(id): Path<String>, Data(state): Data<&Sta
         .await?;
     render(
         StatusCode::OK,
-        page(
+        newsletter_page(
             &ctx,
+            &n,
+            Section::Webhooks,
             "Webhooks",
-            false,
             html! {
-                p { a href={ "/newsletters/" (nid) } { "← " (n.name) } }
                 h1 { "Webhooks" }
                 p.muted { "Subscriptions are created with the API (" code { "POST /api/v1/webhook_subscriptions" } "). Each delivery is signed; see the docs for checking signatures." }
                 @if subscriptions.is_empty() {
