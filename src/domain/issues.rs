@@ -478,6 +478,55 @@ fn replace_articles(
     Ok(())
 }
 
+/// The issue as `input` would leave it, validated like create/update but not saved: what the
+/// dashboard previews before the owner saves. `current` is the stored issue, `None` for a
+/// new one.
+pub fn preview(
+    newsletter_id: i64,
+    current: Option<&Issue>,
+    input: &IssueInput,
+) -> DomainResult<Issue> {
+    let valid = validate(input, current.is_none())?;
+    let now = clock::now_string();
+    let mut issue = current.cloned().unwrap_or_else(|| Issue {
+        id: 0,
+        newsletter_id,
+        subject: String::new(),
+        content_markdown: String::new(),
+        status: Status::Draft,
+        scheduled_for: None,
+        sent_at: None,
+        path: String::new(),
+        published_at: None,
+        last_error: None,
+        articles_count: 0,
+        articles: Vec::new(),
+        created_at: now.clone(),
+        updated_at: now,
+    });
+    if let Some(subject) = valid.subject {
+        issue.subject = subject;
+    }
+    if let Some(content) = valid.content {
+        issue.content_markdown = content;
+    }
+    if let Some(articles) = valid.articles {
+        issue.articles = articles
+            .into_iter()
+            .zip(1..)
+            .map(|(a, position)| Article {
+                id: 0,
+                title: a.title,
+                url: a.url,
+                position,
+                summarized_article: a.summarized_article,
+            })
+            .collect();
+        issue.articles_count = issue.articles.len() as i64;
+    }
+    Ok(issue)
+}
+
 /// Creates an issue (draft unless told otherwise).
 pub fn create(
     conn: &mut Connection,
@@ -633,6 +682,13 @@ pub fn check_sendable(
     Ok(recipients)
 }
 
+/// What send_now would answer now, without sending: the recipient count, or why not (a
+/// cancelled newsletter first, then the checks of [`check_sendable`]).
+pub fn sendable(conn: &Connection, newsletter: &Newsletter, issue: &Issue) -> DomainResult<i64> {
+    newsletter.ensure_writable()?;
+    check_sendable(conn, newsletter, issue)
+}
+
 /// The outcome of send_now: the issue as it was when queued and the recipient count.
 #[derive(Debug, Clone)]
 pub struct Queued {
@@ -647,7 +703,7 @@ pub fn send_now(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainRes
         let newsletter = newsletters::get(tx, newsletter_id)?;
         newsletter.ensure_writable()?;
         let issue = get(tx, newsletter_id, id)?;
-        let recipients = check_sendable(tx, &newsletter, &issue)?;
+        let recipients = sendable(tx, &newsletter, &issue)?;
         start_sending(tx, &issue)?;
         Ok(Queued { issue, recipients })
     })
@@ -901,6 +957,26 @@ mod tests {
             )
             .unwrap();
         assert_eq!(published, 1);
+    }
+
+    #[test]
+    fn preview_applies_the_input_without_saving() {
+        let mut conn = db();
+        let stored = create(&mut conn, 1, &input("Stored")).unwrap();
+        let changed = IssueInput {
+            content_markdown: Some("**new**".into()),
+            articles: Some(vec![ArticleInput {
+                title: "A".into(),
+                url: "https://a.example/".into(),
+                summarized_article: String::new(),
+            }]),
+            ..input("Changed")
+        };
+        let shown = preview(1, Some(&stored), &changed).unwrap();
+        assert_eq!((shown.id, shown.subject.as_str()), (stored.id, "Changed"));
+        assert_eq!((shown.articles_count, shown.articles[0].position), (1, 1));
+        assert_eq!(get(&conn, 1, stored.id).unwrap().subject, "Stored");
+        assert!(preview(1, None, &IssueInput::default()).is_err());
     }
 
     #[test]

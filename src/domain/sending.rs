@@ -8,6 +8,7 @@ use time::{Duration, OffsetDateTime};
 
 use super::issues::{self, Issue, Status};
 use super::newsletters::{self, Newsletter};
+use super::stats::rate;
 use super::{DomainResult, tracking};
 use crate::clock;
 use crate::store::write_tx;
@@ -187,6 +188,22 @@ pub struct Progress {
     pub next_due: Option<String>,
 }
 
+impl Progress {
+    /// Deliveries that are final: sent, bounced or failed.
+    pub fn done(&self) -> i64 {
+        self.sent + self.bounced + self.failed
+    }
+
+    /// [`Progress::done`] as a whole percentage of the recipients (0 before they are recorded).
+    pub fn percent(&self) -> i64 {
+        if self.total <= 0 {
+            0
+        } else {
+            self.done() * 100 / self.total
+        }
+    }
+}
+
 pub fn progress(conn: &Connection, issue_id: i64) -> DomainResult<Progress> {
     const SQL: &str = "SELECT count(*), coalesce(sum(status = 'sent'), 0), coalesce(sum(status = 'bounced'), 0),
              coalesce(sum(status = 'failed'), 0), coalesce(sum(status IN ('pending', 'sending')), 0),
@@ -202,6 +219,44 @@ pub fn progress(conn: &Connection, issue_id: i64) -> DomainResult<Progress> {
             next_due: r.get(5)?,
         })
     })?)
+}
+
+/// One issue's numbers after (or during) its send. Opens and clicks follow the newsletter
+/// stats' definitions: delivered (`sent`) messages opened or clicked at least once, and
+/// rates are percentages of delivered messages.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Report {
+    pub progress: Progress,
+    pub opened: i64,
+    pub clicked: i64,
+    /// Recipients who left through this issue's unsubscribe link.
+    pub unsubscribed: i64,
+    pub open_rate: f64,
+    pub click_rate: f64,
+}
+
+/// The report of `issue` (loaded with [`issues::get`], so it is known to be the caller's).
+pub fn report(conn: &Connection, issue: &Issue) -> DomainResult<Report> {
+    const SQL: &str = "SELECT coalesce(sum(status = 'sent' AND opened_at IS NOT NULL), 0),
+             coalesce(sum(status = 'sent' AND clicked_at IS NOT NULL), 0),
+             coalesce(sum(unsubscribed_at IS NOT NULL), 0)
+         FROM deliveries WHERE issue_id = ?1";
+    let progress = progress(conn, issue.id)?;
+    let (opened, clicked, unsubscribed) = conn.query_row(SQL, [issue.id], |r| {
+        Ok((
+            r.get::<_, i64>(0)?,
+            r.get::<_, i64>(1)?,
+            r.get::<_, i64>(2)?,
+        ))
+    })?;
+    Ok(Report {
+        open_rate: rate(opened, progress.sent),
+        click_rate: rate(clicked, progress.sent),
+        progress,
+        opened,
+        clicked,
+        unsubscribed,
+    })
 }
 
 /// What the sender does next.
@@ -314,5 +369,40 @@ mod tests {
             )
             .unwrap();
         assert_eq!(events, 2);
+    }
+
+    #[test]
+    fn report_counts_like_the_stats() {
+        let conn = crate::domain::testing::db_with_newsletter("paid");
+        let now = clock::now_string();
+        conn.execute_batch(&format!(
+            "INSERT INTO issues (newsletter_id, subject, status, sent_at, path, created_at, updated_at)
+               VALUES (1, 'S', 'sent', '{now}', 's', '{now}', '{now}');
+             INSERT INTO deliveries (issue_id, subscriber_id, email, status, sent_at, opened_at, clicked_at, unsubscribed_at, created_at) VALUES
+               (1, NULL, 'a@x.co', 'sent', '{now}', '{now}', '{now}', NULL, '{now}'),
+               (1, NULL, 'b@x.co', 'sent', '{now}', '{now}', NULL, '{now}', '{now}'),
+               (1, NULL, 'c@x.co', 'sent', '{now}', NULL, NULL, NULL, '{now}'),
+               (1, NULL, 'd@x.co', 'bounced', NULL, NULL, NULL, NULL, '{now}');"
+        ))
+        .unwrap();
+        let issue = issues::get(&conn, 1, 1).unwrap();
+        let report = report(&conn, &issue).unwrap();
+        assert_eq!(
+            (
+                report.progress.total,
+                report.progress.sent,
+                report.progress.bounced
+            ),
+            (4, 3, 1)
+        );
+        assert_eq!(
+            (report.opened, report.clicked, report.unsubscribed),
+            (2, 1, 1)
+        );
+        assert_eq!((report.open_rate, report.click_rate), (66.7, 33.3));
+        assert_eq!(
+            (report.progress.done(), report.progress.percent()),
+            (4, 100)
+        );
     }
 }

@@ -380,11 +380,15 @@ pub async fn issue_page(
         .db
         .run(move |conn| issues::get_published_by_path(conn, nid, &path))
         .await;
-    let issue = match found {
-        Ok(issue) => issue,
-        Err(DomainError::NotFound(_)) => return not_found(),
-        Err(e) => return internal(&e),
-    };
+    match found {
+        Ok(issue) => issue_document(state, site, &issue).into_response(),
+        Err(DomainError::NotFound(_)) => not_found(),
+        Err(e) => internal(&e),
+    }
+}
+
+/// The public page of one issue; the dashboard previews an issue with this same page.
+pub fn issue_document(state: &State, site: &Site, issue: &Issue) -> Markup {
     let n = &site.0;
     let content = markdown_to_html(&issue.content_markdown);
     let mut page_meta = meta(state, site, &format!("/p/{}", issue.path), "article");
@@ -418,7 +422,6 @@ pub async fn issue_page(
             }
         },
     )
-    .into_response()
 }
 
 #[handler]
