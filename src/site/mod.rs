@@ -13,6 +13,8 @@ use poem::{Endpoint, EndpointExt, IntoResponse, Request, Response, Route, get};
 use crate::app::AppState;
 use crate::domain::newsletters::{self, Newsletter};
 
+pub use pages::issue_document;
+
 /// The newsletter whose site a request is for, found from its Host.
 #[derive(Clone)]
 pub struct Site(pub Arc<Newsletter>);
@@ -138,10 +140,10 @@ pub fn page_response(status: StatusCode, title: &str, body: Markup) -> Response 
     response
 }
 
-/// Browsers ask for `/favicon.ico` on pages without a head (the feed): an empty answer,
-/// cached, instead of a 404 in the visitor's console.
+/// Browsers ask for `/favicon.ico` on pages without an icon link (the feed, the dashboard):
+/// an empty answer, cached, instead of a 404 in the visitor's console.
 #[poem::handler]
-fn no_favicon() -> Response {
+pub fn no_favicon() -> Response {
     Response::builder()
         .status(StatusCode::NO_CONTENT)
         .header("Cache-Control", "public, max-age=86400")

@@ -5,6 +5,7 @@ mod accounts;
 mod api_keys;
 pub(crate) mod csrf;
 mod form;
+mod issues;
 mod layout;
 mod newsletters;
 mod session;
@@ -87,6 +88,52 @@ pub fn routes() -> impl poem::Endpoint {
             "/newsletters/:id/webhooks/deliveries/:delivery_id/redeliver",
             post(webhooks::redeliver),
         )
+        .at(
+            "/newsletters/:id/issues",
+            get(issues::index).post(issues::create),
+        )
+        .at("/newsletters/:id/issues/new", get(issues::new_form))
+        .at(
+            "/newsletters/:id/issues/:issue_id",
+            get(issues::show)
+                .post(issues::change)
+                .patch(issues::change)
+                .delete(issues::change),
+        )
+        .at(
+            "/newsletters/:id/issues/:issue_id/edit",
+            get(issues::edit_form),
+        )
+        .at(
+            "/newsletters/:id/issues/:issue_id/preview",
+            get(issues::preview),
+        )
+        .at(
+            "/newsletters/:id/issues/:issue_id/approve",
+            post(issues::approve),
+        )
+        .at(
+            "/newsletters/:id/issues/:issue_id/schedule",
+            post(issues::schedule),
+        )
+        .at(
+            "/newsletters/:id/issues/:issue_id/send",
+            get(issues::send_confirm).post(issues::send_now),
+        )
+        .at(
+            "/newsletters/:id/issues/:issue_id/publish",
+            post(issues::publish),
+        )
+        .at(
+            "/newsletters/:id/issues/:issue_id/delete",
+            get(issues::delete_confirm),
+        )
+        .at(
+            "/newsletters/:id/issues/:issue_id/progress",
+            get(issues::progress),
+        )
+        .at("/assets/dashboard.js", get(issues::script))
+        .at("/favicon.ico", get(crate::site::no_favicon))
         .at("/assets/app.css", get(stylesheet))
         .with(CookieJarManager::new())
 }

@@ -1,0 +1,130 @@
+//! Issues in the dashboard: the list by status, the Markdown editor with articles and a
+//! server-rendered preview, and the actions of the issue page (approve, schedule, send with
+//! live progress, publish, delete). Every rule is the domain's (`domain::issues`,
+//! `domain::sending`); these handlers parse, call and render.
+
+mod actions;
+mod form;
+mod pages;
+
+use poem::http::HeaderValue;
+use poem::web::{Data, Path};
+use poem::{Body, Request, Response, handler};
+
+use super::newsletters::parse_id;
+use super::{FormData, State, WebError, WebResult};
+use crate::domain::issues::{self, Issue};
+use crate::domain::newsletters::Newsletter;
+use crate::domain::{DomainError, FieldErrors};
+
+pub use actions::{
+    approve, delete_confirm, progress, publish, schedule, script, send_confirm, send_now,
+};
+pub use form::{create, edit_form, new_form};
+pub use pages::{index, preview, show};
+
+/// The issue `raw_id` of newsletter `n`; looked up within that newsletter, so someone else's
+/// issue id is a 404 like an unknown one.
+async fn issue_of(state: &State, n: &Newsletter, raw_id: &str) -> Result<Issue, WebError> {
+    let (nid, id) = (n.id, parse_id(raw_id)?);
+    Ok(state.db.run(move |conn| issues::get(conn, nid, id)).await?)
+}
+
+fn list_url(newsletter_id: i64) -> String {
+    format!("/newsletters/{newsletter_id}/issues")
+}
+
+fn issue_url(newsletter_id: i64, issue_id: i64) -> String {
+    format!("/newsletters/{newsletter_id}/issues/{issue_id}")
+}
+
+/// A refused action or invalid input, as messages to show on the page (the domain's own
+/// words); anything else stays an error page.
+fn problems(e: DomainError) -> Result<FieldErrors, WebError> {
+    match e {
+        DomainError::Invalid(_, fields) => Ok(fields),
+        DomainError::Rejected(_, message) => Ok(FieldErrors::single("base", message)),
+        other => Err(other.into()),
+    }
+}
+
+/// The issue pages show owner-written content in their previews: this policy keeps anything
+/// in it from running or loading scripts, while images in the content still show.
+const CONTENT_POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; \
+     img-src * data:; frame-src 'self'; object-src 'none'; form-action 'self'; frame-ancestors 'self'";
+
+/// [`super::render`] with [`CONTENT_POLICY`].
+fn render(status: poem::http::StatusCode, markup: maud::Markup) -> WebResult {
+    let mut response: Response = super::render(status, markup)?;
+    response.headers_mut().insert(
+        "Content-Security-Policy",
+        HeaderValue::from_static(CONTENT_POLICY),
+    );
+    Ok(response)
+}
+
+/// The value of an `<input type=datetime-local>` (minutes, no zone) for a stored UTC
+/// timestamp; the dashboard shows and takes times in UTC.
+fn local_input(stored: &str) -> String {
+    crate::clock::parse(stored)
+        .map(|at| crate::clock::format(at)[..16].to_string())
+        .unwrap_or_default()
+}
+
+/// A datetime-local value read as UTC, in the form the domain parses (RFC 3339); anything
+/// else is passed on for the domain to refuse.
+fn utc_from_local(text: &str) -> String {
+    let text = text.trim();
+    match text.len() {
+        16 => format!("{text}:00Z"),
+        19 => format!("{text}Z"),
+        _ => text.to_string(),
+    }
+}
+
+/// A stored timestamp for people: `2026-11-24 09:00 UTC`.
+fn when(stored: &str) -> String {
+    match local_input(stored) {
+        s if s.is_empty() => stored.to_string(),
+        s => format!("{} UTC", s.replace('T', " ")),
+    }
+}
+
+/// `POST /newsletters/:id/issues/:issue_id`: an update (`_method=patch`) or a delete
+/// (`_method=delete`); real PATCH and DELETE requests arrive here too.
+#[handler]
+pub async fn change(
+    req: &Request,
+    Path((id, issue_id)): Path<(String, String)>,
+    body: Body,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let form = FormData::read(body).await?;
+    let method = match form.get("_method") {
+        "" => req.method().as_str().to_ascii_lowercase(),
+        given => given.to_ascii_lowercase(),
+    };
+    if method == "delete" {
+        actions::delete(req, state, &id, &issue_id, &form).await
+    } else {
+        form::update(req, state, &id, &issue_id, &form).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn datetime_local_values_are_utc() {
+        assert_eq!(utc_from_local("2026-12-01T09:00"), "2026-12-01T09:00:00Z");
+        assert_eq!(
+            utc_from_local("2026-12-01T09:00:30"),
+            "2026-12-01T09:00:30Z"
+        );
+        assert_eq!(utc_from_local(" soon "), "soon");
+        assert_eq!(local_input("2026-12-01T09:00:00.000Z"), "2026-12-01T09:00");
+        assert_eq!(when("2026-12-01T09:00:00.000Z"), "2026-12-01 09:00 UTC");
+        assert_eq!(local_input("never"), "");
+    }
+}

@@ -1,0 +1,397 @@
+//! The issue list, the issue page (facts, actions, live progress, final report) and the
+//! previews: the e-mail from the real renderer, the web page from the public site's own view.
+
+use std::sync::Arc;
+
+use maud::{Markup, html};
+use poem::web::{Data, Path, Query};
+use poem::{Request, handler, http::StatusCode};
+use serde::Deserialize;
+
+use super::{issue_of, issue_url, list_url, local_input, render, when};
+use crate::clock;
+use crate::domain::issues::{self, Issue, Status};
+use crate::domain::newsletters::Newsletter;
+use crate::domain::pagination::Page;
+use crate::domain::sending::{self, Report};
+use crate::domain::tracking::Links;
+use crate::domain::{DomainError, FieldErrors};
+use crate::mail::render::IssueEmail;
+use crate::web::layout::{Section, csrf_field, errors, newsletter_page};
+use crate::web::newsletters::owned;
+use crate::web::{Ctx, State, WebError, WebResult, invalid_fields};
+
+/// The list's tabs: `None` is all.
+const TABS: [Option<Status>; 6] = [
+    None,
+    Some(Status::Draft),
+    Some(Status::Approved),
+    Some(Status::Scheduled),
+    Some(Status::Sending),
+    Some(Status::Sent),
+];
+
+#[derive(Deserialize)]
+pub struct ListQuery {
+    status: Option<String>,
+    page: Option<String>,
+}
+
+fn status_badge(status: Status) -> Markup {
+    html! { span class={ "status status-" (status.as_str()) } { (status.as_str()) } }
+}
+
+fn list_link(newsletter_id: i64, status: Option<&str>, page: u32) -> String {
+    let mut url = list_url(newsletter_id);
+    let mut sep = '?';
+    if let Some(s) = status {
+        url.push_str(&format!("{sep}status={s}"));
+        sep = '&';
+    }
+    if page > 1 {
+        url.push_str(&format!("{sep}page={page}"));
+    }
+    url
+}
+
+/// `GET /newsletters/:id/issues?status=&page=`: newest first, by status tab.
+#[handler]
+pub async fn index(
+    req: &Request,
+    Path(id): Path<String>,
+    Query(query): Query<ListQuery>,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let ctx = Ctx::load(req, state).await?;
+    let n = owned(&ctx, state, &id).await?;
+    let status = query.status.filter(|s| !s.is_empty() && s != "all");
+    let nid = n.id;
+    let (chosen, raw_page) = (status.clone(), query.page.clone());
+    let found = state
+        .db
+        .run(move |conn| {
+            let page = Page::parse(raw_page.as_deref(), None)?;
+            let (rows, more) = issues::list(conn, nid, page, chosen.as_deref())?;
+            Ok::<_, DomainError>((page, rows, more))
+        })
+        .await;
+    let (page, rows, more, found, code) = match found {
+        Ok((page, rows, more)) => (page.page, rows, more, FieldErrors::new(), StatusCode::OK),
+        Err(e) => (
+            1,
+            Vec::new(),
+            false,
+            invalid_fields(e)?,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+    };
+    render(
+        code,
+        newsletter_page(
+            &ctx,
+            &n,
+            Section::Issues,
+            "Issues",
+            html! {
+                div.heading {
+                    h1 { "Issues" }
+                    a.button href={ (list_url(nid)) "/new" } { "New issue" }
+                }
+                nav.tabs aria-label="Status" {
+                    @for tab in TABS {
+                        @let name = tab.map(Status::as_str);
+                        a href=(list_link(nid, name, 1)) aria-current=[(name == status.as_deref()).then_some("page")] { (name.unwrap_or("all")) }
+                    }
+                }
+                (errors(&found))
+                @if rows.is_empty() && found.is_empty() {
+                    p.muted { "No issues here yet." }
+                } @else if !rows.is_empty() {
+                    div.table-wrap { table #issues {
+                        thead { tr { th { "Subject" } th { "Status" } th { "Created" } th { "Scheduled / sent" } th { "Web" } } }
+                        tbody {
+                            @for issue in &rows {
+                                tr data-issue-id=(issue.id) {
+                                    td { a href=(issue_url(nid, issue.id)) { (issue.subject) } }
+                                    td { (status_badge(issue.status)) }
+                                    td { (when(&issue.created_at)) }
+                                    td {
+                                        @if let Some(sent) = &issue.sent_at { "sent " (when(sent)) }
+                                        @else if let Some(at) = &issue.scheduled_for { (when(at)) }
+                                    }
+                                    td {
+                                        @if let Some(url) = issue.web_url(&n, &state.urls) { a href=(url) { "published" } }
+                                    }
+                                }
+                            }
+                        }
+                    } }
+                }
+                nav.pager aria-label="Pages" {
+                    @if page > 1 { a rel="prev" href=(list_link(nid, status.as_deref(), page - 1)) { "← Newer" } " " }
+                    @if more { a rel="next" href=(list_link(nid, status.as_deref(), page + 1)) { "Older →" } }
+                }
+            },
+        ),
+    )
+}
+
+/// An issue with what its page shows besides it.
+struct IssueView {
+    issue: Issue,
+    /// While sending and once sent.
+    report: Option<Report>,
+    /// The schedule form's default: the issue's own time when scheduled, else the next slot.
+    schedule_default: String,
+}
+
+async fn load_view(state: &State, n: &Newsletter, issue: Issue) -> Result<IssueView, WebError> {
+    let report = match issue.status {
+        Status::Sending | Status::Sent => {
+            let shown = issue.clone();
+            Some(
+                state
+                    .db
+                    .run(move |conn| sending::report(conn, &shown))
+                    .await?,
+            )
+        }
+        _ => None,
+    };
+    let schedule_default = match (&issue.scheduled_for, issue.status) {
+        (Some(at), Status::Scheduled) => local_input(at),
+        _ => n
+            .frequency
+            .and_then(|f| issues::next_slot(f, clock::now()))
+            .map(|slot| local_input(&clock::format(slot)))
+            .unwrap_or_default(),
+    };
+    Ok(IssueView {
+        issue,
+        report,
+        schedule_default,
+    })
+}
+
+fn post_button(ctx: &Ctx, action: &str, label: &str, class: &str) -> Markup {
+    html! {
+        form.inline method="post" action=(action) {
+            (csrf_field(ctx))
+            button class=(class) type="submit" { (label) }
+        }
+    }
+}
+
+fn progress_panel(base: &str, report: &Report) -> Markup {
+    let p = &report.progress;
+    html! {
+        section.panel #send-progress-panel data-progress-url={ (base) "/progress" } {
+            h2 { "Sending" }
+            @if p.total > 0 {
+                progress #send-progress max=(p.total) value=(p.done()) { (p.percent()) "%" }
+            } @else {
+                progress #send-progress { "starting" }
+            }
+            p {
+                "Sent " strong data-progress="sent" { (p.sent) } " of " strong data-progress="total" { (p.total) }
+                " · bounced " strong data-progress="bounced" { (p.bounced) }
+                " · failed " strong data-progress="failed" { (p.failed) }
+                " · " span data-progress="percent" { (p.percent()) } "%"
+            }
+            p.muted.progress-note { "This updates by itself while the issue is sending." }
+            p.progress-done hidden { "Finished. " a href=(base) { "Show the report" } }
+        }
+    }
+}
+
+fn report_panel(report: &Report) -> Markup {
+    let p = &report.progress;
+    html! {
+        section.panel {
+            h2 { "Report" }
+            div.table-wrap { table #report {
+                thead { tr { th { "" } th { "Messages" } th { "Of delivered" } } }
+                tbody {
+                    tr { th { "Recipients" } td #report-recipients { (p.total) } td {} }
+                    tr { th { "Delivered" } td #report-delivered { (p.sent) } td {} }
+                    tr { th { "Opens" } td #report-opens { (report.opened) } td { (report.open_rate) "%" } }
+                    tr { th { "Clicks" } td #report-clicks { (report.clicked) } td { (report.click_rate) "%" } }
+                    tr { th { "Bounces" } td #report-bounces { (p.bounced) } td {} }
+                    tr { th { "Failed" } td #report-failed { (p.failed) } td {} }
+                    tr { th { "Unsubscribes" } td #report-unsubscribes { (report.unsubscribed) } td {} }
+                }
+            } }
+            p.muted { "Opens and clicks count delivered messages opened or clicked at least once (opens only while tracking is on)." }
+        }
+    }
+}
+
+/// The issue page.
+fn show_page(
+    ctx: &Ctx,
+    state: &State,
+    n: &Newsletter,
+    view: &IssueView,
+    found: &FieldErrors,
+) -> Markup {
+    let issue = &view.issue;
+    let base = issue_url(n.id, issue.id);
+    let web_url = issue.web_url(n, &state.urls);
+    let editable = issue.status.is_editable();
+    newsletter_page(
+        ctx,
+        n,
+        Section::Issues,
+        &issue.subject,
+        html! {
+            p { a href=(list_url(n.id)) { "← Issues" } }
+            h1 { (issue.subject) }
+            (errors(found))
+            p #issue-status { (status_badge(issue.status)) " · created " (when(&issue.created_at)) " · updated " (when(&issue.updated_at)) }
+            dl.facts {
+                @if let Some(at) = &issue.scheduled_for { dt { "Send time" } dd { (when(at)) } }
+                @if let Some(at) = &issue.sent_at { dt { "Sent" } dd { (when(at)) } }
+                dt { "Articles" } dd { (issue.articles_count) }
+                dt { "Web page" }
+                dd {
+                    @if let Some(url) = &web_url { a #web-url href=(url) { (url) } " (published " (when(issue.published_at.as_deref().unwrap_or(""))) ")" }
+                    @else { "not published; it will be at " code { "/p/" (issue.path) } }
+                }
+            }
+            @if let Some(reason) = &issue.last_error { p.warning role="status" { (reason) } }
+            div.actions {
+                @if editable { a.button href={ (base) "/edit" } { "Edit" } }
+                a.button.secondary href={ (base) "/preview" } { "Preview" }
+                @if issue.status == Status::Draft {
+                    (post_button(ctx, &format!("{base}/approve"), "Approve", ""))
+                }
+                @if issue.status == Status::Scheduled {
+                    (post_button(ctx, &format!("{base}/approve"), "Unschedule (keep approved)", "secondary"))
+                }
+                @if matches!(issue.status, Status::Approved | Status::Scheduled) {
+                    a.button href={ (base) "/send" } { "Send now…" }
+                }
+                @if issue.status != Status::Draft && web_url.is_none() {
+                    (post_button(ctx, &format!("{base}/publish"), "Publish to the web", ""))
+                }
+                @if issue.status == Status::Draft {
+                    a.button.danger href={ (base) "/delete" } { "Delete…" }
+                }
+            }
+            @if editable {
+                section.panel {
+                    h2 { "Schedule" }
+                    form.schedule method="post" action={ (base) "/schedule" } {
+                        (csrf_field(ctx))
+                        label { "Send at (UTC)" input type="datetime-local" name="scheduled_for" value=(view.schedule_default); }
+                        button type="submit" { "Schedule" }
+                    }
+                    p.muted {
+                        "Times are in UTC (now " (when(&clock::now_string())) "). "
+                        @match n.frequency.filter(|f| *f != crate::domain::newsletters::Frequency::Skip) {
+                            Some(f) => { "The default is the next slot of your frequency (" (f.describe()) "), at 09:00 UTC." }
+                            None => { "Set a frequency to get a default slot." }
+                        }
+                    }
+                }
+            }
+            @if let Some(report) = &view.report {
+                @if issue.status == Status::Sending { (progress_panel(&base, report)) }
+                @else { (report_panel(report)) }
+            }
+            @if issue.status == Status::Sending {
+                script src="/assets/dashboard.js" defer {}
+            }
+        },
+    )
+}
+
+/// Renders the issue page for `issue` with `status` (422 after a refused action).
+pub(super) async fn show_response(
+    ctx: &Ctx,
+    state: &State,
+    n: &Newsletter,
+    issue: Issue,
+    found: &FieldErrors,
+    status: StatusCode,
+) -> WebResult {
+    let view = load_view(state, n, issue).await?;
+    render(status, show_page(ctx, state, n, &view, found))
+}
+
+#[handler]
+pub async fn show(
+    req: &Request,
+    Path((id, issue_id)): Path<(String, String)>,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let ctx = Ctx::load(req, state).await?;
+    let n = owned(&ctx, state, &id).await?;
+    let issue = issue_of(state, &n, &issue_id).await?;
+    show_response(&ctx, state, &n, issue, &FieldErrors::new(), StatusCode::OK).await
+}
+
+/// Puts `<base target=_blank>` in a previewed document, so its links open in a new tab
+/// (the frame is sandboxed) and relative ones resolve on the newsletter's site.
+fn with_base(document: &str, origin: &str) -> String {
+    let base = format!(
+        "<head><base href=\"{}/\" target=\"_blank\">",
+        maud::html! { (origin) }.into_string()
+    );
+    document.replacen("<head>", &base, 1)
+}
+
+/// Both previews of `issue`: the e-mail a subscriber receives, rendered by the sender's own
+/// renderer (without tracking, so its links are the real ones), and the public web page.
+pub(super) fn preview_block(state: &State, n: &Newsletter, issue: &Issue) -> Markup {
+    let origin = state.urls.site_origin(&n.subdomain);
+    let links = Links::new(&origin, state.secret.clone(), false);
+    let mail = IssueEmail::new(issue, n, links).personalise(0, "subscriber@example.com");
+    let mut on_web = issue.clone();
+    on_web.published_at = on_web.published_at.or_else(|| Some(clock::now_string()));
+    let page = crate::site::issue_document(state, &crate::site::Site(Arc::new(n.clone())), &on_web);
+    html! {
+        div.previews {
+            section {
+                h3 { "E-mail" }
+                p.muted { "From " (mail.from_name) " <" (mail.from_email) "> · Subject: " strong { (mail.subject) } }
+                iframe #email-preview.preview title="E-mail preview" sandbox="allow-popups allow-popups-to-escape-sandbox" srcdoc=(with_base(&mail.html, &origin)) {}
+                details { summary { "Plain-text part" } pre.plain { (mail.text) } }
+            }
+            section {
+                h3 { "Web page" }
+                p.muted {
+                    @if issue.path.is_empty() { "Its address is made from the subject when the issue is saved." }
+                    @else { (origin) "/p/" (issue.path) }
+                }
+                iframe #web-preview.preview title="Web page preview" sandbox="allow-popups allow-popups-to-escape-sandbox" srcdoc=(with_base(&page.into_string(), &origin)) {}
+            }
+        }
+    }
+}
+
+/// `GET /newsletters/:id/issues/:issue_id/preview`: the saved issue's previews.
+#[handler]
+pub async fn preview(
+    req: &Request,
+    Path((id, issue_id)): Path<(String, String)>,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let ctx = Ctx::load(req, state).await?;
+    let n = owned(&ctx, state, &id).await?;
+    let issue = issue_of(state, &n, &issue_id).await?;
+    render(
+        StatusCode::OK,
+        newsletter_page(
+            &ctx,
+            &n,
+            Section::Issues,
+            &format!("Preview of {}", issue.subject),
+            html! {
+                p { a href=(issue_url(n.id, issue.id)) { "← " (issue.subject) } }
+                h1 { "Preview" }
+                (preview_block(state, &n, &issue))
+            },
+        ),
+    )
+}
