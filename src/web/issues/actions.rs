@@ -10,44 +10,16 @@ use serde_json::json;
 
 use super::form::for_people;
 use super::pages::show_response;
-use super::{issue_of, issue_url, list_url, problems, render, utc_from_local, when};
+use super::{Posted, issue_url, list_url, posted, problems, render, utc_from_local, viewed, when};
 use crate::domain::issues::{self, Issue, IssueInput, Status};
 use crate::domain::newsletters::Newsletter;
 use crate::domain::{DomainResult, FieldErrors, sending};
 use crate::web::layout::{Section, csrf_field, errors, newsletter_page};
-use crate::web::newsletters::owned;
 use crate::web::{Ctx, FormData, State, WebResult, see_other};
 
-/// A checked form post about one issue: its context, newsletter, issue and fields.
-struct Posted {
-    ctx: Ctx,
-    n: Newsletter,
-    issue: Issue,
-    form: FormData,
-}
-
-async fn posted(
-    req: &Request,
-    state: &State,
-    id: &str,
-    issue_id: &str,
-    body: Body,
-) -> Result<Posted, crate::web::WebError> {
-    let form = FormData::read(body).await?;
-    let ctx = Ctx::load_verified(req, state, &form).await?;
-    let n = owned(&ctx, state, id).await?;
-    let issue = issue_of(state, &n, issue_id).await?;
-    Ok(Posted {
-        ctx,
-        n,
-        issue,
-        form,
-    })
-}
-
-/// Runs `op` (which returns the notice to show) and goes back to the issue page; a refusal
-/// shows that page again with the domain's message.
-async fn act<F>(req: &Request, state: &State, p: Posted, op: F) -> WebResult
+/// Runs `op` (which returns the notice to show) and goes on to `then`; a refusal shows the
+/// issue page again with the domain's message.
+async fn act<F>(req: &Request, state: &State, p: Posted, then: String, op: F) -> WebResult
 where
     F: FnOnce(&mut Connection, i64, i64) -> DomainResult<String> + Send + 'static,
 {
@@ -55,7 +27,7 @@ where
     match state.db.run(move |conn| op(conn, nid, iid)).await {
         Ok(notice) => {
             p.ctx.notice_next(req, &notice);
-            see_other(&issue_url(nid, iid))
+            see_other(&then)
         }
         Err(e) => {
             let found = for_people(problems(e)?);
@@ -80,8 +52,9 @@ pub async fn approve(
     body: Body,
     Data(state): Data<&State>,
 ) -> WebResult {
-    let p = posted(req, state, &id, &issue_id, body).await?;
-    act(req, state, p, |conn, nid, iid| {
+    let p = posted(req, state, &id, &issue_id, FormData::read(body).await?).await?;
+    let then = issue_url(p.n.id, p.issue.id);
+    act(req, state, p, then, |conn, nid, iid| {
         let input = IssueInput {
             status: Some(Status::Approved.as_str().into()),
             ..Default::default()
@@ -100,9 +73,12 @@ pub async fn schedule(
     body: Body,
     Data(state): Data<&State>,
 ) -> WebResult {
-    let p = posted(req, state, &id, &issue_id, body).await?;
-    let at = p.form.get("scheduled_for").trim().to_string();
-    act(req, state, p, move |conn, nid, iid| {
+    let p = posted(req, state, &id, &issue_id, FormData::read(body).await?).await?;
+    let (at, then) = (
+        p.form.get("scheduled_for").trim().to_string(),
+        issue_url(p.n.id, p.issue.id),
+    );
+    act(req, state, p, then, move |conn, nid, iid| {
         let input = IssueInput {
             status: Some(Status::Scheduled.as_str().into()),
             scheduled_for: Some((!at.is_empty()).then(|| utc_from_local(&at))),
@@ -125,9 +101,9 @@ pub async fn publish(
     body: Body,
     Data(state): Data<&State>,
 ) -> WebResult {
-    let p = posted(req, state, &id, &issue_id, body).await?;
-    let urls = state.urls.clone();
-    act(req, state, p, move |conn, nid, iid| {
+    let p = posted(req, state, &id, &issue_id, FormData::read(body).await?).await?;
+    let (urls, then) = (state.urls.clone(), issue_url(p.n.id, p.issue.id));
+    act(req, state, p, then, move |conn, nid, iid| {
         let published = issues::publish(conn, &urls, nid, iid)?;
         Ok(format!("Published at {}", published.web_url))
     })
@@ -197,9 +173,7 @@ pub async fn send_confirm(
     Path((id, issue_id)): Path<(String, String)>,
     Data(state): Data<&State>,
 ) -> WebResult {
-    let ctx = Ctx::load(req, state).await?;
-    let n = owned(&ctx, state, &id).await?;
-    let issue = issue_of(state, &n, &issue_id).await?;
+    let (ctx, n, issue) = viewed(req, state, &id, &issue_id).await?;
     let verdict = verdict(state, &n, &issue).await?;
     render(StatusCode::OK, send_page(&ctx, &n, &issue, &verdict))
 }
@@ -212,7 +186,7 @@ pub async fn send_now(
     body: Body,
     Data(state): Data<&State>,
 ) -> WebResult {
-    let p = posted(req, state, &id, &issue_id, body).await?;
+    let p = posted(req, state, &id, &issue_id, FormData::read(body).await?).await?;
     let (nid, iid) = (p.n.id, p.issue.id);
     match state
         .db
@@ -243,9 +217,7 @@ pub async fn delete_confirm(
     Path((id, issue_id)): Path<(String, String)>,
     Data(state): Data<&State>,
 ) -> WebResult {
-    let ctx = Ctx::load(req, state).await?;
-    let n = owned(&ctx, state, &id).await?;
-    let issue = issue_of(state, &n, &issue_id).await?;
+    let (ctx, n, issue) = viewed(req, state, &id, &issue_id).await?;
     let base = issue_url(n.id, issue.id);
     render(
         StatusCode::OK,
@@ -270,40 +242,14 @@ pub async fn delete_confirm(
     )
 }
 
-/// `DELETE /newsletters/:id/issues/:issue_id` (through [`super::change`]).
-pub async fn delete(
-    req: &Request,
-    state: &State,
-    id: &str,
-    issue_id: &str,
-    form: &FormData,
-) -> WebResult {
-    let ctx = Ctx::load_verified(req, state, form).await?;
-    let n = owned(&ctx, state, id).await?;
-    let issue = issue_of(state, &n, issue_id).await?;
-    let (nid, iid) = (n.id, issue.id);
-    match state
-        .db
-        .run(move |conn| issues::delete(conn, nid, iid))
-        .await
-    {
-        Ok(()) => {
-            ctx.notice_next(req, &format!("Deleted “{}”.", issue.subject));
-            see_other(&list_url(nid))
-        }
-        Err(e) => {
-            let found = problems(e)?;
-            show_response(
-                &ctx,
-                state,
-                &n,
-                issue,
-                &found,
-                StatusCode::UNPROCESSABLE_ENTITY,
-            )
-            .await
-        }
-    }
+/// `DELETE /newsletters/:id/issues/:issue_id` (through [`super::change`]): drafts only.
+pub(super) async fn delete(req: &Request, state: &State, p: Posted) -> WebResult {
+    let (then, subject) = (list_url(p.n.id), p.issue.subject.clone());
+    act(req, state, p, then, move |conn, nid, iid| {
+        issues::delete(conn, nid, iid)?;
+        Ok(format!("Deleted “{subject}”."))
+    })
+    .await
 }
 
 /// `GET .../progress`: the send's counts as JSON, for the issue page's live progress.
@@ -313,9 +259,7 @@ pub async fn progress(
     Path((id, issue_id)): Path<(String, String)>,
     Data(state): Data<&State>,
 ) -> WebResult {
-    let ctx = Ctx::load(req, state).await?;
-    let n = owned(&ctx, state, &id).await?;
-    let issue = issue_of(state, &n, &issue_id).await?;
+    let (_, _, issue) = viewed(req, state, &id, &issue_id).await?;
     let iid = issue.id;
     let p = state
         .db

@@ -7,7 +7,9 @@ use poem::web::{Data, Path};
 use poem::{Body, Request, handler, http::StatusCode};
 
 use super::pages::preview_block;
-use super::{issue_of, issue_url, list_url, local_input, problems, render, utc_from_local, when};
+use super::{
+    Posted, issue_url, list_url, local_input, problems, render, utc_from_local, viewed, when,
+};
 use crate::clock;
 use crate::domain::FieldErrors;
 use crate::domain::issues::{self, ArticleInput, Issue, IssueInput, Status};
@@ -319,9 +321,7 @@ pub async fn edit_form(
     Path((id, issue_id)): Path<(String, String)>,
     Data(state): Data<&State>,
 ) -> WebResult {
-    let ctx = Ctx::load(req, state).await?;
-    let n = owned(&ctx, state, &id).await?;
-    let issue = issue_of(state, &n, &issue_id).await?;
+    let (ctx, n, issue) = viewed(req, state, &id, &issue_id).await?;
     if !issue.status.is_editable() {
         ctx.notice_next(
             req,
@@ -438,17 +438,8 @@ pub async fn create(
 }
 
 /// `PATCH /newsletters/:id/issues/:issue_id` (through [`super::change`]).
-pub async fn update(
-    req: &Request,
-    state: &State,
-    id: &str,
-    issue_id: &str,
-    form: &FormData,
-) -> WebResult {
-    let ctx = Ctx::load_verified(req, state, form).await?;
-    let n = owned(&ctx, state, id).await?;
-    let issue = issue_of(state, &n, issue_id).await?;
-    submit(req, state, &ctx, &n, Some(issue), form).await
+pub(super) async fn update(req: &Request, state: &State, p: Posted) -> WebResult {
+    submit(req, state, &p.ctx, &p.n, Some(p.issue), &p.form).await
 }
 
 #[cfg(test)]

@@ -11,8 +11,8 @@ use poem::http::HeaderValue;
 use poem::web::{Data, Path};
 use poem::{Body, Request, Response, handler};
 
-use super::newsletters::parse_id;
-use super::{FormData, State, WebError, WebResult};
+use super::newsletters::{owned, parse_id};
+use super::{Ctx, FormData, State, WebError, WebResult};
 use crate::domain::issues::{self, Issue};
 use crate::domain::newsletters::Newsletter;
 use crate::domain::{DomainError, FieldErrors};
@@ -28,6 +28,47 @@ pub use pages::{index, preview, show};
 async fn issue_of(state: &State, n: &Newsletter, raw_id: &str) -> Result<Issue, WebError> {
     let (nid, id) = (n.id, parse_id(raw_id)?);
     Ok(state.db.run(move |conn| issues::get(conn, nid, id)).await?)
+}
+
+/// For a page about one issue: the request's context, the signed-in user's newsletter `id`
+/// and its issue `issue_id` (404 for anyone else's).
+async fn viewed(
+    req: &Request,
+    state: &State,
+    id: &str,
+    issue_id: &str,
+) -> Result<(Ctx, Newsletter, Issue), WebError> {
+    let ctx = Ctx::load(req, state).await?;
+    let n = owned(&ctx, state, id).await?;
+    let issue = issue_of(state, &n, issue_id).await?;
+    Ok((ctx, n, issue))
+}
+
+/// A form post about one issue whose CSRF token checked out, with what it is about.
+struct Posted {
+    ctx: Ctx,
+    n: Newsletter,
+    issue: Issue,
+    form: FormData,
+}
+
+/// Checks the CSRF token of `form` before anything else, then finds the issue like [`viewed`].
+async fn posted(
+    req: &Request,
+    state: &State,
+    id: &str,
+    issue_id: &str,
+    form: FormData,
+) -> Result<Posted, WebError> {
+    let ctx = Ctx::load_verified(req, state, &form).await?;
+    let n = owned(&ctx, state, id).await?;
+    let issue = issue_of(state, &n, issue_id).await?;
+    Ok(Posted {
+        ctx,
+        n,
+        issue,
+        form,
+    })
 }
 
 fn list_url(newsletter_id: i64) -> String {
@@ -104,10 +145,11 @@ pub async fn change(
         "" => req.method().as_str().to_ascii_lowercase(),
         given => given.to_ascii_lowercase(),
     };
+    let p = posted(req, state, &id, &issue_id, form).await?;
     if method == "delete" {
-        actions::delete(req, state, &id, &issue_id, &form).await
+        actions::delete(req, state, p).await
     } else {
-        form::update(req, state, &id, &issue_id, &form).await
+        form::update(req, state, p).await
     }
 }
 

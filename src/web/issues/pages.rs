@@ -8,7 +8,7 @@ use poem::web::{Data, Path, Query};
 use poem::{Request, handler, http::StatusCode};
 use serde::Deserialize;
 
-use super::{issue_of, issue_url, list_url, local_input, render, when};
+use super::{issue_url, list_url, local_input, render, viewed, when};
 use crate::clock;
 use crate::domain::issues::{self, Issue, Status};
 use crate::domain::newsletters::Newsletter;
@@ -325,9 +325,7 @@ pub async fn show(
     Path((id, issue_id)): Path<(String, String)>,
     Data(state): Data<&State>,
 ) -> WebResult {
-    let ctx = Ctx::load(req, state).await?;
-    let n = owned(&ctx, state, &id).await?;
-    let issue = issue_of(state, &n, &issue_id).await?;
+    let (ctx, n, issue) = viewed(req, state, &id, &issue_id).await?;
     show_response(&ctx, state, &n, issue, &FieldErrors::new(), StatusCode::OK).await
 }
 
@@ -377,9 +375,7 @@ pub async fn preview(
     Path((id, issue_id)): Path<(String, String)>,
     Data(state): Data<&State>,
 ) -> WebResult {
-    let ctx = Ctx::load(req, state).await?;
-    let n = owned(&ctx, state, &id).await?;
-    let issue = issue_of(state, &n, &issue_id).await?;
+    let (ctx, n, issue) = viewed(req, state, &id, &issue_id).await?;
     render(
         StatusCode::OK,
         newsletter_page(
