@@ -4,6 +4,7 @@
 mod accounts;
 mod api_keys;
 pub(crate) mod csrf;
+mod custom_domains;
 mod form;
 mod layout;
 mod newsletters;
@@ -87,6 +88,25 @@ pub fn routes() -> impl poem::Endpoint {
             "/newsletters/:id/webhooks/deliveries/:delivery_id/redeliver",
             post(webhooks::redeliver),
         )
+        .at(
+            "/newsletters/:id/custom_domains",
+            get(custom_domains::index).post(custom_domains::create),
+        )
+        .at(
+            "/newsletters/:id/custom_domains/choose_method",
+            get(custom_domains::choose_method),
+        )
+        .at(
+            "/newsletters/:id/custom_domains/:domain_id",
+            get(custom_domains::show)
+                .post(custom_domains::remove)
+                .delete(custom_domains::remove),
+        )
+        .at(
+            "/newsletters/:id/custom_domains/:domain_id/verify",
+            post(custom_domains::verify),
+        )
+        .at("/tls/allowed", get(custom_domains::tls_allowed))
         .at("/assets/app.css", get(stylesheet))
         .with(CookieJarManager::new())
 }
