@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use hickory_resolver::config::{LookupIpStrategy, NameServerConfig, ResolverConfig};
+use hickory_resolver::config::{LookupIpStrategy, NameServerConfig, ResolveHosts, ResolverConfig};
 use hickory_resolver::net::NetError;
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hickory_resolver::proto::rr::{RData, RecordType};
@@ -334,23 +334,12 @@ pub fn remove(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainResul
     })
 }
 
-/// What a Host that is not one of the service's own names is.
-#[derive(Debug)]
-pub enum HostClaim {
-    /// No newsletter uses it.
-    Unclaimed,
-    /// A newsletter added it but it is not verified yet: nothing is served there.
-    Pending,
-    /// Verified: this newsletter's site answers there.
-    Active(Newsletter),
-}
-
-/// Who `host` (without port, lowercase) belongs to.
-pub fn claim_of_host(conn: &Connection, host: &str) -> DomainResult<HostClaim> {
+/// The newsletter whose active custom domain is `host` (lowercase, without port); `None`
+/// for a pending domain and for a name no newsletter uses.
+pub fn newsletter_on_domain(conn: &Connection, host: &str) -> DomainResult<Option<Newsletter>> {
     match find_by_domain(conn, host.trim_end_matches('.'))? {
-        None => Ok(HostClaim::Unclaimed),
-        Some(d) if d.status == Status::Pending => Ok(HostClaim::Pending),
-        Some(d) => Ok(HostClaim::Active(newsletters::get(conn, d.newsletter_id)?)),
+        Some(d) if d.status == Status::Active => Ok(Some(newsletters::get(conn, d.newsletter_id)?)),
+        _ => Ok(None),
     }
 }
 
@@ -367,9 +356,9 @@ pub fn tls_allowed(conn: &Connection, urls: &SiteUrls, host: &str) -> DomainResu
             Err(DomainError::NotFound(_)) => return Ok(false),
             Err(e) => return Err(e),
         },
-        None => match claim_of_host(conn, &host)? {
-            HostClaim::Active(n) => n,
-            HostClaim::Pending | HostClaim::Unclaimed => return Ok(false),
+        None => match newsletter_on_domain(conn, &host)? {
+            Some(n) => n,
+            None => return Ok(false),
         },
     };
     Ok(newsletter.live_at.is_some())
@@ -424,6 +413,8 @@ impl Dns {
         options.timeout = Duration::from_secs(3);
         options.attempts = 2;
         options.ip_strategy = LookupIpStrategy::Ipv4AndIpv6;
+        // What the world sees counts, not this machine's /etc/hosts.
+        options.use_hosts_file = ResolveHosts::Never;
         builder
             .build()
             .map_err(|e| format!("cannot start the DNS resolver: {e}"))

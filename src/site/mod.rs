@@ -13,7 +13,7 @@ use poem::{Endpoint, EndpointExt, IntoResponse, Request, Response, Route, get};
 
 use crate::app::AppState;
 use crate::domain::DomainError;
-use crate::domain::custom_domains::{self, HostClaim};
+use crate::domain::custom_domains;
 use crate::domain::newsletters::{self, Newsletter};
 use crate::domain::urls::{split_port, subdomain_of};
 
@@ -55,8 +55,10 @@ pub fn routes() -> impl Endpoint<Output = Response> {
 }
 
 /// Finds the site a request is for, by Host: `<subdomain>.<public-host>` or an active
-/// custom domain. `Ok(None)` means the request is for the base host; a pending custom
-/// domain, an unknown subdomain or a site not yet live is a 404 page.
+/// custom domain. `Ok(None)` means the request is for the service itself (the base host, the
+/// public host, or an IP address or single-label name such as `localhost`); any other
+/// domain that is not an active custom domain, an unknown subdomain and a site not yet live
+/// get the 404 page.
 pub async fn resolve(req: &Request, state: &AppState) -> Result<Option<Site>, Response> {
     let host = req
         .header("Host")
@@ -66,31 +68,26 @@ pub async fn resolve(req: &Request, state: &AppState) -> Result<Option<Site>, Re
         .to_lowercase();
     let subdomain = subdomain_of(&host, &state.urls.public_host).map(str::to_string);
     let name = split_port(&host).0.trim_end_matches('.').to_string();
-    let maybe_custom = name.contains('.')
-        && !name.starts_with('[')
-        && name != state.urls.base_host_name()
-        && name != state.urls.public_host_name();
-    if subdomain.is_none() && !maybe_custom {
+    let service_host = !name.contains('.')
+        || name.parse::<std::net::IpAddr>().is_ok()
+        || name.starts_with('[')
+        || name == state.urls.base_host_name()
+        || name == state.urls.public_host_name();
+    if subdomain.is_none() && service_host {
         return Ok(None);
     }
     let found = state
         .db
         .run(move |conn| match subdomain {
-            Some(subdomain) => newsletters::get_by_subdomain(conn, &subdomain).map(Some),
-            None => match custom_domains::claim_of_host(conn, &name)? {
-                HostClaim::Unclaimed => Ok(None),
-                HostClaim::Pending => Err(DomainError::NotFound("custom domain")),
-                HostClaim::Active(newsletter) => Ok(Some(newsletter)),
-            },
+            Some(subdomain) => newsletters::get_by_subdomain(conn, &subdomain),
+            None => custom_domains::newsletter_on_domain(conn, &name)?
+                .ok_or(DomainError::NotFound("custom domain")),
         })
         .await;
     match found {
-        Ok(None) => Ok(None),
         // The site answers once onboarding is done (the preferences step sets live_at).
-        Ok(Some(newsletter)) if newsletter.live_at.is_some() => {
-            Ok(Some(Site(Arc::new(newsletter))))
-        }
-        Ok(Some(_)) | Err(DomainError::NotFound(_)) => Err(not_found()),
+        Ok(newsletter) if newsletter.live_at.is_some() => Ok(Some(Site(Arc::new(newsletter)))),
+        Ok(_) | Err(DomainError::NotFound(_)) => Err(not_found()),
         Err(e) => {
             eprintln!("site: cannot resolve {host}: {e}");
             Err(page_response(
