@@ -66,8 +66,9 @@ pub async fn resolve(req: &Request, state: &AppState) -> Result<Option<Site>, Re
         .or_else(|| req.uri().authority().map(|a| a.to_string()))
         .unwrap_or_default()
         .to_lowercase();
-    let subdomain = subdomain_of(&host, &state.urls.public_host).map(str::to_string);
+    // Ports are ignored: behind a proxy on a non-standard port the Host carries one.
     let name = split_port(&host).0.trim_end_matches('.').to_string();
+    let subdomain = subdomain_of(&name, state.urls.public_host_name()).map(str::to_string);
     let service_host = !name.contains('.')
         || name.parse::<std::net::IpAddr>().is_ok()
         || name.starts_with('[')
