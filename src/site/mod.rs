@@ -1,6 +1,6 @@
 //! Each newsletter's public site, on `<subdomain>.<public-host>` or its active custom
-//! domain: its pages and the routes the
-//! links in sent mail lead to (unsubscribe, open pixel, click redirect).
+//! domain: its pages and the routes the links in sent mail lead to (unsubscribe, open pixel,
+//! click redirect).
 
 mod pages;
 mod tracking;

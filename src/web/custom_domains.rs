@@ -19,6 +19,13 @@ fn base(n: &Newsletter) -> String {
     format!("/newsletters/{}/custom_domains", n.id)
 }
 
+/// The first value of `name` in the query string.
+fn query_param(req: &Request, name: &str) -> Option<String> {
+    url::form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes())
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned())
+}
+
 fn status_badge(domain: &CustomDomain) -> Markup {
     html! {
         @match domain.status {
@@ -133,9 +140,7 @@ pub async fn choose_method(
 ) -> WebResult {
     let ctx = Ctx::load(req, state).await?;
     let n = owned(&ctx, state, &id).await?;
-    let method = url::form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes())
-        .find(|(k, _)| k == "method")
-        .map(|(_, v)| v.into_owned())
+    let method = query_param(req, "method")
         .filter(|m| Method::parse(m).is_some())
         .unwrap_or_else(|| Method::Subdomain.as_str().to_string());
     render(
@@ -338,9 +343,7 @@ pub async fn remove(
 /// 404 for anything else.
 #[handler]
 pub async fn tls_allowed(req: &Request, Data(state): Data<&State>) -> Response {
-    let domain = url::form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes())
-        .find(|(k, _)| k == "domain")
-        .map(|(_, v)| v.into_owned());
+    let domain = query_param(req, "domain");
     let allowed = match domain {
         Some(domain) => {
             let urls = state.urls.clone();

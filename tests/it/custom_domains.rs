@@ -18,19 +18,25 @@ fn domains_page(owner: &Owner) -> String {
     format!("/newsletters/{}/custom_domains", owner.newsletter_id)
 }
 
+/// Submits the choose-method form with `domain` and `method` (none when empty).
+fn submit_domain(owner: &Owner, domain: &str, method: &str) -> Resp {
+    let base = domains_page(owner);
+    let mut fields = vec![("custom_domain[domain]", domain)];
+    if !method.is_empty() {
+        fields.push(("custom_domain[method]", method));
+    }
+    owner
+        .client
+        .submit(&format!("{base}/choose_method"), &base, &fields)
+}
+
 /// Adds `domain` through the choose-method form; returns the domain page's path.
 fn add_domain(owner: &Owner, domain: &str, method: &str) -> String {
-    let base = domains_page(owner);
-    let resp = owner.client.submit(
-        &format!("{base}/choose_method"),
-        &base,
-        &[
-            ("custom_domain[domain]", domain),
-            ("custom_domain[method]", method),
-        ],
+    let page = submit_domain(owner, domain, method).redirect();
+    assert!(
+        page.starts_with(&format!("{}/", domains_page(owner))),
+        "{page}"
     );
-    let page = resp.redirect();
-    assert!(page.starts_with(&format!("{base}/")), "{page}");
     page
 }
 
@@ -453,7 +459,6 @@ fn bad_domains_are_refused_and_nothing_is_stored() {
     let (app, dns) = spawn_with_dns();
     let owner = onboard(&app, "Careful Courier");
     let other = onboard(&app, "Other Owner");
-    let base = domains_page(&owner);
     let count = || app.count("SELECT count(*) FROM custom_domains");
     let own_subdomain = format!("{}.localhost", owner.subdomain);
     let long = format!("{}.example.com", vec!["a".repeat(60); 5].join("."));
@@ -472,14 +477,7 @@ fn bad_domains_are_refused_and_nothing_is_stored() {
         ("example.com", "subdomain", "choose the apex method"),
         ("www.example.com", "mx", "Method must be subdomain or apex"),
     ] {
-        let resp = owner.client.submit(
-            &format!("{base}/choose_method"),
-            &base,
-            &[
-                ("custom_domain[domain]", domain),
-                ("custom_domain[method]", method),
-            ],
-        );
+        let resp = submit_domain(&owner, domain, method);
         assert_eq!(resp.status, 422, "{domain:?}: {}", resp.body);
         assert!(resp.body.contains("class=\"errors\""), "{domain:?}");
         assert!(resp.body.contains(why), "{domain:?} should say {why:?}");
@@ -490,14 +488,7 @@ fn bad_domains_are_refused_and_nothing_is_stored() {
     // Taken: by another newsletter, and a second one for the same newsletter.
     let page = add_domain(&other, "news.example.com", "subdomain");
     assert_eq!(count(), 1);
-    let resp = owner.client.submit(
-        &format!("{base}/choose_method"),
-        &base,
-        &[
-            ("custom_domain[domain]", "NEWS.example.com"),
-            ("custom_domain[method]", "subdomain"),
-        ],
-    );
+    let resp = submit_domain(&owner, "NEWS.example.com", "subdomain");
     resp.expect(422);
     assert!(resp.body.contains("already used by another newsletter"));
     assert!(
@@ -505,11 +496,7 @@ fn bad_domains_are_refused_and_nothing_is_stored() {
         "the form keeps what was typed"
     );
     add_domain(&owner, "letters.example.com", "");
-    let resp = owner.client.submit(
-        &format!("{base}/choose_method"),
-        &base,
-        &[("custom_domain[domain]", "second.example.com")],
-    );
+    let resp = submit_domain(&owner, "second.example.com", "");
     resp.expect(422);
     assert!(resp.body.contains("already uses letters.example.com"));
     assert_eq!(count(), 2);
@@ -527,11 +514,7 @@ fn bad_domains_are_refused_and_nothing_is_stored() {
     );
     dns.set("_broadsheet-verify.news.example.com", &[Rec::Txt(token)]);
     assert_eq!(verify(&other, &page)["status"], "active");
-    let resp = owner.client.submit(
-        &format!("{base}/choose_method"),
-        &base,
-        &[("custom_domain[domain]", "news.example.com")],
-    );
+    let resp = submit_domain(&owner, "news.example.com", "");
     resp.expect(422);
     assert_eq!(count(), 2);
 }
