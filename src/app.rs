@@ -11,6 +11,7 @@ use poem::web::Json;
 use poem::{EndpointExt, IntoResponse, Response, Route, Server, get, handler, http::StatusCode};
 
 use crate::config::ServeArgs;
+use crate::domain::custom_domains::Dns;
 use crate::domain::newsletters::Tier;
 use crate::domain::secrets::ServerSecret;
 use crate::domain::urls::SiteUrls;
@@ -36,6 +37,8 @@ pub struct AppState {
     pub rate_limits: RateLimits,
     /// Permit webhook URLs on private networks (`--allow-private-webhooks`).
     pub allow_private_webhooks: bool,
+    /// The resolver that verifies custom domains (`--dns-server`).
+    pub dns: Dns,
 }
 
 fn invalid(message: String) -> StoreError {
@@ -59,6 +62,7 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
         None => Transport::Outbox(data_dir.join("outbox")),
     };
     let urls = SiteUrls::new(&args.base_url, &args.public_host);
+    let dns = Dns::parse(args.dns_server.as_deref()).map_err(invalid)?;
     let mail_from = match &args.mail_from {
         Some(from) => ("Broadsheet".to_string(), from.clone()),
         None => {
@@ -114,6 +118,7 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
             bulk: args.rate_limit_bulk,
         },
         allow_private_webhooks: args.allow_private_webhooks,
+        dns,
     });
 
     let rt = tokio::runtime::Builder::new_multi_thread()

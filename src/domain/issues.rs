@@ -90,13 +90,9 @@ impl Issue {
 
     /// The public address once published.
     pub fn web_url(&self, newsletter: &Newsletter, urls: &SiteUrls) -> Option<String> {
-        self.published_at.as_ref().map(|_| {
-            format!(
-                "{}/p/{}",
-                urls.site_origin(&newsletter.subdomain),
-                self.path
-            )
-        })
+        self.published_at
+            .as_ref()
+            .map(|_| format!("{}/p/{}", newsletter.site_origin(urls), self.path))
     }
 
     /// The `data` of `issue.sent` and `issue.published`.

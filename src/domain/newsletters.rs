@@ -123,6 +123,8 @@ pub struct Newsletter {
     /// When the public site went live (the preferences step); `None` before.
     pub live_at: Option<String>,
     pub tracking_enabled: bool,
+    /// The verified custom domain (`www.example.com`), once it is active: the site's address.
+    pub custom_domain: Option<String>,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -136,8 +138,18 @@ pub struct SiteLinks {
 }
 
 impl Newsletter {
+    /// The origin of the public site, the one rule for every link to it (API `urls`,
+    /// `web_url`, mail, canonical links, the feed): the active custom domain when there is
+    /// one, else `<subdomain>.<public-host>`.
+    pub fn site_origin(&self, urls: &SiteUrls) -> String {
+        match &self.custom_domain {
+            Some(domain) => urls.custom_domain_origin(domain),
+            None => urls.subdomain_origin(&self.subdomain),
+        }
+    }
+
     pub fn links(&self, urls: &SiteUrls) -> SiteLinks {
-        let origin = urls.site_origin(&self.subdomain);
+        let origin = self.site_origin(urls);
         SiteLinks {
             home: format!("{origin}/"),
             subscribe: format!("{origin}/subscribe"),
@@ -162,7 +174,8 @@ macro_rules! select_newsletter {
     ($($tail:literal)+) => {
         concat!(
             "SELECT id, owner_id, name, tagline, keywords, sender_name, sender_email, subdomain, status, tier, ",
-            "frequency, target_audience, content_tone, newsletter_length, live_at, tracking_enabled, created_at, updated_at ",
+            "frequency, target_audience, content_tone, newsletter_length, live_at, tracking_enabled, created_at, updated_at, ",
+            "(SELECT domain FROM custom_domains WHERE custom_domains.newsletter_id = newsletters.id AND custom_domains.status = 'active') ",
             "FROM newsletters ", $($tail),+
         )
     };
@@ -201,6 +214,7 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Newsletter> {
         tracking_enabled: row.get(15)?,
         created_at: row.get(16)?,
         updated_at: row.get(17)?,
+        custom_domain: row.get(18)?,
     })
 }
 

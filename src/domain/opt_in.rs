@@ -79,10 +79,7 @@ pub fn request(
                 clock::format(now),
             ),
         )?;
-        let link = format!(
-            "{}/subscribe/confirm/{token}",
-            urls.site_origin(&newsletter.subdomain)
-        );
+        let link = format!("{}/subscribe/confirm/{token}", newsletter.site_origin(urls));
         send_mail::enqueue(
             tx,
             valid.email.as_str(),

@@ -74,7 +74,7 @@ fn send(ctx: &JobContext, issue_id: i64) -> Result<Next, String> {
         return Ok(Next::Finished);
     };
     let links = Links::new(
-        &ctx.urls.site_origin(&plan.newsletter.subdomain),
+        &plan.newsletter.site_origin(&ctx.urls),
         ctx.secret.clone(),
         plan.newsletter.tracking_enabled,
     );

@@ -1,5 +1,6 @@
-//! Each newsletter's public site, on `<subdomain>.<public-host>`: its pages and the routes the
-//! links in sent mail lead to (unsubscribe, open pixel, click redirect).
+//! Each newsletter's public site, on `<subdomain>.<public-host>` or its active custom
+//! domain: its pages and the routes the links in sent mail lead to (unsubscribe, open pixel,
+//! click redirect).
 
 mod pages;
 mod tracking;
@@ -11,7 +12,10 @@ use poem::http::StatusCode;
 use poem::{Endpoint, EndpointExt, IntoResponse, Request, Response, Route, get};
 
 use crate::app::AppState;
+use crate::domain::DomainError;
+use crate::domain::custom_domains;
 use crate::domain::newsletters::{self, Newsletter};
+use crate::domain::urls::{split_port, subdomain_of};
 
 pub use pages::issue_document;
 
@@ -52,15 +56,11 @@ pub fn routes() -> impl Endpoint<Output = Response> {
         .map_to_response()
 }
 
-/// Which newsletter a Host names: `<subdomain>.<public-host>`. `None` for the base host
-/// and anything else.
-pub fn subdomain_of<'a>(host: &'a str, public_host: &str) -> Option<&'a str> {
-    let host = host.trim_end_matches('.');
-    let prefix = host.strip_suffix(public_host)?.strip_suffix('.')?;
-    (!prefix.is_empty() && !prefix.contains('.')).then_some(prefix)
-}
-
-/// Finds the site a request is for; `Ok(None)` means the request is for the base host.
+/// Finds the site a request is for, by Host: `<subdomain>.<public-host>` or an active
+/// custom domain. `Ok(None)` means the request is for the service itself (the base host, the
+/// public host, or an IP address or single-label name such as `localhost`); any other
+/// domain that is not an active custom domain, an unknown subdomain and a site not yet live
+/// get the 404 page.
 pub async fn resolve(req: &Request, state: &AppState) -> Result<Option<Site>, Response> {
     let host = req
         .header("Host")
@@ -68,18 +68,29 @@ pub async fn resolve(req: &Request, state: &AppState) -> Result<Option<Site>, Re
         .or_else(|| req.uri().authority().map(|a| a.to_string()))
         .unwrap_or_default()
         .to_lowercase();
-    let Some(subdomain) = subdomain_of(&host, &state.urls.public_host).map(str::to_string) else {
+    // Ports are ignored: behind a proxy on a non-standard port the Host carries one.
+    let name = split_port(&host).0.trim_end_matches('.').to_string();
+    let subdomain = subdomain_of(&name, state.urls.public_host_name()).map(str::to_string);
+    let service_host = !name.contains('.')
+        || name.parse::<std::net::IpAddr>().is_ok()
+        || name.starts_with('[')
+        || name == state.urls.base_host_name()
+        || name == state.urls.public_host_name();
+    if subdomain.is_none() && service_host {
         return Ok(None);
-    };
-    match state
+    }
+    let found = state
         .db
-        .run(move |conn| newsletters::get_by_subdomain(conn, &subdomain))
-        .await
-    {
+        .run(move |conn| match subdomain {
+            Some(subdomain) => newsletters::get_by_subdomain(conn, &subdomain),
+            None => custom_domains::newsletter_on_domain(conn, &name)?
+                .ok_or(DomainError::NotFound("custom domain")),
+        })
+        .await;
+    match found {
         // The site answers once onboarding is done (the preferences step sets live_at).
         Ok(newsletter) if newsletter.live_at.is_some() => Ok(Some(Site(Arc::new(newsletter)))),
-        Ok(_) => Err(not_found()),
-        Err(crate::domain::DomainError::NotFound(_)) => Err(not_found()),
+        Ok(_) | Err(DomainError::NotFound(_)) => Err(not_found()),
         Err(e) => {
             eprintln!("site: cannot resolve {host}: {e}");
             Err(page_response(
@@ -167,30 +178,3 @@ label{display:block;margin:.6rem 0}label input{display:block;width:100%;box-sizi
 .errors{color:#b91c1c}.issues{padding-left:1.1rem}.issues li{margin:.35rem 0}\
 a.button{display:inline-block;background:#1d4ed8;color:#fff;border-radius:6px;padding:.6rem 1.1rem;text-decoration:none}\
 footer{margin-top:2.5rem}img{max-width:100%}";
-
-#[cfg(test)]
-mod tests {
-    use super::subdomain_of;
-
-    #[test]
-    fn finds_the_subdomain_of_a_host() {
-        assert_eq!(
-            subdomain_of("weekly.localhost:8080", "localhost:8080"),
-            Some("weekly")
-        );
-        assert_eq!(
-            subdomain_of("weekly.news.example.com", "news.example.com"),
-            Some("weekly")
-        );
-        assert_eq!(subdomain_of("news.example.com", "news.example.com"), None);
-        assert_eq!(
-            subdomain_of("a.b.news.example.com", "news.example.com"),
-            None
-        );
-        assert_eq!(
-            subdomain_of("evilnews.example.com", "news.example.com"),
-            None
-        );
-        assert_eq!(subdomain_of("localhost:8080", "localhost:8080"), None);
-    }
-}

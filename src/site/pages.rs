@@ -28,7 +28,7 @@ const ARCHIVE_PAGE: u32 = 20;
 const FEED_ENTRIES: u32 = 20;
 
 fn origin(state: &State, site: &Site) -> String {
-    state.urls.site_origin(&site.0.subdomain)
+    site.0.site_origin(&state.urls)
 }
 
 fn issue_url(state: &State, site: &Site, issue: &Issue) -> String {

@@ -22,6 +22,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0004_subscription_requests",
         include_str!("../../migrations/0004_subscription_requests.sql"),
     ),
+    (
+        "0005_custom_domains",
+        include_str!("../../migrations/0005_custom_domains.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.

@@ -4,6 +4,7 @@
 mod accounts;
 mod api_keys;
 pub(crate) mod csrf;
+mod custom_domains;
 mod form;
 mod issues;
 mod layout;
@@ -134,6 +135,25 @@ pub fn routes() -> impl poem::Endpoint {
         )
         .at("/assets/dashboard.js", get(issues::script))
         .at("/favicon.ico", get(crate::site::no_favicon))
+        .at(
+            "/newsletters/:id/custom_domains",
+            get(custom_domains::index).post(custom_domains::create),
+        )
+        .at(
+            "/newsletters/:id/custom_domains/choose_method",
+            get(custom_domains::choose_method),
+        )
+        .at(
+            "/newsletters/:id/custom_domains/:domain_id",
+            get(custom_domains::show)
+                .post(custom_domains::remove)
+                .delete(custom_domains::remove),
+        )
+        .at(
+            "/newsletters/:id/custom_domains/:domain_id/verify",
+            post(custom_domains::verify),
+        )
+        .at("/tls/allowed", get(custom_domains::tls_allowed))
         .at("/assets/app.css", get(stylesheet))
         .with(CookieJarManager::new())
 }

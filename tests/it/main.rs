@@ -13,6 +13,7 @@ mod api_openapi;
 mod api_subscribers;
 mod browser;
 mod dash_issues;
+mod custom_domains;
 mod operator;
 mod sending;
 mod sending_crash;

@@ -342,7 +342,7 @@ fn with_base(document: &str, origin: &str) -> String {
 /// Both previews of `issue`: the e-mail a subscriber receives, rendered by the sender's own
 /// renderer (without tracking, so its links are the real ones), and the public web page.
 pub(super) fn preview_block(state: &State, n: &Newsletter, issue: &Issue) -> Markup {
-    let origin = state.urls.site_origin(&n.subdomain);
+    let origin = n.site_origin(&state.urls);
     let links = Links::new(&origin, state.secret.clone(), false);
     let mail = IssueEmail::new(issue, n, links).personalise(0, "subscriber@example.com");
     let mut on_web = issue.clone();

@@ -5,6 +5,7 @@
 
 pub mod app;
 pub mod browser;
+pub mod dns;
 pub mod http;
 pub mod receiver;
 pub mod smtp;
