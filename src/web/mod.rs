@@ -3,11 +3,13 @@
 
 mod accounts;
 mod api_keys;
+mod charts;
 pub(crate) mod csrf;
 mod form;
 mod layout;
 mod newsletters;
 mod session;
+mod stats;
 mod webhooks;
 
 use std::sync::Arc;
@@ -87,6 +89,7 @@ pub fn routes() -> impl poem::Endpoint {
             "/newsletters/:id/webhooks/deliveries/:delivery_id/redeliver",
             post(webhooks::redeliver),
         )
+        .at("/newsletters/:id/stats", get(stats::show))
         .at("/assets/app.css", get(stylesheet))
         .with(CookieJarManager::new())
 }

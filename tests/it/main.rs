@@ -12,6 +12,7 @@ mod api_newsletter;
 mod api_openapi;
 mod api_subscribers;
 mod browser;
+mod dash_stats;
 mod operator;
 mod sending;
 mod sending_crash;
