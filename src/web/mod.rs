@@ -9,6 +9,7 @@ mod form;
 mod layout;
 mod newsletters;
 mod session;
+mod settings;
 mod stats;
 mod webhooks;
 
@@ -90,6 +91,31 @@ pub fn routes() -> impl poem::Endpoint {
             post(webhooks::redeliver),
         )
         .at("/newsletters/:id/stats", get(stats::show))
+        .at("/newsletters/:id/settings", get(settings::show))
+        .at(
+            "/newsletters/:id/settings/details",
+            post(settings::update_details).patch(settings::update_details),
+        )
+        .at(
+            "/newsletters/:id/settings/frequency",
+            post(settings::update_frequency),
+        )
+        .at(
+            "/newsletters/:id/settings/preference",
+            post(settings::update_preferences).patch(settings::update_preferences),
+        )
+        .at(
+            "/newsletters/:id/settings/tracking",
+            post(settings::update_tracking),
+        )
+        .at(
+            "/newsletters/:id/settings/upgrade",
+            post(settings::request_upgrade),
+        )
+        .at(
+            "/newsletters/:id/settings/status",
+            get(settings::confirm_status).post(settings::change_status),
+        )
         .at("/assets/app.css", get(stylesheet))
         .with(CookieJarManager::new())
 }

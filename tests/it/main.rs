@@ -12,6 +12,7 @@ mod api_newsletter;
 mod api_openapi;
 mod api_subscribers;
 mod browser;
+mod dash_settings;
 mod dash_stats;
 mod operator;
 mod sending;
