@@ -194,7 +194,7 @@ fn settings_page(
             }
             section.panel #tracking {
                 h2 { "Open and click tracking" }
-                p.muted { "With tracking on, sent issues carry a 1×1 image and links that pass through this server, so the stats count opens and clicks. Off: plain links and no image. The choice applies to issues sent from then on." }
+                p.muted { "When tracking is on, sent issues carry a 1×1 image and links that pass through this server, so the stats count opens and clicks. Off: plain links and no image. The choice applies to issues sent from then on." }
                 (problems(Part::Tracking))
                 (settings_form(ctx, writable, &format!("{base}/tracking"), "Save tracking", html! {
                     fieldset {
