@@ -53,7 +53,7 @@ pub struct Group {
 /// The top of the value axis: `max` rounded up to 1, 2 or 5 times a power of ten, and at
 /// least `floor` (so a chart of small counts does not get ticks at 0.2 subscribers). Never
 /// zero, so positions never divide by zero.
-pub fn axis_top(max: f64, floor: f64) -> f64 {
+fn axis_top(max: f64, floor: f64) -> f64 {
     let max = if max.is_finite() {
         max.max(floor)
     } else {
@@ -71,7 +71,7 @@ pub fn axis_top(max: f64, floor: f64) -> f64 {
 }
 
 /// Gridline values from 0 to `top`: 4 steps for a top of 2×10ⁿ, else 5.
-pub fn ticks(top: f64) -> Vec<f64> {
+fn ticks(top: f64) -> Vec<f64> {
     let mantissa = top / 10f64.powf(top.log10().floor());
     let steps = if (mantissa - 2.0).abs() < 1e-9 { 4 } else { 5 };
     (0..=steps).map(|i| top * i as f64 / steps as f64).collect()
@@ -167,7 +167,7 @@ fn tick_figure(value: f64, unit: &str) -> String {
     if value.fract() == 0.0 {
         format!("{value:.0}{unit}")
     } else {
-        format!("{value:.1}{unit}")
+        figure(value, unit)
     }
 }
 

@@ -2,8 +2,7 @@
 //! next sent issue, pause / resume / cancel behind their confirmation, the upgrade request,
 //! other users' 404 and posts without a CSRF token.
 
-use std::time::Duration;
-
+use crate::dash_stats::{add_subscriber, send_issue};
 use crate::support::*;
 
 fn settings_url(owner: &Owner) -> String {
@@ -86,29 +85,6 @@ fn every_form(owner: &Owner) -> Vec<(&'static str, Vec<(&'static str, String)>)>
 
 fn borrowed<'a>(fields: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
     fields.iter().map(|(k, v)| (*k, v.as_str())).collect()
-}
-
-fn add_subscriber(owner: &Owner, email: &str) {
-    owner
-        .post("/subscribers", &json!({ "email": email }))
-        .expect(201);
-}
-
-/// Creates an approved issue with a link and sends it now; waits until it is sent.
-fn send_issue(owner: &Owner, subject: &str) {
-    let resp = owner.post(
-        "/issues",
-        &json!({"issue": {"subject": subject, "status": "approved",
-            "content_markdown": "See the [guide](https://example.org/guide)."}}),
-    );
-    resp.expect(201);
-    let id = resp.json()["id"].as_i64().unwrap();
-    owner
-        .post(&format!("/issues/{id}/send_now"), &json!({}))
-        .expect(200);
-    wait_for(&format!("issue {id} sent"), Duration::from_secs(30), || {
-        (owner.get(&format!("/issues/{id}")).json()["status"] == "sent").then_some(())
-    });
 }
 
 #[test]

@@ -7,14 +7,15 @@ use crate::support::browser::{Driver, click, fill, runtime, screenshot, wait_for
 use crate::support::http::{attribute_after, unescape};
 use crate::support::*;
 
-fn add_subscriber(owner: &Owner, email: &str) -> i64 {
+/// Adds a subscriber through the API; returns its id.
+pub(crate) fn add_subscriber(owner: &Owner, email: &str) -> i64 {
     let resp = owner.post("/subscribers", &json!({ "email": email }));
     resp.expect(201);
     resp.json()["id"].as_i64().expect("subscriber id")
 }
 
 /// Creates an approved issue with a link, sends it and waits until it is sent.
-fn send_issue(owner: &Owner, subject: &str) -> i64 {
+pub(crate) fn send_issue(owner: &Owner, subject: &str) -> i64 {
     let resp = owner.post(
         "/issues",
         &json!({"issue": {"subject": subject, "status": "approved",
