@@ -511,17 +511,41 @@ pub fn update_details(
     })
 }
 
-/// Operator command: set the tier (the API cannot).
+/// Operator command: set the tier (the API cannot), whatever it was.
 pub fn set_tier(conn: &mut Connection, subdomain: &str, tier: Tier) -> DomainResult<Newsletter> {
     write_tx(conn, |tx| {
         let newsletter = get_by_subdomain(tx, subdomain)?;
-        const UPDATE: &str = "UPDATE newsletters SET tier = ?2, updated_at = ?3 WHERE id = ?1";
-        tx.execute(UPDATE, (newsletter.id, tier.as_str(), clock::now_string()))?;
-        get(tx, newsletter.id)
+        write_tier(tx, newsletter.id, tier)
     })
 }
 
-/// Operator command: pause, resume or cancel.
+fn write_tier(conn: &Connection, id: i64, tier: Tier) -> DomainResult<Newsletter> {
+    const UPDATE: &str = "UPDATE newsletters SET tier = ?2, updated_at = ?3 WHERE id = ?1";
+    conn.execute(UPDATE, (id, tier.as_str(), clock::now_string()))?;
+    get(conn, id)
+}
+
+/// The owner's upgrade request from the dashboard: `free` becomes `pending`, and the operator
+/// confirms with `broadsheet tier <SUBDOMAIN> paid` (there is no payment integration).
+pub fn request_upgrade(conn: &mut Connection, owner_id: i64, id: i64) -> DomainResult<Newsletter> {
+    write_tx(conn, |tx| {
+        let newsletter = get_owned(tx, owner_id, id)?;
+        newsletter.ensure_writable()?;
+        let refuse = |message: &str| {
+            Err(DomainError::Invalid(
+                super::ErrorCode::InvalidState,
+                FieldErrors::single("tier", message),
+            ))
+        };
+        match newsletter.tier {
+            Tier::Free => write_tier(tx, id, Tier::Pending),
+            Tier::Pending => refuse("is already pending: the upgrade is requested"),
+            Tier::Paid => refuse("is already paid"),
+        }
+    })
+}
+
+/// Operator command: pause, resume or cancel, and the only way back from `cancelled`.
 pub fn set_status(
     conn: &mut Connection,
     subdomain: &str,
@@ -529,16 +553,49 @@ pub fn set_status(
 ) -> DomainResult<Newsletter> {
     write_tx(conn, |tx| {
         let newsletter = get_by_subdomain(tx, subdomain)?;
-        const UPDATE: &str = "UPDATE newsletters SET status = ?2, updated_at = ?3 WHERE id = ?1";
-        tx.execute(
-            UPDATE,
-            (newsletter.id, status.as_str(), clock::now_string()),
-        )?;
-        get(tx, newsletter.id)
+        write_status(tx, newsletter.id, status)
     })
 }
 
-/// Turns open and click tracking of sent issues on or off.
+fn write_status(conn: &Connection, id: i64, status: Status) -> DomainResult<Newsletter> {
+    const UPDATE: &str = "UPDATE newsletters SET status = ?2, updated_at = ?3 WHERE id = ?1";
+    conn.execute(UPDATE, (id, status.as_str(), clock::now_string()))?;
+    get(conn, id)
+}
+
+/// The owner's pause, resume and cancel (dashboard settings). Cancelling is final for the
+/// owner (the newsletter becomes read-only, this function included), so it needs the
+/// subdomain typed as `confirmation`; only the operator's `status` command undoes it.
+/// Asking for the current status changes nothing.
+pub fn change_status(
+    conn: &mut Connection,
+    owner_id: i64,
+    id: i64,
+    to: &str,
+    confirmation: &str,
+) -> DomainResult<Newsletter> {
+    let to = Status::parse(to.trim())
+        .ok_or_else(|| DomainError::invalid("status", "must be active, paused or cancelled"))?;
+    write_tx(conn, |tx| {
+        let newsletter = get_owned(tx, owner_id, id)?;
+        newsletter.ensure_writable()?;
+        if to == newsletter.status {
+            return Ok(newsletter);
+        }
+        if to == Status::Cancelled && confirmation.trim() != newsletter.subdomain {
+            return Err(DomainError::invalid(
+                "confirmation",
+                format!(
+                    "must be the subdomain {} to cancel the newsletter",
+                    newsletter.subdomain
+                ),
+            ));
+        }
+        write_status(tx, id, to)
+    })
+}
+
+/// Operator command: turns open and click tracking of sent issues on or off.
 pub fn set_tracking(
     conn: &mut Connection,
     subdomain: &str,
@@ -546,10 +603,33 @@ pub fn set_tracking(
 ) -> DomainResult<Newsletter> {
     write_tx(conn, |tx| {
         let newsletter = get_by_subdomain(tx, subdomain)?;
-        const UPDATE: &str =
-            "UPDATE newsletters SET tracking_enabled = ?2, updated_at = ?3 WHERE id = ?1";
-        tx.execute(UPDATE, (newsletter.id, enabled, clock::now_string()))?;
-        get(tx, newsletter.id)
+        write_tracking(tx, newsletter.id, enabled)
+    })
+}
+
+fn write_tracking(conn: &Connection, id: i64, enabled: bool) -> DomainResult<Newsletter> {
+    const UPDATE: &str =
+        "UPDATE newsletters SET tracking_enabled = ?2, updated_at = ?3 WHERE id = ?1";
+    conn.execute(UPDATE, (id, enabled, clock::now_string()))?;
+    get(conn, id)
+}
+
+/// The owner's tracking switch (dashboard settings): `setting` is `on` or `off`, and applies
+/// to issues sent from then on.
+pub fn change_tracking(
+    conn: &mut Connection,
+    owner_id: i64,
+    id: i64,
+    setting: &str,
+) -> DomainResult<Newsletter> {
+    let enabled = match setting.trim() {
+        "on" => true,
+        "off" => false,
+        _ => return Err(DomainError::invalid("tracking", "must be on or off")),
+    };
+    write_tx(conn, |tx| {
+        get_owned(tx, owner_id, id)?.ensure_writable()?;
+        write_tracking(tx, id, enabled)
     })
 }
 
@@ -597,6 +677,89 @@ mod tests {
         assert!(matches!(
             get_owned(&conn, 2, a.id),
             Err(DomainError::NotFound(_))
+        ));
+    }
+
+    fn is_cancelled_refusal<T: std::fmt::Debug>(result: DomainResult<T>) -> bool {
+        matches!(
+            result,
+            Err(DomainError::Rejected(
+                crate::domain::ErrorCode::NewsletterCancelled,
+                _
+            ))
+        )
+    }
+
+    #[test]
+    fn owner_changes_follow_the_rules_and_cancelling_is_final_for_the_owner() {
+        let mut conn = crate::domain::testing::db_with_newsletter("free");
+        // Someone else's newsletter is not found.
+        assert!(matches!(
+            request_upgrade(&mut conn, 2, 1),
+            Err(DomainError::NotFound(_))
+        ));
+        assert_eq!(
+            request_upgrade(&mut conn, 1, 1).unwrap().tier,
+            Tier::Pending
+        );
+        assert!(matches!(
+            request_upgrade(&mut conn, 1, 1),
+            Err(DomainError::Invalid(..))
+        ));
+        assert!(
+            !change_tracking(&mut conn, 1, 1, "off")
+                .unwrap()
+                .tracking_enabled
+        );
+        assert!(matches!(
+            change_tracking(&mut conn, 1, 1, "maybe"),
+            Err(DomainError::Invalid(..))
+        ));
+
+        assert_eq!(
+            change_status(&mut conn, 1, 1, "paused", "").unwrap().status,
+            Status::Paused
+        );
+        assert_eq!(
+            change_status(&mut conn, 1, 1, "active", "").unwrap().status,
+            Status::Active
+        );
+        assert!(matches!(
+            change_status(&mut conn, 1, 1, "gone", "n"),
+            Err(DomainError::Invalid(..))
+        ));
+        // Cancelling needs the subdomain typed in.
+        assert!(matches!(
+            change_status(&mut conn, 1, 1, "cancelled", "not-n"),
+            Err(DomainError::Invalid(..))
+        ));
+        assert_eq!(get(&conn, 1).unwrap().status, Status::Active);
+        assert_eq!(
+            change_status(&mut conn, 1, 1, "cancelled", " n ")
+                .unwrap()
+                .status,
+            Status::Cancelled
+        );
+        // Read-only for the owner, whatever the change.
+        assert!(is_cancelled_refusal(change_status(
+            &mut conn, 1, 1, "active", ""
+        )));
+        assert!(is_cancelled_refusal(change_tracking(&mut conn, 1, 1, "on")));
+        assert!(is_cancelled_refusal(apply_frequency(
+            &mut conn, 1, 1, "weekly"
+        )));
+        // The operator can bring it back, and sets the tier.
+        assert_eq!(
+            set_status(&mut conn, "n", Status::Active).unwrap().status,
+            Status::Active
+        );
+        assert_eq!(
+            set_tier(&mut conn, "n", Tier::Paid).unwrap().tier,
+            Tier::Paid
+        );
+        assert!(matches!(
+            request_upgrade(&mut conn, 1, 1),
+            Err(DomainError::Invalid(..))
         ));
     }
 }

@@ -96,6 +96,8 @@ pub fn page(ctx: &Ctx, title: &str, narrow: bool, body: Markup) -> Markup {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) " · Broadsheet" }
+                // No favicon file to fetch (and no 404 for it in the console).
+                link rel="icon" href="data:,";
                 link rel="stylesheet" href="/assets/app.css";
             }
             body {

@@ -3,6 +3,7 @@
 
 mod accounts;
 mod api_keys;
+mod charts;
 pub(crate) mod csrf;
 mod custom_domains;
 mod form;
@@ -10,6 +11,8 @@ mod issues;
 mod layout;
 mod newsletters;
 mod session;
+mod settings;
+mod stats;
 mod webhooks;
 
 use std::sync::Arc;
@@ -154,6 +157,32 @@ pub fn routes() -> impl poem::Endpoint {
             post(custom_domains::verify),
         )
         .at("/tls/allowed", get(custom_domains::tls_allowed))
+        .at("/newsletters/:id/stats", get(stats::show))
+        .at("/newsletters/:id/settings", get(settings::show))
+        .at(
+            "/newsletters/:id/settings/details",
+            post(settings::update_details).patch(settings::update_details),
+        )
+        .at(
+            "/newsletters/:id/settings/frequency",
+            post(settings::update_frequency),
+        )
+        .at(
+            "/newsletters/:id/settings/preference",
+            post(settings::update_preferences).patch(settings::update_preferences),
+        )
+        .at(
+            "/newsletters/:id/settings/tracking",
+            post(settings::update_tracking),
+        )
+        .at(
+            "/newsletters/:id/settings/upgrade",
+            post(settings::request_upgrade),
+        )
+        .at(
+            "/newsletters/:id/settings/status",
+            get(settings::confirm_status).post(settings::change_status),
+        )
         .at("/assets/app.css", get(stylesheet))
         .with(CookieJarManager::new())
 }

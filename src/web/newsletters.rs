@@ -181,7 +181,7 @@ pub async fn apply_frequency(
     }
 }
 
-fn select(label: &str, name: &str, options: &[&str], chosen: &str) -> Markup {
+pub(super) fn select(label: &str, name: &str, options: &[&str], chosen: &str) -> Markup {
     html! {
         label {
             (label)
@@ -225,7 +225,7 @@ fn preference_page(
     )
 }
 
-fn current_preferences(n: &Newsletter) -> Preferences {
+pub(super) fn current_preferences(n: &Newsletter) -> Preferences {
     Preferences {
         target_audience: n.target_audience.clone().unwrap_or_default(),
         content_tone: n

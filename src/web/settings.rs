@@ -1,0 +1,555 @@
+//! The settings page of the dashboard: details (as the API's `PATCH /newsletter`), publishing
+//! rhythm, audience and voice, tracking, the plan with an upgrade request, and pause / resume /
+//! cancel behind a confirmation page. Each form posts to its own URL; bad input shows the page
+//! again (422) with the messages beside that form and changes nothing. A cancelled newsletter
+//! is read-only: the page shows the values without forms and every post is refused (403).
+
+use maud::{Markup, html};
+use poem::web::{Data, Path};
+use poem::{Body, Request, handler, http::StatusCode};
+
+use super::layout::{Section, csrf_field, errors, field, newsletter_page};
+use super::newsletters::{current_preferences, owned, select};
+use super::{Ctx, FormData, State, WebError, WebResult, invalid_fields, render, see_other};
+use crate::domain::newsletters::{
+    self, ContentTone, Details, Frequency, Newsletter, NewsletterLength, Preferences, Status, Tier,
+};
+use crate::domain::{DomainResult, FieldErrors};
+
+/// The forms of the page; each is a section with this anchor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Details,
+    Frequency,
+    Preferences,
+    Tracking,
+    Plan,
+    Status,
+}
+
+impl Part {
+    fn anchor(self) -> &'static str {
+        match self {
+            Part::Details => "details",
+            Part::Frequency => "frequency",
+            Part::Preferences => "preferences",
+            Part::Tracking => "tracking",
+            Part::Plan => "plan",
+            Part::Status => "status",
+        }
+    }
+}
+
+/// The details form's fields as typed.
+#[derive(Debug, Clone, Default)]
+struct DetailsForm {
+    name: String,
+    tagline: String,
+    sender_name: String,
+    sender_email: String,
+}
+
+impl DetailsForm {
+    fn read(form: &FormData) -> Self {
+        DetailsForm {
+            name: form.get("newsletter[name]").to_string(),
+            tagline: form.get("newsletter[tagline]").to_string(),
+            sender_name: form.get("newsletter[sender_name]").to_string(),
+            sender_email: form.get("newsletter[sender_email]").to_string(),
+        }
+    }
+
+    /// Only the fields that differ from `n`, as the API's PATCH would send them: the same
+    /// validation applies to each, and an untouched empty sender address is not refused.
+    fn changes_from(&self, n: &Newsletter) -> Details {
+        let changed =
+            |typed: &str, current: &str| (typed.trim() != current).then(|| typed.to_string());
+        Details {
+            name: changed(&self.name, &n.name),
+            tagline: changed(&self.tagline, &n.tagline),
+            sender_name: changed(&self.sender_name, &n.sender_name),
+            sender_email: changed(&self.sender_email, &n.sender_email),
+        }
+    }
+}
+
+/// What the forms show: the stored values, except in the form that just failed, which keeps
+/// what was typed.
+struct Entered {
+    details: DetailsForm,
+    frequency: String,
+    preferences: Preferences,
+    tracking: String,
+}
+
+impl Entered {
+    fn stored(n: &Newsletter) -> Self {
+        Entered {
+            details: DetailsForm {
+                name: n.name.clone(),
+                tagline: n.tagline.clone(),
+                sender_name: n.sender_name.clone(),
+                sender_email: n.sender_email.clone(),
+            },
+            frequency: n
+                .frequency
+                .map(|f| f.as_str().to_string())
+                .unwrap_or_default(),
+            preferences: current_preferences(n),
+            tracking: if n.tracking_enabled { "on" } else { "off" }.to_string(),
+        }
+    }
+}
+
+fn settings_url(n: &Newsletter) -> String {
+    format!("/newsletters/{}/settings", n.id)
+}
+
+/// A settings form, or on a read-only newsletter the same fields disabled and no form at all.
+fn settings_form(ctx: &Ctx, writable: bool, action: &str, submit: &str, fields: Markup) -> Markup {
+    html! {
+        @if writable {
+            form.stack method="post" action=(action) {
+                (csrf_field(ctx))
+                (fields)
+                div { button type="submit" { (submit) } }
+            }
+        } @else {
+            div.stack.readonly { fieldset.plain disabled { (fields) } }
+        }
+    }
+}
+
+fn settings_page(
+    ctx: &Ctx,
+    state: &State,
+    n: &Newsletter,
+    entered: &Entered,
+    failed: Option<(Part, &FieldErrors)>,
+) -> Markup {
+    let writable = n.ensure_writable().is_ok();
+    let base = settings_url(n);
+    let problems = |part: Part| match failed {
+        Some((p, e)) if p == part => errors(e),
+        _ => html! {},
+    };
+    let tones: Vec<&str> = ContentTone::ALL.iter().map(|t| t.as_str()).collect();
+    let lengths: Vec<&str> = NewsletterLength::ALL.iter().map(|l| l.as_str()).collect();
+    let (details, prefs) = (&entered.details, &entered.preferences);
+    let home = n.links(&state.urls).home;
+    newsletter_page(
+        ctx,
+        n,
+        Section::Settings,
+        "Settings",
+        html! {
+            h1 { "Settings" }
+            @if !writable {
+                p.notice.warning role="status" #read-only {
+                    "This newsletter is cancelled: everything is read-only, here and through the API. "
+                    "Only the operator of this Broadsheet installation can reactivate it ("
+                    code { "broadsheet status " (n.subdomain) " active" } ")."
+                }
+            }
+            section.panel #details {
+                h2 { "Details" }
+                p.muted { "Subdomain " code { (n.subdomain) } " (fixed) · public site " a href=(home) { (home) } }
+                (problems(Part::Details))
+                (settings_form(ctx, writable, &format!("{base}/details"), "Save details", html! {
+                    input type="hidden" name="_method" value="patch";
+                    (field("Name", "text", "newsletter[name]", &details.name, "off", true))
+                    (field("Tagline", "text", "newsletter[tagline]", &details.tagline, "off", false))
+                    (field("Sender name (the From name of issues)", "text", "newsletter[sender_name]", &details.sender_name, "off", true))
+                    (field("Sender e-mail address", "email", "newsletter[sender_email]", &details.sender_email, "off", true))
+                }))
+            }
+            section.panel #frequency {
+                h2 { "Publishing rhythm" }
+                p.muted { "Scheduling an issue without a time takes the next slot, at 09:00 UTC." }
+                (problems(Part::Frequency))
+                (settings_form(ctx, writable, &format!("{base}/frequency"), "Save rhythm", html! {
+                    fieldset {
+                        legend { "Frequency" }
+                        @for f in Frequency::ALL {
+                            label.check {
+                                input type="radio" name="frequency" value=(f.as_str()) checked[entered.frequency == f.as_str()] required;
+                                (f.describe())
+                            }
+                        }
+                    }
+                }))
+            }
+            section.panel #preferences {
+                h2 { "Audience and voice" }
+                (problems(Part::Preferences))
+                (settings_form(ctx, writable, &format!("{base}/preference"), "Save audience and voice", html! {
+                    input type="hidden" name="_method" value="patch";
+                    label {
+                        "Who is it for? (up to 500 characters)"
+                        textarea name="newsletter_preference[target_audience]" rows="3" maxlength="500" { (prefs.target_audience) }
+                    }
+                    (select("Tone", "newsletter_preference[content_tone]", &tones, &prefs.content_tone))
+                    (select("Length of an issue", "newsletter_preference[newsletter_length]", &lengths, &prefs.newsletter_length))
+                }))
+            }
+            section.panel #tracking {
+                h2 { "Open and click tracking" }
+                p.muted { "When tracking is on, sent issues carry a 1×1 image and links that pass through this server, so the stats count opens and clicks. Off: plain links and no image. The choice applies to issues sent from then on." }
+                (problems(Part::Tracking))
+                (settings_form(ctx, writable, &format!("{base}/tracking"), "Save tracking", html! {
+                    fieldset {
+                        legend { "Tracking" }
+                        label.check { input type="radio" name="tracking" value="on" checked[entered.tracking == "on"] required; "On: count opens and clicks" }
+                        label.check { input type="radio" name="tracking" value="off" checked[entered.tracking == "off"] required; "Off: no pixel, plain links" }
+                    }
+                }))
+            }
+            section.panel #plan {
+                h2 { "Plan" }
+                p { "Tier: " strong #tier data-tier=(n.tier) { (n.tier) } }
+                (problems(Part::Plan))
+                @match n.tier {
+                    Tier::Free => {
+                        p.muted { "The free tier lets you write, preview and publish issues on the public site; sending e-mail needs the paid tier." }
+                        @if writable {
+                            form.inline method="post" action={ (base) "/upgrade" } {
+                                (csrf_field(ctx))
+                                button type="submit" { "Request an upgrade to paid" }
+                            }
+                            p.muted { "An upgrade request sets the tier to " em { "pending" } ". There is no payment here: the operator of this Broadsheet installation confirms it with "
+                                code { "broadsheet tier " (n.subdomain) " paid" } "." }
+                        }
+                    }
+                    Tier::Pending => {
+                        p { "Your upgrade request is waiting for the operator of this Broadsheet installation, who confirms it with "
+                            code { "broadsheet tier " (n.subdomain) " paid" } ". Sending e-mail works once the tier is paid." }
+                    }
+                    Tier::Paid => { p.muted { "All features, including sending e-mail." } }
+                }
+            }
+            section.panel #status {
+                h2 { "Status" }
+                p { "Status: " strong #newsletter-status data-status=(n.status) { (n.status) } }
+                (problems(Part::Status))
+                @match n.status {
+                    Status::Active => {
+                        p.muted { "Active: issues are sent now or at their scheduled time." }
+                        p.actions {
+                            a.button href={ (base) "/status?to=paused" } { "Pause sending…" }
+                            " "
+                            a.button.danger href={ (base) "/status?to=cancelled" } { "Cancel the newsletter…" }
+                        }
+                    }
+                    Status::Paused => {
+                        p.muted { "Paused: scheduled issues wait and “send now” is refused until you resume." }
+                        p.actions {
+                            a.button href={ (base) "/status?to=active" } { "Resume sending…" }
+                            " "
+                            a.button.danger href={ (base) "/status?to=cancelled" } { "Cancel the newsletter…" }
+                        }
+                    }
+                    Status::Cancelled => { p.muted { "Cancelled: read-only." } }
+                }
+            }
+        },
+    )
+}
+
+#[handler]
+pub async fn show(req: &Request, Path(id): Path<String>, Data(state): Data<&State>) -> WebResult {
+    let ctx = Ctx::load(req, state).await?;
+    let n = owned(&ctx, state, &id).await?;
+    render(
+        StatusCode::OK,
+        settings_page(&ctx, state, &n, &Entered::stored(&n), None),
+    )
+}
+
+/// A settings form post, loaded: the CSRF token checked, the owner's newsletter (404 for
+/// anyone else's), and a cancelled newsletter refused (403) before the form is used.
+struct Post<'a> {
+    req: &'a Request,
+    state: &'a State,
+    form: FormData,
+    ctx: Ctx,
+    n: Newsletter,
+}
+
+impl<'a> Post<'a> {
+    async fn load(
+        req: &'a Request,
+        state: &'a State,
+        id: &str,
+        body: Body,
+    ) -> Result<Post<'a>, WebError> {
+        let form = FormData::read(body).await?;
+        let ctx = Ctx::load_verified(req, state, &form).await?;
+        let n = owned(&ctx, state, id).await?;
+        n.ensure_writable()?;
+        Ok(Post {
+            req,
+            state,
+            form,
+            ctx,
+            n,
+        })
+    }
+
+    /// Back to the section with a notice, or the page again (422) with the messages beside
+    /// the form that failed and what was typed in it.
+    fn answer(
+        &self,
+        result: DomainResult<Newsletter>,
+        part: Part,
+        keep_typed: impl FnOnce(&mut Entered),
+        notice: &str,
+    ) -> WebResult {
+        match result {
+            Ok(_) => {
+                self.ctx.notice_next(self.req, notice);
+                see_other(&format!("{}#{}", settings_url(&self.n), part.anchor()))
+            }
+            Err(e) => {
+                let problems = invalid_fields(e)?;
+                let mut entered = Entered::stored(&self.n);
+                keep_typed(&mut entered);
+                render(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    settings_page(
+                        &self.ctx,
+                        self.state,
+                        &self.n,
+                        &entered,
+                        Some((part, &problems)),
+                    ),
+                )
+            }
+        }
+    }
+}
+
+#[handler]
+pub async fn update_details(
+    req: &Request,
+    Path(id): Path<String>,
+    body: Body,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let post = Post::load(req, state, &id, body).await?;
+    let typed = DetailsForm::read(&post.form);
+    let (nid, changes) = (post.n.id, typed.changes_from(&post.n));
+    let result = state
+        .db
+        .run(move |conn| newsletters::update_details(conn, nid, &changes))
+        .await;
+    post.answer(
+        result,
+        Part::Details,
+        |e| e.details = typed,
+        "The details are saved.",
+    )
+}
+
+#[handler]
+pub async fn update_frequency(
+    req: &Request,
+    Path(id): Path<String>,
+    body: Body,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let post = Post::load(req, state, &id, body).await?;
+    let typed = post.form.get("frequency").to_string();
+    let (owner, nid, choice) = (post.n.owner_id, post.n.id, typed.clone());
+    let result = state
+        .db
+        .run(move |conn| newsletters::apply_frequency(conn, owner, nid, &choice))
+        .await;
+    post.answer(
+        result,
+        Part::Frequency,
+        |e| e.frequency = typed,
+        "The publishing rhythm is saved.",
+    )
+}
+
+#[handler]
+pub async fn update_preferences(
+    req: &Request,
+    Path(id): Path<String>,
+    body: Body,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let post = Post::load(req, state, &id, body).await?;
+    let field = |name: &str| post.form.get(name).to_string();
+    let typed = Preferences {
+        target_audience: field("newsletter_preference[target_audience]"),
+        content_tone: field("newsletter_preference[content_tone]"),
+        newsletter_length: field("newsletter_preference[newsletter_length]"),
+    };
+    let (owner, nid, attempt) = (post.n.owner_id, post.n.id, typed.clone());
+    let result = state
+        .db
+        .run(move |conn| newsletters::update_preferences(conn, owner, nid, &attempt))
+        .await;
+    post.answer(
+        result,
+        Part::Preferences,
+        |e| e.preferences = typed,
+        "The audience and voice are saved.",
+    )
+}
+
+#[handler]
+pub async fn update_tracking(
+    req: &Request,
+    Path(id): Path<String>,
+    body: Body,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let post = Post::load(req, state, &id, body).await?;
+    let typed = post.form.get("tracking").to_string();
+    let (owner, nid, setting) = (post.n.owner_id, post.n.id, typed.clone());
+    let result = state
+        .db
+        .run(move |conn| newsletters::change_tracking(conn, owner, nid, &setting))
+        .await;
+    let notice = match result.as_ref().map(|saved| saved.tracking_enabled) {
+        Ok(false) => {
+            "Tracking is off: issues sent from now on carry no open pixel and plain links."
+        }
+        _ => "Tracking is on: issues sent from now on count opens and clicks.",
+    };
+    post.answer(result, Part::Tracking, |e| e.tracking = typed, notice)
+}
+
+#[handler]
+pub async fn request_upgrade(
+    req: &Request,
+    Path(id): Path<String>,
+    body: Body,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let post = Post::load(req, state, &id, body).await?;
+    let (owner, nid) = (post.n.owner_id, post.n.id);
+    let result = state
+        .db
+        .run(move |conn| newsletters::request_upgrade(conn, owner, nid))
+        .await;
+    if result.is_ok() {
+        // The operator learns of it from the server log (there is no operator inbox).
+        let subdomain = &post.n.subdomain;
+        eprintln!(
+            "settings: {subdomain} asks for the paid tier; confirm with: broadsheet tier {subdomain} paid"
+        );
+    }
+    post.answer(
+        result,
+        Part::Plan,
+        |_| {},
+        "Upgrade requested: the tier is pending until the operator confirms it.",
+    )
+}
+
+/// What the confirmation page says about moving to a status, and its button.
+fn consequences(to: Status, n: &Newsletter) -> (&'static str, Markup, &'static str) {
+    match to {
+        Status::Paused => (
+            "Pause sending?",
+            html! {
+                p { "While the newsletter is paused, scheduled issues wait (they go out when you resume, even if their time has passed) and “send now” is refused. An issue already being sent finishes." }
+                p { "Everything else keeps working: writing issues, the public site, subscriptions and the API." }
+            },
+            "Pause the newsletter",
+        ),
+        Status::Active => (
+            "Resume sending?",
+            html! { p { "Scheduled issues whose time has passed go out at once; the others at their time." } },
+            "Resume sending",
+        ),
+        Status::Cancelled => (
+            "Cancel the newsletter?",
+            html! {
+                p { "A cancelled newsletter is read-only: no new send starts (scheduled issues will not go out; one already being sent finishes), and its issues, subscribers and settings can no longer be changed, here or through the API (which answers 403 " code { "newsletter_cancelled" } " to every change). Reading keeps working." }
+                p { strong { "You cannot undo this yourself." } " Only the operator of this Broadsheet installation can reactivate it, with "
+                    code { "broadsheet status " (n.subdomain) " active" } "." }
+            },
+            "Cancel the newsletter",
+        ),
+    }
+}
+
+fn status_page(ctx: &Ctx, n: &Newsletter, to: Status, problems: &FieldErrors) -> Markup {
+    let (title, explanation, button) = consequences(to, n);
+    newsletter_page(
+        ctx,
+        n,
+        Section::Settings,
+        title,
+        html! {
+            h1 { (title) }
+            (errors(problems))
+            div.panel { (explanation) }
+            form.stack method="post" action={ (settings_url(n)) "/status" } {
+                (csrf_field(ctx))
+                input type="hidden" name="status" value=(to.as_str());
+                @if to == Status::Cancelled {
+                    (field(&format!("Type the subdomain, {}, to confirm", n.subdomain), "text", "confirmation", "", "off", true))
+                }
+                div {
+                    button.danger[to == Status::Cancelled] type="submit" { (button) }
+                    " "
+                    a href={ (settings_url(n)) "#status" } { "Keep it as it is" }
+                }
+            }
+        },
+    )
+}
+
+/// `GET /newsletters/:id/settings/status?to=paused|active|cancelled`: the confirmation step.
+#[handler]
+pub async fn confirm_status(
+    req: &Request,
+    Path(id): Path<String>,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let ctx = Ctx::load(req, state).await?;
+    let n = owned(&ctx, state, &id).await?;
+    n.ensure_writable()?;
+    let query = FormData::parse(req.uri().query().unwrap_or("").as_bytes());
+    let to = Status::parse(query.get("to")).ok_or(WebError::NotFound)?;
+    render(
+        StatusCode::OK,
+        status_page(&ctx, &n, to, &FieldErrors::new()),
+    )
+}
+
+#[handler]
+pub async fn change_status(
+    req: &Request,
+    Path(id): Path<String>,
+    body: Body,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let post = Post::load(req, state, &id, body).await?;
+    let (owner, nid) = (post.n.owner_id, post.n.id);
+    let to = post.form.get("status").to_string();
+    let (attempt, confirmation) = (to.clone(), post.form.get("confirmation").to_string());
+    let result = state
+        .db
+        .run(move |conn| newsletters::change_status(conn, owner, nid, &attempt, &confirmation))
+        .await;
+    let notice = match result.as_ref().map(|saved| saved.status) {
+        Ok(Status::Active) => "The newsletter is active: sending is on.",
+        Ok(Status::Paused) => "The newsletter is paused: nothing is sent until you resume.",
+        _ => "The newsletter is cancelled and read-only.",
+    };
+    // A refused confirmation shows its page again; an unknown status has none, so the
+    // settings page shows the message, as for every other form.
+    match (result, Status::parse(to.trim())) {
+        (Err(e), Some(to)) => render(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            status_page(&post.ctx, &post.n, to, &invalid_fields(e)?),
+        ),
+        (result, _) => post.answer(result, Part::Status, |_| {}, notice),
+    }
+}
