@@ -224,7 +224,12 @@ fn message_size(data_dir: &Path, issue_id: i64, tracking: bool, port: u16) -> us
     let issue = issues::get(&conn, 1, issue_id).unwrap();
     let newsletter = newsletters::get(&conn, 1).unwrap();
     let secret = ServerSecret::load_or_create(&conn).unwrap();
-    let links = Links::new(&format!("http://bench.localhost:{port}"), secret, tracking);
+    let links = Links::new(
+        &format!("http://bench.localhost:{port}"),
+        newsletter.id,
+        secret,
+        tracking,
+    );
     let email = broadsheet::mail::render::IssueEmail::new(&issue, &newsletter, links);
     let size = email
         .personalise(123_456, "reader99999@example.net")

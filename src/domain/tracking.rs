@@ -22,25 +22,33 @@ fn check(secret: &ServerSecret, purpose: &str, value: &str, given: &str) -> bool
     super::secrets::constant_time_eq(&sig(secret, purpose, value), given)
 }
 
-/// Builds the personal URLs of one send, on the newsletter's public origin. The signers are
-/// keyed once per send: a message has dozens of links.
+/// Builds the personal URLs of one send, on the newsletter's public origin. A tracked link
+/// carries two signatures: one of its target, bound to the newsletter (computed once per
+/// send, it keeps the redirect from being opened to any other address), and one of the
+/// delivery (computed once per recipient, it says whose click it was). A message has dozens
+/// of links, so this is two signatures per link target per send plus three per recipient,
+/// not one per link per recipient.
 #[derive(Clone)]
 pub struct Links {
     origin: String,
+    newsletter_id: i64,
     tracking: bool,
     unsubscribe: Signer,
     open: Signer,
     click: Signer,
+    click_target: Signer,
 }
 
 impl Links {
-    pub fn new(origin: &str, secret: ServerSecret, tracking: bool) -> Self {
+    pub fn new(origin: &str, newsletter_id: i64, secret: ServerSecret, tracking: bool) -> Self {
         Links {
             origin: origin.trim_end_matches('/').to_string(),
+            newsletter_id,
             tracking,
             unsubscribe: secret.signer("unsubscribe"),
             open: secret.signer("open"),
             click: secret.signer("click"),
+            click_target: secret.signer("click-target"),
         }
     }
 
@@ -74,28 +82,32 @@ impl Links {
     /// The tracked address of `target`, or `target` itself without tracking or for non-web links.
     pub fn click(&self, delivery_id: i64, target: &str) -> String {
         match self.click_query(target) {
-            Some(query) => self.click_with(delivery_id, target, &query),
+            Some(query) => format!("{}{query}", self.click_prefix(delivery_id)),
             None => target.to_string(),
         }
     }
 
-    /// The query of a tracked link to `target` (`?u=<target, URL-encoded>`), the same for every
-    /// recipient so a send computes it once; `None` when the link is not tracked.
+    /// The query of a tracked link to `target` (`?u=<target, URL-encoded>&t=<its signature>`),
+    /// the same for every recipient so a send computes it once; `None` when the link is not
+    /// tracked.
     pub fn click_query(&self, target: &str) -> Option<String> {
         if !self.tracking || !(target.starts_with("http://") || target.starts_with("https://")) {
             return None;
         }
         let encoded: String = url::form_urlencoded::byte_serialize(target.as_bytes()).collect();
-        Some(format!("?u={encoded}"))
+        let signature = self
+            .click_target
+            .sign_hex(&format!("{}:{target}", self.newsletter_id), SIG_LEN);
+        Some(format!("?u={encoded}&t={signature}"))
     }
 
-    /// The tracked address of `target` for one delivery, given its [`Links::click_query`].
-    pub fn click_with(&self, delivery_id: i64, target: &str, query: &str) -> String {
+    /// The part of every tracked link of one delivery before its query: the same for all the
+    /// links of one message, so a message computes it once.
+    pub fn click_prefix(&self, delivery_id: i64) -> String {
         format!(
-            "{}/c/{delivery_id}/{}{query}",
+            "{}/c/{delivery_id}/{}",
             self.origin,
-            self.click
-                .sign_hex(&format!("{delivery_id}:{target}"), SIG_LEN)
+            self.click.sign_hex(&delivery_id.to_string(), SIG_LEN)
         )
     }
 }
@@ -108,8 +120,23 @@ pub fn verify_open(secret: &ServerSecret, delivery_id: i64, given: &str) -> bool
     check(secret, "open", &delivery_id.to_string(), given)
 }
 
-pub fn verify_click(secret: &ServerSecret, delivery_id: i64, target: &str, given: &str) -> bool {
-    check(secret, "click", &format!("{delivery_id}:{target}"), given)
+/// Both signatures of a tracked link: the delivery's (`given`) and the target's within the
+/// newsletter the delivery belongs to (`given_target`).
+pub fn verify_click(
+    secret: &ServerSecret,
+    newsletter_id: i64,
+    delivery_id: i64,
+    target: &str,
+    given: &str,
+    given_target: &str,
+) -> bool {
+    check(secret, "click", &delivery_id.to_string(), given)
+        & check(
+            secret,
+            "click-target",
+            &format!("{newsletter_id}:{target}"),
+            given_target,
+        )
 }
 
 /// A delivery as the tracking routes need it.
@@ -268,28 +295,46 @@ mod tests {
     #[test]
     fn links_are_signed_and_respect_tracking() {
         let secret = ServerSecret::for_tests(b"s");
-        let links = Links::new("https://n.example.com", secret.clone(), true);
-        let click = links.click(7, "https://target.example/a?b=1");
-        let parts: Vec<&str> = click
+        let links = Links::new("https://n.example.com", 3, secret.clone(), true);
+        let target = "https://target.example/a?b=1";
+        let click = links.click(7, target);
+        let (path, query) = click
             .trim_start_matches("https://n.example.com/c/")
-            .split(['/', '?'])
-            .collect();
-        assert_eq!(parts[0], "7");
-        assert!(verify_click(
-            &secret,
-            7,
-            "https://target.example/a?b=1",
-            parts[1]
-        ));
-        assert!(!verify_click(&secret, 7, "https://evil.example/", parts[1]));
+            .split_once('?')
+            .unwrap();
+        let (id, sig) = path.split_once('/').unwrap();
+        assert_eq!(id, "7");
+        let params: std::collections::HashMap<String, String> =
+            url::form_urlencoded::parse(query.as_bytes())
+                .into_owned()
+                .collect();
+        assert_eq!(params["u"], target);
+        let t = params["t"].as_str();
+        assert!(verify_click(&secret, 3, 7, target, sig, t));
         assert!(!verify_click(
             &secret,
-            8,
-            "https://target.example/a?b=1",
-            parts[1]
+            3,
+            7,
+            "https://evil.example/",
+            sig,
+            t
         ));
+        assert!(!verify_click(&secret, 3, 8, target, sig, t));
+        assert!(
+            !verify_click(&secret, 4, 7, target, sig, t),
+            "another newsletter"
+        );
+        assert!(!verify_click(&secret, 3, 7, target, t, sig), "swapped");
+        assert_eq!(
+            click,
+            format!(
+                "{}{}",
+                links.click_prefix(7),
+                links.click_query(target).unwrap()
+            )
+        );
         assert!(links.open_pixel(7).is_some());
-        let untracked = Links::new("https://n.example.com", secret, false);
+        let untracked = Links::new("https://n.example.com", 3, secret, false);
         assert_eq!(
             untracked.click(7, "https://t.example/"),
             "https://t.example/"

@@ -75,6 +75,7 @@ fn send(ctx: &JobContext, issue_id: i64) -> Result<Next, String> {
     };
     let links = Links::new(
         &plan.newsletter.site_origin(&ctx.urls),
+        plan.newsletter.id,
         ctx.secret.clone(),
         plan.newsletter.tracking_enabled,
     );

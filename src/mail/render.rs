@@ -20,11 +20,9 @@ pub fn markdown_to_html(source: &str) -> String {
 enum Piece {
     Text(String),
     Link(String),
-    /// A tracked link: its target and the query part shared by every recipient.
-    Tracked {
-        target: String,
-        query: String,
-    },
+    /// A tracked link: its query part, the same for every recipient, escaped for the
+    /// attribute.
+    Tracked(String),
 }
 
 /// Splits rendered HTML at every `href="…"` value. The Markdown renderer escapes all other
@@ -139,7 +137,7 @@ impl IssueEmail {
             .map(|piece| match piece {
                 Piece::Link(target) if target != "{{unsubscribe}}" => {
                     match links.click_query(&target) {
-                        Some(query) => Piece::Tracked { target, query },
+                        Some(query) => Piece::Tracked(escape_attr(&query)),
                         None => Piece::Text(escape_attr(&target)),
                     }
                 }
@@ -170,13 +168,14 @@ impl IssueEmail {
     /// The message for one recipient of delivery `delivery_id`.
     pub fn personalise(&self, delivery_id: i64, to: &str) -> OutgoingMail {
         let unsubscribe = self.links.unsubscribe(delivery_id);
+        let click_prefix = escape_attr(&self.links.click_prefix(delivery_id));
         let mut html = String::with_capacity(
             self.pieces
                 .iter()
                 .map(|p| match p {
                     Piece::Text(t) => t.len(),
                     Piece::Link(l) => l.len() + 80,
-                    Piece::Tracked { query, .. } => query.len() + 80,
+                    Piece::Tracked(query) => query.len() + 80,
                 })
                 .sum(),
         );
@@ -199,9 +198,10 @@ impl IssueEmail {
                 Piece::Link(target) => {
                     html.push_str(&escape_attr(&self.links.click(delivery_id, target)))
                 }
-                Piece::Tracked { target, query } => html.push_str(&escape_attr(
-                    &self.links.click_with(delivery_id, target, query),
-                )),
+                Piece::Tracked(query) => {
+                    html.push_str(&click_prefix);
+                    html.push_str(query);
+                }
             }
         }
         let text = format!("{}\n-- \nUnsubscribe: {unsubscribe}\n", self.text);

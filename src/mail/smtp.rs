@@ -301,13 +301,15 @@ pub const END_OF_DATA: &[u8] = b"\r\n.\r\n";
 /// is doubled. The end-of-data mark is not included.
 fn dot_stuff(body: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(body.len() + body.len() / 64 + 8);
-    let mut at_line_start = false;
-    for &byte in body {
-        if byte == b'.' && at_line_start {
+    let mut lines = body.split_inclusive(|&b| b == b'\n' || b == b'\r');
+    if let Some(first) = lines.next() {
+        out.extend_from_slice(first);
+    }
+    for line in lines {
+        if line.first() == Some(&b'.') {
             out.push(b'.');
         }
-        out.push(byte);
-        at_line_start = byte == b'\n' || byte == b'\r';
+        out.extend_from_slice(line);
     }
     out
 }
@@ -388,5 +390,8 @@ mod tests {
     fn stuffs_dots_at_line_starts() {
         assert_eq!(dot_stuff(b"a\r\n.b\r\n..c"), b"a\r\n..b\r\n...c".to_vec());
         assert_eq!(dot_stuff(b".x"), b".x".to_vec());
+        assert_eq!(dot_stuff(b"a\n.\r.\r\n"), b"a\n..\r..\r\n".to_vec());
+        assert_eq!(dot_stuff(b"a.b\r\n"), b"a.b\r\n".to_vec());
+        assert_eq!(dot_stuff(b""), b"".to_vec());
     }
 }

@@ -136,7 +136,10 @@ pub async fn open_pixel(
 
 #[derive(Deserialize)]
 pub struct ClickQuery {
+    /// The target.
     u: Option<String>,
+    /// The target's signature.
+    t: Option<String>,
 }
 
 #[handler]
@@ -152,10 +155,18 @@ pub async fn click(
     else {
         return not_found();
     };
-    let secret = state.secret.clone();
+    let (secret, newsletter_id) = (state.secret.clone(), site.0.id);
+    let target_sig = query.t.unwrap_or_default();
     let checked_target = target.clone();
     let Some(id) = checked_delivery(state, site, &delivery, |id| {
-        tracking::verify_click(&secret, id, &checked_target, &sig)
+        tracking::verify_click(
+            &secret,
+            newsletter_id,
+            id,
+            &checked_target,
+            &sig,
+            &target_sig,
+        )
     })
     .await
     else {

@@ -343,7 +343,7 @@ fn with_base(document: &str, origin: &str) -> String {
 /// renderer (without tracking, so its links are the real ones), and the public web page.
 pub(super) fn preview_block(state: &State, n: &Newsletter, issue: &Issue) -> Markup {
     let origin = n.site_origin(&state.urls);
-    let links = Links::new(&origin, state.secret.clone(), false);
+    let links = Links::new(&origin, n.id, state.secret.clone(), false);
     let mail = IssueEmail::new(issue, n, links).personalise(0, "subscriber@example.com");
     let mut on_web = issue.clone();
     on_web.published_at = on_web.published_at.or_else(|| Some(clock::now_string()));
