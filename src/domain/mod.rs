@@ -6,6 +6,7 @@ pub mod accounts;
 pub mod api_keys;
 pub mod email;
 pub mod events;
+pub mod import;
 pub mod issues;
 pub mod newsletters;
 pub mod opt_in;

@@ -510,6 +510,35 @@ pub fn delete(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainResul
     })
 }
 
+/// Calls `f` with each of the newsletter's subscribers, oldest first, one row at a time (the
+/// CSV export streams a newsletter of any size through this without collecting it).
+pub fn for_each(
+    conn: &Connection,
+    newsletter_id: i64,
+    mut f: impl FnMut(&Subscriber) -> DomainResult<()>,
+) -> DomainResult<()> {
+    const SQL: &str = select_subscriber!("WHERE s.newsletter_id = ?1 ORDER BY s.id");
+    let mut stmt = conn.prepare(SQL)?;
+    let mut rows = stmt.query([newsletter_id])?;
+    while let Some(row) = rows.next()? {
+        f(&from_row(row)?)?;
+    }
+    Ok(())
+}
+
+/// The newsletter's tags with how many subscribers carry each, by name (the dashboard's tag
+/// filter offers these).
+pub fn tag_counts(conn: &Connection, newsletter_id: i64) -> DomainResult<Vec<(String, i64)>> {
+    const SQL: &str = "SELECT t.tag, count(*) FROM subscriber_tags t
+         JOIN subscribers s ON s.id = t.subscriber_id
+         WHERE s.newsletter_id = ?1 GROUP BY t.tag ORDER BY t.tag";
+    let mut stmt = conn.prepare(SQL)?;
+    let tags = stmt
+        .query_map([newsletter_id], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(tags)
+}
+
 /// Active subscribers of the newsletter.
 pub fn active_count(conn: &Connection, newsletter_id: i64) -> DomainResult<i64> {
     const SQL: &str =

@@ -22,6 +22,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0004_subscription_requests",
         include_str!("../../migrations/0004_subscription_requests.sql"),
     ),
+    (
+        "0006_subscriber_imports",
+        include_str!("../../migrations/0006_subscriber_imports.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.
