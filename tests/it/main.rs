@@ -12,6 +12,8 @@ mod api_newsletter;
 mod api_openapi;
 mod api_subscribers;
 mod browser;
+mod cli_import;
+mod dash_subscribers;
 mod operator;
 mod sending;
 mod sending_crash;
