@@ -105,7 +105,9 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Subscriber> {
 
 pub fn get(conn: &Connection, newsletter_id: i64, id: i64) -> DomainResult<Subscriber> {
     const SQL: &str = select_subscriber!("WHERE s.newsletter_id = ?1 AND s.id = ?2");
-    conn.query_row(SQL, (newsletter_id, id), from_row)
+    // Cached: an import runs this once per created row.
+    conn.prepare_cached(SQL)?
+        .query_row((newsletter_id, id), from_row)
         .optional()?
         .ok_or(DomainError::NotFound("subscriber"))
 }
@@ -117,7 +119,8 @@ fn find_by_email(
 ) -> DomainResult<Option<Subscriber>> {
     const SQL: &str = select_subscriber!("WHERE s.newsletter_id = ?1 AND s.email = ?2");
     Ok(conn
-        .query_row(SQL, (newsletter_id, email), from_row)
+        .prepare_cached(SQL)?
+        .query_row((newsletter_id, email), from_row)
         .optional()?)
 }
 
@@ -257,15 +260,12 @@ pub(super) fn insert(
     const INSERT: &str = "INSERT INTO subscribers (newsletter_id, email, name, subscribed_at, created_at, updated_at)
          VALUES (?1, ?2, ?3, ?4, ?4, ?4) ON CONFLICT (newsletter_id, email) DO NOTHING";
     const TAG: &str = "INSERT OR IGNORE INTO subscriber_tags (subscriber_id, tag) VALUES (?1, ?2)";
-    if conn.execute(
-        INSERT,
-        (
-            newsletter_id,
-            valid.email.as_str(),
-            &valid.name,
-            clock::now_string(),
-        ),
-    )? == 0
+    if conn.prepare_cached(INSERT)?.execute((
+        newsletter_id,
+        valid.email.as_str(),
+        &valid.name,
+        clock::now_string(),
+    ))? == 0
     {
         let existing = find_by_email(conn, newsletter_id, valid.email.as_str())?
             .ok_or(DomainError::NotFound("subscriber"))?;
