@@ -480,9 +480,8 @@ fn escape_formula(text: &str) -> std::borrow::Cow<'_, str> {
 /// Writes the newsletter's subscribers as CSV (header [`EXPORT_HEADER`], oldest first) to
 /// `out`, row by row; returns how many were written.
 pub fn export_csv<W: Write>(conn: &Connection, newsletter_id: i64, out: W) -> DomainResult<u64> {
-    let io = |e: csv::Error| csv_error(e);
     let mut writer = WriterBuilder::new().from_writer(out);
-    writer.write_record(EXPORT_HEADER).map_err(io)?;
+    writer.write_record(EXPORT_HEADER).map_err(csv_error)?;
     let mut count = 0;
     subscribers::for_each(conn, newsletter_id, |s| {
         let tags = s.tags.join(&TAG_SEPARATOR.to_string());
@@ -496,7 +495,7 @@ pub fn export_csv<W: Write>(conn: &Connection, newsletter_id: i64, out: W) -> Do
                 s.unsubscribed_at.as_deref().unwrap_or(""),
                 &s.created_at,
             ])
-            .map_err(io)?;
+            .map_err(csv_error)?;
         count += 1;
         Ok(())
     })?;
