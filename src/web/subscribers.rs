@@ -839,11 +839,15 @@ async fn import_page(
     upload: &Upload,
     problems: &FieldErrors,
 ) -> Result<Markup, WebError> {
-    let (nid, iid, waiting) = (n.id, upload.id, upload.state == UploadState::Uploaded);
+    let (iid, waiting, stored) = (
+        upload.id,
+        upload.state == UploadState::Uploaded,
+        upload.clone(),
+    );
     let (preview, refused) = state
         .db
         .run(move |conn| {
-            let upload = import::get_upload(conn, nid, iid)?;
+            let upload = stored;
             let preview = if waiting {
                 let file = std::fs::File::open(import::upload_path(conn, &upload)?)
                     .map_err(crate::store::StoreError::from)?;
