@@ -1,22 +1,28 @@
 //! The operator's commands. Each parses its arguments, calls the store or the domain layer,
 //! prints a clear result and exits with a code scripts can use.
 
+use std::fs::File;
+use std::io::{IsTerminal, Read};
 use std::path::Path;
 use std::process::ExitCode;
+use std::time::Instant;
 
 use clap::Parser;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{HumanBytes, ProgressBar, ProgressStyle};
 
 use crate::config::{Cli, Command};
 use crate::domain::DomainError;
+use crate::domain::import::{self, Observer, Totals};
 use crate::domain::newsletters::{self, Status, Tier};
 use crate::store::{self, StoreError};
 
-/// Exit codes: 0 ok, 1 failure, 2 usage (clap), 3 not found, 4 data directory busy.
+/// Exit codes: 0 ok, 1 failure, 2 usage (clap), 3 not found, 4 data directory busy, 5 an
+/// import finished but refused some rows.
 const EXIT_FAILURE: u8 = 1;
 const EXIT_USAGE: u8 = 2;
 const EXIT_NOT_FOUND: u8 = 3;
 const EXIT_LOCKED: u8 = 4;
+const EXIT_ROWS_REFUSED: u8 = 5;
 
 /// A command's failure with the exit code it maps to.
 struct Failure {
@@ -74,6 +80,8 @@ pub fn main() -> ExitCode {
         Command::Tracking { subdomain, setting } => {
             set_tracking(&cli.data_dir, &subdomain, &setting)
         }
+        Command::Import { subdomain, csv } => import(&cli.data_dir, &subdomain, &csv),
+        Command::Export { subdomain } => export(&cli.data_dir, &subdomain),
         Command::Openapi => {
             println!("{}", crate::api::openapi_document());
             Ok(())
@@ -196,4 +204,183 @@ fn set_tracking(data_dir: &Path, subdomain: &str, setting: &str) -> Result<(), F
         }
     );
     Ok(())
+}
+
+/// Where `import` reads from: a file (its size known, for the progress) or standard input.
+fn open_input(csv: &Path) -> Result<(Box<dyn Read>, Option<u64>), Failure> {
+    if csv == Path::new("-") {
+        return Ok((Box::new(std::io::stdin().lock()), None));
+    }
+    let cannot = |e: std::io::Error| Failure {
+        code: if e.kind() == std::io::ErrorKind::NotFound {
+            EXIT_NOT_FOUND
+        } else {
+            EXIT_FAILURE
+        },
+        message: format!("cannot read {}: {e}", csv.display()),
+    };
+    let file = File::open(csv).map_err(cannot)?;
+    let meta = file.metadata().map_err(cannot)?;
+    if meta.is_dir() {
+        return Err(usage(format!(
+            "{} is a directory, not a CSV file",
+            csv.display()
+        )));
+    }
+    Ok((Box::new(file), Some(meta.len())))
+}
+
+/// The progress of `import` on stderr: a bar on a terminal, else a line per tenth of the file
+/// (per 100,000 rows from standard input) so logs stay short.
+struct ImportProgress {
+    bar: Option<ProgressBar>,
+    total: Option<u64>,
+    last_step: u64,
+}
+
+impl ImportProgress {
+    fn new(total: Option<u64>) -> Self {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = match total {
+                Some(len) => ProgressBar::new(len).with_style(
+                    ProgressStyle::with_template(
+                        "importing [{bar:40}] {bytes}/{total_bytes} ({percent}%) {msg} {elapsed}",
+                    )
+                    .expect("static template")
+                    .progress_chars("=> "),
+                ),
+                None => ProgressBar::new_spinner().with_style(
+                    ProgressStyle::with_template("importing {spinner} {bytes} {msg} {elapsed}")
+                        .expect("static template"),
+                ),
+            };
+            bar.enable_steady_tick(std::time::Duration::from_millis(200));
+            bar
+        });
+        ImportProgress {
+            bar,
+            total,
+            last_step: 0,
+        }
+    }
+}
+
+impl Observer for ImportProgress {
+    fn committed(&mut self, totals: &Totals, bytes_read: u64) {
+        if let Some(bar) = &self.bar {
+            bar.set_position(bytes_read);
+            bar.set_message(format!("{} rows", totals.rows));
+            return;
+        }
+        let (step, of) = match self.total {
+            Some(total) if total > 0 => (
+                bytes_read.saturating_mul(10) / total,
+                format!(" of {} ({}%)", HumanBytes(total), bytes_read * 100 / total),
+            ),
+            _ => (totals.rows / 100_000, String::new()),
+        };
+        if step > self.last_step {
+            self.last_step = step;
+            eprintln!(
+                "import: {} rows, {}{of}",
+                totals.rows,
+                HumanBytes(bytes_read)
+            );
+        }
+    }
+}
+
+/// The newsletter with `subdomain`, or a not-found failure that names it.
+fn by_subdomain(
+    conn: &rusqlite::Connection,
+    subdomain: &str,
+) -> Result<newsletters::Newsletter, Failure> {
+    newsletters::get_by_subdomain(conn, subdomain).map_err(|e| match e {
+        DomainError::NotFound(_) => Failure {
+            code: EXIT_NOT_FOUND,
+            message: format!("no newsletter has the subdomain {subdomain:?}"),
+        },
+        other => other.into(),
+    })
+}
+
+fn import(data_dir: &Path, subdomain: &str, csv: &Path) -> Result<(), Failure> {
+    let mut conn = open_migrated(data_dir)?;
+    let newsletter = by_subdomain(&conn, subdomain)?;
+    let (input, total) = open_input(csv)?;
+    let started = Instant::now();
+    let mut progress = ImportProgress::new(total);
+    let result = import::import_csv(
+        &mut conn,
+        newsletter.id,
+        input,
+        Totals::default(),
+        &mut progress,
+    );
+    if let Some(bar) = &progress.bar {
+        bar.finish_and_clear();
+    }
+    let totals = result.map_err(|e| {
+        let mut failure = Failure::from(e);
+        let source = if csv == Path::new("-") {
+            "standard input".to_string()
+        } else {
+            csv.display().to_string()
+        };
+        failure.message = format!("{source}: {}", failure.message);
+        failure
+    })?;
+    let seconds = started.elapsed().as_secs_f64();
+    println!(
+        "imported {} into {}: {} rows in {seconds:.1} s",
+        csv.display(),
+        newsletter.subdomain,
+        totals.rows
+    );
+    println!("  created   {}", totals.created);
+    println!(
+        "  existing  {} (already subscribed, left unchanged)",
+        totals.existing
+    );
+    println!(
+        "  skipped   {} (unsubscribed or bounced in the file)",
+        totals.skipped
+    );
+    println!("  refused   {}", totals.error_count);
+    if totals.error_count == 0 {
+        return Ok(());
+    }
+    println!("refused rows:");
+    for e in &totals.errors {
+        println!("  line {}: {:?}: {}", e.line, e.email, e.reason);
+    }
+    let unlisted = totals.error_count - totals.errors.len() as u64;
+    if unlisted > 0 {
+        println!("  and {unlisted} more, not listed");
+    }
+    Err(Failure {
+        code: EXIT_ROWS_REFUSED,
+        message: format!(
+            "{} of {} rows were refused (listed above); fix them and import the file again",
+            totals.error_count, totals.rows
+        ),
+    })
+}
+
+fn export(data_dir: &Path, subdomain: &str) -> Result<(), Failure> {
+    let conn = open_migrated(data_dir)?;
+    let newsletter = by_subdomain(&conn, subdomain)?;
+    match import::export_csv(&conn, newsletter.id, std::io::stdout().lock()) {
+        Ok(count) => {
+            eprintln!("exported {count} subscribers of {}", newsletter.subdomain);
+            Ok(())
+        }
+        // `broadsheet export x | head` closes the pipe early: not a failure.
+        Err(DomainError::Store(StoreError::Io(e)))
+            if e.kind() == std::io::ErrorKind::BrokenPipe =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
 }

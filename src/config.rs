@@ -14,7 +14,8 @@ use clap::{Args, Parser, Subcommand};
                   migrations, backups, tiers, imports. Every flag can also be set with an \
                   environment variable BROADSHEET_<FLAG>, e.g. BROADSHEET_DATA_DIR.\n\n\
                   Exit codes: 0 success, 1 failure, 2 bad usage, 3 not found, 4 the data \
-                  directory is held by a running server."
+                  directory is held by a running server, 5 an import finished but refused \
+                  some rows."
 )]
 pub struct Cli {
     /// Directory holding broadsheet.db and the outbox/.
@@ -66,6 +67,42 @@ pub enum Command {
         subdomain: String,
         /// on or off.
         setting: String,
+    },
+    /// Import subscribers from a CSV file (columns email, name, tags), even while serve runs.
+    #[command(
+        long_about = "Import subscribers from a CSV file into a newsletter, even while \
+        `serve` runs.\n\n\
+        The first line must be a header. Columns are found by name, in any order: email \
+        (required), name, tags (several tags separated by ;), status (rows marked unsubscribed \
+        or bounced are skipped, so an export imported elsewhere never resubscribes anyone); \
+        other columns are ignored. Rows are checked like the API's bulk_create and committed \
+        1,000 at a time. Addresses already subscribed are counted as existing and left \
+        unchanged, so running an interrupted import again is safe: it creates no duplicates.\n\n\
+        Progress goes to stderr (a bar on a terminal, a line per 10% otherwise); the summary \
+        (created, existing, skipped, refused rows with their line numbers) goes to stdout.\n\n\
+        Exit codes: 0 every row imported or already there, 5 done but some rows were refused \
+        (listed), 2 the header is not usable, 3 no such newsletter or file, 1 any other \
+        failure."
+    )]
+    Import {
+        /// The newsletter's subdomain.
+        subdomain: String,
+        /// The CSV file, or - to read standard input.
+        csv: PathBuf,
+    },
+    /// Write a newsletter's subscribers as CSV to standard output.
+    #[command(
+        long_about = "Write a newsletter's subscribers as CSV to standard output, oldest \
+        first, streamed row by row.\n\n\
+        Columns: email,name,tags,status,subscribed_at,unsubscribed_at,created_at (tags \
+        separated by ;). The file can be given to `broadsheet import` as it is; unsubscribed \
+        and bounced rows are skipped there. Cells that a spreadsheet would run as a formula \
+        (starting with =, +, - or @) get a leading ', which import removes again.\n\n\
+        Exit codes: 0 written, 3 no such newsletter, 1 any other failure."
+    )]
+    Export {
+        /// The newsletter's subdomain.
+        subdomain: String,
     },
     /// Print the OpenAPI document of the REST API.
     Openapi,

@@ -7,6 +7,7 @@ pub mod api_keys;
 pub mod custom_domains;
 pub mod email;
 pub mod events;
+pub mod import;
 pub mod issues;
 pub mod newsletters;
 pub mod opt_in;

@@ -105,7 +105,9 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Subscriber> {
 
 pub fn get(conn: &Connection, newsletter_id: i64, id: i64) -> DomainResult<Subscriber> {
     const SQL: &str = select_subscriber!("WHERE s.newsletter_id = ?1 AND s.id = ?2");
-    conn.query_row(SQL, (newsletter_id, id), from_row)
+    // Cached: an import runs this once per created row.
+    conn.prepare_cached(SQL)?
+        .query_row((newsletter_id, id), from_row)
         .optional()?
         .ok_or(DomainError::NotFound("subscriber"))
 }
@@ -117,7 +119,8 @@ fn find_by_email(
 ) -> DomainResult<Option<Subscriber>> {
     const SQL: &str = select_subscriber!("WHERE s.newsletter_id = ?1 AND s.email = ?2");
     Ok(conn
-        .query_row(SQL, (newsletter_id, email), from_row)
+        .prepare_cached(SQL)?
+        .query_row((newsletter_id, email), from_row)
         .optional()?)
 }
 
@@ -257,15 +260,12 @@ pub(super) fn insert(
     const INSERT: &str = "INSERT INTO subscribers (newsletter_id, email, name, subscribed_at, created_at, updated_at)
          VALUES (?1, ?2, ?3, ?4, ?4, ?4) ON CONFLICT (newsletter_id, email) DO NOTHING";
     const TAG: &str = "INSERT OR IGNORE INTO subscriber_tags (subscriber_id, tag) VALUES (?1, ?2)";
-    if conn.execute(
-        INSERT,
-        (
-            newsletter_id,
-            valid.email.as_str(),
-            &valid.name,
-            clock::now_string(),
-        ),
-    )? == 0
+    if conn.prepare_cached(INSERT)?.execute((
+        newsletter_id,
+        valid.email.as_str(),
+        &valid.name,
+        clock::now_string(),
+    ))? == 0
     {
         let existing = find_by_email(conn, newsletter_id, valid.email.as_str())?
             .ok_or(DomainError::NotFound("subscriber"))?;
@@ -508,6 +508,35 @@ pub fn delete(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainResul
         tx.execute("DELETE FROM subscribers WHERE id = ?1", [id])?;
         Ok(())
     })
+}
+
+/// Calls `f` with each of the newsletter's subscribers, oldest first, one row at a time (the
+/// CSV export streams a newsletter of any size through this without collecting it).
+pub fn for_each(
+    conn: &Connection,
+    newsletter_id: i64,
+    mut f: impl FnMut(&Subscriber) -> DomainResult<()>,
+) -> DomainResult<()> {
+    const SQL: &str = select_subscriber!("WHERE s.newsletter_id = ?1 ORDER BY s.id");
+    let mut stmt = conn.prepare(SQL)?;
+    let mut rows = stmt.query([newsletter_id])?;
+    while let Some(row) = rows.next()? {
+        f(&from_row(row)?)?;
+    }
+    Ok(())
+}
+
+/// The newsletter's tags with how many subscribers carry each, by name (the dashboard's tag
+/// filter offers these).
+pub fn tag_counts(conn: &Connection, newsletter_id: i64) -> DomainResult<Vec<(String, i64)>> {
+    const SQL: &str = "SELECT t.tag, count(*) FROM subscriber_tags t
+         JOIN subscribers s ON s.id = t.subscriber_id
+         WHERE s.newsletter_id = ?1 GROUP BY t.tag ORDER BY t.tag";
+    let mut stmt = conn.prepare(SQL)?;
+    let tags = stmt
+        .query_map([newsletter_id], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(tags)
 }
 
 /// Active subscribers of the newsletter.

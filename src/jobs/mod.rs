@@ -3,6 +3,7 @@
 //! crash interrupted are picked up again at start.
 
 pub mod deliver_webhook;
+pub mod import_subscribers;
 pub mod queue;
 pub mod send_issue;
 pub mod send_mail;
@@ -48,6 +49,7 @@ fn dispatch(ctx: &JobContext, rt: &tokio::runtime::Runtime, job: &queue::Job) ->
         send_mail::KIND => send_mail::run(ctx, rt, job),
         send_issue::KIND => send_issue::run(ctx, rt, job),
         deliver_webhook::KIND => deliver_webhook::run(ctx, job),
+        import_subscribers::KIND => import_subscribers::run(ctx, job),
         other => Outcome::Fail(format!("unknown job kind {other:?}")),
     }
 }

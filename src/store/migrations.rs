@@ -26,6 +26,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0005_custom_domains",
         include_str!("../../migrations/0005_custom_domains.sql"),
     ),
+    (
+        "0006_subscriber_imports",
+        include_str!("../../migrations/0006_subscriber_imports.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.

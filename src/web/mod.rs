@@ -13,6 +13,7 @@ mod newsletters;
 mod session;
 mod settings;
 mod stats;
+mod subscribers;
 mod webhooks;
 
 use std::sync::Arc;
@@ -85,6 +86,38 @@ pub fn routes() -> impl poem::Endpoint {
         .at(
             "/newsletters/:id/api_keys/:key_id",
             post(api_keys::revoke).delete(api_keys::revoke),
+        )
+        .at(
+            "/newsletters/:id/subscribers",
+            get(subscribers::index).post(subscribers::create),
+        )
+        .at(
+            "/newsletters/:id/subscribers/export.csv",
+            get(subscribers::export),
+        )
+        .at(
+            "/newsletters/:id/subscribers/import",
+            get(subscribers::import_form).post(subscribers::upload_csv),
+        )
+        .at(
+            "/newsletters/:id/subscribers/imports/:import_id",
+            get(subscribers::show_import).post(subscribers::discard_import),
+        )
+        .at(
+            "/newsletters/:id/subscribers/imports/:import_id/start",
+            post(subscribers::start_import),
+        )
+        .at(
+            "/newsletters/:id/subscribers/:subscriber_id",
+            get(subscribers::show).post(subscribers::change),
+        )
+        .at(
+            "/newsletters/:id/subscribers/:subscriber_id/delete",
+            get(subscribers::confirm_delete),
+        )
+        .at(
+            "/newsletters/:id/subscribers/:subscriber_id/tags",
+            post(subscribers::change_tags),
         )
         .at("/newsletters/:id/webhooks", get(webhooks::index))
         .at("/newsletters/:id/webhooks/test", post(webhooks::send_test))

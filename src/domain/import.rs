@@ -1,0 +1,1179 @@
+//! Subscribers as CSV, both ways: the one streaming import that `broadsheet import` and the
+//! dashboard's upload share, the export they read back, and the dashboard's uploads waiting
+//! for (or going through) their import job.
+//!
+//! The format: a header line is required; columns are found by name in any order (`email`
+//! required, `name`, `tags` and `status` optional, any other column ignored). The tags of a
+//! row are separated by `;` inside the tags field. A `status` of `unsubscribed` or `bounced`
+//! skips the row, so re-importing an export never resubscribes someone who left.
+//!
+//! Rows are checked with the API's rules (`subscribers::import`, which also records
+//! `subscriber.created`) and committed [`BATCH_ROWS`] to a transaction. An address already
+//! present counts as existing and is left as it is, so running an interrupted import again
+//! creates no duplicates. Memory stays flat in the size of the file: one batch and the first
+//! [`ERRORS_KEPT`] refused rows are all that is held.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use csv::{ByteRecord, Reader, ReaderBuilder, WriterBuilder};
+use rusqlite::{Connection, OptionalExtension, Row};
+
+use super::subscribers::{self, NewSubscriber};
+use super::{DomainError, DomainResult, ErrorCode, FieldErrors, newsletters};
+use crate::clock;
+use crate::store::{StoreError, write_tx};
+
+/// Separates the tags inside a row's tags field (the comma already separates fields).
+pub const TAG_SEPARATOR: char = ';';
+/// Rows committed per transaction.
+pub const BATCH_ROWS: usize = 1000;
+/// Refused rows reported with their line; later ones are only counted.
+pub const ERRORS_KEPT: usize = 100;
+/// The largest file the dashboard accepts; larger ones go through `broadsheet import`.
+pub const UPLOAD_LIMIT: u64 = 50 * 1024 * 1024;
+/// The columns of an export, in order.
+pub const EXPORT_HEADER: [&str; 7] = [
+    "email",
+    "name",
+    "tags",
+    "status",
+    "subscribed_at",
+    "unsubscribed_at",
+    "created_at",
+];
+
+/// What a header column is used for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnUse {
+    Email,
+    Name,
+    Tags,
+    Status,
+    Ignored,
+}
+
+impl ColumnUse {
+    /// `Email Address`, `e-mail` and `EMAIL` all name the email column.
+    fn of(header: &str) -> ColumnUse {
+        let key: String = header
+            .chars()
+            .filter(|c| c.is_alphanumeric())
+            .collect::<String>()
+            .to_lowercase();
+        match key.as_str() {
+            "email" | "emailaddress" => ColumnUse::Email,
+            "name" | "fullname" => ColumnUse::Name,
+            "tags" => ColumnUse::Tags,
+            "status" => ColumnUse::Status,
+            _ => ColumnUse::Ignored,
+        }
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            ColumnUse::Email => "e-mail address",
+            ColumnUse::Name => "name",
+            ColumnUse::Tags => "tags, separated by ;",
+            ColumnUse::Status => "status: unsubscribed and bounced rows are skipped",
+            ColumnUse::Ignored => "ignored",
+        }
+    }
+}
+
+/// The header of a file and where the known columns are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Columns {
+    /// Each header cell as written (trimmed) with what it is used for.
+    pub header: Vec<(String, ColumnUse)>,
+    email: usize,
+    name: Option<usize>,
+    tags: Option<usize>,
+    status: Option<usize>,
+}
+
+fn header_error(message: impl Into<String>) -> DomainError {
+    DomainError::Invalid(
+        ErrorCode::ValidationError,
+        FieldErrors::single("base", message),
+    )
+}
+
+impl Columns {
+    /// Reads the header record; refuses a file whose first line does not name an email column.
+    fn parse(record: &ByteRecord) -> DomainResult<Columns> {
+        let mut header = Vec::new();
+        for (i, raw) in record.iter().enumerate() {
+            let text = std::str::from_utf8(raw).map_err(|_| {
+                header_error("The first line is not UTF-8 text: save the file as CSV (UTF-8).")
+            })?;
+            // Spreadsheets often start a UTF-8 file with a byte-order mark.
+            let text = if i == 0 {
+                text.trim_start_matches('\u{feff}')
+            } else {
+                text
+            };
+            let text = text.trim().to_string();
+            let used = ColumnUse::of(&text);
+            header.push((text, used));
+        }
+        let find = |wanted: ColumnUse| -> DomainResult<Option<usize>> {
+            let mut at = header.iter().enumerate().filter(|(_, (_, u))| *u == wanted);
+            match (at.next(), at.next()) {
+                (Some((i, _)), None) => Ok(Some(i)),
+                (None, _) => Ok(None),
+                (Some((_, (a, _))), Some((_, (b, _)))) => Err(header_error(format!(
+                    "The header has two {} columns ({a:?} and {b:?}); keep one.",
+                    wanted.describe()
+                ))),
+            }
+        };
+        let (name, tags, status) = (
+            find(ColumnUse::Name)?,
+            find(ColumnUse::Tags)?,
+            find(ColumnUse::Status)?,
+        );
+        let Some(email) = find(ColumnUse::Email)? else {
+            let cells: Vec<&str> = header.iter().map(|(h, _)| h.as_str()).collect();
+            let message = if cells.iter().all(|c| c.is_empty()) {
+                "The file is empty: its first line must be a header such as email,name,tags."
+                    .to_string()
+            } else if cells.len() == 1 && (cells[0].contains(';') || cells[0].contains('\t')) {
+                format!(
+                    "The header {:?} is one column: the file must be separated by commas, not semicolons or tabs.",
+                    cells[0]
+                )
+            } else if cells.iter().any(|c| c.contains('@')) {
+                format!(
+                    "The first line must be a header naming the columns (email,name,tags), but it holds an address: {}.",
+                    cells.join(",")
+                )
+            } else {
+                format!(
+                    "The header has no email column (found: {}). Name the columns email,name,tags.",
+                    cells.join(", ")
+                )
+            };
+            return Err(header_error(message));
+        };
+        Ok(Columns {
+            header,
+            email,
+            name,
+            tags,
+            status,
+        })
+    }
+}
+
+/// A refused row: its line in the file, the address as written, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowError {
+    pub line: u64,
+    pub email: String,
+    pub reason: String,
+}
+
+/// Counts of an import so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Data rows read and committed (the header is not counted).
+    pub rows: u64,
+    pub created: u64,
+    /// Already subscribed (or repeated in the file): left as they are.
+    pub existing: u64,
+    /// Marked unsubscribed or bounced in the file's status column.
+    pub skipped: u64,
+    /// Refused rows, all of them.
+    pub error_count: u64,
+    /// The first refused rows of this run, while `error_count` is below [`ERRORS_KEPT`].
+    pub errors: Vec<RowError>,
+}
+
+/// Hooks of a running import. `committing` runs inside each batch's transaction, so what it
+/// records commits with the batch (the dashboard's job records its progress there);
+/// `committed` runs after the commit (the CLI's progress bar).
+pub trait Observer {
+    fn committing(
+        &mut self,
+        _tx: &Connection,
+        _totals: &Totals,
+        _new_errors: &[RowError],
+        _bytes_read: u64,
+    ) -> DomainResult<()> {
+        Ok(())
+    }
+
+    fn committed(&mut self, _totals: &Totals, _bytes_read: u64) {}
+}
+
+/// No hooks.
+impl Observer for () {}
+
+fn reader<R: Read>(input: R) -> Reader<R> {
+    ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .buffer_capacity(64 * 1024)
+        .from_reader(input)
+}
+
+fn csv_error(e: csv::Error) -> DomainError {
+    match e.into_kind() {
+        csv::ErrorKind::Io(io) => DomainError::Store(StoreError::Io(io)),
+        other => DomainError::Store(StoreError::Io(std::io::Error::other(format!(
+            "unreadable CSV: {other:?}"
+        )))),
+    }
+}
+
+fn read_header<R: Read>(reader: &mut Reader<R>) -> DomainResult<Columns> {
+    let mut record = ByteRecord::new();
+    if !reader.read_byte_record(&mut record).map_err(csv_error)? {
+        record.clear();
+    }
+    Columns::parse(&record)
+}
+
+/// Checks the header of `input` alone.
+pub fn check_header<R: Read>(input: R) -> DomainResult<Columns> {
+    read_header(&mut reader(input))
+}
+
+/// `'=1+1` as exported (see [`escape_formula`]) is read back as `=1+1`.
+fn unescape_formula(text: &str) -> &str {
+    match text.strip_prefix('\'') {
+        Some(rest) if rest.starts_with(['=', '+', '-', '@']) => rest,
+        _ => text,
+    }
+}
+
+/// What one data row asks for.
+enum Parsed {
+    Entry(NewSubscriber),
+    /// Unsubscribed or bounced in the file.
+    Skipped,
+    Refused {
+        email: String,
+        reason: String,
+    },
+}
+
+fn parse_row(columns: &Columns, record: &ByteRecord) -> Parsed {
+    let cell = |at: Option<usize>| -> Result<&str, ()> {
+        match at.and_then(|i| record.get(i)) {
+            None => Ok(""),
+            Some(bytes) => std::str::from_utf8(bytes)
+                .map(unescape_formula)
+                .map_err(|_| ()),
+        }
+    };
+    let (Ok(email), Ok(name), Ok(tags), Ok(status)) = (
+        cell(Some(columns.email)),
+        cell(columns.name),
+        cell(columns.tags),
+        cell(columns.status),
+    ) else {
+        let email = record
+            .get(columns.email)
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .unwrap_or_default();
+        return Parsed::Refused {
+            email,
+            reason: "The line is not UTF-8 text".to_string(),
+        };
+    };
+    match status.trim().to_lowercase().as_str() {
+        "" | "active" => {}
+        "unsubscribed" | "bounced" => return Parsed::Skipped,
+        _ => {
+            return Parsed::Refused {
+                email: email.trim().to_string(),
+                reason: "Status must be active, unsubscribed or bounced".to_string(),
+            };
+        }
+    }
+    let name = name.trim();
+    Parsed::Entry(NewSubscriber {
+        email: email.to_string(),
+        name: (!name.is_empty()).then(|| name.to_string()),
+        tags: tags
+            .split(TAG_SEPARATOR)
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_string)
+            .collect(),
+    })
+}
+
+/// The rows read since the last commit.
+#[derive(Default)]
+struct Batch {
+    rows: u64,
+    entries: Vec<(usize, NewSubscriber)>,
+    skipped: u64,
+    refused: Vec<RowError>,
+}
+
+/// Imports the CSV `input` into the newsletter, committing every [`BATCH_ROWS`] rows.
+/// `resume` is [`Totals::default`] for a new import, or the totals an interrupted run
+/// committed: that many rows are read again and passed over, and the counts go on from there.
+pub fn import_csv<R: Read>(
+    conn: &mut Connection,
+    newsletter_id: i64,
+    input: R,
+    resume: Totals,
+    observer: &mut dyn Observer,
+) -> DomainResult<Totals> {
+    newsletters::get(conn, newsletter_id)?.ensure_writable()?;
+    let mut reader = reader(input);
+    let columns = read_header(&mut reader)?;
+    let mut totals = resume;
+    let mut record = ByteRecord::new();
+    for _ in 0..totals.rows {
+        if !reader.read_byte_record(&mut record).map_err(csv_error)? {
+            break;
+        }
+    }
+    let mut batch = Batch::default();
+    loop {
+        let more = reader.read_byte_record(&mut record).map_err(csv_error)?;
+        if more {
+            let line = record.position().map_or(0, |p| p.line());
+            batch.rows += 1;
+            match parse_row(&columns, &record) {
+                Parsed::Entry(entry) => batch.entries.push((line as usize, entry)),
+                Parsed::Skipped => batch.skipped += 1,
+                Parsed::Refused { email, reason } => {
+                    batch.refused.push(RowError {
+                        line,
+                        email,
+                        reason,
+                    });
+                }
+            }
+        }
+        if batch.rows as usize >= BATCH_ROWS || (!more && batch.rows > 0) {
+            let bytes = reader.position().byte();
+            totals = commit(
+                conn,
+                newsletter_id,
+                std::mem::take(&mut batch),
+                &totals,
+                bytes,
+                observer,
+            )?;
+        }
+        if !more {
+            return Ok(totals);
+        }
+    }
+}
+
+fn commit(
+    conn: &mut Connection,
+    newsletter_id: i64,
+    batch: Batch,
+    before: &Totals,
+    bytes_read: u64,
+    observer: &mut dyn Observer,
+) -> DomainResult<Totals> {
+    let after = write_tx(conn, |tx| {
+        let outcome = subscribers::import(tx, newsletter_id, batch.entries)?;
+        let mut errors = batch.refused;
+        errors.extend(outcome.errors.into_iter().map(|e| RowError {
+            line: e.index as u64,
+            email: e.email.trim().to_string(),
+            reason: e.message,
+        }));
+        errors.sort_by_key(|e| e.line);
+        let refused = errors.len() as u64;
+        errors.truncate(ERRORS_KEPT.saturating_sub(before.error_count as usize));
+        let mut after = before.clone();
+        after.rows += batch.rows;
+        after.created += outcome.created as u64;
+        after.existing += outcome.existing as u64;
+        after.skipped += batch.skipped;
+        after.error_count += refused;
+        after.errors.extend(errors.iter().cloned());
+        observer.committing(tx, &after, &errors, bytes_read)?;
+        Ok::<_, DomainError>(after)
+    })?;
+    observer.committed(&after, bytes_read);
+    Ok(after)
+}
+
+/// One data row as the preview shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreviewRow {
+    pub line: u64,
+    pub email: String,
+    pub name: String,
+    pub tags: Vec<String>,
+    /// Why the import would refuse or skip it.
+    pub problem: Option<String>,
+}
+
+/// The header and the first rows of a file, checked as the import would check them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Preview {
+    pub columns: Columns,
+    pub rows: Vec<PreviewRow>,
+}
+
+/// Reads the header and up to `limit` rows of `input`.
+pub fn preview<R: Read>(input: R, limit: usize) -> DomainResult<Preview> {
+    let mut reader = reader(input);
+    let columns = read_header(&mut reader)?;
+    let mut rows = Vec::new();
+    let mut record = ByteRecord::new();
+    while rows.len() < limit && reader.read_byte_record(&mut record).map_err(csv_error)? {
+        let line = record.position().map_or(0, |p| p.line());
+        rows.push(match parse_row(&columns, &record) {
+            Parsed::Entry(entry) => PreviewRow {
+                line,
+                problem: subscribers::validate(&entry).err().map(|e| e.to_string()),
+                email: entry.email,
+                name: entry.name.unwrap_or_default(),
+                tags: entry.tags,
+            },
+            Parsed::Skipped => PreviewRow {
+                line,
+                email: cell_text(&record, columns.email),
+                name: columns
+                    .name
+                    .map(|i| cell_text(&record, i))
+                    .unwrap_or_default(),
+                tags: Vec::new(),
+                problem: Some("Skipped: unsubscribed or bounced in the file".to_string()),
+            },
+            Parsed::Refused { email, reason } => PreviewRow {
+                line,
+                email,
+                name: String::new(),
+                tags: Vec::new(),
+                problem: Some(reason),
+            },
+        });
+    }
+    Ok(Preview { columns, rows })
+}
+
+fn cell_text(record: &ByteRecord, at: usize) -> String {
+    record
+        .get(at)
+        .map(|b| String::from_utf8_lossy(b).trim().to_string())
+        .unwrap_or_default()
+}
+
+/// A spreadsheet runs a cell starting with `=`, `+`, `-` or `@` as a formula; exported cells
+/// that start so get a leading `'` (OWASP's advice), which the import takes off again.
+fn escape_formula(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.starts_with(['=', '+', '-', '@']) {
+        format!("'{text}").into()
+    } else {
+        text.into()
+    }
+}
+
+/// Writes the newsletter's subscribers as CSV (header [`EXPORT_HEADER`], oldest first) to
+/// `out`, row by row; returns how many were written.
+pub fn export_csv<W: Write>(conn: &Connection, newsletter_id: i64, out: W) -> DomainResult<u64> {
+    let mut writer = WriterBuilder::new().from_writer(out);
+    writer.write_record(EXPORT_HEADER).map_err(csv_error)?;
+    let mut count = 0;
+    subscribers::for_each(conn, newsletter_id, |s| {
+        let tags = s.tags.join(&TAG_SEPARATOR.to_string());
+        writer
+            .write_record([
+                escape_formula(&s.email).as_ref(),
+                escape_formula(s.name.as_deref().unwrap_or("")).as_ref(),
+                escape_formula(&tags).as_ref(),
+                s.status.as_str(),
+                &s.subscribed_at,
+                s.unsubscribed_at.as_deref().unwrap_or(""),
+                &s.created_at,
+            ])
+            .map_err(csv_error)?;
+        count += 1;
+        Ok(())
+    })?;
+    writer
+        .flush()
+        .map_err(|e| DomainError::Store(StoreError::Io(e)))?;
+    Ok(count)
+}
+
+/// Where a dashboard upload waits for its import.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UploadState {
+    /// Previewed; waits for the owner to start it.
+    Uploaded,
+    Queued,
+    Running,
+    Done,
+    Failed,
+}
+
+impl UploadState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UploadState::Uploaded => "uploaded",
+            UploadState::Queued => "queued",
+            UploadState::Running => "running",
+            UploadState::Done => "done",
+            UploadState::Failed => "failed",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Self> {
+        [
+            UploadState::Uploaded,
+            UploadState::Queued,
+            UploadState::Running,
+            UploadState::Done,
+            UploadState::Failed,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == text)
+    }
+
+    /// Still to finish: the pages keep refreshing.
+    pub fn in_progress(self) -> bool {
+        matches!(self, UploadState::Queued | UploadState::Running)
+    }
+}
+
+/// A file uploaded in the dashboard and its import.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upload {
+    pub id: i64,
+    pub newsletter_id: i64,
+    pub file_name: String,
+    stored_name: String,
+    pub size_bytes: u64,
+    pub state: UploadState,
+    pub bytes_done: u64,
+    /// Counts committed so far (without the refused rows: see [`upload_errors`]).
+    pub totals: Totals,
+    pub failure: Option<String>,
+    pub created_at: String,
+    pub finished_at: Option<String>,
+}
+
+/// The columns `upload_from_row` reads, spliced into each SELECT at compile time.
+macro_rules! select_upload {
+    ($($tail:literal)+) => {
+        concat!(
+            "SELECT id, newsletter_id, file_name, stored_name, size_bytes, state, bytes_done, ",
+            "rows_done, created, existing, skipped, error_count, failure, created_at, finished_at ",
+            "FROM subscriber_imports ", $($tail),+
+        )
+    };
+}
+
+/// A count column: never negative, so a `u64`.
+fn count(row: &Row<'_>, at: usize) -> rusqlite::Result<u64> {
+    Ok(row.get::<_, i64>(at)?.max(0) as u64)
+}
+
+fn upload_from_row(row: &Row<'_>) -> rusqlite::Result<Upload> {
+    let state: String = row.get(5)?;
+    Ok(Upload {
+        id: row.get(0)?,
+        newsletter_id: row.get(1)?,
+        file_name: row.get(2)?,
+        stored_name: row.get(3)?,
+        size_bytes: count(row, 4)?,
+        state: UploadState::parse(&state).ok_or_else(|| {
+            rusqlite::Error::InvalidColumnType(5, state.clone(), rusqlite::types::Type::Text)
+        })?,
+        bytes_done: count(row, 6)?,
+        totals: Totals {
+            rows: count(row, 7)?,
+            created: count(row, 8)?,
+            existing: count(row, 9)?,
+            skipped: count(row, 10)?,
+            error_count: count(row, 11)?,
+            errors: Vec::new(),
+        },
+        failure: row.get(12)?,
+        created_at: row.get(13)?,
+        finished_at: row.get(14)?,
+    })
+}
+
+/// `<data-dir>/imports/`, beside the database file, where uploads wait for their import (so
+/// a queued import survives a restart).
+pub fn uploads_dir(conn: &Connection) -> DomainResult<PathBuf> {
+    let db = conn.path().filter(|p| !p.is_empty()).ok_or_else(|| {
+        DomainError::Store(StoreError::Io(std::io::Error::other(
+            "an in-memory database has no data directory for uploads",
+        )))
+    })?;
+    let dir = Path::new(db)
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join("imports");
+    std::fs::create_dir_all(&dir).map_err(StoreError::from)?;
+    Ok(dir)
+}
+
+/// A fresh name for an upload's file in [`uploads_dir`].
+pub fn new_stored_name() -> String {
+    format!("{}.csv", super::secrets::random_hex(16))
+}
+
+/// Records a file already written to [`uploads_dir`] as `stored_name`, after checking its
+/// header. A bad header is a validation error, and the file is removed.
+pub fn record_upload(
+    conn: &mut Connection,
+    newsletter_id: i64,
+    file_name: &str,
+    stored_name: &str,
+) -> DomainResult<Upload> {
+    let path = uploads_dir(conn)?.join(stored_name);
+    let checked = std::fs::metadata(&path)
+        .map_err(|e| DomainError::Store(e.into()))
+        .and_then(|meta| {
+            if meta.len() == 0 {
+                return Err(header_error(
+                    "The file is empty: its first line must be a header such as email,name,tags.",
+                ));
+            }
+            check_header(File::open(&path).map_err(StoreError::from)?)?;
+            Ok(meta.len())
+        });
+    let size = match checked {
+        Ok(size) => size,
+        Err(e) => {
+            let _ = std::fs::remove_file(&path);
+            return Err(e);
+        }
+    };
+    let file_name: String = file_name
+        .trim()
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(200)
+        .collect();
+    const INSERT: &str = "INSERT INTO subscriber_imports (newsletter_id, file_name, stored_name, size_bytes, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?5)";
+    write_tx(conn, |tx| {
+        newsletters::get(tx, newsletter_id)?.ensure_writable()?;
+        tx.execute(
+            INSERT,
+            (
+                newsletter_id,
+                &file_name,
+                stored_name,
+                size as i64,
+                clock::now_string(),
+            ),
+        )?;
+        get_upload(tx, newsletter_id, tx.last_insert_rowid())
+    })
+}
+
+/// One upload of the newsletter; another newsletter's is not found.
+pub fn get_upload(conn: &Connection, newsletter_id: i64, id: i64) -> DomainResult<Upload> {
+    const SQL: &str = select_upload!("WHERE newsletter_id = ?1 AND id = ?2");
+    conn.query_row(SQL, (newsletter_id, id), upload_from_row)
+        .optional()?
+        .ok_or(DomainError::NotFound("import"))
+}
+
+/// The newsletter's latest uploads, newest first.
+pub fn recent_uploads(
+    conn: &Connection,
+    newsletter_id: i64,
+    limit: i64,
+) -> DomainResult<Vec<Upload>> {
+    const SQL: &str = select_upload!("WHERE newsletter_id = ?1 ORDER BY id DESC LIMIT ?2");
+    let mut stmt = conn.prepare(SQL)?;
+    let uploads = stmt
+        .query_map((newsletter_id, limit), upload_from_row)?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(uploads)
+}
+
+/// The refused rows an upload's import kept, by line.
+pub fn upload_errors(conn: &Connection, import_id: i64) -> DomainResult<Vec<RowError>> {
+    const SQL: &str = "SELECT line, email, reason FROM subscriber_import_errors
+         WHERE import_id = ?1 ORDER BY line";
+    let mut stmt = conn.prepare(SQL)?;
+    let errors = stmt
+        .query_map([import_id], |r| {
+            Ok(RowError {
+                line: count(r, 0)?,
+                email: r.get(1)?,
+                reason: r.get(2)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(errors)
+}
+
+/// The path of an upload's file.
+pub fn upload_path(conn: &Connection, upload: &Upload) -> DomainResult<PathBuf> {
+    Ok(uploads_dir(conn)?.join(&upload.stored_name))
+}
+
+fn not_waiting(upload: &Upload) -> DomainError {
+    DomainError::rejected(
+        ErrorCode::InvalidState,
+        format!("This import is {} already", upload.state.as_str()),
+    )
+}
+
+/// Queues the import job of an upload that waits for it.
+pub fn start_upload(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainResult<Upload> {
+    const QUEUE: &str =
+        "UPDATE subscriber_imports SET state = 'queued', updated_at = ?2 WHERE id = ?1";
+    write_tx(conn, |tx| {
+        newsletters::get(tx, newsletter_id)?.ensure_writable()?;
+        let upload = get_upload(tx, newsletter_id, id)?;
+        if upload.state != UploadState::Uploaded {
+            return Err(not_waiting(&upload));
+        }
+        tx.execute(QUEUE, (id, clock::now_string()))?;
+        crate::jobs::import_subscribers::enqueue(tx, id)?;
+        get_upload(tx, newsletter_id, id)
+    })
+}
+
+/// Removes an upload that was never started, and its file.
+pub fn discard_upload(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainResult<()> {
+    let upload = write_tx(conn, |tx| {
+        let upload = get_upload(tx, newsletter_id, id)?;
+        if upload.state != UploadState::Uploaded {
+            return Err(not_waiting(&upload));
+        }
+        tx.execute("DELETE FROM subscriber_imports WHERE id = ?1", [id])?;
+        Ok(upload)
+    })?;
+    remove_file(conn, &upload);
+    Ok(())
+}
+
+fn remove_file(conn: &Connection, upload: &Upload) {
+    if let Ok(path) = upload_path(conn, upload)
+        && let Err(e) = std::fs::remove_file(&path)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        eprintln!("import: cannot remove {}: {e}", path.display());
+    }
+}
+
+/// Uploads never started are removed after a day, with their files.
+const STALE_AFTER: time::Duration = time::Duration::hours(24);
+
+/// Removes uploads that waited longer than a day for their owner; returns how many.
+pub fn purge_stale_uploads(conn: &mut Connection) -> DomainResult<usize> {
+    const STALE: &str = select_upload!("WHERE state = 'uploaded' AND created_at < ?1");
+    const DELETE: &str = "DELETE FROM subscriber_imports WHERE id = ?1";
+    let cutoff = clock::format(clock::now() - STALE_AFTER);
+    let stale = conn
+        .prepare(STALE)?
+        .query_map([&cutoff], upload_from_row)?
+        .collect::<Result<Vec<_>, _>>()?;
+    for upload in &stale {
+        conn.execute(DELETE, [upload.id])?;
+        remove_file(conn, upload);
+    }
+    Ok(stale.len())
+}
+
+/// Records a dashboard import's progress and first refused rows with each batch.
+struct Recorder {
+    import_id: i64,
+}
+
+impl Observer for Recorder {
+    fn committing(
+        &mut self,
+        tx: &Connection,
+        totals: &Totals,
+        new_errors: &[RowError],
+        bytes_read: u64,
+    ) -> DomainResult<()> {
+        const PROGRESS: &str = "UPDATE subscriber_imports SET rows_done = ?2, bytes_done = ?3,
+             created = ?4, existing = ?5, skipped = ?6, error_count = ?7, updated_at = ?8
+             WHERE id = ?1";
+        const ERROR: &str =
+            "INSERT OR IGNORE INTO subscriber_import_errors (import_id, line, email, reason)
+             VALUES (?1, ?2, ?3, ?4)";
+        tx.execute(
+            PROGRESS,
+            (
+                self.import_id,
+                totals.rows as i64,
+                bytes_read as i64,
+                totals.created as i64,
+                totals.existing as i64,
+                totals.skipped as i64,
+                totals.error_count as i64,
+                clock::now_string(),
+            ),
+        )?;
+        let mut insert = tx.prepare_cached(ERROR)?;
+        for e in new_errors {
+            insert.execute((self.import_id, e.line as i64, &e.email, &e.reason))?;
+        }
+        Ok(())
+    }
+}
+
+/// Marks an import finished (`done`, or `failed` with the reason) and removes its file.
+pub fn finish_upload(conn: &Connection, id: i64, failure: Option<&str>) -> DomainResult<()> {
+    const FINISH: &str = "UPDATE subscriber_imports SET state = ?2, failure = ?3, finished_at = ?4,
+         updated_at = ?4 WHERE id = ?1";
+    const SQL: &str = select_upload!("WHERE id = ?1");
+    let state = match failure {
+        None => UploadState::Done,
+        Some(_) => UploadState::Failed,
+    };
+    conn.execute(FINISH, (id, state.as_str(), failure, clock::now_string()))?;
+    if let Some(upload) = conn.query_row(SQL, [id], upload_from_row).optional()? {
+        remove_file(conn, &upload);
+    }
+    Ok(())
+}
+
+/// The import job's work: imports the upload's file from where its last committed batch
+/// ended. Errors of the store are returned (the job tries again later and resumes); anything
+/// else ends the import as `failed` with the reason.
+pub fn run_upload(conn: &mut Connection, id: i64) -> DomainResult<Upload> {
+    const SQL: &str = select_upload!("WHERE id = ?1");
+    const RUNNING: &str =
+        "UPDATE subscriber_imports SET state = 'running', updated_at = ?2 WHERE id = ?1";
+    let upload = conn
+        .query_row(SQL, [id], upload_from_row)
+        .optional()?
+        .ok_or(DomainError::NotFound("import"))?;
+    if !upload.state.in_progress() {
+        return Ok(upload);
+    }
+    conn.execute(RUNNING, (id, clock::now_string()))?;
+    let path = upload_path(conn, &upload)?;
+    let result = File::open(&path)
+        .map_err(|e| {
+            DomainError::rejected(
+                ErrorCode::InvalidState,
+                format!("The uploaded file is gone ({e}); upload it again"),
+            )
+        })
+        .and_then(|file| {
+            import_csv(
+                conn,
+                upload.newsletter_id,
+                file,
+                upload.totals.clone(),
+                &mut Recorder { import_id: id },
+            )
+        });
+    match result {
+        Ok(_) => finish_upload(conn, id, None)?,
+        Err(e @ DomainError::Store(_)) => return Err(e),
+        Err(other) => finish_upload(conn, id, Some(&other.to_string()))?,
+    }
+    get_upload(conn, upload.newsletter_id, id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn db() -> Connection {
+        crate::domain::testing::db_with_newsletter("free")
+    }
+
+    fn emails(conn: &Connection) -> Vec<String> {
+        conn.prepare("SELECT email FROM subscribers WHERE newsletter_id = 1 ORDER BY email")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    fn fresh(conn: &mut Connection, csv: &str) -> DomainResult<Totals> {
+        import_csv(conn, 1, csv.as_bytes(), Totals::default(), &mut ())
+    }
+
+    #[test]
+    fn imports_by_header_name_counts_and_reports_lines() {
+        let mut conn = db();
+        let old = NewSubscriber {
+            email: "old@example.com".into(),
+            ..Default::default()
+        };
+        subscribers::create(&mut conn, 1, &old).unwrap();
+        let csv = "\u{feff}Tags,Email Address,extra,Name\n\
+                   vip; early ,Ann@Example.com,x,Ann\n\
+                   ,not-an-address,x,\n\
+                   ,old@example.com,,\n\
+                   \n\
+                   ,\"ann@example.com\",,Again\n\
+                   ,'=bob@example.com,,'=Bob\n";
+        let totals = fresh(&mut conn, csv).unwrap();
+        assert_eq!(
+            (
+                totals.rows,
+                totals.created,
+                totals.existing,
+                totals.error_count
+            ),
+            (5, 2, 2, 1)
+        );
+        assert_eq!(
+            totals.errors,
+            vec![RowError {
+                line: 3,
+                email: "not-an-address".into(),
+                reason: "Email is invalid".into()
+            }]
+        );
+        assert_eq!(
+            emails(&conn),
+            vec!["=bob@example.com", "ann@example.com", "old@example.com"]
+        );
+        let ann = subscribers::list(
+            &conn,
+            1,
+            crate::domain::pagination::Page::parse(None, None).unwrap(),
+            &subscribers::Filter {
+                search: Some("ann@".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap()
+        .0
+        .remove(0);
+        assert_eq!(
+            (ann.name.as_deref(), ann.tags),
+            (Some("Ann"), vec!["early".to_string(), "vip".to_string()])
+        );
+        let created_events: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM events WHERE kind = 'subscriber.created'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(created_events, 3, "one event per created subscriber");
+    }
+
+    #[test]
+    fn bad_headers_are_refused_with_a_reason() {
+        for (csv, expect) in [
+            ("", "empty"),
+            ("ann@example.com,Ann\n", "holds an address"),
+            ("email;name;tags\n", "separated by commas"),
+            ("mail,name\n", "no email column (found: mail, name)"),
+            ("email,E-mail\n", "two e-mail address columns"),
+        ] {
+            let message = check_header(csv.as_bytes()).unwrap_err().to_string();
+            assert!(message.contains(expect), "{csv:?}: {message}");
+        }
+        let mut conn = db();
+        assert!(fresh(&mut conn, "name\nx\n").is_err());
+        assert!(emails(&conn).is_empty());
+    }
+
+    #[test]
+    fn status_column_skips_people_who_left_and_errors_are_capped() {
+        let mut conn = db();
+        let mut csv = String::from(
+            "email,status\na@example.com,unsubscribed\nb@example.com,bounced\nc@example.com,active\nd@example.com,maybe\n",
+        );
+        for i in 0..(ERRORS_KEPT + 5) {
+            csv.push_str(&format!("bad{i},\n"));
+        }
+        let totals = fresh(&mut conn, &csv).unwrap();
+        assert_eq!((totals.created, totals.skipped), (1, 2));
+        assert_eq!(totals.error_count as usize, ERRORS_KEPT + 6);
+        assert_eq!(totals.errors.len(), ERRORS_KEPT);
+        assert_eq!(totals.errors[0].line, 5);
+        assert!(totals.errors[0].reason.contains("Status"));
+        assert_eq!(emails(&conn), vec!["c@example.com"]);
+    }
+
+    #[test]
+    fn commits_in_batches_and_resumes_without_duplicates() {
+        struct Counting(Vec<u64>);
+        impl Observer for Counting {
+            fn committed(&mut self, totals: &Totals, _bytes: u64) {
+                self.0.push(totals.rows);
+            }
+        }
+        let mut conn = db();
+        let rows = BATCH_ROWS * 2 + 10;
+        let csv: String = std::iter::once("email\n".to_string())
+            .chain((0..rows).map(|i| format!("user{i}@example.com\n")))
+            .collect();
+        let mut seen = Counting(Vec::new());
+        let first = import_csv(&mut conn, 1, csv.as_bytes(), Totals::default(), &mut seen).unwrap();
+        assert_eq!(seen.0, vec![1000, 2000, 2010]);
+        assert_eq!(first.created as usize, rows);
+        // Resuming after the first batch reads on from row 1001.
+        let resumed = Totals {
+            rows: 1000,
+            created: 1000,
+            ..Default::default()
+        };
+        let again = import_csv(&mut conn, 1, csv.as_bytes(), resumed, &mut ()).unwrap();
+        assert_eq!(
+            (again.rows, again.created, again.existing),
+            (2010, 1000, 1010)
+        );
+        // Running the whole file again creates nothing.
+        let rerun = fresh(&mut conn, &csv).unwrap();
+        assert_eq!((rerun.created as usize, rerun.existing as usize), (0, rows));
+        assert_eq!(emails(&conn).len(), rows);
+    }
+
+    #[test]
+    fn export_reads_back_as_the_same_set() {
+        let mut conn = db();
+        let csv = "email,name,tags\na@example.com,\"Doe, Ann\",x;y\nb@example.com,=SUM(1),\n";
+        fresh(&mut conn, csv).unwrap();
+        let mut out = Vec::new();
+        assert_eq!(export_csv(&conn, 1, &mut out).unwrap(), 2);
+        let text = String::from_utf8(out.clone()).unwrap();
+        assert!(
+            text.starts_with("email,name,tags,status,subscribed_at,unsubscribed_at,created_at\n")
+        );
+        assert!(
+            text.contains("a@example.com,\"Doe, Ann\",x;y,active,"),
+            "{text}"
+        );
+        assert!(text.contains("'=SUM(1)"), "formulas are defused: {text}");
+        conn.execute(
+            "INSERT INTO newsletters (owner_id, name, subdomain, tier, bounce_token, created_at, updated_at)
+             VALUES (1, 'M', 'm', 'free', 'bt2', 'n', 'n')",
+            [],
+        )
+        .unwrap();
+        let totals = import_csv(&mut conn, 2, out.as_slice(), Totals::default(), &mut ()).unwrap();
+        assert_eq!(totals.created, 2);
+        let mut again = Vec::new();
+        export_csv(&conn, 2, &mut again).unwrap();
+        let people = |t: &[u8]| -> Vec<String> {
+            String::from_utf8_lossy(t)
+                .lines()
+                .map(|l| l.split(",active,").next().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(people(&out), people(&again));
+    }
+
+    #[test]
+    fn preview_shows_columns_and_row_problems() {
+        let csv = "email,name,shoe size\nok@example.com,Ok,42\nnope,,\nleft@example.com,,\n";
+        let preview = preview(csv.as_bytes(), 2).unwrap();
+        let uses: Vec<ColumnUse> = preview.columns.header.iter().map(|(_, u)| *u).collect();
+        assert_eq!(
+            uses,
+            vec![ColumnUse::Email, ColumnUse::Name, ColumnUse::Ignored]
+        );
+        assert_eq!(preview.rows.len(), 2);
+        assert_eq!(preview.rows[0].problem, None);
+        assert_eq!(preview.rows[1].line, 3);
+        assert_eq!(preview.rows[1].problem.as_deref(), Some("Email is invalid"));
+    }
+
+    #[test]
+    fn a_cancelled_newsletter_takes_no_import() {
+        let mut conn = db();
+        conn.execute("UPDATE newsletters SET status = 'cancelled'", [])
+            .unwrap();
+        let e = fresh(&mut conn, "email\na@example.com\n").unwrap_err();
+        assert!(matches!(
+            e,
+            DomainError::Rejected(ErrorCode::NewsletterCancelled, _)
+        ));
+    }
+
+    #[test]
+    fn uploads_run_as_jobs_resume_and_clean_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = crate::store::open(&dir.path().join("broadsheet.db")).unwrap();
+        crate::store::migrate(&mut conn).unwrap();
+        conn.execute_batch(
+            "INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('o@x.co', 'h', 'n', 'n');
+             INSERT INTO newsletters (owner_id, name, subdomain, tier, bounce_token, created_at, updated_at)
+             VALUES (1, 'N', 'n', 'free', 'bt', 'n', 'n');",
+        )
+        .unwrap();
+        let imports = uploads_dir(&conn).unwrap();
+        assert_eq!(imports, dir.path().join("imports"));
+
+        let bad = new_stored_name();
+        std::fs::write(imports.join(&bad), "name\nx\n").unwrap();
+        assert!(record_upload(&mut conn, 1, "bad.csv", &bad).is_err());
+        assert!(!imports.join(&bad).exists(), "a refused file is removed");
+
+        let stored = new_stored_name();
+        std::fs::write(
+            imports.join(&stored),
+            "email\na@example.com\nbad\nb@example.com\n",
+        )
+        .unwrap();
+        let upload = record_upload(&mut conn, 1, "list.csv", &stored).unwrap();
+        assert_eq!(upload.state, UploadState::Uploaded);
+        assert!(matches!(
+            get_upload(&conn, 2, upload.id),
+            Err(DomainError::NotFound(_))
+        ));
+        let started = start_upload(&mut conn, 1, upload.id).unwrap();
+        assert_eq!(started.state, UploadState::Queued);
+        assert!(
+            start_upload(&mut conn, 1, upload.id).is_err(),
+            "started once"
+        );
+        let jobs: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM jobs WHERE kind = 'import_subscribers'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(jobs, 1);
+
+        let done = run_upload(&mut conn, upload.id).unwrap();
+        assert_eq!(done.state, UploadState::Done);
+        assert_eq!(
+            (
+                done.totals.rows,
+                done.totals.created,
+                done.totals.error_count
+            ),
+            (3, 2, 1)
+        );
+        assert_eq!(done.bytes_done, done.size_bytes);
+        let errors = upload_errors(&conn, upload.id).unwrap();
+        assert_eq!((errors[0].line, errors[0].email.as_str()), (3, "bad"));
+        assert!(
+            !imports.join(&stored).exists(),
+            "the file goes once imported"
+        );
+        assert_eq!(
+            run_upload(&mut conn, upload.id).unwrap().state,
+            UploadState::Done
+        );
+
+        let other = new_stored_name();
+        std::fs::write(imports.join(&other), "email\nc@example.com\n").unwrap();
+        let waiting = record_upload(&mut conn, 1, "later.csv", &other).unwrap();
+        conn.execute(
+            "UPDATE subscriber_imports SET created_at = '2000-01-01T00:00:00.000Z' WHERE id = ?1",
+            [waiting.id],
+        )
+        .unwrap();
+        assert_eq!(purge_stale_uploads(&mut conn).unwrap(), 1);
+        assert!(!imports.join(&other).exists());
+        assert_eq!(recent_uploads(&conn, 1, 10).unwrap().len(), 1);
+    }
+}

@@ -1,0 +1,44 @@
+//! Job kind `import_subscribers`: imports a CSV file uploaded in the dashboard. Progress is
+//! committed with each batch, so a job interrupted by a restart resumes after the last
+//! committed batch and creates nobody twice.
+
+use serde::{Deserialize, Serialize};
+
+use super::{JobContext, Outcome, queue};
+use crate::domain::{DomainError, import};
+use crate::store::StoreError;
+
+pub const KIND: &str = "import_subscribers";
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Payload {
+    import_id: i64,
+}
+
+/// Queues the import of upload `import_id` in the caller's transaction.
+pub fn enqueue(conn: &rusqlite::Connection, import_id: i64) -> Result<i64, StoreError> {
+    queue::enqueue(conn, KIND, &Payload { import_id })
+}
+
+pub fn run(ctx: &JobContext, job: &queue::Job) -> Outcome {
+    let payload: Payload = match serde_json::from_str(&job.payload) {
+        Ok(p) => p,
+        Err(e) => return Outcome::Fail(format!("bad payload: {e}")),
+    };
+    let result = ctx
+        .pool
+        .get()
+        .map_err(|e| DomainError::Store(e.into()))
+        .and_then(|mut conn| import::run_upload(&mut conn, payload.import_id));
+    match result {
+        Ok(_) | Err(DomainError::NotFound(_)) => Outcome::Done,
+        Err(e) if job.attempts < job.max_attempts => Outcome::Retry(e.to_string()),
+        Err(e) => {
+            // Out of attempts: the owner sees why instead of an import that never ends.
+            if let Ok(conn) = ctx.pool.get() {
+                let _ = import::finish_upload(&conn, payload.import_id, Some(&e.to_string()));
+            }
+            Outcome::Fail(e.to_string())
+        }
+    }
+}
