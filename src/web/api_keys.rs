@@ -5,8 +5,8 @@ use poem::web::{Data, Path};
 use poem::{Body, Request, handler, http::StatusCode};
 
 use super::layout::{Section, csrf_field, errors, field, newsletter_page, page};
-use super::newsletters::{owned, parse_id};
-use super::{Ctx, FormData, State, WebResult, invalid_fields, render, see_other};
+use super::newsletters::{owned, owned_post, parse_id};
+use super::{Ctx, State, WebResult, invalid_fields, render, see_other};
 use crate::domain::FieldErrors;
 use crate::domain::api_keys::{self, Permission};
 use crate::domain::newsletters::Newsletter;
@@ -112,9 +112,7 @@ pub async fn create(
     body: Body,
     Data(state): Data<&State>,
 ) -> WebResult {
-    let form = FormData::read(body).await?;
-    let ctx = Ctx::load_verified(req, state, &form).await?;
-    let n = owned(&ctx, state, &id).await?;
+    let (form, ctx, n) = owned_post(req, state, &id, body).await?;
     let (name, chosen) = (
         form.get("api_key[name]").to_string(),
         form.all("api_key[permissions][]"),
@@ -156,9 +154,7 @@ pub async fn revoke(
     body: Body,
     Data(state): Data<&State>,
 ) -> WebResult {
-    let form = FormData::read(body).await?;
-    let ctx = Ctx::load_verified(req, state, &form).await?;
-    let n = owned(&ctx, state, &id).await?;
+    let (_, ctx, n) = owned_post(req, state, &id, body).await?;
     let (nid, key_id) = (n.id, parse_id(&key_id)?);
     state
         .db

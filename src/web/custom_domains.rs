@@ -9,7 +9,7 @@ use poem::{Body, IntoResponse, Request, Response, handler};
 use serde_json::json;
 
 use super::layout::{Section, csrf_field, errors, newsletter_page};
-use super::newsletters::{owned, parse_id};
+use super::newsletters::{owned, owned_post, parse_id};
 use super::{Ctx, FormData, State, WebError, WebResult, invalid_fields, render, see_other};
 use crate::domain::FieldErrors;
 use crate::domain::custom_domains::{self, CustomDomain, DnsRecord, Method, Status};
@@ -156,9 +156,7 @@ pub async fn create(
     body: Body,
     Data(state): Data<&State>,
 ) -> WebResult {
-    let form = FormData::read(body).await?;
-    let ctx = Ctx::load_verified(req, state, &form).await?;
-    let n = owned(&ctx, state, &id).await?;
+    let (form, ctx, n) = owned_post(req, state, &id, body).await?;
     let domain = form.get("custom_domain[domain]").to_string();
     let method = form.get("custom_domain[method]").to_string();
     let (nid, urls, d, m) = (n.id, state.urls.clone(), domain.clone(), method.clone());

@@ -25,6 +25,20 @@ pub async fn owned(ctx: &Ctx, state: &State, raw_id: &str) -> Result<Newsletter,
         .await?)
 }
 
+/// A form posted to one of the signed-in user's newsletters: the form, with its CSRF token
+/// checked before anything else, the context, and the newsletter (404 for anyone else's).
+pub async fn owned_post(
+    req: &Request,
+    state: &State,
+    raw_id: &str,
+    body: Body,
+) -> Result<(FormData, Ctx, Newsletter), WebError> {
+    let form = FormData::read(body).await?;
+    let ctx = Ctx::load_verified(req, state, &form).await?;
+    let n = owned(&ctx, state, raw_id).await?;
+    Ok((form, ctx, n))
+}
+
 #[handler]
 pub async fn index(req: &Request, Data(state): Data<&State>) -> WebResult {
     let ctx = Ctx::load(req, state).await?;
@@ -164,9 +178,7 @@ pub async fn apply_frequency(
     body: Body,
     Data(state): Data<&State>,
 ) -> WebResult {
-    let form = FormData::read(body).await?;
-    let ctx = Ctx::load_verified(req, state, &form).await?;
-    let n = owned(&ctx, state, &id).await?;
+    let (form, ctx, n) = owned_post(req, state, &id, body).await?;
     let (owner, nid, choice) = (n.owner_id, n.id, form.get("frequency").to_string());
     match state
         .db
@@ -260,9 +272,7 @@ pub async fn update_preference(
     body: Body,
     Data(state): Data<&State>,
 ) -> WebResult {
-    let form = FormData::read(body).await?;
-    let ctx = Ctx::load_verified(req, state, &form).await?;
-    let n = owned(&ctx, state, &id).await?;
+    let (form, ctx, n) = owned_post(req, state, &id, body).await?;
     let input = Preferences {
         target_audience: form
             .get("newsletter_preference[target_audience]")

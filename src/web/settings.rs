@@ -9,7 +9,7 @@ use poem::web::{Data, Path};
 use poem::{Body, Request, handler, http::StatusCode};
 
 use super::layout::{Section, csrf_field, errors, field, newsletter_page};
-use super::newsletters::{current_preferences, owned, select};
+use super::newsletters::{current_preferences, owned, owned_post, select};
 use super::{Ctx, FormData, State, WebError, WebResult, invalid_fields, render, see_other};
 use crate::domain::newsletters::{
     self, ContentTone, Details, Frequency, Newsletter, NewsletterLength, Preferences, Status, Tier,
@@ -282,9 +282,7 @@ impl<'a> Post<'a> {
         id: &str,
         body: Body,
     ) -> Result<Post<'a>, WebError> {
-        let form = FormData::read(body).await?;
-        let ctx = Ctx::load_verified(req, state, &form).await?;
-        let n = owned(&ctx, state, id).await?;
+        let (form, ctx, n) = owned_post(req, state, id, body).await?;
         n.ensure_writable()?;
         Ok(Post {
             req,

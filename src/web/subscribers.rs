@@ -12,7 +12,7 @@ use serde::Deserialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::layout::{Section, csrf_field, errors, field, newsletter_page};
-use super::newsletters::{owned, parse_id};
+use super::newsletters::{owned, owned_post, parse_id};
 use super::{Ctx, FormData, State, WebError, WebResult, csrf, invalid_fields, render, see_other};
 use crate::domain::import::{self, ColumnUse, Upload, UploadState};
 use crate::domain::newsletters::Newsletter;
@@ -268,9 +268,7 @@ pub async fn create(
     body: Body,
     Data(state): Data<&State>,
 ) -> WebResult {
-    let form = FormData::read(body).await?;
-    let ctx = Ctx::load_verified(req, state, &form).await?;
-    let n = owned(&ctx, state, &id).await?;
+    let (form, ctx, n) = owned_post(req, state, &id, body).await?;
     writable(&n)?;
     let add = AddForm::read(&form);
     let (nid, input) = (n.id, add.to_new());
@@ -424,9 +422,7 @@ pub async fn change(
     body: Body,
     Data(state): Data<&State>,
 ) -> WebResult {
-    let form = FormData::read(body).await?;
-    let ctx = Ctx::load_verified(req, state, &form).await?;
-    let n = owned(&ctx, state, &id).await?;
+    let (form, ctx, n) = owned_post(req, state, &id, body).await?;
     let s = subscriber_of(state, &n, &sid).await?;
     writable(&n)?;
     let (nid, sid) = (n.id, s.id);
@@ -476,9 +472,7 @@ pub async fn change_tags(
     body: Body,
     Data(state): Data<&State>,
 ) -> WebResult {
-    let form = FormData::read(body).await?;
-    let ctx = Ctx::load_verified(req, state, &form).await?;
-    let n = owned(&ctx, state, &id).await?;
+    let (form, ctx, n) = owned_post(req, state, &id, body).await?;
     let s = subscriber_of(state, &n, &sid).await?;
     writable(&n)?;
     let (nid, sid, tag) = (n.id, s.id, form.get("tag").to_string());
@@ -1005,9 +999,7 @@ pub async fn start_import(
     body: Body,
     Data(state): Data<&State>,
 ) -> WebResult {
-    let form = FormData::read(body).await?;
-    let ctx = Ctx::load_verified(req, state, &form).await?;
-    let n = owned(&ctx, state, &id).await?;
+    let (_, ctx, n) = owned_post(req, state, &id, body).await?;
     let upload = upload_of(state, &n, &iid).await?;
     writable(&n)?;
     let (nid, iid) = (n.id, upload.id);
@@ -1032,9 +1024,7 @@ pub async fn discard_import(
     body: Body,
     Data(state): Data<&State>,
 ) -> WebResult {
-    let form = FormData::read(body).await?;
-    let ctx = Ctx::load_verified(req, state, &form).await?;
-    let n = owned(&ctx, state, &id).await?;
+    let (form, ctx, n) = owned_post(req, state, &id, body).await?;
     let upload = upload_of(state, &n, &iid).await?;
     if form.get("_method") != "delete" {
         return Err(WebError::BadForm("expected _method=delete".into()));

@@ -7,8 +7,8 @@ use poem::web::{Data, Path};
 use poem::{Body, Request, handler, http::StatusCode};
 
 use super::layout::{Section, csrf_field, newsletter_page};
-use super::newsletters::{owned, parse_id};
-use super::{Ctx, FormData, State, WebResult, render, see_other};
+use super::newsletters::{owned, owned_post, parse_id};
+use super::{Ctx, State, WebResult, render, see_other};
 use crate::domain::{events, webhooks};
 
 /// Deliveries shown per subscription.
@@ -112,9 +112,7 @@ pub async fn send_test(
     body: Body,
     Data(state): Data<&State>,
 ) -> WebResult {
-    let form = FormData::read(body).await?;
-    let ctx = Ctx::load_verified(req, state, &form).await?;
-    let n = owned(&ctx, state, &id).await?;
+    let (form, ctx, n) = owned_post(req, state, &id, body).await?;
     let (nid, subscription, kind) = (
         n.id,
         parse_id(form.get("subscription_id"))?,
@@ -136,9 +134,7 @@ pub async fn redeliver(
     body: Body,
     Data(state): Data<&State>,
 ) -> WebResult {
-    let form = FormData::read(body).await?;
-    let ctx = Ctx::load_verified(req, state, &form).await?;
-    let n = owned(&ctx, state, &id).await?;
+    let (_, ctx, n) = owned_post(req, state, &id, body).await?;
     let (nid, delivery) = (n.id, parse_id(&delivery)?);
     state
         .db

@@ -15,7 +15,7 @@ use crate::domain::FieldErrors;
 use crate::domain::issues::{self, ArticleInput, Issue, IssueInput, Status};
 use crate::domain::newsletters::Newsletter;
 use crate::web::layout::{Section, csrf_field, errors, newsletter_page};
-use crate::web::newsletters::owned;
+use crate::web::newsletters::{owned, owned_post};
 use crate::web::{Ctx, FormData, State, WebResult, see_other};
 
 const TITLE: &str = "issue[articles][][title]";
@@ -431,9 +431,7 @@ pub async fn create(
     body: Body,
     Data(state): Data<&State>,
 ) -> WebResult {
-    let form = FormData::read(body).await?;
-    let ctx = Ctx::load_verified(req, state, &form).await?;
-    let n = owned(&ctx, state, &id).await?;
+    let (form, ctx, n) = owned_post(req, state, &id, body).await?;
     submit(req, state, &ctx, &n, None, &form).await
 }
 
