@@ -39,6 +39,7 @@ pub fn request(
     name: &str,
     client: &str,
 ) -> DomainResult<Requested> {
+    newsletter.ensure_writable()?;
     let name = Some(name.trim().to_string()).filter(|n| !n.is_empty());
     let valid = subscribers::validate(&NewSubscriber {
         email: email.to_string(),
@@ -90,9 +91,11 @@ pub fn request(
 }
 
 /// Follows a confirmation link of `newsletter_id`'s site: the address becomes an active
-/// subscriber (a former subscriber who had left is active again). Works once.
+/// subscriber (a former subscriber who had left is active again). Works once; a link followed
+/// after the newsletter was cancelled is refused.
 pub fn confirm(conn: &mut Connection, newsletter_id: i64, token: &str) -> DomainResult<Subscriber> {
     write_tx(conn, |tx| {
+        super::newsletters::get(tx, newsletter_id)?.ensure_writable()?;
         const FIND: &str = "SELECT id, email, name FROM subscription_requests
              WHERE newsletter_id = ?1 AND token_hash = ?2 AND expires_at > ?3";
         let (request_id, email, name): (i64, String, Option<String>) = tx

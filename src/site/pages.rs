@@ -260,8 +260,19 @@ pub async fn subscribe(
                 .insert("Retry-After", window.retry_after.into());
             response
         }
+        Err(DomainError::Rejected(..)) => not_taking_subscribers(&site.0.name),
         Err(e) => internal(&e),
     }
+}
+
+/// The answer to subscribing to a cancelled newsletter: its archive stays readable, but it
+/// takes no one new.
+fn not_taking_subscribers(name: &str) -> Response {
+    page_response(
+        StatusCode::FORBIDDEN,
+        "Not taking subscribers",
+        html! { p { (name) " no longer takes new subscribers. " a href="/archive" { "Its past issues" } " are still here." } },
+    )
 }
 
 #[handler]
@@ -327,6 +338,7 @@ pub async fn confirm(
             "This link has expired",
             html! { p { "The link was already used or is more than 7 days old. " a href="/subscribe" { "Subscribe again" } "." } },
         ),
+        Err(DomainError::Rejected(..)) => not_taking_subscribers(&site.0.name),
         Err(e) => internal(&e),
     }
 }

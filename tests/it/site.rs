@@ -228,6 +228,34 @@ fn double_opt_in_from_form_to_subscriber() {
 }
 
 #[test]
+fn a_cancelled_newsletter_keeps_its_archive_but_takes_no_subscribers() {
+    let app = spawn_app();
+    let owner = onboard(&app, "Closing Down");
+    let site = app.site_client(&owner.subdomain);
+    // A link asked for before the newsletter closed, followed after.
+    subscribe(&site, "early@example.com", "").expect(200);
+    let mail = app.smtp.wait_for_message_to("early@example.com", 1);
+    let early = path_of(&link_containing(&mail.text(), "/subscribe/confirm/").unwrap());
+
+    let (code, _, err) = app.cli(&["status", &owner.subdomain, "cancelled"]);
+    assert_eq!(code, 0, "{err}");
+
+    let refused = subscribe(&site, "late@example.com", "");
+    refused.expect(403);
+    assert!(refused.body.contains("no longer takes new subscribers"));
+    site.submit(&early, &early, &[]).expect(403);
+    assert_eq!(app.count("SELECT count(*) FROM subscribers"), 0);
+    assert_eq!(
+        app.count("SELECT count(*) FROM subscription_requests WHERE email = 'late@example.com'"),
+        0
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(app.smtp.messages_to("late@example.com").is_empty());
+    site.get("/").expect(200);
+    site.get("/archive").expect(200);
+}
+
+#[test]
 fn subscribe_form_refuses_junk_and_stores_nothing() {
     let app = spawn_app();
     let owner = onboard(&app, "Junk Filter");
