@@ -286,6 +286,12 @@ pub(super) fn insert(
     Ok((subscriber, true))
 }
 
+/// Refuses the owner's changes to the subscribers of a cancelled (read-only) newsletter. Not
+/// for unsubscribes and bounces: a reader can always leave.
+fn ensure_open(tx: &Connection, newsletter_id: i64) -> DomainResult<()> {
+    super::newsletters::get(tx, newsletter_id)?.ensure_writable()
+}
+
 /// Adds a subscriber, or returns the existing one with the same address (`false`).
 pub fn create(
     conn: &mut Connection,
@@ -293,7 +299,10 @@ pub fn create(
     input: &NewSubscriber,
 ) -> DomainResult<(Subscriber, bool)> {
     let valid = validate(input)?;
-    write_tx(conn, |tx| insert(tx, newsletter_id, &valid))
+    write_tx(conn, |tx| {
+        ensure_open(tx, newsletter_id)?;
+        insert(tx, newsletter_id, &valid)
+    })
 }
 
 /// One refused entry of a bulk create.
@@ -330,6 +339,7 @@ pub fn bulk_create(
         ));
     }
     write_tx(conn, |tx| {
+        ensure_open(tx, newsletter_id)?;
         import(tx, newsletter_id, entries.iter().cloned().enumerate())
     })
 }
@@ -397,6 +407,7 @@ pub fn update(
         .map(|n| clean_name(&mut errors, n.as_deref()));
     errors.into_result()?;
     write_tx(conn, |tx| {
+        ensure_open(tx, newsletter_id)?;
         let before = get(tx, newsletter_id, id)?;
         let now = clock::now_string();
         if let Some(status) = status.filter(|s| *s != before.status) {
@@ -451,6 +462,7 @@ pub fn add_tag(
 ) -> DomainResult<Subscriber> {
     let tag = clean_tag(tag).map_err(|message| DomainError::invalid("tag", message))?;
     write_tx(conn, |tx| {
+        ensure_open(tx, newsletter_id)?;
         let before = get(tx, newsletter_id, id)?;
         if !before.tags.contains(&tag) && before.tags.len() >= TAGS_PER_SUBSCRIBER {
             return Err(DomainError::invalid(
@@ -478,6 +490,7 @@ pub fn remove_tag(
 ) -> DomainResult<Subscriber> {
     let tag = clean_tag(tag).map_err(|message| DomainError::invalid("tag", message))?;
     write_tx(conn, |tx| {
+        ensure_open(tx, newsletter_id)?;
         let before = get(tx, newsletter_id, id)?;
         if tx.execute(
             "DELETE FROM subscriber_tags WHERE subscriber_id = ?1 AND tag = ?2",
@@ -497,6 +510,7 @@ pub fn remove_tag(
 /// past deliveries keep their counts but lose the address.
 pub fn delete(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainResult<()> {
     write_tx(conn, |tx| {
+        ensure_open(tx, newsletter_id)?;
         let subscriber = get(tx, newsletter_id, id)?;
         let mut data = subscriber.event_data();
         data["status"] = json!("unsubscribed");
@@ -559,6 +573,38 @@ mod tests {
             email: email.into(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_cancelled_newsletter_refuses_owner_changes_but_lets_readers_leave() {
+        let mut conn = db_with_newsletter();
+        let (kept, _) = create(&mut conn, 1, &new("kept@example.com")).unwrap();
+        conn.execute(
+            "UPDATE newsletters SET status = 'cancelled' WHERE id = 1",
+            [],
+        )
+        .unwrap();
+        let refused = |r: DomainResult<()>| matches!(r, Err(DomainError::Rejected(..)));
+        assert!(refused(
+            create(&mut conn, 1, &new("new@example.com")).map(|_| ())
+        ));
+        assert!(refused(
+            bulk_create(&mut conn, 1, &[new("b@example.com")]).map(|_| ())
+        ));
+        assert!(refused(add_tag(&mut conn, 1, kept.id, "vip").map(|_| ())));
+        assert!(refused(
+            remove_tag(&mut conn, 1, kept.id, "vip").map(|_| ())
+        ));
+        let rename = Changes {
+            name: Some(Some("K".into())),
+            ..Default::default()
+        };
+        assert!(refused(update(&mut conn, 1, kept.id, &rename).map(|_| ())));
+        assert!(refused(delete(&mut conn, 1, kept.id)));
+        assert_eq!(active_count(&conn, 1).unwrap(), 1, "nothing changed");
+        // The reader's own way out (unsubscribe links, bounces) is not the owner's change.
+        set_status(&conn, &kept, Status::Unsubscribed, "now").unwrap();
+        assert_eq!(active_count(&conn, 1).unwrap(), 0);
     }
 
     #[test]

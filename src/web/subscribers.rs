@@ -31,11 +31,6 @@ fn base(n: &Newsletter) -> String {
     format!("/newsletters/{}/subscribers", n.id)
 }
 
-/// A cancelled newsletter is read-only: every change is refused (403).
-fn writable(n: &Newsletter) -> Result<(), WebError> {
-    n.ensure_writable().map_err(WebError::from)
-}
-
 /// The list's query string.
 #[derive(Debug, Default, Clone, Deserialize)]
 pub struct ListParams {
@@ -269,7 +264,6 @@ pub async fn create(
     Data(state): Data<&State>,
 ) -> WebResult {
     let (form, ctx, n) = owned_post(req, state, &id, body).await?;
-    writable(&n)?;
     let add = AddForm::read(&form);
     let (nid, input) = (n.id, add.to_new());
     match state
@@ -424,7 +418,6 @@ pub async fn change(
 ) -> WebResult {
     let (form, ctx, n) = owned_post(req, state, &id, body).await?;
     let s = subscriber_of(state, &n, &sid).await?;
-    writable(&n)?;
     let (nid, sid) = (n.id, s.id);
     match form.get("_method") {
         "delete" => {
@@ -474,7 +467,6 @@ pub async fn change_tags(
 ) -> WebResult {
     let (form, ctx, n) = owned_post(req, state, &id, body).await?;
     let s = subscriber_of(state, &n, &sid).await?;
-    writable(&n)?;
     let (nid, sid, tag) = (n.id, s.id, form.get("tag").to_string());
     let removing = form.get("_method") == "delete";
     let label = tag.trim().to_string();
@@ -786,9 +778,9 @@ pub async fn upload_csv(
             return Err(e);
         }
     };
-    if let Err(e) = writable(&n) {
+    if let Err(e) = n.ensure_writable() {
         remove(&uploaded.file);
-        return Err(e);
+        return Err(e.into());
     }
     let problems = match (&uploaded.file, uploaded.problem) {
         (_, Some(problem)) => FieldErrors::single("base", problem),
@@ -1001,7 +993,6 @@ pub async fn start_import(
 ) -> WebResult {
     let (_, ctx, n) = owned_post(req, state, &id, body).await?;
     let upload = upload_of(state, &n, &iid).await?;
-    writable(&n)?;
     let (nid, iid) = (n.id, upload.id);
     match state
         .db
