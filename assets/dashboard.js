@@ -11,9 +11,12 @@
   function show(p) {
     Object.keys(p).forEach(function (key) {
       panel.querySelectorAll('[data-progress="' + key + '"]').forEach(function (el) {
-        el.textContent = p[key];
+        el.textContent = p[key] === null ? "" : p[key];
       });
     });
+    // Why the send waits (an unreachable mail relay), shown only while it does.
+    var waiting = panel.querySelector('[data-progress="waiting"]');
+    if (waiting) waiting.hidden = !p.waiting;
     var badge = document.querySelector("#issue-status .status");
     if (badge) {
       badge.textContent = p.status;

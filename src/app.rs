@@ -14,9 +14,10 @@ use crate::config::ServeArgs;
 use crate::domain::custom_domains::Dns;
 use crate::domain::newsletters::Tier;
 use crate::domain::secrets::ServerSecret;
+use crate::domain::sending::OutagePolicy;
 use crate::domain::urls::SiteUrls;
 use crate::jobs::send_issue::SendSettings;
-use crate::jobs::{JobContext, Runner};
+use crate::jobs::{JobContext, Runner, Stop};
 use crate::mail::{SmtpSettings, Transport};
 use crate::store::{self, DataDirLock, Db, StoreError};
 
@@ -58,7 +59,10 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
         ))
     })?;
     let transport = match &args.smtp_url {
-        Some(url) => Transport::Smtp(SmtpSettings::parse(url).map_err(invalid)?),
+        Some(url) => Transport::Smtp(SmtpSettings {
+            timeout: Duration::from_millis(args.smtp_timeout_ms),
+            ..SmtpSettings::parse(url).map_err(invalid)?
+        }),
         None => Transport::Outbox(data_dir.join("outbox")),
     };
     let urls = SiteUrls::new(&args.base_url, &args.public_host);
@@ -85,6 +89,7 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
     drop(conn);
     let pool = store::open_pool(&db_path, 16)?;
 
+    let stop = Stop::default();
     let runner = Runner::start(
         Arc::new(JobContext {
             pool: pool.clone(),
@@ -96,12 +101,17 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
                 concurrency: args.send_concurrency as usize,
                 rate: args.send_rate,
                 retry_base: time::Duration::milliseconds(args.send_retry_base_ms as i64),
+                outage: OutagePolicy {
+                    retry_base: time::Duration::milliseconds(args.send_outage_retry_ms as i64),
+                    give_up_after: time::Duration::milliseconds(args.send_outage_limit_ms as i64),
+                },
             },
             webhooks: crate::webhooks::Settings {
                 retry_base: time::Duration::milliseconds(args.webhook_retry_base_ms as i64),
                 timeout: Duration::from_millis(args.webhook_timeout_ms.max(1)),
                 allow_private: args.allow_private_webhooks,
             },
+            stop: stop.clone(),
         }),
         args.job_workers,
         args.webhook_workers as usize,
@@ -153,7 +163,7 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
             args.listen, args.base_url
         );
         Server::new(listener)
-            .run_with_graceful_shutdown(app, shutdown_signal(), Some(Duration::from_secs(10)))
+            .run_with_graceful_shutdown(app, shutdown_signal(stop), Some(Duration::from_secs(10)))
             .await
     });
     runner.shutdown();
@@ -185,7 +195,9 @@ impl poem::Endpoint for HostRouter {
     }
 }
 
-async fn shutdown_signal() {
+/// Waits for Ctrl-C or SIGTERM, then asks the jobs to wind down at once (a send finishes the
+/// messages in flight and leaves the rest queued) while the web server drains its requests.
+async fn shutdown_signal(stop: Stop) {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
@@ -198,6 +210,7 @@ async fn shutdown_signal() {
         let _ = ctrl_c.await;
     }
     eprintln!("broadsheet: shutting down");
+    stop.request();
 }
 
 /// `GET /up`: 200 `{"status":"ok"}` when the database answers, 503 otherwise.

@@ -23,6 +23,15 @@ pub fn now_string() -> String {
     format(now())
 }
 
+/// An instant for a sentence people read: `2026-11-22 05:42:04 UTC`.
+pub fn human(at: OffsetDateTime) -> String {
+    const HUMAN: &[BorrowedFormatItem<'static>] =
+        format_description!("[year]-[month]-[day] [hour]:[minute]:[second] UTC");
+    at.to_offset(time::UtcOffset::UTC)
+        .format(HUMAN)
+        .expect("a UTC instant always formats")
+}
+
 /// Parses any RFC 3339 timestamp (with offset) into UTC.
 pub fn parse(text: &str) -> Option<OffsetDateTime> {
     OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
@@ -45,5 +54,6 @@ mod tests {
             Some("2026-11-22T05:42:04.123Z")
         );
         assert!(parse("yesterday").is_none());
+        assert_eq!(human(t), "2026-11-22 05:42:04 UTC");
     }
 }

@@ -179,4 +179,16 @@ pub struct ServeArgs {
     /// Messages per second when sending an issue; 0 = unlimited.
     #[arg(long, env = "BROADSHEET_SEND_RATE", default_value_t = 0)]
     pub send_rate: u32,
+    /// How long to wait for each answer of the SMTP server, in milliseconds (also bounds how
+    /// long a stop waits for a message in flight).
+    #[arg(long, env = "BROADSHEET_SMTP_TIMEOUT_MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    pub smtp_timeout_ms: u64,
+    /// First wait before a send tries an unreachable SMTP server again, in milliseconds; each
+    /// later wait lasts as long as the server has been down so far, at most 10 minutes.
+    #[arg(long, env = "BROADSHEET_SEND_OUTAGE_RETRY_MS", default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub send_outage_retry_ms: u64,
+    /// A send whose SMTP server stays unreachable this long (milliseconds) stops as `failed`
+    /// until the owner resumes it [default: 12 hours].
+    #[arg(long, env = "BROADSHEET_SEND_OUTAGE_LIMIT_MS", default_value_t = 43_200_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub send_outage_limit_ms: u64,
 }

@@ -8,9 +8,10 @@ use poem_openapi::{ApiResponse, Object, OpenApi, Tags};
 
 use super::common::{ListMeta, Text, parse_id};
 use super::{ApiError, ApiKeyAuth, Principal, State};
-use crate::domain::issues::{self, ArticleInput, Issue, IssueInput};
+use crate::domain::issues::{self, ArticleInput, Issue, IssueInput, Status};
 use crate::domain::newsletters;
 use crate::domain::pagination::Page;
+use crate::domain::sending;
 use crate::domain::{DomainError, DomainResult};
 
 #[derive(Tags)]
@@ -35,7 +36,8 @@ pub struct IssueObject {
     pub id: i64,
     pub newsletter_id: i64,
     pub subject: String,
-    /// `draft`, `scheduled`, `approved`, `sending` or `sent`.
+    /// `draft`, `scheduled`, `approved`, `sending`, `sent`, or `failed` (the send stopped
+    /// because the mail relay stayed unreachable; `POST /issues/{id}/resume` goes on).
     pub status: String,
     #[oai(nullable)]
     pub scheduled_for: Option<String>,
@@ -48,15 +50,62 @@ pub struct IssueObject {
     pub published_at: Option<String>,
     #[oai(nullable)]
     pub web_url: Option<String>,
-    /// Why a scheduled send could not start, if it could not.
+    /// Why a scheduled send could not start; while sending, why the send waits (the mail
+    /// relay unreachable since when, and the next try); once sent, what did not plainly
+    /// arrive (bounced, failed, unconfirmed); when failed, why it stopped.
     #[oai(nullable)]
     pub last_error: Option<String>,
     #[oai(skip_serializing_if_is_none)]
     pub content_markdown: Option<String>,
     #[oai(skip_serializing_if_is_none)]
     pub articles: Option<Vec<ArticleObject>>,
+    /// How the send went, message by message: in single-issue answers of an issue that is
+    /// sending, sent or failed.
+    #[oai(skip_serializing_if_is_none)]
+    pub delivery: Option<DeliveryObject>,
     pub created_at: String,
     pub updated_at: String,
+}
+
+/// The messages of a send by outcome; `sent + unconfirmed + bounced + failed + pending`
+/// is `recipients`.
+#[derive(Debug, Object)]
+pub struct DeliveryObject {
+    /// Messages of the send: one per active subscriber when it started.
+    pub recipients: i64,
+    /// Taken by the mail relay.
+    pub sent: i64,
+    /// The whole message went out but the relay's answer never came (the server stopped,
+    /// the answer timed out, the connection dropped): it may have arrived, so it is never
+    /// sent again. At most one per connection at each such event.
+    pub unconfirmed: i64,
+    /// Refused for good by the receiving server; the subscriber is now `bounced`.
+    pub bounced: i64,
+    /// Refused for now or cut off five times: given up.
+    pub failed: i64,
+    /// Not sent yet: waiting for a retry, or in flight.
+    pub pending: i64,
+    /// While the mail relay cannot be reached: since when.
+    #[oai(nullable)]
+    pub relay_unreachable_since: Option<String>,
+    /// While the send waits (for the relay, or for messages to retry): when it goes on.
+    #[oai(nullable)]
+    pub next_attempt_at: Option<String>,
+}
+
+impl DeliveryObject {
+    fn new(p: sending::Progress, issue: &Issue) -> Self {
+        DeliveryObject {
+            recipients: p.total,
+            sent: p.sent,
+            unconfirmed: p.unconfirmed,
+            bounced: p.bounced,
+            failed: p.failed,
+            pending: p.remaining,
+            relay_unreachable_since: issue.relay_down_since.clone(),
+            next_attempt_at: issue.send_resumes_at.clone(),
+        }
+    }
 }
 
 impl IssueObject {
@@ -87,6 +136,7 @@ impl IssueObject {
                     })
                     .collect()
             }),
+            delivery: None,
             created_at: issue.created_at,
             updated_at: issue.updated_at,
         }
@@ -161,6 +211,15 @@ pub struct SendNowResult {
 }
 
 #[derive(Debug, Object)]
+pub struct ResumeResult {
+    pub message: String,
+    /// The issue as it was (`failed`); it moves to `sending` next.
+    pub issue: IssueObject,
+    /// Messages still to send.
+    pub remaining: i64,
+}
+
+#[derive(Debug, Object)]
 pub struct PublishResult {
     pub message: String,
     pub issue: IssueObject,
@@ -195,6 +254,12 @@ pub enum DeletedResponse {
 pub enum SendNowResponse {
     #[oai(status = 200)]
     Ok(Json<SendNowResult>),
+}
+
+#[derive(ApiResponse)]
+pub enum ResumeResponse {
+    #[oai(status = 200)]
+    Ok(Json<ResumeResult>),
 }
 
 #[derive(ApiResponse)]
@@ -251,7 +316,7 @@ impl IssuesApi {
         page: Query<Option<String>>,
         /// Items per page (default 25, at most 100).
         per_page: Query<Option<String>>,
-        /// Only issues of this status: draft, approved, scheduled, sending or sent.
+        /// Only issues of this status: draft, approved, scheduled, sending, sent or failed.
         status: Query<Option<String>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
@@ -287,7 +352,18 @@ impl IssuesApi {
         let (nid, id, state2) = (p.newsletter_id, parse_id(&id.0)?, state.clone());
         let issue = state
             .db
-            .run(move |conn| with_url(conn, &state2, nid, issues::get(conn, nid, id)?, true))
+            .run(move |conn| {
+                let issue = issues::get(conn, nid, id)?;
+                let delivery = match issue.status {
+                    Status::Sending | Status::Sent | Status::Failed => {
+                        Some(DeliveryObject::new(sending::progress(conn, id)?, &issue))
+                    }
+                    _ => None,
+                };
+                let mut shown = with_url(conn, &state2, nid, issue, true)?;
+                shown.delivery = delivery;
+                Ok::<_, DomainError>(shown)
+            })
             .await?;
         Ok(IssueResponse::Ok(Json(issue)))
     }
@@ -387,6 +463,38 @@ impl IssuesApi {
             message: format!("Issue queued for sending to {recipients} subscriber(s)"),
             issue,
             subscribers: recipients,
+        })))
+    }
+
+    /// Resumes a send that stopped (`failed`) because the mail relay stayed unreachable: the
+    /// messages not yet sent go out; nobody gets a second copy.
+    #[oai(
+        path = "/issues/:id/resume",
+        method = "post",
+        operation_id = "resumeIssueSend"
+    )]
+    async fn resume(
+        &self,
+        _auth: ApiKeyAuth,
+        id: Path<String>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<ResumeResponse, ApiError> {
+        let (nid, id, state2) = (p.newsletter_id, parse_id(&id.0)?, state.clone());
+        let (issue, remaining) = state
+            .db
+            .run(move |conn| {
+                let queued = issues::resume(conn, nid, id)?;
+                Ok::<_, DomainError>((
+                    with_url(conn, &state2, nid, queued.issue, false)?,
+                    queued.recipients,
+                ))
+            })
+            .await?;
+        Ok(ResumeResponse::Ok(Json(ResumeResult {
+            message: format!("Sending resumed: {remaining} message(s) to go"),
+            issue,
+            remaining,
         })))
     }
 

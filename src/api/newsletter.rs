@@ -114,7 +114,11 @@ pub struct IssueStats {
 
 #[derive(Debug, Object)]
 pub struct Last30Days {
+    /// Messages the mail relay took.
     pub emails_sent: i64,
+    /// Messages whose end went out but whose relay answer never came (a crash, a timeout):
+    /// they may have arrived and are never sent again; not counted in `emails_sent`.
+    pub emails_unconfirmed: i64,
     pub opens: i64,
     pub clicks: i64,
 }
@@ -164,6 +168,7 @@ impl From<stats::Stats> for StatsObject {
                 average_click_rate: s.engagement.average_click_rate,
                 last_30_days: Last30Days {
                     emails_sent: s.engagement.last_30_days.emails_sent,
+                    emails_unconfirmed: s.engagement.last_30_days.emails_unconfirmed,
                     opens: s.engagement.last_30_days.opens,
                     clicks: s.engagement.last_30_days.clicks,
                 },

@@ -24,15 +24,19 @@ pub enum Status {
     Approved,
     Sending,
     Sent,
+    /// The send stopped because the mail relay stayed unreachable past the outage limit; the
+    /// messages not yet sent wait for the owner to resume it.
+    Failed,
 }
 
 impl Status {
-    pub const ALL: [Status; 5] = [
+    pub const ALL: [Status; 6] = [
         Status::Draft,
         Status::Scheduled,
         Status::Approved,
         Status::Sending,
         Status::Sent,
+        Status::Failed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -42,6 +46,7 @@ impl Status {
             Status::Approved => "approved",
             Status::Sending => "sending",
             Status::Sent => "sent",
+            Status::Failed => "failed",
         }
     }
 
@@ -81,6 +86,10 @@ pub struct Issue {
     pub articles: Vec<Article>,
     pub created_at: String,
     pub updated_at: String,
+    /// While a send waits for an unreachable mail relay: since when it has been unreachable.
+    pub relay_down_since: Option<String>,
+    /// While a send waits (for the relay, or for deferred messages): when it tries again.
+    pub send_resumes_at: Option<String>,
 }
 
 impl Issue {
@@ -114,7 +123,7 @@ macro_rules! select_issue {
         concat!(
             "SELECT i.id, i.newsletter_id, i.subject, i.content_markdown, i.status, i.scheduled_for, i.sent_at, i.path, ",
             "i.published_at, i.last_error, i.created_at, i.updated_at, ",
-            "(SELECT count(*) FROM articles a WHERE a.issue_id = i.id) ",
+            "(SELECT count(*) FROM articles a WHERE a.issue_id = i.id), i.relay_down_since, i.send_resumes_at ",
             "FROM issues i ", $($tail),+
         )
     };
@@ -139,6 +148,8 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Issue> {
         updated_at: row.get(11)?,
         articles_count: row.get(12)?,
         articles: Vec::new(),
+        relay_down_since: row.get(13)?,
+        send_resumes_at: row.get(14)?,
     })
 }
 
@@ -499,6 +510,8 @@ pub fn preview(
         articles: Vec::new(),
         created_at: now.clone(),
         updated_at: now,
+        relay_down_since: None,
+        send_resumes_at: None,
     });
     if let Some(subject) = valid.subject {
         issue.subject = subject;
@@ -705,10 +718,48 @@ pub fn send_now(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainRes
     })
 }
 
+/// Resumes a send that stopped (`failed`) because the mail relay stayed unreachable: the
+/// messages not yet sent go out and nobody gets a second copy. `recipients` in the answer
+/// counts the messages still to send.
+pub fn resume(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainResult<Queued> {
+    const LEFT: &str =
+        "SELECT count(*) FROM deliveries WHERE issue_id = ?1 AND status IN ('pending', 'sending')";
+    write_tx(conn, |tx| {
+        let newsletter = newsletters::get(tx, newsletter_id)?;
+        newsletter.ensure_writable()?;
+        let issue = get(tx, newsletter_id, id)?;
+        if issue.status != Status::Failed {
+            return Err(DomainError::rejected(
+                ErrorCode::InvalidState,
+                format!(
+                    "Only a send that stopped can be resumed; this issue is {}",
+                    issue.status.as_str()
+                ),
+            ));
+        }
+        if newsletter.status == newsletters::Status::Paused {
+            return Err(DomainError::rejected(
+                ErrorCode::NewsletterPaused,
+                "The newsletter is paused; resume it to send",
+            ));
+        }
+        if newsletter.tier != newsletters::Tier::Paid {
+            return Err(DomainError::rejected(
+                ErrorCode::PaymentRequired,
+                "Sending e-mail needs the paid tier",
+            ));
+        }
+        let recipients = tx.query_row(LEFT, [id], |r| r.get(0))?;
+        start_sending(tx, &issue)?;
+        Ok(Queued { issue, recipients })
+    })
+}
+
 /// Moves the issue to `sending` and queues the job that sends it.
 fn start_sending(conn: &Connection, issue: &Issue) -> DomainResult<()> {
     const SENDING: &str =
-        "UPDATE issues SET status = 'sending', last_error = NULL, updated_at = ?2 WHERE id = ?1";
+        "UPDATE issues SET status = 'sending', last_error = NULL, relay_down_since = NULL,
+         send_resumes_at = NULL, updated_at = ?2 WHERE id = ?1";
     conn.execute(SENDING, (issue.id, clock::now_string()))?;
     crate::jobs::send_issue::enqueue(conn, issue.id)?;
     Ok(())
@@ -760,10 +811,18 @@ pub fn start_due_scheduled(conn: &mut Connection) -> DomainResult<usize> {
     Ok(started)
 }
 
-/// Marks a sending issue sent (once) and records `issue.sent`.
-pub fn mark_sent(conn: &Connection, newsletter_id: i64, id: i64) -> DomainResult<bool> {
-    const SENT: &str = "UPDATE issues SET status = 'sent', sent_at = ?2, updated_at = ?2 WHERE id = ?1 AND status = 'sending'";
-    if conn.execute(SENT, (id, clock::now_string()))? == 0 {
+/// Marks a sending issue sent (once) and records `issue.sent`; `shortfall` (what did not
+/// plainly arrive) becomes its `last_error`, so a partial failure never hides under `sent`.
+pub fn mark_sent(
+    conn: &Connection,
+    newsletter_id: i64,
+    id: i64,
+    shortfall: Option<&str>,
+) -> DomainResult<bool> {
+    const SENT: &str =
+        "UPDATE issues SET status = 'sent', sent_at = ?2, updated_at = ?2, last_error = ?3,
+         relay_down_since = NULL, send_resumes_at = NULL WHERE id = ?1 AND status = 'sending'";
+    if conn.execute(SENT, (id, clock::now_string(), shortfall))? == 0 {
         return Ok(false);
     }
     let issue = get(conn, newsletter_id, id)?;

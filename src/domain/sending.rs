@@ -1,7 +1,9 @@
 //! The rules of sending an issue: one delivery row per active subscriber (recorded once, so a
-//! restart never adds a second copy), each marked `sending` durably once its message went
-//! out but for the end-of-data mark, then `sent`, `bounced`, or back to `pending` for a
-//! retry, and the issue `sent` when no delivery is left to do.
+//! restart never adds a second copy), each marked `sending` durably just before the
+//! end-of-data mark that lets the relay take its message, then `sent`, `unconfirmed` (the
+//! relay's answer never came), `bounced`, or back to `pending` for a retry; the issue turns
+//! `sent` when no delivery is left to do, or `failed` when the relay stays unreachable past
+//! the outage limit.
 
 use rusqlite::{Connection, OptionalExtension};
 use time::{Duration, OffsetDateTime};
@@ -16,16 +18,23 @@ use crate::store::write_tx;
 /// Attempts before a temporarily failing delivery is given up.
 pub const MAX_ATTEMPTS: i64 = 5;
 
+/// The longest wait between two tries of an unreachable relay.
+pub const MAX_OUTAGE_WAIT: Duration = Duration::minutes(10);
+
 /// What a send needs to know, loaded when its job starts.
 pub struct SendPlan {
     pub issue: Issue,
     pub newsletter: Newsletter,
 }
 
+/// Why a delivery left `sending` at a stop is `unconfirmed`.
+const STOPPED_IN_FLIGHT: &str = "the server stopped between the end of this message and the relay's answer; \
+     the relay may have taken it, so it is not sent again";
+
 /// Loads an issue that is `sending`, records its recipients if not yet done, and settles
-/// deliveries a crash left `sending`: their whole message was on its way (only the end mark
-/// was left to write, if that), so the server most likely took it and sending again could
-/// give someone a second copy: they count as sent. `None` when there is nothing to send.
+/// deliveries a stop left `sending`: their claim was recorded just before the end-of-data
+/// mark, so the relay may have taken the message, and sending it again could give someone a
+/// second copy; they become `unconfirmed`. `None` when there is nothing to send.
 pub fn prepare(conn: &mut Connection, issue_id: i64) -> DomainResult<Option<SendPlan>> {
     write_tx(conn, |tx| {
         const FIND: &str = "SELECT newsletter_id FROM issues WHERE id = ?1 AND status = 'sending'";
@@ -46,13 +55,14 @@ pub fn prepare(conn: &mut Connection, issue_id: i64) -> DomainResult<Option<Send
                 (issue_id, &now),
             )?;
         }
-        const SETTLE: &str = "UPDATE deliveries SET status = 'sent', sent_at = ?2,
-             last_error = 'the server stopped during this message; counted as sent to avoid a second copy'
+        const SETTLE: &str =
+            "UPDATE deliveries SET status = 'unconfirmed', sent_at = ?2, last_error = ?3
              WHERE issue_id = ?1 AND status = 'sending'";
-        let settled = tx.execute(SETTLE, (issue_id, &now))?;
+        let settled = tx.execute(SETTLE, (issue_id, &now, STOPPED_IN_FLIGHT))?;
         if settled > 0 {
             eprintln!(
-                "send: issue {issue_id}: {settled} message(s) were in flight at the last stop; not sending them again"
+                "send: issue {issue_id}: {settled} message(s) were in flight at the last stop; \
+                 counted as unconfirmed and not sent again"
             );
         }
         Ok(Some(SendPlan {
@@ -116,29 +126,42 @@ pub fn mark_sending(conn: &Connection, ids: &[i64]) -> DomainResult<Vec<i64>> {
 /// What happened to one message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
+    /// The relay took it (2xx after the end-of-data mark).
     Sent,
-    /// The whole message went out but the server's answer never came: counted as sent (with
-    /// the reason), since sending again could give a second copy.
+    /// The end-of-data mark went out but the relay's answer never came (timeout, broken
+    /// connection): it may have taken the message, so it is never sent again.
     Unconfirmed(String),
-    /// A permanent rejection (5xx): the address bounces.
+    /// A permanent refusal (5xx): the address bounces.
     Rejected(String),
-    /// A temporary failure (4xx, connection trouble): try again later.
+    /// A temporary refusal (4xx): try again after the delivery's backoff.
     Deferred(String),
+    /// The connection broke before the end-of-data mark, so the relay cannot have taken the
+    /// message: due again at once (it counts as an attempt, so a message that breaks every
+    /// connection still ends).
+    Interrupted(String),
+    /// The send stopped (shutdown) before the end-of-data mark: pending again, no attempt.
+    Abandoned,
 }
 
-/// Records outcomes (each counts as an attempt); a deferred delivery waits
-/// `retry_base * 4^(attempts-1)` and is failed after [`MAX_ATTEMPTS`]. A refusal can come
-/// before the delivery was claimed (at RCPT), so deferrals apply to pending ones too.
+/// Records outcomes. Every outcome but [`Outcome::Abandoned`] counts as an attempt; a deferred
+/// delivery waits `retry_base * 4^(attempts-1)`, and a deferred or interrupted one is failed
+/// after [`MAX_ATTEMPTS`]. A refusal can come before the delivery was claimed (at RCPT), so
+/// refusals apply to pending deliveries too.
 pub fn record_outcomes(
     conn: &Connection,
     outcomes: &[(i64, Outcome)],
     retry_base: Duration,
 ) -> DomainResult<()> {
-    const SENT: &str = "UPDATE deliveries SET status = 'sent', sent_at = ?2, last_error = ?3, attempts = attempts + 1
+    const SENT: &str = "UPDATE deliveries SET status = 'sent', sent_at = ?2, last_error = NULL, attempts = attempts + 1
          WHERE id = ?1 AND status = 'sending'";
-    const DEFER: &str = "UPDATE deliveries SET attempts = attempts + 1,
+    const UNCONFIRMED: &str =
+        "UPDATE deliveries SET status = 'unconfirmed', sent_at = ?2, last_error = ?3,
+         attempts = attempts + 1 WHERE id = ?1 AND status = 'sending'";
+    const RETRY: &str = "UPDATE deliveries SET attempts = attempts + 1,
          status = CASE WHEN attempts + 1 >= ?4 THEN 'failed' ELSE 'pending' END,
          next_attempt_at = ?2, last_error = ?3 WHERE id = ?1 AND status IN ('pending', 'sending')";
+    const ABANDON: &str =
+        "UPDATE deliveries SET status = 'pending' WHERE id = ?1 AND status = 'sending'";
     const ATTEMPTS: &str = "SELECT attempts FROM deliveries WHERE id = ?1";
     const ATTEMPT: &str = "UPDATE deliveries SET attempts = attempts + 1 WHERE id = ?1";
     let now = clock::now();
@@ -146,14 +169,13 @@ pub fn record_outcomes(
     for (id, outcome) in outcomes {
         match outcome {
             Outcome::Sent => {
-                conn.prepare_cached(SENT)?
-                    .execute((id, &now_text, None::<&str>))?;
+                conn.prepare_cached(SENT)?.execute((id, &now_text))?;
             }
             Outcome::Unconfirmed(reason) => {
-                conn.prepare_cached(SENT)?.execute((
+                conn.prepare_cached(UNCONFIRMED)?.execute((
                     id,
                     &now_text,
-                    format!("no reply after the message ({reason}); counted as sent"),
+                    format!("no answer after the end of the message ({reason}); not sent again"),
                 ))?;
             }
             Outcome::Rejected(reason) => {
@@ -163,12 +185,19 @@ pub fn record_outcomes(
             Outcome::Deferred(reason) => {
                 let attempts = conn.query_row(ATTEMPTS, [id], |r| r.get::<_, i64>(0))? + 1;
                 let wait = retry_base * 4i32.pow((attempts.clamp(1, 6) - 1) as u32);
-                conn.prepare_cached(DEFER)?.execute((
+                conn.prepare_cached(RETRY)?.execute((
                     id,
-                    clock::format(now + wait),
+                    Some(clock::format(now + wait)),
                     reason,
                     MAX_ATTEMPTS,
                 ))?;
+            }
+            Outcome::Interrupted(reason) => {
+                conn.prepare_cached(RETRY)?
+                    .execute((id, None::<String>, reason, MAX_ATTEMPTS))?;
+            }
+            Outcome::Abandoned => {
+                conn.prepare_cached(ABANDON)?.execute([id])?;
             }
         }
     }
@@ -180,6 +209,8 @@ pub fn record_outcomes(
 pub struct Progress {
     pub total: i64,
     pub sent: i64,
+    /// The end of the message went out, the relay's answer never came; not sent again.
+    pub unconfirmed: i64,
     pub bounced: i64,
     pub failed: i64,
     /// Pending or in flight.
@@ -189,9 +220,9 @@ pub struct Progress {
 }
 
 impl Progress {
-    /// Deliveries that are final: sent, bounced or failed.
+    /// Deliveries that are final: sent, unconfirmed, bounced or failed.
     pub fn done(&self) -> i64 {
-        self.sent + self.bounced + self.failed
+        self.sent + self.unconfirmed + self.bounced + self.failed
     }
 
     /// [`Progress::done`] as a whole percentage of the recipients (0 before they are recorded).
@@ -202,21 +233,49 @@ impl Progress {
             self.done() * 100 / self.total
         }
     }
+
+    /// One sentence on the messages that did not plainly arrive, for a finished send whose
+    /// report is not all `sent`; `None` when every message was delivered.
+    pub fn shortfall(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if self.bounced > 0 {
+            parts.push(format!("{} bounced", self.bounced));
+        }
+        if self.failed > 0 {
+            parts.push(format!("{} failed after {MAX_ATTEMPTS} tries", self.failed));
+        }
+        if self.unconfirmed > 0 {
+            parts.push(format!(
+                "{} unconfirmed (the relay did not answer after the message; not sent again)",
+                self.unconfirmed
+            ));
+        }
+        (!parts.is_empty()).then(|| {
+            format!(
+                "Delivered {} of {} messages: {}.",
+                self.sent,
+                self.total,
+                parts.join(", ")
+            )
+        })
+    }
 }
 
 pub fn progress(conn: &Connection, issue_id: i64) -> DomainResult<Progress> {
-    const SQL: &str = "SELECT count(*), coalesce(sum(status = 'sent'), 0), coalesce(sum(status = 'bounced'), 0),
-             coalesce(sum(status = 'failed'), 0), coalesce(sum(status IN ('pending', 'sending')), 0),
+    const SQL: &str = "SELECT count(*), coalesce(sum(status = 'sent'), 0), coalesce(sum(status = 'unconfirmed'), 0),
+             coalesce(sum(status = 'bounced'), 0), coalesce(sum(status = 'failed'), 0),
+             coalesce(sum(status IN ('pending', 'sending')), 0),
              min(CASE WHEN status = 'pending' THEN coalesce(next_attempt_at, '') END)
          FROM deliveries WHERE issue_id = ?1";
     Ok(conn.query_row(SQL, [issue_id], |r| {
         Ok(Progress {
             total: r.get(0)?,
             sent: r.get(1)?,
-            bounced: r.get(2)?,
-            failed: r.get(3)?,
-            remaining: r.get(4)?,
-            next_due: r.get(5)?,
+            unconfirmed: r.get(2)?,
+            bounced: r.get(3)?,
+            failed: r.get(4)?,
+            remaining: r.get(5)?,
+            next_due: r.get(6)?,
         })
     })?)
 }
@@ -264,29 +323,108 @@ pub fn report(conn: &Connection, issue: &Issue) -> DomainResult<Report> {
 pub enum Next {
     /// Everything is final; the issue is now `sent`.
     Finished,
-    /// Some deliveries wait for a retry at this time.
+    /// Some deliveries wait for a retry, or the relay for another try, until this time.
     WaitUntil(OffsetDateTime),
-    /// Due deliveries remain (e.g. the connection failed); go on now.
+    /// Due deliveries remain; go on now.
     Continue,
+    /// The relay stayed unreachable past the outage limit: the issue is now `failed`.
+    GaveUp,
 }
 
-/// Marks the issue sent when no delivery is left, else says when to come back.
+/// Marks the issue sent when no delivery is left (its `last_error` then sums up what did
+/// not plainly arrive), else says when to come back. A round that ends here reached the
+/// relay, so any note of an outage is cleared.
 pub fn finish_or_wait(conn: &mut Connection, issue_id: i64) -> DomainResult<Next> {
+    const WAITING: &str =
+        "UPDATE issues SET relay_down_since = NULL, send_resumes_at = ?2, last_error = NULL
+         WHERE id = ?1 AND status = 'sending'";
     write_tx(conn, |tx| {
         let p = progress(tx, issue_id)?;
         if p.remaining > 0 {
-            return Ok(match p.next_due.as_deref().and_then(clock::parse) {
+            let next = match p.next_due.as_deref().and_then(clock::parse) {
                 Some(at) if at > clock::now() => Next::WaitUntil(at),
                 _ => Next::Continue,
-            });
+            };
+            let resumes = match next {
+                Next::WaitUntil(at) => Some(clock::format(at)),
+                _ => None,
+            };
+            tx.execute(WAITING, (issue_id, resumes))?;
+            return Ok(next);
         }
         let newsletter_id: i64 = tx.query_row(
             "SELECT newsletter_id FROM issues WHERE id = ?1",
             [issue_id],
             |r| r.get(0),
         )?;
-        issues::mark_sent(tx, newsletter_id, issue_id)?;
+        issues::mark_sent(tx, newsletter_id, issue_id, p.shortfall().as_deref())?;
         Ok(Next::Finished)
+    })
+}
+
+/// How a send waits out an unreachable mail relay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutagePolicy {
+    /// The first wait. Each later wait lasts as long as the relay has been down so far (so
+    /// the waits double), at most [`MAX_OUTAGE_WAIT`].
+    pub retry_base: Duration,
+    /// Down this long, the send stops as `failed` until the owner resumes it.
+    pub give_up_after: Duration,
+}
+
+impl OutagePolicy {
+    /// When to try again, the relay having been down since `since`.
+    pub fn next_try(&self, since: OffsetDateTime, now: OffsetDateTime) -> OffsetDateTime {
+        let down = (now - since).max(Duration::ZERO);
+        now + down.clamp(self.retry_base, MAX_OUTAGE_WAIT.max(self.retry_base))
+    }
+}
+
+/// Records that a round of the send could not reach the relay at all, unreachable since
+/// `since` for `reason`: the issue says so and when the next try is, or, past the policy's
+/// limit, turns `failed` with the reason. Deliveries are untouched: an unreachable relay is
+/// nobody's fault among the recipients.
+pub fn relay_unreachable(
+    conn: &mut Connection,
+    issue_id: i64,
+    since: OffsetDateTime,
+    reason: &str,
+    policy: &OutagePolicy,
+) -> DomainResult<Next> {
+    const LEFT: &str =
+        "SELECT count(*) FROM deliveries WHERE issue_id = ?1 AND status IN ('pending', 'sending')";
+    const WAIT: &str =
+        "UPDATE issues SET relay_down_since = ?2, send_resumes_at = ?3, last_error = ?4
+         WHERE id = ?1 AND status = 'sending'";
+    const GIVE_UP: &str =
+        "UPDATE issues SET status = 'failed', relay_down_since = ?2, send_resumes_at = NULL,
+         last_error = ?3, updated_at = ?4 WHERE id = ?1 AND status = 'sending'";
+    write_tx(conn, |tx| {
+        let now = clock::now();
+        if now - since >= policy.give_up_after {
+            let left: i64 = tx.query_row(LEFT, [issue_id], |r| r.get(0))?;
+            let message = format!(
+                "Sending stopped: the mail relay has been unreachable since {} ({reason}). \
+                 {left} message(s) were not sent; resume the send once the relay works.",
+                clock::human(since)
+            );
+            tx.execute(
+                GIVE_UP,
+                (issue_id, clock::format(since), message, clock::format(now)),
+            )?;
+            return Ok(Next::GaveUp);
+        }
+        let next = policy.next_try(since, now);
+        let message = format!(
+            "The mail relay has been unreachable since {} ({reason}); next try at {}.",
+            clock::human(since),
+            clock::human(next)
+        );
+        tx.execute(
+            WAIT,
+            (issue_id, clock::format(since), clock::format(next), message),
+        )?;
+        Ok(Next::WaitUntil(next))
     })
 }
 
@@ -326,10 +464,33 @@ mod tests {
             mark_sending(&conn, &[batch[0].delivery_id]).unwrap().len(),
             1
         );
-        // A restart: the in-flight one counts as sent, nothing is added twice.
+        // A restart: the in-flight one is unconfirmed (never sent again), nothing is added twice.
         prepare(&mut conn, 1).unwrap();
         let p = progress(&conn, 1).unwrap();
-        assert_eq!((p.total, p.sent, p.remaining), (2, 1, 1));
+        assert_eq!((p.total, p.sent, p.unconfirmed, p.remaining), (2, 0, 1, 1));
+        assert!(due_batch(&conn, 1, 0, 10).unwrap().len() == 1);
+
+        // A transaction broken before its end mark, or dropped at a stop, is due again.
+        let id = due_batch(&conn, 1, 0, 10).unwrap()[0].delivery_id;
+        mark_sending(&conn, &[id]).unwrap();
+        record_outcomes(
+            &conn,
+            &[(id, Outcome::Interrupted("reset".into()))],
+            Duration::hours(1),
+        )
+        .unwrap();
+        assert_eq!(due_batch(&conn, 1, 0, 10).unwrap()[0].delivery_id, id);
+        mark_sending(&conn, &[id]).unwrap();
+        record_outcomes(&conn, &[(id, Outcome::Abandoned)], Duration::hours(1)).unwrap();
+        let attempts: i64 = conn
+            .query_row("SELECT attempts FROM deliveries WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(
+            attempts, 1,
+            "an interruption counts, an abandoned message does not"
+        );
 
         let id = due_batch(&conn, 1, 0, 10).unwrap()[0].delivery_id;
         mark_sending(&conn, &[id]).unwrap();
@@ -353,6 +514,18 @@ mod tests {
         )
         .unwrap();
         assert_eq!(finish_or_wait(&mut conn, 1).unwrap(), Next::Finished);
+        let (issue_status, summary): (String, String) = conn
+            .query_row(
+                "SELECT status, last_error FROM issues WHERE id = 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(issue_status, "sent");
+        assert!(
+            summary.contains("1 bounced") && summary.contains("1 unconfirmed"),
+            "{summary}"
+        );
         let status: String = conn
             .query_row(
                 "SELECT status FROM subscribers WHERE email = 'c@x.co'",
@@ -369,6 +542,59 @@ mod tests {
             )
             .unwrap();
         assert_eq!(events, 2);
+    }
+
+    #[test]
+    fn an_unreachable_relay_waits_longer_each_time_then_gives_up() {
+        let mut conn = crate::domain::testing::db_with_newsletter("paid");
+        let now = clock::now();
+        conn.execute_batch(&format!(
+            "INSERT INTO issues (newsletter_id, subject, content_markdown, status, path, created_at, updated_at)
+               VALUES (1, 'S', 'x', 'sending', 's', 'n', 'n');
+             INSERT INTO deliveries (issue_id, email, created_at) VALUES (1, 'a@x.co', 'n');"
+        ))
+        .unwrap();
+        let policy = OutagePolicy {
+            retry_base: Duration::seconds(5),
+            give_up_after: Duration::hours(1),
+        };
+        assert_eq!(policy.next_try(now, now), now + Duration::seconds(5));
+        let later = now + Duration::seconds(40);
+        assert_eq!(policy.next_try(now, later), later + Duration::seconds(40));
+        let much_later = now + Duration::minutes(50);
+        assert_eq!(
+            policy.next_try(now, much_later),
+            much_later + MAX_OUTAGE_WAIT
+        );
+
+        let next = relay_unreachable(&mut conn, 1, now - Duration::minutes(2), "refused", &policy)
+            .unwrap();
+        assert!(matches!(next, Next::WaitUntil(at) if at > now));
+        let (status, error): (String, String) = conn
+            .query_row(
+                "SELECT status, last_error FROM issues WHERE id = 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(status, "sending");
+        assert!(
+            error.contains("unreachable since") && error.contains("next try"),
+            "{error}"
+        );
+
+        let next =
+            relay_unreachable(&mut conn, 1, now - Duration::hours(2), "refused", &policy).unwrap();
+        assert_eq!(next, Next::GaveUp);
+        let (status, error, pending): (String, String, String) = conn
+            .query_row(
+                "SELECT i.status, i.last_error, d.status FROM issues i JOIN deliveries d ON d.issue_id = i.id",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap();
+        assert_eq!((status.as_str(), pending.as_str()), ("failed", "pending"));
+        assert!(error.contains("1 message(s) were not sent"), "{error}");
     }
 
     #[test]

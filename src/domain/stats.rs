@@ -26,6 +26,8 @@ pub struct IssueStats {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Last30Days {
     pub emails_sent: i64,
+    /// Messages whose end went out but whose answer never came (not counted in `emails_sent`).
+    pub emails_unconfirmed: i64,
     pub opens: i64,
     pub clicks: i64,
 }
@@ -87,7 +89,8 @@ pub fn for_newsletter(conn: &Connection, newsletter_id: i64) -> DomainResult<Sta
     const DELIVERIES: &str = "SELECT coalesce(sum(d.status = 'sent'), 0),
              coalesce(sum(d.status = 'sent' AND d.opened_at IS NOT NULL), 0),
              coalesce(sum(d.status = 'sent' AND d.clicked_at IS NOT NULL), 0),
-             coalesce(sum(d.sent_at >= ?2), 0), coalesce(sum(d.opened_at >= ?2), 0), coalesce(sum(d.clicked_at >= ?2), 0)
+             coalesce(sum(d.sent_at >= ?2 AND d.status != 'unconfirmed'), 0), coalesce(sum(d.opened_at >= ?2), 0),
+             coalesce(sum(d.clicked_at >= ?2), 0), coalesce(sum(d.sent_at >= ?2 AND d.status = 'unconfirmed'), 0)
          FROM deliveries d JOIN issues i ON i.id = d.issue_id WHERE i.newsletter_id = ?1";
     let (delivered, opened, clicked, last_30_days) =
         conn.query_row(DELIVERIES, (newsletter_id, &since), |r| {
@@ -97,6 +100,7 @@ pub fn for_newsletter(conn: &Connection, newsletter_id: i64) -> DomainResult<Sta
                 r.get::<_, i64>(2)?,
                 Last30Days {
                     emails_sent: r.get(3)?,
+                    emails_unconfirmed: r.get(6)?,
                     opens: r.get(4)?,
                     clicks: r.get(5)?,
                 },
@@ -296,6 +300,7 @@ mod tests {
             stats.engagement.last_30_days,
             Last30Days {
                 emails_sent: 1,
+                emails_unconfirmed: 0,
                 opens: 1,
                 clicks: 1
             }

@@ -33,7 +33,7 @@ pub fn run(ctx: &JobContext, job: &queue::Job) -> Outcome {
     };
     let pending = match ctx.pool.get().map_err(StoreError::from) {
         Ok(conn) => webhooks::pending(&conn, payload.delivery_id),
-        Err(e) => return Outcome::Retry(e.to_string()),
+        Err(e) => return Outcome::Blocked(e.to_string()),
     };
     let delivery = match pending {
         Ok(Some(d)) => d,
@@ -56,6 +56,12 @@ pub fn run(ctx: &JobContext, job: &queue::Job) -> Outcome {
     match recorded {
         Ok(Some(at)) => Outcome::Again(at),
         Ok(None) => Outcome::Done,
+        // The attempt happened but could not be recorded (a full disk): the delivery is still
+        // due, and goes again once the database can be written; the receiver dedupes by its
+        // delivery id, which stays the same.
+        Err(crate::domain::DomainError::Store(e)) if super::passes_by_itself(&e) => {
+            Outcome::Blocked(e.to_string())
+        }
         Err(e) => Outcome::Retry(e.to_string()),
     }
 }

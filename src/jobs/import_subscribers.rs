@@ -32,6 +32,10 @@ pub fn run(ctx: &JobContext, job: &queue::Job) -> Outcome {
         .and_then(|mut conn| import::run_upload(&mut conn, payload.import_id));
     match result {
         Ok(_) | Err(DomainError::NotFound(_)) => Outcome::Done,
+        // A full disk or a busy database: the committed batches stand; go on once it passes.
+        Err(DomainError::Store(e)) if super::passes_by_itself(&e) => {
+            Outcome::Blocked(e.to_string())
+        }
         Err(e) if job.attempts < job.max_attempts => Outcome::Retry(e.to_string()),
         Err(e) => {
             // Out of attempts: the owner sees why instead of an import that never ends.

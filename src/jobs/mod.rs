@@ -9,7 +9,6 @@ pub mod send_issue;
 pub mod send_mail;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -30,6 +29,51 @@ pub struct JobContext {
     pub secret: ServerSecret,
     pub send: send_issue::SendSettings,
     pub webhooks: crate::webhooks::Settings,
+    /// Set when the server is asked to stop; long jobs wind down and leave the rest queued.
+    pub stop: Stop,
+}
+
+/// The server's request to stop, for threads and async tasks alike: set once, never unset.
+#[derive(Clone)]
+pub struct Stop(Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Default for Stop {
+    fn default() -> Self {
+        Stop(Arc::new(tokio::sync::watch::Sender::new(false)))
+    }
+}
+
+impl Stop {
+    /// Asks every job to wind down.
+    pub fn request(&self) {
+        self.0.send_replace(true);
+    }
+
+    pub fn requested(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Waits until a stop is requested.
+    pub async fn wait(&self) {
+        let mut watching = self.0.subscribe();
+        let _ = watching.wait_for(|stop| *stop).await;
+    }
+
+    /// Sleeps for `wait`, or less when a stop is requested meanwhile; true when it was.
+    pub fn sleep(&self, wait: Duration) -> bool {
+        let mut watching = self.0.subscribe();
+        let deadline = std::time::Instant::now() + wait;
+        loop {
+            if *watching.borrow_and_update() {
+                return true;
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            std::thread::sleep(left.min(Duration::from_millis(50)));
+        }
+    }
 }
 
 /// How a job run ended.
@@ -41,6 +85,27 @@ pub enum Outcome {
     Fail(String),
     /// Not finished: run again at this time (without counting a failed attempt).
     Again(time::OffsetDateTime),
+    /// The database could not be written (a full disk, a long lock): run again shortly,
+    /// without counting an attempt, so the work resumes by itself once it can be recorded.
+    Blocked(String),
+}
+
+/// How long a job blocked by the database waits before it runs again.
+const BLOCKED_WAIT: time::Duration = time::Duration::seconds(5);
+
+/// Whether a store failure is one that passes by itself (a full disk, a busy database), so a
+/// job hitting it should wait rather than count a failed attempt.
+pub fn passes_by_itself(error: &crate::store::StoreError) -> bool {
+    use rusqlite::ErrorCode;
+    match error {
+        crate::store::StoreError::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => matches!(
+            e.code,
+            ErrorCode::DiskFull | ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked
+        ),
+        crate::store::StoreError::Io(e) => e.kind() == std::io::ErrorKind::StorageFull,
+        crate::store::StoreError::Pool(_) => true,
+        _ => false,
+    }
 }
 
 /// Runs one claimed job by its kind.
@@ -56,13 +121,13 @@ fn dispatch(ctx: &JobContext, rt: &tokio::runtime::Runtime, job: &queue::Job) ->
 
 /// The running workers; dropping does not stop them, [`Runner::shutdown`] does.
 pub struct Runner {
-    stop: Arc<AtomicBool>,
+    stop: Stop,
     handles: Vec<JoinHandle<()>>,
 }
 
 impl Runner {
     /// Requeues interrupted jobs, then starts `workers` general threads and `webhook_workers`
-    /// webhook threads, each polling every `poll`.
+    /// webhook threads, each polling every `poll`; they stop when `ctx.stop` is requested.
     pub fn start(
         ctx: Arc<JobContext>,
         workers: usize,
@@ -73,25 +138,27 @@ impl Runner {
         if requeued > 0 {
             eprintln!("jobs: requeued {requeued} job(s) interrupted by the last shutdown");
         }
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = ctx.stop.clone();
         let lanes = (0..workers.max(1))
             .map(|n| (Lane::General, n))
             .chain((0..webhook_workers.max(1)).map(|n| (Lane::Webhooks, n)));
         let handles = lanes
             .map(|(lane, n)| {
-                let (ctx, stop) = (ctx.clone(), stop.clone());
+                let ctx = ctx.clone();
                 let scheduler = lane == Lane::General && n == 0;
                 std::thread::Builder::new()
                     .name(format!("jobs-{lane:?}-{n}").to_lowercase())
-                    .spawn(move || work(&ctx, &stop, poll, lane, scheduler))
+                    .spawn(move || work(&ctx, poll, lane, scheduler))
                     .expect("spawning a job worker thread")
             })
             .collect();
         Ok(Runner { stop, handles })
     }
 
+    /// Asks the workers to stop (if the signal has not already) and waits for them: each
+    /// finishes or winds down its current job and records how it ended.
     pub fn shutdown(self) {
-        self.stop.store(true, Ordering::SeqCst);
+        self.stop.request();
         for handle in self.handles {
             let _ = handle.join();
         }
@@ -99,21 +166,23 @@ impl Runner {
 }
 
 /// General worker 0 also starts scheduled issues whose time has come.
-fn work(ctx: &JobContext, stop: &AtomicBool, poll: Duration, lane: Lane, scheduler: bool) {
+fn work(ctx: &JobContext, poll: Duration, lane: Lane, scheduler: bool) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("building a job worker runtime");
-    while !stop.load(Ordering::SeqCst) {
+    while !ctx.stop.requested() {
         if scheduler {
             start_scheduled(ctx);
         }
         match claim(ctx, lane) {
             Ok(Some(job)) => finish(ctx, &job, dispatch(ctx, &rt, &job)),
-            Ok(None) => std::thread::sleep(poll),
+            Ok(None) => {
+                ctx.stop.sleep(poll);
+            }
             Err(e) => {
                 eprintln!("jobs: cannot claim work: {e}");
-                std::thread::sleep(poll);
+                ctx.stop.sleep(poll);
             }
         }
     }
@@ -138,35 +207,56 @@ fn claim(ctx: &JobContext, lane: Lane) -> Result<Option<queue::Job>, crate::stor
     queue::claim_due(&*ctx.pool.get()?, lane)
 }
 
+/// Records how a job ended. When that cannot be written (a full disk), it tries again every
+/// second, so the job does not stay `running` until a restart; only a stop gives up, and the
+/// next start requeues the job.
 fn finish(ctx: &JobContext, job: &queue::Job, outcome: Outcome) {
-    let result = ctx
-        .pool
-        .get()
-        .map_err(crate::store::StoreError::from)
-        .and_then(|conn| match &outcome {
-            Outcome::Done => queue::mark_done(&conn, job.id),
-            Outcome::Retry(error) => {
-                eprintln!(
-                    "jobs: {} #{} attempt {} failed, will retry: {error}",
-                    job.kind, job.id, job.attempts
-                );
-                queue::mark_failed(
+    match &outcome {
+        Outcome::Retry(error) => eprintln!(
+            "jobs: {} #{} attempt {} failed, will retry: {error}",
+            job.kind, job.id, job.attempts
+        ),
+        Outcome::Fail(error) => eprintln!("jobs: {} #{} failed: {error}", job.kind, job.id),
+        Outcome::Blocked(error) => eprintln!(
+            "jobs: {} #{} waits for the database: {error}",
+            job.kind, job.id
+        ),
+        Outcome::Done | Outcome::Again(_) => {}
+    }
+    let mut complained = false;
+    loop {
+        let result = ctx
+            .pool
+            .get()
+            .map_err(crate::store::StoreError::from)
+            .and_then(|conn| match &outcome {
+                Outcome::Done => queue::mark_done(&conn, job.id),
+                Outcome::Retry(error) => queue::mark_failed(
                     &conn,
                     job,
                     error,
                     Some(queue::default_backoff(job.attempts)),
-                )
+                ),
+                Outcome::Again(at) => queue::reschedule(&conn, job.id, *at),
+                Outcome::Blocked(error) => {
+                    queue::postpone(&conn, job.id, crate::clock::now() + BLOCKED_WAIT, error)
+                }
+                Outcome::Fail(error) => queue::mark_failed(&conn, job, error, None),
+            });
+        match result {
+            Ok(()) => return,
+            Err(e) => {
+                if !complained {
+                    eprintln!(
+                        "jobs: cannot record the outcome of {} #{} yet, trying again every second: {e}",
+                        job.kind, job.id
+                    );
+                    complained = true;
+                }
+                if ctx.stop.sleep(Duration::from_secs(1)) {
+                    return;
+                }
             }
-            Outcome::Again(at) => queue::reschedule(&conn, job.id, *at),
-            Outcome::Fail(error) => {
-                eprintln!("jobs: {} #{} failed: {error}", job.kind, job.id);
-                queue::mark_failed(&conn, job, error, None)
-            }
-        });
-    if let Err(e) = result {
-        eprintln!(
-            "jobs: cannot record the outcome of {} #{}: {e}",
-            job.kind, job.id
-        );
+        }
     }
 }

@@ -123,6 +123,23 @@ pub fn reschedule(conn: &Connection, id: i64, at: time::OffsetDateTime) -> Resul
     Ok(())
 }
 
+/// Puts a job that could not get on (the database could not be written) back in the queue
+/// for `at`, giving back the attempt its claim counted.
+pub fn postpone(
+    conn: &Connection,
+    id: i64,
+    at: time::OffsetDateTime,
+    reason: &str,
+) -> Result<(), StoreError> {
+    const POSTPONE: &str = "UPDATE jobs SET state = 'queued', run_at = ?2, last_error = ?3,
+         attempts = max(attempts - 1, 0), updated_at = ?4 WHERE id = ?1";
+    conn.execute(
+        POSTPONE,
+        (id, clock::format(at), reason, clock::now_string()),
+    )?;
+    Ok(())
+}
+
 /// Jobs a crashed process left `running` go back to the queue; called once at start, before
 /// the runner claims anything (only one server holds the data directory).
 pub fn requeue_interrupted(conn: &Connection) -> Result<usize, StoreError> {

@@ -1,29 +1,46 @@
 //! Job kind `send_issue`: delivers an issue to every active subscriber over a few SMTP
-//! connections at once. Each message's delivery row is committed `sending` after its
-//! envelope and body went out and before the end-of-data mark that makes the server take it
-//! (commits are grouped across connections), so after a crash a delivery left `sending` was
-//! taken by the server (or cut off within microseconds of it) and is never sent twice, and
-//! one still `pending` was not taken and goes out after the restart.
+//! connections at once, in rounds. Each message's delivery row is committed `sending` after
+//! its envelope and body went out and just before the end-of-data mark that lets the relay
+//! take it (commits are grouped across connections, and the writer's commits never run a WAL
+//! checkpoint), so after a crash a delivery left `sending` may have been taken and is never
+//! sent twice (`unconfirmed`), and one still `pending` was not taken and goes out after the
+//! restart.
+//!
+//! A round ends when the work runs out, when every connection has given up (the relay is
+//! unreachable: the issue says so and the job comes back after a growing wait, or stops as
+//! `failed` past the outage limit), when the database cannot be written (a full disk: the job
+//! comes back by itself), or when the server stops (messages in flight finish first).
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc as std_mpsc;
+use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::{Mutex, mpsc, oneshot};
+use time::OffsetDateTime;
+use tokio::sync::{Mutex, mpsc, oneshot, watch};
 
 use super::{JobContext, Outcome, queue};
-use crate::domain::sending::{self, Next, Outcome as Delivered, Recipient};
+use crate::clock;
+use crate::domain::sending::{self, Next, OutagePolicy, Outcome as Delivered, Recipient};
 use crate::domain::tracking::Links;
 use crate::mail::render::IssueEmail;
-use crate::mail::{Commit, END_OF_DATA, Lane, MailError};
-use crate::store::{Pool, StoreError, write_tx};
+use crate::mail::{Commit, Lane, MailError, MessageSocket, write_end_of_data};
+use crate::store::{Checkpointer, Pool, StoreError, write_tx};
 
 pub const KIND: &str = "send_issue";
 
 /// Deliveries read from the database at a time; memory stays flat in the number of recipients.
 const BATCH: i64 = 500;
+
+/// Transactions broken in a row after which a connection gives up for the round.
+const BROKEN_IN_A_ROW: u32 = 3;
+
+/// How often the WAL is checkpointed while a send runs.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
+
+/// How long the writer waits before it tries again to record what it could not write.
+const WRITE_RETRY: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Payload {
@@ -39,6 +56,8 @@ pub struct SendSettings {
     pub rate: u32,
     /// Wait before the first retry of a temporarily refused message.
     pub retry_base: time::Duration,
+    /// How the send waits out an unreachable relay.
+    pub outage: OutagePolicy,
 }
 
 /// Queues the send of `issue_id` in the caller's transaction.
@@ -58,13 +77,30 @@ pub fn run(ctx: &JobContext, _rt: &tokio::runtime::Runtime, job: &queue::Job) ->
         Err(e) => return Outcome::Fail(format!("bad payload: {e}")),
     };
     match send(ctx, payload.issue_id) {
-        Ok(Next::Finished) => Outcome::Done,
+        Ok(Next::Finished | Next::GaveUp) => Outcome::Done,
         Ok(Next::WaitUntil(at)) => Outcome::Again(at),
-        Ok(Next::Continue) => Outcome::Again(crate::clock::now() + time::Duration::seconds(5)),
-        Err(e) => Outcome::Retry(e),
+        Ok(Next::Continue) => Outcome::Again(clock::now()),
+        Err(e) => Outcome::Blocked(e),
     }
 }
 
+/// How a round of the send ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum RoundEnd {
+    /// Every due delivery was handed to a connection (or the issue stopped sending).
+    Drained,
+    /// Every connection gave up: the relay has been unreachable since then, for this reason.
+    RelayDown {
+        since: OffsetDateTime,
+        reason: String,
+    },
+    /// The database could not be written.
+    Storage(String),
+    /// The server is stopping.
+    Stopping,
+}
+
+/// One round: prepare, deliver what is due, then record what comes next.
 fn send(ctx: &JobContext, issue_id: i64) -> Result<Next, String> {
     let plan = {
         let mut conn = ctx.pool.get().map_err(|e| e.to_string())?;
@@ -80,13 +116,18 @@ fn send(ctx: &JobContext, issue_id: i64) -> Result<Next, String> {
         plan.newsletter.tracking_enabled,
     );
     let email = Arc::new(IssueEmail::new(&plan.issue, &plan.newsletter, links));
+    let down_before = plan
+        .issue
+        .relay_down_since
+        .as_deref()
+        .and_then(clock::parse);
     let started = Instant::now();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    let sent = rt.block_on(deliver(ctx, issue_id, email))?;
+    let (sent, end) = rt.block_on(deliver(ctx, issue_id, email, down_before))?;
     let elapsed = started.elapsed().as_secs_f64();
     if sent > 0 {
         eprintln!(
@@ -95,56 +136,177 @@ fn send(ctx: &JobContext, issue_id: i64) -> Result<Next, String> {
         );
     }
     let mut conn = ctx.pool.get().map_err(|e| e.to_string())?;
-    sending::finish_or_wait(&mut conn, issue_id).map_err(|e| e.to_string())
+    match end {
+        RoundEnd::Drained => sending::finish_or_wait(&mut conn, issue_id),
+        RoundEnd::RelayDown { since, reason } => {
+            eprintln!("send: issue {issue_id}: the relay is unreachable: {reason}");
+            sending::relay_unreachable(&mut conn, issue_id, since, &reason, &ctx.send.outage)
+        }
+        RoundEnd::Stopping => return Ok(Next::Continue),
+        RoundEnd::Storage(e) => return Err(e),
+    }
+    .map_err(|e| e.to_string())
+}
+
+/// What the connections of a round share: who is still up, and how the round ends.
+struct Round {
+    lanes: usize,
+    /// Connections that gave up for this round.
+    down: AtomicUsize,
+    /// When connections started failing since the last one that worked, and the last reason.
+    failing: StdMutex<Failing>,
+    end: watch::Sender<Option<RoundEnd>>,
+}
+
+#[derive(Default)]
+struct Failing {
+    since: Option<OffsetDateTime>,
+    reason: String,
+    /// A connection opened during the round.
+    reached: bool,
+}
+
+impl Round {
+    fn new(lanes: usize, down_before: Option<OffsetDateTime>) -> Self {
+        Round {
+            lanes,
+            down: AtomicUsize::new(0),
+            failing: StdMutex::new(Failing {
+                since: down_before,
+                ..Failing::default()
+            }),
+            end: watch::Sender::new(None),
+        }
+    }
+
+    /// Ends the round, unless it already ended (the first reason stands).
+    fn finish(&self, why: RoundEnd) {
+        self.end.send_if_modified(|end| {
+            if end.is_none() {
+                *end = Some(why);
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    fn is_over(&self) -> bool {
+        self.end.borrow().is_some()
+    }
+
+    async fn over(&self) {
+        let mut watching = self.end.subscribe();
+        let _ = watching.wait_for(Option::is_some).await;
+    }
+
+    /// A connection works: any outage is over.
+    fn reached(&self) {
+        let mut failing = self.failing.lock().unwrap_or_else(|e| e.into_inner());
+        failing.reached = true;
+        failing.since = None;
+    }
+
+    /// A connection gives up for this round; when it was the last one, the relay is down.
+    fn gave_up(&self, reason: String) {
+        let since = {
+            let mut failing = self.failing.lock().unwrap_or_else(|e| e.into_inner());
+            let since = *failing.since.get_or_insert_with(clock::now);
+            failing.reason = reason.clone();
+            since
+        };
+        if self.down.fetch_add(1, Ordering::SeqCst) + 1 >= self.lanes {
+            self.finish(RoundEnd::RelayDown { since, reason });
+        }
+    }
 }
 
 /// Messages to the database writer.
 enum Write {
-    /// Mark this delivery `sending` and answer once that is committed; with the message's
-    /// socket, also write its end-of-data mark right after the commit (no wake-up between).
-    Claim(i64, Option<std::net::TcpStream>, oneshot::Sender<Commit>),
-    Done(i64, Delivered),
+    /// Mark this delivery `sending` and answer once that is committed; on a plain connection
+    /// also write its end-of-data mark right after the commit (nothing in between).
+    Claim(i64, MessageSocket, oneshot::Sender<Commit>),
+    /// Record an outcome; with an answer channel, say when it is committed.
+    Done(i64, Delivered, Option<oneshot::Sender<()>>),
 }
 
-/// Sends every due delivery once; returns how many went out.
-async fn deliver(ctx: &JobContext, issue_id: i64, email: Arc<IssueEmail>) -> Result<usize, String> {
-    let (write_tx_chan, write_rx) = std_mpsc::channel::<Write>();
+/// Sends every due delivery once; returns how many went out and how the round ended.
+async fn deliver(
+    ctx: &JobContext,
+    issue_id: i64,
+    email: Arc<IssueEmail>,
+    down_before: Option<OffsetDateTime>,
+) -> Result<(usize, RoundEnd), String> {
+    let lanes = ctx.send.concurrency.max(1);
+    let round = Arc::new(Round::new(lanes, down_before));
+    let (writes, write_rx) = std_mpsc::channel::<Write>();
     let writer = {
-        let pool = ctx.pool.clone();
-        let retry_base = ctx.send.retry_base;
+        let (pool, retry_base, round, stop) = (
+            ctx.pool.clone(),
+            ctx.send.retry_base,
+            round.clone(),
+            ctx.stop.clone(),
+        );
         std::thread::Builder::new()
             .name("send-writer".into())
-            .spawn(move || write_loop(&pool, write_rx, retry_base))
+            .spawn(move || write_loop(&pool, write_rx, retry_base, &round, &stop))
             .map_err(|e| e.to_string())?
+    };
+    let checkpointer = Checkpointer::start(ctx.pool.clone(), CHECKPOINT_EVERY);
+    let stopping = {
+        let (stop, round) = (ctx.stop.clone(), round.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = stop.wait() => round.finish(RoundEnd::Stopping),
+                _ = round.over() => {}
+            }
+        })
     };
     let (work_tx, work_rx) = mpsc::channel::<Recipient>(BATCH as usize * 2);
     let work_rx = Arc::new(Mutex::new(work_rx));
     let pacer = Arc::new(Pacer::new(ctx.send.rate));
-    let mut lanes = Vec::new();
-    for _ in 0..ctx.send.concurrency.max(1) {
-        let (work_rx, email, writes, pacer, lane) = (
-            work_rx.clone(),
-            email.clone(),
-            write_tx_chan.clone(),
-            pacer.clone(),
-            Lane::new(&ctx.transport),
-        );
-        lanes.push(tokio::spawn(run_lane(lane, work_rx, email, writes, pacer)));
-    }
-    drop(write_tx_chan);
-    let feed = feed(ctx.pool.clone(), issue_id, work_tx).await;
+    let handles: Vec<_> = (0..lanes)
+        .map(|_| {
+            let lane = SendLane {
+                lane: Lane::new(&ctx.transport),
+                work: work_rx.clone(),
+                email: email.clone(),
+                writes: writes.clone(),
+                pacer: pacer.clone(),
+                round: round.clone(),
+            };
+            tokio::spawn(lane.run())
+        })
+        .collect();
+    // Only the lanes hold the queue and the writer's channel now: when they stop, the feed
+    // and the writer see it.
+    drop((work_rx, writes));
+    let fed = feed(ctx.pool.clone(), issue_id, work_tx, round.clone()).await;
     let mut sent = 0;
-    for lane in lanes {
-        sent += lane.await.map_err(|e| e.to_string())?;
+    for handle in handles {
+        sent += handle.await.map_err(|e| e.to_string())?;
     }
     writer
         .join()
-        .map_err(|_| "the send writer panicked".to_string())??;
-    feed.map(|_| sent)
+        .map_err(|_| "the send writer panicked".to_string())?;
+    drop(checkpointer);
+    round.finish(match fed {
+        Ok(()) => RoundEnd::Drained,
+        Err(e) => RoundEnd::Storage(e),
+    });
+    let _ = stopping.await;
+    let end = round.end.borrow().clone().unwrap_or(RoundEnd::Drained);
+    Ok((sent, end))
 }
 
-/// Reads due deliveries page by page and hands them to the lanes.
-async fn feed(pool: Pool, issue_id: i64, work: mpsc::Sender<Recipient>) -> Result<(), String> {
+/// Reads due deliveries page by page and hands them to the connections, until they run out
+/// or the round ends.
+async fn feed(
+    pool: Pool,
+    issue_id: i64,
+    work: mpsc::Sender<Recipient>,
+    round: Arc<Round>,
+) -> Result<(), String> {
     let mut after = 0;
     loop {
         let pool = pool.clone();
@@ -165,33 +327,105 @@ async fn feed(pool: Pool, issue_id: i64, work: mpsc::Sender<Recipient>) -> Resul
         }
         after = batch.last().map(|r| r.delivery_id).unwrap_or(after);
         for recipient in batch {
-            if work.send(recipient).await.is_err() {
-                return Ok(()); // every lane stopped
+            tokio::select! {
+                sent = work.send(recipient) => if sent.is_err() { return Ok(()) },
+                _ = round.over() => return Ok(()),
             }
         }
     }
 }
 
-/// One connection's loop: take a recipient, have it claimed, send, report.
-async fn run_lane(
-    mut lane: Lane,
+/// One connection of a round.
+struct SendLane {
+    lane: Lane,
     work: Arc<Mutex<mpsc::Receiver<Recipient>>>,
     email: Arc<IssueEmail>,
     writes: std_mpsc::Sender<Write>,
     pacer: Arc<Pacer>,
-) -> usize {
-    let mut sent = 0;
-    let mut connection_failures = 0;
-    loop {
-        let Some(recipient) = work.lock().await.recv().await else {
-            break;
-        };
-        pacer.wait().await;
-        // Rendering is the CPU-heavy part: off the async threads, so a lane whose claim was
-        // just committed is woken at once and writes its end-of-data mark without delay.
+    round: Arc<Round>,
+}
+
+impl SendLane {
+    /// Takes recipients one at a time until the work runs out or the round ends; a
+    /// connection that cannot be opened (or breaks every transaction) gives up for the round.
+    async fn run(mut self) -> usize {
+        let mut sent = 0;
+        let mut broken_in_a_row = 0;
+        while !self.round.is_over() {
+            let connected = tokio::select! {
+                opened = self.lane.connect() => Some(opened),
+                _ = self.round.over() => None,
+            };
+            match connected {
+                None => break,
+                Some(Err(e)) => {
+                    self.round.gave_up(e.to_string());
+                    break;
+                }
+                Some(Ok(())) => self.round.reached(),
+            }
+            let next = tokio::select! {
+                next = async { self.work.lock().await.recv().await } => next,
+                _ = self.round.over() => None,
+            };
+            let Some(recipient) = next else { break };
+            tokio::select! {
+                _ = self.pacer.wait() => {}
+                _ = self.round.over() => break,
+            }
+            let outcome = self.send_one(&recipient).await;
+            match &outcome {
+                Delivered::Sent => {
+                    sent += 1;
+                    broken_in_a_row = 0;
+                    // Recorded with the next group; this connection's next claim commits in
+                    // the same group or a later one, so at most one of its messages is ever
+                    // `sending`.
+                    let _ = self
+                        .writes
+                        .send(Write::Done(recipient.delivery_id, outcome, None));
+                    continue;
+                }
+                Delivered::Interrupted(_) => broken_in_a_row += 1,
+                _ => broken_in_a_row = 0,
+            }
+            // Anything but a plain success is recorded before anything else happens on this
+            // connection, so a kill cannot leave a refused message counted as in flight.
+            let refused = matches!(outcome, Delivered::Rejected(_) | Delivered::Deferred(_));
+            let abandoned = match &outcome {
+                Delivered::Abandoned => Some("the message could not be handed over".to_string()),
+                _ => None,
+            };
+            let (saved_tx, saved) = oneshot::channel();
+            let _ = self
+                .writes
+                .send(Write::Done(recipient.delivery_id, outcome, Some(saved_tx)));
+            let _ = saved.await;
+            if refused {
+                self.lane.reset().await;
+            }
+            if let Some(reason) = abandoned {
+                self.round.gave_up(reason);
+                break;
+            }
+            if broken_in_a_row >= BROKEN_IN_A_ROW {
+                self.round.gave_up(format!(
+                    "the relay broke {BROKEN_IN_A_ROW} transactions in a row"
+                ));
+                break;
+            }
+        }
+        self.lane.close().await;
+        sent
+    }
+
+    /// Renders and sends one message; the claim goes to the writer at the last moment.
+    async fn send_one(&mut self, recipient: &Recipient) -> Delivered {
+        // Rendering is the CPU-heavy part: off the async threads, so a connection whose claim
+        // was just committed is woken at once and writes its end-of-data mark without delay.
         let rendered = {
             let (email, id, to) = (
-                email.clone(),
+                self.email.clone(),
                 recipient.delivery_id,
                 recipient.email.clone(),
             );
@@ -203,57 +437,33 @@ async fn run_lane(
             .await
         };
         let Ok((mail, mime)) = rendered else {
-            break;
+            return Delivered::Abandoned;
         };
-        // 0: not asked yet, 1: claimed, 2: refused.
-        let claim = AtomicU8::new(0);
-        let result = lane
-            .send(&mail, &mime, |socket| async {
-                let (claimed_tx, claimed_rx) = oneshot::channel();
-                let answer = if writes
-                    .send(Write::Claim(recipient.delivery_id, socket, claimed_tx))
-                    .is_ok()
-                {
-                    claimed_rx.await.unwrap_or(Commit::Refused)
-                } else {
-                    Commit::Refused
-                };
-                claim.store(
-                    if answer == Commit::Refused { 2 } else { 1 },
-                    Ordering::SeqCst,
-                );
-                answer
+        let (writes, round, id) = (&self.writes, &self.round, recipient.delivery_id);
+        let result = self
+            .lane
+            .send(&mail, &mime, |socket| async move {
+                // A round that ended (a stop, a full disk) claims nothing more: the message
+                // is dropped before its end mark and stays due.
+                if round.is_over() {
+                    return Commit::Refused;
+                }
+                let (answer_tx, answer) = oneshot::channel();
+                if writes.send(Write::Claim(id, socket, answer_tx)).is_err() {
+                    return Commit::Refused;
+                }
+                answer.await.unwrap_or(Commit::Refused)
             })
             .await;
-        if claim.load(Ordering::SeqCst) == 2 {
-            continue; // no longer ours to send
-        }
-        let outcome = match result {
-            Ok(()) => {
-                sent += 1;
-                connection_failures = 0;
-                Delivered::Sent
-            }
-            Err(MailError::Unconfirmed(e)) => {
-                sent += 1;
-                Delivered::Unconfirmed(e)
-            }
+        match result {
+            Ok(()) => Delivered::Sent,
+            Err(MailError::Unconfirmed(e)) => Delivered::Unconfirmed(e),
             Err(MailError::Permanent(e)) => Delivered::Rejected(e),
             Err(MailError::Temporary(e)) => Delivered::Deferred(e),
-            Err(MailError::Connection(e)) => {
-                connection_failures += 1;
-                Delivered::Deferred(e)
-            }
-        };
-        let _ = writes.send(Write::Done(recipient.delivery_id, outcome));
-        if connection_failures >= 3 {
-            // The server is unreachable: leave the rest for the job's next run.
-            eprintln!("send: giving up this round after repeated connection failures");
-            break;
+            Err(MailError::Connection(e)) => Delivered::Interrupted(e),
+            Err(MailError::Abandoned(_)) => Delivered::Abandoned,
         }
     }
-    lane.close().await;
-    sent
 }
 
 /// The database side of a send: drains waiting claims and outcomes and commits them together,
@@ -262,33 +472,87 @@ fn write_loop(
     pool: &Pool,
     writes: std_mpsc::Receiver<Write>,
     retry_base: time::Duration,
-) -> Result<(), String> {
-    let mut conn = pool.get().map_err(|e| e.to_string())?;
+    round: &Round,
+    stop: &super::Stop,
+) {
+    let conn = loop {
+        match pool.get() {
+            Ok(conn) => break conn,
+            Err(e) => {
+                round.finish(RoundEnd::Storage(e.to_string()));
+                if stop.sleep(WRITE_RETRY) {
+                    refuse_all(writes);
+                    return;
+                }
+            }
+        }
+    };
     // The send's bookkeeping commits without waiting for fsync (the WAL write itself is done,
-    // so a killed process loses nothing). Waiting for the disk would widen the moment between
-    // a claim becoming durable and its end-of-data mark going out from microseconds to the
-    // length of an fsync, and a crash in it leaves a message recorded but never sent. The
-    // connection goes back to the pool with the service's FULL setting.
-    struct Restore<'a>(&'a rusqlite::Connection);
-    impl Drop for Restore<'_> {
+    // so a killed process loses nothing) and never checkpoints inside a commit: either would
+    // put an fsync between a claim becoming durable and its end-of-data mark, and a crash
+    // there leaves a message recorded but never sent. A [`Checkpointer`] keeps the WAL short
+    // meanwhile. The guard hands the connection back to the pool with the service's settings,
+    // even after a panic.
+    struct Tuned(crate::store::PooledConnection);
+    impl Drop for Tuned {
         fn drop(&mut self) {
             let _ = self.0.pragma_update(None, "synchronous", "FULL");
+            let _ = self.0.pragma_update(None, "wal_autocheckpoint", 1000);
         }
     }
-    conn.pragma_update(None, "synchronous", "NORMAL")
-        .map_err(|e| e.to_string())?;
-    let result = write_groups(&mut conn, writes, retry_base);
-    drop(Restore(&conn));
-    result
+    let mut tuned = Tuned(conn);
+    let settings = tuned
+        .0
+        .pragma_update(None, "synchronous", "NORMAL")
+        .and_then(|()| tuned.0.pragma_update(None, "wal_autocheckpoint", 0));
+    if let Err(e) = settings {
+        round.finish(RoundEnd::Storage(e.to_string()));
+        refuse_all(writes);
+        return;
+    }
+    write_groups(&mut tuned.0, writes, retry_base, round, stop);
+}
+
+/// Answers every claim still coming with a refusal, until the connections are gone.
+fn refuse_all(writes: std_mpsc::Receiver<Write>) {
+    for write in writes {
+        match write {
+            Write::Claim(_, _, answer) => {
+                let _ = answer.send(Commit::Refused);
+            }
+            Write::Done(..) => {}
+        }
+    }
 }
 
 fn write_groups(
     conn: &mut rusqlite::Connection,
     writes: std_mpsc::Receiver<Write>,
     retry_base: time::Duration,
-) -> Result<(), String> {
-    while let Ok(first) = writes.recv() {
-        let mut group = vec![first];
+    round: &Round,
+    stop: &super::Stop,
+) {
+    // Outcomes not yet committed; kept across a failed commit and written with the next one.
+    let mut unsaved: Vec<(i64, Delivered)> = Vec::new();
+    let mut acks: Vec<oneshot::Sender<()>> = Vec::new();
+    let mut closed = false;
+    let mut complained = false;
+    while !(closed && unsaved.is_empty()) {
+        let mut group = Vec::new();
+        if unsaved.is_empty() {
+            match writes.recv() {
+                Ok(first) => group.push(first),
+                Err(_) => break,
+            }
+        } else if !closed {
+            match writes.recv_timeout(WRITE_RETRY) {
+                Ok(first) => group.push(first),
+                Err(std_mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std_mpsc::RecvTimeoutError::Disconnected) => closed = true,
+            }
+        } else if stop.sleep(WRITE_RETRY) {
+            break;
+        }
         while let Ok(more) = writes.try_recv() {
             group.push(more);
             if group.len() >= 2000 {
@@ -296,49 +560,77 @@ fn write_groups(
             }
         }
         let mut claims = Vec::new();
-        let mut done = Vec::new();
         for write in group {
             match write {
                 Write::Claim(id, socket, answer) => claims.push((id, socket, answer)),
-                Write::Done(id, outcome) => done.push((id, outcome)),
+                Write::Done(id, outcome, ack) => {
+                    unsaved.push((id, outcome));
+                    acks.extend(ack);
+                }
             }
         }
-        let ids: Vec<i64> = claims.iter().map(|(id, _, _)| *id).collect();
-        let claimed = write_tx(conn, |tx| {
-            sending::record_outcomes(tx, &done, retry_base)?;
+        // Once the round is over nothing new is claimed (a claim already asked for is still
+        // honoured when the round ended because the server is stopping: the message is in
+        // flight and finishes).
+        let refuse_claims = matches!(*round.end.borrow(), Some(RoundEnd::Storage(_)));
+        let ids: Vec<i64> = if refuse_claims {
+            Vec::new()
+        } else {
+            claims.iter().map(|(id, _, _)| *id).collect()
+        };
+        let committed = write_tx(conn, |tx| {
+            sending::record_outcomes(tx, &unsaved, retry_base)?;
             sending::mark_sending(tx, &ids)
-        })
-        .map_err(|e: crate::domain::DomainError| e.to_string())?;
-        let claimed: std::collections::HashSet<i64> = claimed.into_iter().collect();
-        for (id, socket, answer) in claims {
-            let commit = if claimed.contains(&id) {
-                Commit::Claimed {
-                    end_written: socket.map(|s| write_end_of_data(&s)).unwrap_or(0),
+        });
+        match committed {
+            Ok(claimed) => {
+                // Straight after the commit: the end-of-data marks, nothing in between.
+                for (id, socket, answer) in claims {
+                    let commit = if claimed.contains(&id) {
+                        match &socket {
+                            MessageSocket::Plain(socket) => write_end_of_data(socket.as_deref()),
+                            MessageSocket::NotShared => Commit::Claimed { end_written: 0 },
+                        }
+                    } else {
+                        Commit::Refused
+                    };
+                    let _ = answer.send(commit);
                 }
-            } else {
-                Commit::Refused
-            };
-            let _ = answer.send(commit);
+                unsaved.clear();
+                for ack in acks.drain(..) {
+                    let _ = ack.send(());
+                }
+                if complained {
+                    eprintln!("send: the database can be written again");
+                    complained = false;
+                }
+            }
+            Err(e) => {
+                let e: crate::domain::DomainError = e;
+                if !complained {
+                    eprintln!(
+                        "send: cannot record the send's progress ({e}); no new message goes out \
+                         and the outcomes are kept until they can be written"
+                    );
+                    complained = true;
+                }
+                round.finish(RoundEnd::Storage(e.to_string()));
+                for (_, _, answer) in claims {
+                    let _ = answer.send(Commit::Refused);
+                }
+                if stop.requested() {
+                    // Left `sending`: the next start counts them as unconfirmed.
+                    break;
+                }
+            }
         }
     }
-    Ok(())
+    // What could not be written: answer the waiting connections so they can close.
+    drop(acks);
+    refuse_all(writes);
 }
 
-/// Writes what it can of the end-of-data mark on a (non-blocking) socket at once; the lane
-/// writes the rest. Returns the bytes written.
-fn write_end_of_data(mut socket: &std::net::TcpStream) -> usize {
-    use std::io::Write as _;
-    let mut written = 0;
-    while written < END_OF_DATA.len() {
-        match socket.write(&END_OF_DATA[written..]) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => written += n,
-        }
-    }
-    written
-}
-
-/// Spaces messages out to `--send-rate` per second across all lanes.
+/// Spaces messages out to `--send-rate` per second across all connections.
 struct Pacer {
     interval: Option<Duration>,
     next: Mutex<Instant>,

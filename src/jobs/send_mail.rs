@@ -55,7 +55,7 @@ pub fn run(ctx: &JobContext, rt: &tokio::runtime::Runtime, job: &queue::Job) -> 
         Err(MailError::Permanent(e)) => Outcome::Fail(e),
         // The message went out; sending it again could give a second copy.
         Err(MailError::Unconfirmed(_)) => Outcome::Done,
-        Err(e @ (MailError::Temporary(_) | MailError::Connection(_))) => {
+        Err(e @ (MailError::Temporary(_) | MailError::Connection(_) | MailError::Abandoned(_))) => {
             Outcome::Retry(e.to_string())
         }
     }

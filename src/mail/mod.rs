@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use mail_send::mail_builder::MessageBuilder;
 use serde::{Deserialize, Serialize};
 
-pub use smtp::{Commit, END_OF_DATA, SmtpConnection, SmtpSettings};
+pub use smtp::{Commit, MessageSocket, SmtpConnection, SmtpSettings, write_end_of_data};
 
 /// A message ready to render: sender, one recipient, both bodies and extra headers.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -74,6 +74,10 @@ pub enum MailError {
     /// The whole message went out but no reply came: the server may have taken it, so it is
     /// not sent again.
     Unconfirmed(String),
+    /// The message was not handed over because the sender said no at the last moment (its
+    /// commit was refused) or could not write it out (the outbox): nobody's fault among the
+    /// recipients, so it stays due.
+    Abandoned(String),
 }
 
 impl std::fmt::Display for MailError {
@@ -83,6 +87,7 @@ impl std::fmt::Display for MailError {
             MailError::Temporary(e) => write!(f, "temporary failure: {e}"),
             MailError::Connection(e) => write!(f, "connection failure: {e}"),
             MailError::Unconfirmed(e) => write!(f, "unconfirmed: {e}"),
+            MailError::Abandoned(e) => write!(f, "not handed over: {e}"),
         }
     }
 }
@@ -133,9 +138,29 @@ impl Lane {
         }
     }
 
-    /// Sends `mail`, calling `commit` at the last moment before the message is final (see
-    /// [`SmtpConnection::send_committed`]); `commit` answering false abandons it. `mime` is
-    /// `mail.to_mime()`, rendered by the caller.
+    /// Opens the lane's connection unless one is open. An error means the relay cannot be
+    /// reached now ([`SmtpConnection::open`]).
+    pub async fn connect(&mut self) -> Result<(), MailError> {
+        match self {
+            Lane::Outbox(dir) => std::fs::create_dir_all(&*dir).map_err(|e| {
+                MailError::Connection(format!("cannot create the outbox {}: {e}", dir.display()))
+            }),
+            Lane::Smtp {
+                settings,
+                connection,
+            } => {
+                if connection.is_none() {
+                    *connection = Some(SmtpConnection::open(settings).await?);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Sends `mail` on the open connection, calling `commit` at the last moment before the
+    /// message is final (see [`SmtpConnection::send_committed`]). `mime` is `mail.to_mime()`,
+    /// rendered by the caller. After an error other than a refusal the connection is closed
+    /// and [`Lane::connect`] opens a new one; after a refusal call [`Lane::reset`].
     pub async fn send<F, Fut>(
         &mut self,
         mail: &OutgoingMail,
@@ -143,41 +168,49 @@ impl Lane {
         commit: F,
     ) -> Result<(), MailError>
     where
-        F: FnOnce(Option<std::net::TcpStream>) -> Fut,
+        F: FnOnce(MessageSocket) -> Fut,
         Fut: std::future::Future<Output = Commit>,
     {
         match self {
             Lane::Outbox(dir) => {
-                if commit(None).await == Commit::Refused {
-                    return Err(MailError::Connection("the message was not claimed".into()));
-                }
-                write_to_outbox(dir, mail, mime)
-            }
-            Lane::Smtp {
-                settings,
-                connection,
-            } => {
-                if connection.is_none() {
-                    // Whatever the server says before a transaction (a 5xx greeting, refused
-                    // credentials) is about the connection, never about this recipient.
-                    let opened = SmtpConnection::open(settings)
-                        .await
-                        .map_err(|e| MailError::Connection(e.to_string()))?;
-                    *connection = Some(opened);
-                }
-                let open = connection.as_mut().expect("opened above");
-                let result = open.send_committed(mail, mime, commit).await;
-                if matches!(
-                    result,
-                    Err(MailError::Connection(_) | MailError::Unconfirmed(_))
+                if !matches!(
+                    commit(MessageSocket::NotShared).await,
+                    Commit::Claimed { .. }
                 ) {
-                    *connection = None;
+                    return Err(MailError::Abandoned("the message was not claimed".into()));
+                }
+                // A file that cannot be written (a full disk) was not handed over.
+                write_to_outbox(dir, mail, mime).map_err(|e| MailError::Abandoned(e.to_string()))
+            }
+            Lane::Smtp { connection, .. } => {
+                let Some(open) = connection.as_mut() else {
+                    return Err(MailError::Connection("no connection is open".into()));
+                };
+                let result = open.send_committed(mail, mime, commit).await;
+                if !matches!(
+                    result,
+                    Ok(()) | Err(MailError::Permanent(_) | MailError::Temporary(_))
+                ) && let Some(broken) = connection.take()
+                {
+                    drop(broken);
                 }
                 result
             }
         }
     }
 
+    /// After a refusal: RSET, so the connection can carry the next message; a connection
+    /// that cannot be reset is closed.
+    pub async fn reset(&mut self) {
+        if let Lane::Smtp { connection, .. } = self
+            && let Some(open) = connection.as_mut()
+            && open.reset().await.is_err()
+        {
+            *connection = None;
+        }
+    }
+
+    /// Closes the connection (QUIT), if one is open.
     pub async fn close(self) {
         if let Lane::Smtp {
             connection: Some(c),

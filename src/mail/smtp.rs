@@ -101,7 +101,17 @@ enum Session {
 }
 
 impl SmtpConnection {
+    /// Connects, greets, upgrades to TLS where offered and authenticates. Whatever goes wrong
+    /// here (no answer, a 4xx or 5xx greeting, refused credentials, a failed handshake) is a
+    /// [`MailError::Connection`]: it is about the relay, never about a recipient.
     pub async fn open(settings: &SmtpSettings) -> Result<Self, MailError> {
+        Self::try_open(settings).await.map_err(|e| match e {
+            MailError::Connection(e) => MailError::Connection(e),
+            other => MailError::Connection(other.to_string()),
+        })
+    }
+
+    async fn try_open(settings: &SmtpSettings) -> Result<Self, MailError> {
         let builder = settings.builder();
         let mut session = match settings.security {
             Security::ImplicitTls => builder.connect().await.map(Session::Tls).map_err(classify),
@@ -149,13 +159,21 @@ impl SmtpConnection {
     /// Sends one message of a bulk send in two steps: the envelope and the whole message but
     /// its end-of-data mark go out first; then `commit` runs (it durably records that this
     /// message is on its way and answers whether to go on), and only then the end mark that
-    /// makes the server take the message. A stop before the mark leaves no message (a server
+    /// lets the relay take the message. A stop before the mark leaves no message (a relay
     /// drops a transaction cut off mid-DATA); a stop after it leaves one that was recorded.
-    /// After the mark, a missing reply is [`MailError::Unconfirmed`]: never sent again.
-    /// `body` is `mail` as MIME, rendered by the caller (off the async threads). On a plain
-    /// connection `commit` also gets a handle on the socket, so whoever commits can write the
-    /// end-of-data mark the moment the commit returns, and answers how many of its bytes it
-    /// wrote; the rest is written here.
+    /// `body` is `mail` as MIME, rendered by the caller (off the async threads).
+    ///
+    /// `commit` gets a handle on the socket: on a plain connection whoever commits writes the
+    /// end-of-data mark the moment the commit returns (see [`write_end_of_data`]) and answers
+    /// how many of its bytes it wrote; the rest is written here. On TLS the mark is written
+    /// here, once the socket shows the relay has not closed the connection meanwhile.
+    ///
+    /// Errors: [`MailError::Connection`] when the connection broke (or the relay hung up)
+    /// before the end mark, so the relay cannot have the message; [`MailError::Unconfirmed`]
+    /// when the end mark went out and no answer came; [`MailError::Permanent`] or
+    /// [`MailError::Temporary`] for a refusal, after which the session needs [`Self::reset`]
+    /// before the next message; [`MailError::Abandoned`] when `commit` said no. After any but
+    /// a refusal the connection is no longer usable.
     pub async fn send_committed<F, Fut>(
         &mut self,
         mail: &OutgoingMail,
@@ -163,32 +181,67 @@ impl SmtpConnection {
         commit: F,
     ) -> Result<(), MailError>
     where
-        F: FnOnce(Option<std::net::TcpStream>) -> Fut,
+        F: FnOnce(MessageSocket) -> Fut,
         Fut: std::future::Future<Output = Commit>,
     {
         let pipelining = self.pipelining;
+        let socket = self.raw_socket();
         match &mut self.session {
             Session::Plain(client) => {
-                use std::os::fd::AsFd;
-                let socket = client
-                    .stream
-                    .as_fd()
-                    .try_clone_to_owned()
-                    .ok()
-                    .map(std::net::TcpStream::from);
-                send_committed_on(client, pipelining, mail, body, || commit(socket)).await
+                send_committed_on(client, pipelining, mail, body, || {
+                    commit(MessageSocket::Plain(socket))
+                })
+                .await
             }
             Session::Tls(client) => {
-                send_committed_on(client, pipelining, mail, body, || commit(None)).await
+                let peek = socket.clone();
+                send_committed_on(client, pipelining, mail, body, || async move {
+                    match commit(MessageSocket::NotShared).await {
+                        // Claimed: check the relay is still there before the end mark.
+                        Commit::Claimed { .. }
+                            if peek.as_ref().is_some_and(|s| relay_hung_up(s, false)) =>
+                        {
+                            Commit::Closed
+                        }
+                        other => other,
+                    }
+                })
+                .await
             }
         }
     }
 
-    pub async fn close(self) {
-        let _ = match self.session {
-            Session::Plain(client) => client.quit().await,
-            Session::Tls(client) => client.quit().await,
+    /// A second handle on the connection's TCP socket (non-blocking, like the first).
+    fn raw_socket(&self) -> Option<std::sync::Arc<std::net::TcpStream>> {
+        use std::os::fd::AsFd;
+        let tcp = match &self.session {
+            Session::Plain(client) => &client.stream,
+            Session::Tls(client) => client.stream.get_ref().0,
         };
+        tcp.as_fd()
+            .try_clone_to_owned()
+            .ok()
+            .map(|fd| std::sync::Arc::new(std::net::TcpStream::from(fd)))
+    }
+
+    /// RSET after a refusal, so the connection can carry the next message.
+    pub async fn reset(&mut self) -> Result<(), MailError> {
+        match &mut self.session {
+            Session::Plain(client) => client.rset().await,
+            Session::Tls(client) => client.rset().await,
+        }
+        .map_err(|e| MailError::Connection(e.to_string()))
+    }
+
+    /// QUIT, waiting a second at most for the relay's goodbye.
+    pub async fn close(self) {
+        let quit = async {
+            let _ = match self.session {
+                Session::Plain(client) => client.quit().await,
+                Session::Tls(client) => client.quit().await,
+            };
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(1), quit).await;
     }
 }
 
@@ -228,19 +281,12 @@ where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = Commit>,
 {
-    if let Err(e) = envelope(client, pipelining, mail).await {
-        let error = classify(e);
-        if matches!(error, MailError::Permanent(_) | MailError::Temporary(_))
-            && client.rset().await.is_err()
-        {
-            return Err(match error {
-                MailError::Permanent(e) => MailError::Permanent(e),
-                other => MailError::Connection(other.to_string()),
-            });
-        }
-        return Err(error);
-    }
     let timeout = client.timeout;
+    match tokio::time::timeout(timeout, envelope(client, pipelining, mail)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(classify(e)),
+        Err(_) => return Err(MailError::Connection("no answer to the envelope".into())),
+    }
     let stuffed = dot_stuff(body);
     let written = tokio::time::timeout(timeout, async {
         client.stream.write_all(&stuffed).await?;
@@ -248,40 +294,51 @@ where
     })
     .await;
     if !matches!(written, Ok(Ok(()))) {
-        return Err(MailError::Connection("writing the message failed".into()));
-    }
-    let Commit::Claimed { end_written } = commit().await else {
         return Err(MailError::Connection(
-            "the message was not claimed; transaction abandoned".into(),
+            "the connection broke while writing the message".into(),
         ));
+    }
+    let end_written = match commit().await {
+        Commit::Claimed { end_written } => end_written,
+        Commit::Closed => {
+            return Err(MailError::Connection(
+                "the relay closed the connection before the end of the message".into(),
+            ));
+        }
+        Commit::Refused => {
+            return Err(MailError::Abandoned(
+                "the message was not claimed; transaction abandoned".into(),
+            ));
+        }
     };
     let rest = &END_OF_DATA[end_written.min(END_OF_DATA.len())..];
-    let ended = tokio::time::timeout(timeout, async {
-        client.stream.write_all(rest).await?;
-        client.stream.flush().await
-    })
-    .await;
-    if !matches!(ended, Ok(Ok(()))) {
-        return Err(MailError::Connection(
-            "the connection broke before the end of the message".into(),
-        ));
+    if !rest.is_empty() {
+        let ended = tokio::time::timeout(timeout, async {
+            client.stream.write_all(rest).await?;
+            client.stream.flush().await
+        })
+        .await;
+        if !matches!(ended, Ok(Ok(()))) && end_written == 0 {
+            return Err(MailError::Connection(
+                "the connection broke before the end of the message".into(),
+            ));
+        }
+        if !matches!(ended, Ok(Ok(()))) {
+            return Err(MailError::Unconfirmed(
+                "the connection broke while the end of the message went out".into(),
+            ));
+        }
     }
     match tokio::time::timeout(timeout, client.read()).await {
         Ok(Ok(reply)) if reply.is_positive_completion() => Ok(()),
-        Ok(Ok(reply)) => {
-            let error = classify(mail_send::Error::UnexpectedReply(reply));
-            if client.rset().await.is_err() {
-                return Err(match error {
-                    MailError::Permanent(e) => MailError::Permanent(e),
-                    other => MailError::Connection(other.to_string()),
-                });
-            }
-            Err(error)
-        }
-        Ok(Err(e)) => Err(MailError::Unconfirmed(e.to_string())),
-        Err(_) => Err(MailError::Unconfirmed(
-            "no reply after the end of the message".into(),
-        )),
+        Ok(Ok(reply)) => Err(classify(mail_send::Error::UnexpectedReply(reply))),
+        Ok(Err(e)) => Err(MailError::Unconfirmed(format!(
+            "the connection broke before the relay answered: {e}"
+        ))),
+        Err(_) => Err(MailError::Unconfirmed(format!(
+            "no answer within {} s after the end of the message",
+            timeout.as_secs()
+        ))),
     }
 }
 
@@ -290,22 +347,67 @@ where
 pub enum Commit {
     /// Recorded; `end_written` bytes of [`END_OF_DATA`] were already written by the committer.
     Claimed { end_written: usize },
+    /// Recorded, but the relay had hung up, so the end mark was not written: the message was
+    /// not taken.
+    Closed,
     /// Not ours to send: the transaction is abandoned.
     Refused,
+}
+
+/// The socket a message's commit may finish it on.
+pub enum MessageSocket {
+    /// Plain SMTP: the committer writes the end-of-data mark itself, right after the commit.
+    Plain(Option<std::sync::Arc<std::net::TcpStream>>),
+    /// TLS (only the connection's own task can write; it does so after the commit), or the
+    /// outbox (no socket at all).
+    NotShared,
+}
+
+/// Whether the relay has closed or broken the connection, seen without blocking: a peek that
+/// finds the end of the stream or an error. With `strict`, any byte waiting counts too: on
+/// plain SMTP a relay says nothing during DATA unless it is giving up (TLS may carry records
+/// of its own, so there only the end of the stream counts).
+pub fn relay_hung_up(socket: &std::net::TcpStream, strict: bool) -> bool {
+    let mut byte = [0u8; 1];
+    match socket.peek(&mut byte) {
+        Ok(0) => true,
+        Ok(_) => strict,
+        Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+    }
+}
+
+/// Finishes a claimed message on a plain connection: unless the relay has hung up, writes
+/// what the (non-blocking) socket takes of the end-of-data mark at once; the connection's
+/// task writes the rest. Called right after the claim's commit returns, so nothing lies
+/// between the durable claim and the mark but this check.
+pub fn write_end_of_data(socket: Option<&std::net::TcpStream>) -> Commit {
+    use std::io::Write as _;
+    let Some(mut socket) = socket else {
+        return Commit::Claimed { end_written: 0 };
+    };
+    if relay_hung_up(socket, true) {
+        return Commit::Closed;
+    }
+    let mut written = 0;
+    while written < END_OF_DATA.len() {
+        match socket.write(&END_OF_DATA[written..]) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => written += n,
+        }
+    }
+    Commit::Claimed {
+        end_written: written,
+    }
 }
 
 /// The end-of-data mark that makes the server take a message.
 pub const END_OF_DATA: &[u8] = b"\r\n.\r\n";
 
-/// The SMTP transparency procedure (RFC 5321 4.5.2) in one buffer: a dot after a line break
-/// is doubled. The end-of-data mark is not included.
+/// The SMTP transparency procedure (RFC 5321 4.5.2) in one buffer: a dot at the start of a
+/// line (the first one included) is doubled. The end-of-data mark is not included.
 fn dot_stuff(body: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(body.len() + body.len() / 64 + 8);
-    let mut lines = body.split_inclusive(|&b| b == b'\n' || b == b'\r');
-    if let Some(first) = lines.next() {
-        out.extend_from_slice(first);
-    }
-    for line in lines {
+    for line in body.split_inclusive(|&b| b == b'\n' || b == b'\r') {
         if line.first() == Some(&b'.') {
             out.push(b'.');
         }
@@ -389,8 +491,9 @@ mod tests {
     #[test]
     fn stuffs_dots_at_line_starts() {
         assert_eq!(dot_stuff(b"a\r\n.b\r\n..c"), b"a\r\n..b\r\n...c".to_vec());
-        assert_eq!(dot_stuff(b".x"), b".x".to_vec());
+        assert_eq!(dot_stuff(b".x"), b"..x".to_vec());
         assert_eq!(dot_stuff(b"a\n.\r.\r\n"), b"a\n..\r..\r\n".to_vec());
+        assert_eq!(dot_stuff(b"a\r\n.\r\n"), b"a\r\n..\r\n".to_vec());
         assert_eq!(dot_stuff(b"a.b\r\n"), b"a.b\r\n".to_vec());
         assert_eq!(dot_stuff(b""), b"".to_vec());
     }

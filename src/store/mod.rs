@@ -3,6 +3,7 @@
 //! it; this module owns only what every caller shares.
 
 mod backup;
+mod checkpoint;
 mod lock;
 mod migrations;
 
@@ -13,6 +14,7 @@ use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 pub use backup::{backup_to, restore_from};
+pub use checkpoint::Checkpointer;
 pub use lock::DataDirLock;
 pub use migrations::{MIGRATIONS, migrate};
 

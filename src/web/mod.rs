@@ -162,6 +162,10 @@ pub fn routes() -> impl poem::Endpoint {
             post(issues::publish),
         )
         .at(
+            "/newsletters/:id/issues/:issue_id/resume",
+            post(issues::resume),
+        )
+        .at(
             "/newsletters/:id/issues/:issue_id/delete",
             get(issues::delete_confirm),
         )

@@ -93,10 +93,18 @@ fn numbers(s: &Stats) -> Markup {
             (stat("Average open rate", "engagement.average_open_rate", engagement.average_open_rate, rate(engagement.average_open_rate)))
             (stat("Average click rate", "engagement.average_click_rate", engagement.average_click_rate, rate(engagement.average_click_rate)))
             (stat("E-mails sent, last 30 days", "engagement.last_30_days.emails_sent", last.emails_sent, last.emails_sent.to_string()))
+            @if last.emails_unconfirmed > 0 {
+                (stat("Unconfirmed, last 30 days", "engagement.last_30_days.emails_unconfirmed", last.emails_unconfirmed, last.emails_unconfirmed.to_string()))
+            }
             (stat("Opens, last 30 days", "engagement.last_30_days.opens", last.opens, last.opens.to_string()))
             (stat("Clicks, last 30 days", "engagement.last_30_days.clicks", last.clicks, last.clicks.to_string()))
         }
-        p.muted { "Rates are percentages of delivered e-mails (bounces excluded); a click counts as an open." }
+        p.muted {
+            "Rates are percentages of delivered e-mails (bounces excluded); a click counts as an open. "
+            @if last.emails_unconfirmed > 0 {
+                "Unconfirmed e-mails went out whole but the mail relay's answer never came (a crash or a timeout): they may have arrived, and are never sent twice."
+            }
+        }
     }
 }
 

@@ -258,6 +258,7 @@ fn refusals_bounce_or_retry(no_pipelining: bool) {
         temporary: HashMap::from([(busy.clone(), 2)]),
         delay: Duration::ZERO,
         no_pipelining,
+        ..Rules::default()
     });
     let app = spawn_app_on(sink, &["--send-retry-base-ms", "200"]);
     let owner = onboard_paid(&app, "Refusals");

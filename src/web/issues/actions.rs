@@ -110,6 +110,26 @@ pub async fn publish(
     .await
 }
 
+/// `POST .../resume`: goes on with a send that stopped because the relay stayed unreachable.
+#[handler]
+pub async fn resume(
+    req: &Request,
+    Path((id, issue_id)): Path<(String, String)>,
+    body: Body,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let p = posted(req, state, &id, &issue_id, FormData::read(body).await?).await?;
+    let then = issue_url(p.n.id, p.issue.id);
+    act(req, state, p, then, move |conn, nid, iid| {
+        let queued = issues::resume(conn, nid, iid)?;
+        Ok(format!(
+            "Sending resumed: {} message(s) to go.",
+            queued.recipients
+        ))
+    })
+    .await
+}
+
 fn send_page(
     ctx: &Ctx,
     n: &Newsletter,
@@ -269,8 +289,11 @@ pub async fn progress(
         "status": issue.status.as_str(),
         "total": p.total,
         "sent": p.sent,
+        "unconfirmed": p.unconfirmed,
         "bounced": p.bounced,
         "failed": p.failed,
+        // Why the send waits (the mail relay unreachable since when, the next try), if it does.
+        "waiting": issue.last_error.as_deref().filter(|_| issue.status == issues::Status::Sending),
         "remaining": p.remaining,
         "done": p.done(),
         "percent": p.percent(),

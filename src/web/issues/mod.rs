@@ -18,7 +18,7 @@ use crate::domain::newsletters::Newsletter;
 use crate::domain::{DomainError, FieldErrors};
 
 pub use actions::{
-    approve, delete_confirm, progress, publish, schedule, script, send_confirm, send_now,
+    approve, delete_confirm, progress, publish, resume, schedule, script, send_confirm, send_now,
 };
 pub use form::{create, edit_form, new_form};
 pub use pages::{index, preview, show};

@@ -147,7 +147,7 @@ struct IssueView {
 
 async fn load_view(state: &State, n: &Newsletter, issue: Issue) -> Result<IssueView, WebError> {
     let report = match issue.status {
-        Status::Sending | Status::Sent => {
+        Status::Sending | Status::Sent | Status::Failed => {
             let shown = issue.clone();
             Some(
                 state
@@ -182,7 +182,8 @@ fn post_button(ctx: &Ctx, action: &str, label: &str, class: &str) -> Markup {
     }
 }
 
-fn progress_panel(base: &str, report: &Report) -> Markup {
+/// `waiting`: why the send waits (the relay unreachable), kept up to date by the page's script.
+fn progress_panel(base: &str, report: &Report, waiting: Option<&str>) -> Markup {
     let p = &report.progress;
     html! {
         section.panel #send-progress-panel data-progress-url={ (base) "/progress" } {
@@ -196,8 +197,10 @@ fn progress_panel(base: &str, report: &Report) -> Markup {
                 "Sent " strong data-progress="sent" { (p.sent) } " of " strong data-progress="total" { (p.total) }
                 " · bounced " strong data-progress="bounced" { (p.bounced) }
                 " · failed " strong data-progress="failed" { (p.failed) }
+                " · unconfirmed " strong data-progress="unconfirmed" { (p.unconfirmed) }
                 " · " span data-progress="percent" { (p.percent()) } "%"
             }
+            p.warning role="status" data-progress="waiting" hidden[waiting.is_none()] { (waiting.unwrap_or_default()) }
             p.muted.progress-note { "This updates by itself while the issue is sending." }
             p.progress-done hidden { "Finished. " a href=(base) { "Show the report" } }
         }
@@ -218,10 +221,16 @@ fn report_panel(report: &Report) -> Markup {
                     tr { th { "Clicks" } td #report-clicks { (report.clicked) } td { (report.click_rate) "%" } }
                     tr { th { "Bounces" } td #report-bounces { (p.bounced) } td {} }
                     tr { th { "Failed" } td #report-failed { (p.failed) } td {} }
+                    tr { th { "Unconfirmed" } td #report-unconfirmed { (p.unconfirmed) } td {} }
+                    @if p.remaining > 0 { tr { th { "Not sent yet" } td #report-pending { (p.remaining) } td {} } }
                     tr { th { "Unsubscribes" } td #report-unsubscribes { (report.unsubscribed) } td {} }
                 }
             } }
             p.muted { "Opens and clicks count delivered messages opened or clicked at least once (opens only while tracking is on)." }
+            p.muted {
+                "Bounces were refused for good by the receiving server; failed messages were refused for now five times. "
+                "Unconfirmed messages went out whole but the mail relay's answer never came (the server stopped, or the answer timed out): they may have arrived, and nobody is sent a second copy."
+            }
         }
     }
 }
@@ -258,7 +267,9 @@ fn show_page(
                     @else { "not published; it will be at " code { "/p/" (issue.path) } }
                 }
             }
-            @if let Some(reason) = &issue.last_error { p.warning role="status" { (reason) } }
+            @if let Some(reason) = issue.last_error.as_ref().filter(|_| issue.status != Status::Sending) {
+                p.warning role="status" #issue-last-error { (reason) }
+            }
             div.actions {
                 @if editable { a.button href={ (base) "/edit" } { "Edit" } }
                 a.button.secondary href={ (base) "/preview" } { "Preview" }
@@ -270,6 +281,9 @@ fn show_page(
                 }
                 @if matches!(issue.status, Status::Approved | Status::Scheduled) {
                     a.button href={ (base) "/send" } { "Send now…" }
+                }
+                @if issue.status == Status::Failed {
+                    (post_button(ctx, &format!("{base}/resume"), "Resume sending", ""))
                 }
                 @if issue.status != Status::Draft && web_url.is_none() {
                     (post_button(ctx, &format!("{base}/publish"), "Publish to the web", ""))
@@ -296,7 +310,7 @@ fn show_page(
                 }
             }
             @if let Some(report) = &view.report {
-                @if issue.status == Status::Sending { (progress_panel(&base, report)) }
+                @if issue.status == Status::Sending { (progress_panel(&base, report, issue.last_error.as_deref())) }
                 @else { (report_panel(report)) }
             }
             @if issue.status == Status::Sending {

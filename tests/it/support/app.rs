@@ -170,20 +170,26 @@ impl App {
 
     /// SIGTERM and wait: a graceful stop.
     pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = Command::new("kill")
-                .args(["-TERM", &child.id().to_string()])
-                .status();
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(25));
+        self.stop_within(Duration::from_secs(20));
+    }
+
+    /// SIGTERM, then waits up to `limit` for the process to exit by itself (it is killed
+    /// after that). Returns how long it took, or `None` when it had to be killed.
+    pub fn stop_within(&mut self, limit: Duration) -> Option<Duration> {
+        let mut child = self.child.take()?;
+        let asked = Instant::now();
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        while asked.elapsed() < limit {
+            if let Ok(Some(_)) = child.try_wait() {
+                return Some(asked.elapsed());
             }
-            let _ = child.kill();
-            let _ = child.wait();
+            std::thread::sleep(Duration::from_millis(10));
         }
+        let _ = child.kill();
+        let _ = child.wait();
+        None
     }
 
     /// Everything the server printed so far.

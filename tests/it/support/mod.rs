@@ -8,6 +8,7 @@ pub mod browser;
 pub mod dns;
 pub mod http;
 pub mod receiver;
+pub mod send;
 pub mod smtp;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,7 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 pub use app::{App, run_cli, spawn_app, spawn_app_on, spawn_app_outbox, spawn_app_with, wait_for};
 pub use http::{Client, Resp};
 pub use serde_json::{Value, json};
-pub use smtp::{Received, Rules, SmtpSink};
+pub use smtp::{Fault, Received, Rules, SmtpSink};
 
 pub const PASSWORD: &str = "correct horse battery";
 

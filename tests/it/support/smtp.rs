@@ -1,12 +1,18 @@
-//! A real SMTP listener on a random loopback port: it speaks enough ESMTP for mail-send,
-//! keeps every message it accepts, and can refuse chosen recipients permanently (550) or
-//! for a number of tries (451), or answer slowly.
+//! A real SMTP listener on a loopback port that can fail the way relays do: it speaks enough
+//! ESMTP for mail-send and keeps every message it takes, and on command it refuses chosen
+//! recipients at RCPT (421, 451, 550) or after the end of the message (451, 550), hangs up
+//! in the middle of a message or after it, never answers, answers slowly, greets with a
+//! refusal, or goes down altogether (its port closed, its connections cut) and comes back.
+//!
+//! Self-contained (no other test module), so `examples/fault_soak.rs` runs the same sink as
+//! a process of its own.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// One accepted message.
 #[derive(Debug, Clone)]
@@ -46,6 +52,24 @@ impl Received {
     }
 }
 
+/// A fault played once on a message to one recipient.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Answer RCPT with this code; 421 also hangs up, as RFC 5321 says.
+    AtRcpt(u16),
+    /// Answer the end of the message with this code: the message is not taken.
+    AfterData(u16),
+    /// Hang up right after inviting the message (354), before any of it arrives: not taken.
+    DropAtData,
+    /// Hang up after about 1 KB of the message: not taken. (Whether the sender notices
+    /// before its end-of-data mark is a race: the message then ends `unconfirmed`.)
+    DropMidData,
+    /// Take the message, then hang up without answering.
+    DropAfterData,
+    /// Take the message and never answer (the connection stays open until the client leaves).
+    NoReply,
+}
+
 /// How the listener answers; can be changed while it runs.
 #[derive(Debug, Default, Clone)]
 pub struct Rules {
@@ -53,18 +77,35 @@ pub struct Rules {
     pub permanent: Vec<String>,
     /// Recipients refused with 451 this many more times, then accepted.
     pub temporary: HashMap<String, u32>,
-    /// Pause before answering each DATA, to make a send take a while.
+    /// Pause before answering each end of message, to make a send take a while.
     pub delay: Duration,
     /// Leave PIPELINING out of the EHLO answer (it is offered by default, as real servers do).
     pub no_pipelining: bool,
+    /// Faults to play, in order, on the next messages to each recipient.
+    pub faults: HashMap<String, VecDeque<Fault>>,
+    /// Hang up in the middle of every n-th message (0: never), counting all messages.
+    pub drop_every: u64,
+    /// Greet with this code and hang up (421: too busy; 554: go away).
+    pub greeting: Option<u16>,
+    /// After refusing a message at its end, hold that connection: read the client's next
+    /// command, note it ([`SmtpSink::held_after_refusal`]) and never answer it.
+    pub hold_after_refusal: bool,
 }
 
 #[derive(Default)]
 struct Shared {
     rules: Rules,
     received: Vec<Received>,
-    /// RCPT replies given, per address: (code, count).
+    /// RCPT and end-of-message refusals given so far: (address, code).
     refusals: Vec<(String, u16)>,
+    /// Live sessions by number, to cut when the sink goes down.
+    sessions: HashMap<u64, TcpStream>,
+    next_session: u64,
+    /// Messages begun (DATA answered with 354), for `drop_every`.
+    begun: u64,
+    /// Messages cut off mid-DATA, ended without an answer, or never answered.
+    cut: Vec<(String, Fault)>,
+    held: bool,
 }
 
 /// The listener; runs until the test process ends.
@@ -72,6 +113,7 @@ struct Shared {
 pub struct SmtpSink {
     pub port: u16,
     shared: Arc<Mutex<Shared>>,
+    down: Arc<AtomicBool>,
 }
 
 impl SmtpSink {
@@ -80,31 +122,129 @@ impl SmtpSink {
     }
 
     pub fn start_with(rules: Rules) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("binding the SMTP listener");
+        Self::start_on(0, rules)
+    }
+
+    /// Listens on `port` (0 for any free one).
+    pub fn start_on(port: u16, rules: Rules) -> Self {
+        let listener = TcpListener::bind(("127.0.0.1", port)).expect("binding the SMTP listener");
         let port = listener.local_addr().unwrap().port();
-        let shared = Arc::new(Mutex::new(Shared {
-            rules,
-            ..Shared::default()
-        }));
-        let for_thread = shared.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let shared = for_thread.clone();
-                std::thread::spawn(move || {
-                    let _ = session(stream, &shared);
-                });
+        let sink = SmtpSink {
+            port,
+            shared: Arc::new(Mutex::new(Shared {
+                rules,
+                ..Shared::default()
+            })),
+            down: Arc::new(AtomicBool::new(false)),
+        };
+        let for_thread = sink.clone();
+        std::thread::spawn(move || for_thread.accept_loop(listener));
+        sink
+    }
+
+    /// Accepts until the sink goes down; then waits, port closed, until it is up again.
+    fn accept_loop(&self, listener: TcpListener) {
+        let mut listener = Some(listener);
+        loop {
+            if self.down.load(Ordering::SeqCst) {
+                listener = None;
+                std::thread::sleep(Duration::from_millis(2));
+                continue;
             }
-        });
-        SmtpSink { port, shared }
+            let Some(open) = listener.as_ref() else {
+                // Back up: the same port again (SO_REUSEADDR is set by std on Unix).
+                match TcpListener::bind(("127.0.0.1", self.port)) {
+                    Ok(l) => {
+                        l.set_nonblocking(true).unwrap();
+                        listener = Some(l);
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+                continue;
+            };
+            open.set_nonblocking(true).unwrap();
+            match open.accept() {
+                Ok((stream, _)) => {
+                    stream.set_nonblocking(false).unwrap();
+                    let number = {
+                        let mut s = self.shared.lock().unwrap();
+                        s.next_session += 1;
+                        if let Ok(copy) = stream.try_clone() {
+                            let number = s.next_session;
+                            s.sessions.insert(number, copy);
+                        }
+                        s.next_session
+                    };
+                    let shared = self.shared.clone();
+                    std::thread::spawn(move || {
+                        let _ = session(stream, &shared);
+                        shared.lock().unwrap().sessions.remove(&number);
+                    });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(1))
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
     }
 
     pub fn set_rules(&self, rules: Rules) {
         self.shared.lock().unwrap().rules = rules;
     }
 
+    /// Changes the rules in place.
+    pub fn change_rules(&self, change: impl FnOnce(&mut Rules)) {
+        change(&mut self.shared.lock().unwrap().rules);
+    }
+
+    /// Plays `faults`, in order, on the next messages to `email`.
+    pub fn add_faults(&self, email: &str, faults: &[Fault]) {
+        self.change_rules(|r| {
+            r.faults
+                .entry(email.to_lowercase())
+                .or_default()
+                .extend(faults.iter().copied())
+        });
+    }
+
+    /// The relay goes down: its port refuses connections and open ones are cut.
+    pub fn go_down(&self) {
+        self.down.store(true, Ordering::SeqCst);
+        for (_, session) in self.shared.lock().unwrap().sessions.drain() {
+            let _ = session.shutdown(Shutdown::Both);
+        }
+        // Wait until the port is closed, so a test's next step sees it down.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while TcpStream::connect(("127.0.0.1", self.port)).is_ok() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// The relay comes back on the same port.
+    pub fn go_up(&self) {
+        self.down.store(false, Ordering::SeqCst);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(Instant::now() < deadline, "the sink could not listen again");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
     /// Every message accepted so far.
     pub fn messages(&self) -> Vec<Received> {
         self.shared.lock().unwrap().received.clone()
+    }
+
+    /// How many messages each recipient got.
+    pub fn counts(&self) -> HashMap<String, usize> {
+        let mut counts = HashMap::new();
+        for message in self.shared.lock().unwrap().received.iter() {
+            for to in &message.to {
+                *counts.entry(to.clone()).or_default() += 1;
+            }
+        }
+        counts
     }
 
     /// Messages addressed to `email`.
@@ -117,7 +257,7 @@ impl SmtpSink {
 
     /// Waits until at least `n` messages went to `email`; returns the last.
     pub fn wait_for_message_to(&self, email: &str, n: usize) -> Received {
-        super::app::wait_for(
+        poll(
             &format!("message {n} to {email}"),
             Duration::from_secs(20),
             || {
@@ -129,15 +269,38 @@ impl SmtpSink {
 
     /// Waits until `n` messages in all were accepted.
     pub fn wait_for_count(&self, n: usize, timeout: Duration) -> Vec<Received> {
-        super::app::wait_for(&format!("{n} messages"), timeout, || {
+        poll(&format!("{n} messages"), timeout, || {
             let m = self.messages();
             (m.len() >= n).then_some(m)
         })
     }
 
-    /// RCPT refusals given so far: (address, code).
+    /// Refusals given so far, at RCPT or after the message: (address, code).
     pub fn refusals(&self) -> Vec<(String, u16)> {
         self.shared.lock().unwrap().refusals.clone()
+    }
+
+    /// Messages the sink cut off or left unanswered: (address, fault).
+    pub fn cut(&self) -> Vec<(String, Fault)> {
+        self.shared.lock().unwrap().cut.clone()
+    }
+
+    /// Whether a connection sent a command after a refusal at the end of a message (with
+    /// [`Rules::hold_after_refusal`]).
+    pub fn held_after_refusal(&self) -> bool {
+        self.shared.lock().unwrap().held
+    }
+}
+
+/// Polls `check` until it returns `Some`, or panics with `what` after `timeout`.
+fn poll<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -148,10 +311,26 @@ fn address(arg: &str) -> String {
     arg[start..end.max(start)].trim().to_lowercase()
 }
 
+/// The next fault for the message to `to`, from the per-recipient list or `drop_every`.
+fn next_fault(s: &mut Shared, to: &[String], at: fn(&Fault) -> bool) -> Option<Fault> {
+    for rcpt in to {
+        if let Some(queue) = s.rules.faults.get_mut(rcpt)
+            && queue.front().is_some_and(at)
+        {
+            return queue.pop_front();
+        }
+    }
+    None
+}
+
 fn session(stream: TcpStream, shared: &Mutex<Shared>) -> std::io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(120)))?;
     let mut out = stream.try_clone()?;
     let mut reader = BufReader::new(stream);
+    if let Some(code) = shared.lock().unwrap().rules.greeting {
+        out.write_all(format!("{code} test-sink not available\r\n").as_bytes())?;
+        return Ok(());
+    }
     out.write_all(b"220 test-sink ESMTP\r\n")?;
     let (mut from, mut to) = (String::new(), Vec::<String>::new());
     let mut line = String::new();
@@ -178,9 +357,14 @@ fn session(stream: TcpStream, shared: &Mutex<Shared>) -> std::io::Result<()> {
             out.write_all(b"250 2.1.0 OK\r\n")?;
         } else if upper.starts_with("RCPT TO:") {
             let rcpt = address(&command[8..]);
-            let reply = {
+            let code = {
                 let mut s = shared.lock().unwrap();
-                let code = if s
+                let fault = next_fault(&mut s, std::slice::from_ref(&rcpt), |f| {
+                    matches!(f, Fault::AtRcpt(_))
+                });
+                let code = if let Some(Fault::AtRcpt(code)) = fault {
+                    code
+                } else if s
                     .rules
                     .permanent
                     .iter()
@@ -198,20 +382,42 @@ fn session(stream: TcpStream, shared: &Mutex<Shared>) -> std::io::Result<()> {
                 }
                 code
             };
-            match reply {
-                550 => out.write_all(b"550 5.1.1 No such user here\r\n")?,
-                451 => out.write_all(b"451 4.3.0 Try again later\r\n")?,
-                _ => {
+            match code {
+                250 => {
                     to.push(rcpt);
                     out.write_all(b"250 2.1.5 OK\r\n")?
                 }
+                421 => {
+                    out.write_all(b"421 4.3.2 Closing the connection\r\n")?;
+                    return Ok(());
+                }
+                code if code >= 500 => {
+                    out.write_all(format!("{code} 5.1.1 No such user here\r\n").as_bytes())?
+                }
+                code => out.write_all(format!("{code} 4.3.0 Try again later\r\n").as_bytes())?,
             }
         } else if upper == "DATA" {
             if to.is_empty() {
                 out.write_all(b"554 5.5.1 No valid recipients\r\n")?;
                 continue;
             }
+            let fault = {
+                let mut s = shared.lock().unwrap();
+                s.begun += 1;
+                let every = s.rules.drop_every;
+                let fault = next_fault(&mut s, &to, |f| !matches!(f, Fault::AtRcpt(_)));
+                fault.or((every > 0 && s.begun % every == 0).then_some(Fault::DropMidData))
+            };
             out.write_all(b"354 End data with <CR><LF>.<CR><LF>\r\n")?;
+            if fault == Some(Fault::DropAtData) {
+                shared
+                    .lock()
+                    .unwrap()
+                    .cut
+                    .push((to[0].clone(), Fault::DropAtData));
+                let _ = out.shutdown(Shutdown::Both);
+                return Ok(());
+            }
             let mut data = Vec::new();
             let mut raw = Vec::new();
             loop {
@@ -228,17 +434,74 @@ fn session(stream: TcpStream, shared: &Mutex<Shared>) -> std::io::Result<()> {
                     &raw[..]
                 };
                 data.extend_from_slice(unstuffed);
+                if fault == Some(Fault::DropMidData) && data.len() >= 1024 {
+                    shared
+                        .lock()
+                        .unwrap()
+                        .cut
+                        .push((to[0].clone(), Fault::DropMidData));
+                    let _ = out.shutdown(Shutdown::Both);
+                    return Ok(());
+                }
             }
             let delay = shared.lock().unwrap().rules.delay;
             if !delay.is_zero() {
                 std::thread::sleep(delay);
             }
-            shared.lock().unwrap().received.push(Received {
-                from: from.clone(),
-                to: std::mem::take(&mut to),
-                data,
-            });
-            out.write_all(b"250 2.0.0 Queued\r\n")?;
+            if let Some(Fault::AfterData(code)) = fault {
+                let hold = {
+                    let mut s = shared.lock().unwrap();
+                    s.refusals.push((to[0].clone(), code));
+                    s.rules.hold_after_refusal
+                };
+                let text = if code >= 500 {
+                    "5.7.1 Message refused"
+                } else {
+                    "4.7.1 Try again later"
+                };
+                out.write_all(format!("{code} {text}\r\n").as_bytes())?;
+                to.clear();
+                if hold {
+                    line.clear();
+                    let got = reader.read_line(&mut line)?;
+                    if got > 0 {
+                        shared.lock().unwrap().held = true;
+                    }
+                    // Never answer: wait for the client to leave.
+                    let mut rest = String::new();
+                    while reader.read_line(&mut rest)? > 0 {
+                        rest.clear();
+                    }
+                    return Ok(());
+                }
+                continue;
+            }
+            {
+                let mut s = shared.lock().unwrap();
+                s.received.push(Received {
+                    from: from.clone(),
+                    to: std::mem::take(&mut to),
+                    data,
+                });
+                if let Some(f @ (Fault::DropAfterData | Fault::NoReply)) = fault {
+                    let rcpt = s.received.last().unwrap().to[0].clone();
+                    s.cut.push((rcpt, f));
+                }
+            }
+            match fault {
+                Some(Fault::DropAfterData) => {
+                    let _ = out.shutdown(Shutdown::Both);
+                    return Ok(());
+                }
+                Some(Fault::NoReply) => {
+                    let mut rest = String::new();
+                    while reader.read_line(&mut rest)? > 0 {
+                        rest.clear();
+                    }
+                    return Ok(());
+                }
+                _ => out.write_all(b"250 2.0.0 Queued\r\n")?,
+            }
         } else if upper == "RSET" {
             to.clear();
             out.write_all(b"250 2.0.0 OK\r\n")?;
