@@ -16,12 +16,14 @@
 //! memory (VmHWM) before and after the send.
 
 use std::io::{BufRead, BufReader};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+
+mod support;
+use support::{Api, Guard, free_port, wait_connectable};
 
 const CEILING_SCRIPT: &str = "/work/shared/bench/smtp-ceiling.sh";
 
@@ -48,32 +50,6 @@ fn args() -> Args {
         }
     }
     args
-}
-
-/// Kills the child when dropped.
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn wait_connectable(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "nothing listens on {port}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// Runs `smtp-ceiling.sh` (50,000 messages of 20,000 bytes over 4 connections) and returns
@@ -139,64 +115,6 @@ fn thread_cpu(pid: u32, seen: &mut std::collections::HashMap<u64, (String, f64)>
     }
 }
 
-/// Owner, paid newsletter and an API key, written into a migrated database; returns the key.
-fn seed(data_dir: &Path, tracking: bool) -> String {
-    let conn = rusqlite::Connection::open(data_dir.join("broadsheet.db")).unwrap();
-    let now = broadsheet::clock::now_string();
-    conn.execute(
-        "INSERT INTO users (email, password_hash, confirmed_at, created_at, updated_at) VALUES ('bench@example.com', 'x', ?1, ?1, ?1)",
-        [&now],
-    )
-    .unwrap();
-    conn.execute(
-        "INSERT INTO newsletters (owner_id, name, tagline, sender_name, sender_email, subdomain, status, tier, frequency,
-             target_audience, content_tone, newsletter_length, live_at, tracking_enabled, bounce_token, created_at, updated_at)
-         VALUES (1, 'Bench Weekly', 'Fast mail', 'Bench Weekly', 'editor@bench.example', 'bench', 'active', 'paid', 'weekly',
-             'Engineers', 'friendly', 'medium', ?1, ?2, ?3, ?1, ?1)",
-        rusqlite::params![now, tracking, broadsheet::domain::secrets::random_hex(16)],
-    )
-    .unwrap();
-    let prefix = "benchkey";
-    let key = format!("{prefix}{}", broadsheet::domain::secrets::random_hex(32));
-    conn.execute(
-        "INSERT INTO api_keys (newsletter_id, name, prefix, key_hash, can_read, can_write, can_delete, created_at)
-         VALUES (1, 'bench', ?1, ?2, 1, 1, 1, ?3)",
-        rusqlite::params![
-            prefix,
-            broadsheet::domain::secrets::sha256_hex(&key),
-            now
-        ],
-    )
-    .unwrap();
-    key
-}
-
-struct Api {
-    agent: ureq::Agent,
-    base: String,
-    key: String,
-}
-
-impl Api {
-    fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-        let request = ureq::http::Request::builder()
-            .method(method)
-            .uri(format!("{}/api/v1{path}", self.base))
-            .header("Authorization", format!("Bearer {}", self.key))
-            .header("Content-Type", "application/json");
-        let body = body
-            .map(|b| serde_json::to_vec(&b).unwrap())
-            .unwrap_or_default();
-        let mut response = self
-            .agent
-            .run(request.body(body).unwrap())
-            .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
-        let status = response.status().as_u16();
-        let text = response.body_mut().read_to_string().unwrap_or_default();
-        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-    }
-}
-
 /// Markdown of about 9 KB and five articles: with the template, quoted-printable and the
 /// personal links, a message of about 20 KB, like the ceiling's.
 fn issue_body() -> Value {
@@ -256,14 +174,7 @@ fn message_size(data_dir: &Path, issue_id: i64, tracking: bool, port: u16) -> us
 fn main() {
     let args = args();
     let script = std::env::var("SMTP_CEILING_SCRIPT").unwrap_or_else(|_| CEILING_SCRIPT.into());
-    let binary = PathBuf::from(
-        std::env::var("BROADSHEET_BIN").unwrap_or_else(|_| "target/release/broadsheet".into()),
-    );
-    assert!(
-        binary.exists(),
-        "{} missing: cargo build --release --bin broadsheet",
-        binary.display()
-    );
+    let binary = support::binary();
 
     eprintln!("measuring the ceiling ...");
     // `SEND_BENCH_CEILING=N` skips the measurement (for quick runs while profiling).
@@ -291,70 +202,29 @@ fn main() {
         .prefix("send-bench-")
         .tempdir()
         .unwrap();
-    let status = Command::new(&binary)
-        .arg("migrate")
-        .env("BROADSHEET_DATA_DIR", data.path())
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success(), "migrate failed");
-    let key = seed(data.path(), args.tracking);
+    support::migrate_and_seed_owner(&binary, data.path());
+    let (_, key) = support::seed_newsletter(data.path(), "bench", args.tracking);
 
     let port = free_port();
     let log_path = data.path().join("server.log");
-    let log = std::fs::File::create(&log_path).unwrap();
-    let server = Guard(
-        Command::new(&binary)
-            .args([
-                "serve",
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--base-url",
-                &format!("http://127.0.0.1:{port}"),
-                "--public-host",
-                &format!("localhost:{port}"),
-                "--smtp-url",
-                &format!("smtp://127.0.0.1:{sink_port}"),
-                "--job-poll-ms",
-                "50",
-                "--rate-limit-bulk",
-                "100000",
-                "--rate-limit-write",
-                "100000",
-                "--rate-limit-get",
-                "1000000",
-                "--send-concurrency",
-                &args.concurrency.to_string(),
-            ])
-            .env("BROADSHEET_DATA_DIR", data.path())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("starting broadsheet serve"),
-    );
+    let server = Guard(support::serve(
+        &binary,
+        data.path(),
+        port,
+        sink_port,
+        &["--send-concurrency", &args.concurrency.to_string()],
+        &[],
+    ));
     let pid = server.0.id();
     wait_connectable(port);
-    let api = Api {
-        agent: ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(300)))
-            .build()
-            .into(),
-        base: format!("http://127.0.0.1:{port}"),
-        key,
-    };
+    let api = Api::new(port, &key);
 
     eprintln!("adding {} subscribers ...", args.subscribers);
     let started = Instant::now();
     let emails: Vec<String> = (0..args.subscribers)
         .map(|n| format!("reader{n}@example.net"))
         .collect();
-    for chunk in emails.chunks(1000) {
-        let body =
-            json!({"subscribers": chunk.iter().map(|e| json!({"email": e})).collect::<Vec<_>>()});
-        let (status, result) = api.call("POST", "/subscribers/bulk_create", Some(body));
-        assert_eq!(status, 200, "bulk_create: {result}");
-    }
+    api.subscribe_all(&emails);
     eprintln!(
         "subscribers added in {:.1} s",
         started.elapsed().as_secs_f64()

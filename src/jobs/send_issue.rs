@@ -584,6 +584,7 @@ fn write_groups(
         });
         match committed {
             Ok(claimed) => {
+                crash_point(claimed.len());
                 // Straight after the commit: the end-of-data marks, nothing in between.
                 for (id, socket, answer) in claims {
                     let commit = if claimed.contains(&id) {
@@ -628,6 +629,29 @@ fn write_groups(
     // What could not be written: answer the waiting connections so they can close.
     drop(acks);
     refuse_all(writes);
+}
+
+/// A crash point for fault trials (`examples/fault_soak.rs`): with
+/// `BROADSHEET_CRASH_AFTER_CLAIMS=N` in the environment the process aborts right after the
+/// commit that records its N-th claim, before that commit's end-of-data marks: the worst
+/// instant for a kill, hit on purpose instead of by chance. Unset in normal use.
+fn crash_point(claimed_now: usize) {
+    use std::sync::OnceLock;
+    use std::sync::atomic::AtomicU64;
+    static AFTER: OnceLock<Option<u64>> = OnceLock::new();
+    static CLAIMED: AtomicU64 = AtomicU64::new(0);
+    let Some(after) = *AFTER.get_or_init(|| {
+        std::env::var("BROADSHEET_CRASH_AFTER_CLAIMS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+    }) else {
+        return;
+    };
+    let claimed = CLAIMED.fetch_add(claimed_now as u64, Ordering::SeqCst) + claimed_now as u64;
+    if claimed_now > 0 && claimed >= after {
+        eprintln!("send: BROADSHEET_CRASH_AFTER_CLAIMS={after}: aborting after claim {claimed}");
+        std::process::abort();
+    }
 }
 
 /// Spaces messages out to `--send-rate` per second across all connections.

@@ -90,6 +90,8 @@ pub struct Rules {
     /// After refusing a message at its end, hold that connection: read the client's next
     /// command, note it ([`SmtpSink::held_after_refusal`]) and never answer it.
     pub hold_after_refusal: bool,
+    /// Keep the envelope of each message but not its content (long soaks).
+    pub discard_bodies: bool,
 }
 
 #[derive(Default)]
@@ -478,6 +480,9 @@ fn session(stream: TcpStream, shared: &Mutex<Shared>) -> std::io::Result<()> {
             }
             {
                 let mut s = shared.lock().unwrap();
+                if s.rules.discard_bodies {
+                    data = Vec::new();
+                }
                 s.received.push(Received {
                     from: from.clone(),
                     to: std::mem::take(&mut to),

@@ -1,0 +1,455 @@
+//! Fault soak (not a test): sends of a few thousand recipients each, hit by `kill -9` at
+//! random moments, by a crash right after a claim's commit (the worst instant, reached on
+//! purpose through the crash point `BROADSHEET_CRASH_AFTER_CLAIMS`), by SIGTERM and by relay
+//! outages, against an SMTP sink running as a process of its own (the test suite's sink,
+//! `tests/it/support/smtp.rs`). After each send it compares, recipient by recipient, what the
+//! sink took with what the database reports, and at the end prints sends, kills,
+//! duplicates, skips and unconfirmed messages.
+//!
+//! ```text
+//! cargo build --release --bin broadsheet
+//! cargo run --release --example fault_soak -- [--kills 100] [--min 2000] [--max 5000] [--seed N]
+//! ```
+//!
+//! A duplicate is a recipient the sink took twice. A skip is a recipient whose status
+//! contradicts the sink: counted `sent` but never taken, or taken but counted `pending`,
+//! `bounced` or `failed`. An unconfirmed message went out whole but its answer never came;
+//! the promise is at most one per open connection per kill (or outage). The exit code is 1
+//! when any of that fails.
+
+#[path = "../tests/it/support/smtp.rs"]
+#[allow(dead_code)]
+mod smtp;
+mod support;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+
+use support::{Api, Guard, free_port, wait_connectable};
+
+/// SMTP connections of each send (`--send-concurrency`).
+const CONNECTIONS: usize = 8;
+
+struct Options {
+    kills: usize,
+    min: usize,
+    max: usize,
+    seed: u64,
+}
+
+fn options() -> Options {
+    let mut options = Options {
+        kills: 100,
+        min: 2000,
+        max: 5000,
+        seed: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = || -> u64 { it.next().and_then(|v| v.parse().ok()).expect("a number") };
+        match arg.as_str() {
+            "--kills" => options.kills = value() as usize,
+            "--min" => options.min = value() as usize,
+            "--max" => options.max = value() as usize,
+            "--seed" => options.seed = value(),
+            other => panic!("unknown argument {other}"),
+        }
+    }
+    options
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("sink") {
+        run_sink(args[2].parse().expect("a port"));
+        return ExitCode::SUCCESS;
+    }
+    soak(options())
+}
+
+/// The sink process: the test suite's SMTP sink, driven by lines on stdin (`down`, `up`,
+/// `counts PREFIX`), answering one line each.
+fn run_sink(port: u16) {
+    let sink = smtp::SmtpSink::start_on(
+        port,
+        smtp::Rules {
+            discard_bodies: true,
+            ..smtp::Rules::default()
+        },
+    );
+    let mut out = std::io::stdout();
+    writeln!(out, "ready").unwrap();
+    for line in std::io::stdin().lines().map_while(Result::ok) {
+        let answer = match line.split_once(' ').unwrap_or((line.as_str(), "")) {
+            ("down", _) => {
+                sink.go_down();
+                "ok".to_string()
+            }
+            ("up", _) => {
+                sink.go_up();
+                "ok".to_string()
+            }
+            ("counts", prefix) => {
+                let counts: HashMap<String, usize> = sink
+                    .counts()
+                    .into_iter()
+                    .filter(|(to, _)| to.starts_with(prefix))
+                    .collect();
+                serde_json::to_string(&counts).unwrap()
+            }
+            _ => "?".to_string(),
+        };
+        writeln!(out, "{answer}").unwrap();
+        out.flush().unwrap();
+    }
+}
+
+/// The sink, seen from the soak.
+struct Sink {
+    _child: Guard,
+    input: ChildStdin,
+    output: BufReader<ChildStdout>,
+    port: u16,
+}
+
+impl Sink {
+    fn start() -> Sink {
+        let port = free_port();
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["sink", &port.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("starting the sink process");
+        let input = child.stdin.take().unwrap();
+        let mut output = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        output.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "ready");
+        Sink {
+            _child: Guard(child),
+            input,
+            output,
+            port,
+        }
+    }
+
+    fn ask(&mut self, command: &str) -> String {
+        writeln!(self.input, "{command}").unwrap();
+        self.input.flush().unwrap();
+        let mut line = String::new();
+        self.output.read_line(&mut line).unwrap();
+        line.trim().to_string()
+    }
+
+    fn counts(&mut self, prefix: &str) -> HashMap<String, usize> {
+        serde_json::from_str(&self.ask(&format!("counts {prefix}"))).unwrap()
+    }
+}
+
+/// The server under trial: restarted after every kill, sometimes armed with the crash point.
+struct Server {
+    child: Option<Child>,
+    binary: std::path::PathBuf,
+    data_dir: std::path::PathBuf,
+    port: u16,
+    smtp_port: u16,
+}
+
+impl Server {
+    /// Starts it; `crash_after` arms the crash point.
+    fn start(&mut self, crash_after: Option<u64>) {
+        let env: Vec<(&str, String)> = crash_after
+            .map(|n| ("BROADSHEET_CRASH_AFTER_CLAIMS", n.to_string()))
+            .into_iter()
+            .collect();
+        self.child = Some(support::serve(
+            &self.binary,
+            &self.data_dir,
+            self.port,
+            self.smtp_port,
+            &[
+                "--send-concurrency",
+                &CONNECTIONS.to_string(),
+                "--send-retry-base-ms",
+                "200",
+                "--send-outage-retry-ms",
+                "200",
+                "--smtp-timeout-ms",
+                "5000",
+            ],
+            &env,
+        ));
+        wait_connectable(self.port);
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM; returns how long it took to exit (killed after 60 s).
+    fn terminate(&mut self) -> Duration {
+        let Some(mut child) = self.child.take() else {
+            return Duration::ZERO;
+        };
+        let asked = Instant::now();
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        while asked.elapsed() < Duration::from_secs(60) {
+            if let Ok(Some(_)) = child.try_wait() {
+                return asked.elapsed();
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        asked.elapsed()
+    }
+
+    /// True when the process ended by itself (the crash point fired).
+    fn crashed(&mut self) -> bool {
+        let ended = self
+            .child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))));
+        if ended {
+            self.child = None;
+        }
+        ended
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn status(data_dir: &Path, issue_id: i64) -> String {
+    support::open(data_dir)
+        .query_row("SELECT status FROM issues WHERE id = ?1", [issue_id], |r| {
+            r.get(0)
+        })
+        .unwrap()
+}
+
+#[derive(Default)]
+struct Totals {
+    sends: usize,
+    recipients: usize,
+    /// kill -9 while the issue was sending.
+    kills: usize,
+    /// Crash point fired: aborted right after a claim's commit.
+    claim_crashes: usize,
+    sigterms: usize,
+    slowest_sigterm: Duration,
+    outages: usize,
+    duplicates: usize,
+    skips: usize,
+    unconfirmed: usize,
+    unconfirmed_arrived: usize,
+    /// Sends with more unconfirmed messages than connections times kills and outages.
+    over_bound: usize,
+}
+
+/// One fault, chosen at random.
+#[derive(Debug, Clone, Copy)]
+enum Fault {
+    Kill,
+    Sigterm,
+    Outage,
+}
+
+fn soak(options: Options) -> ExitCode {
+    eprintln!("fault soak: seed {}", options.seed);
+    let mut rng = StdRng::seed_from_u64(options.seed);
+    let binary = support::binary();
+    let mut sink = Sink::start();
+    let data = tempfile::Builder::new()
+        .prefix("fault-soak-")
+        .tempdir()
+        .unwrap();
+    support::migrate_and_seed_owner(&binary, data.path());
+    let mut server = Server {
+        child: None,
+        binary,
+        data_dir: data.path().to_path_buf(),
+        port: free_port(),
+        smtp_port: sink.port,
+    };
+    server.start(None);
+    let mut totals = Totals::default();
+    let started = Instant::now();
+    while totals.kills + totals.claim_crashes < options.kills {
+        totals.sends += 1;
+        let send = totals.sends;
+        let (_, key) = support::seed_newsletter(data.path(), &format!("soak{send}"), true);
+        let api = Api::new(server.port, &key);
+        let count = rng.random_range(options.min..=options.max);
+        let prefix = format!("s{send}r");
+        let emails: Vec<String> = (0..count)
+            .map(|n| format!("{prefix}{n}@soak.example"))
+            .collect();
+        api.subscribe_all(&emails);
+        let (code, issue) = api.call(
+            "POST",
+            "/issues",
+            Some(json!({"issue": {"subject": format!("Soak {send}"), "status": "approved",
+                "content_markdown": "Every reader **once**, [whatever fails](https://example.org/once)."}})),
+        );
+        assert_eq!(code, 201, "{issue}");
+        let issue_id = issue["id"].as_i64().unwrap();
+        let (code, queued) = api.call("POST", &format!("/issues/{issue_id}/send_now"), None);
+        assert_eq!(code, 200, "{queued}");
+
+        let (mut kills, mut outages) = (0, 0);
+        let mut faults = rng.random_range(1..=3);
+        // The crash point fired: the process ended by itself right after a claim's commit.
+        let recover = |server: &mut Server, totals: &mut Totals| {
+            let crashed = server.crashed();
+            if crashed {
+                totals.claim_crashes += 1;
+                server.start(None);
+            }
+            usize::from(crashed)
+        };
+        loop {
+            kills += recover(&mut server, &mut totals);
+            let state = status(data.path(), issue_id);
+            if state == "sent" {
+                break;
+            }
+            assert_eq!(state, "sending", "send {send}: issue {state}");
+            if faults == 0 {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+            faults -= 1;
+            std::thread::sleep(Duration::from_millis(rng.random_range(10..1200)));
+            if recover(&mut server, &mut totals) > 0 {
+                kills += 1;
+                continue;
+            }
+            let fault = match rng.random_range(0..100) {
+                0..60 => Fault::Kill,
+                60..80 => Fault::Sigterm,
+                _ => Fault::Outage,
+            };
+            match fault {
+                Fault::Kill => {
+                    server.kill();
+                    if status(data.path(), issue_id) == "sending" {
+                        totals.kills += 1;
+                        kills += 1;
+                    }
+                    // One restart in four is armed to crash right after a claim's commit.
+                    let armed = rng
+                        .random_bool(0.25)
+                        .then(|| rng.random_range(1..=count as u64 / 2));
+                    server.start(armed);
+                }
+                Fault::Sigterm => {
+                    let took = server.terminate();
+                    totals.sigterms += 1;
+                    totals.slowest_sigterm = totals.slowest_sigterm.max(took);
+                    server.start(None);
+                }
+                Fault::Outage => {
+                    assert_eq!(sink.ask("down"), "ok");
+                    std::thread::sleep(Duration::from_millis(rng.random_range(200..2500)));
+                    assert_eq!(sink.ask("up"), "ok");
+                    totals.outages += 1;
+                    outages += 1;
+                }
+            }
+        }
+        // Disarm for the next send.
+        server.kill();
+        server.start(None);
+
+        let received = sink.counts(&prefix);
+        let statuses: Vec<(String, String)> = {
+            let conn = support::open(data.path());
+            let mut stmt = conn
+                .prepare("SELECT email, status FROM deliveries WHERE issue_id = ?1")
+                .unwrap();
+            stmt.query_map([issue_id], |r| Ok((r.get(0)?, r.get(1)?)))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        };
+        assert_eq!(statuses.len(), count, "send {send}: one delivery each");
+        let (mut duplicates, mut skips, mut unconfirmed, mut arrived) = (0, 0, 0, 0);
+        for (email, status) in &statuses {
+            let got = received.get(email).copied().unwrap_or(0);
+            duplicates += usize::from(got > 1);
+            match status.as_str() {
+                "sent" => skips += usize::from(got != 1),
+                "unconfirmed" => {
+                    unconfirmed += 1;
+                    arrived += usize::from(got == 1);
+                }
+                _ => skips += usize::from(got != 0),
+            }
+        }
+        let bound = CONNECTIONS * (kills + outages);
+        let over = unconfirmed > bound;
+        totals.recipients += count;
+        totals.duplicates += duplicates;
+        totals.skips += skips;
+        totals.unconfirmed += unconfirmed;
+        totals.unconfirmed_arrived += arrived;
+        totals.over_bound += usize::from(over);
+        println!(
+            "send {send}: {count} recipients, {kills} kill(s), {outages} outage(s): \
+             {duplicates} duplicate(s), {skips} skip(s), {unconfirmed} unconfirmed ({arrived} arrived){}",
+            if over { " OVER THE BOUND" } else { "" }
+        );
+    }
+    println!(
+        "\nfault soak (seed {}): {} sends, {} recipients in {:.0} s",
+        options.seed,
+        totals.sends,
+        totals.recipients,
+        started.elapsed().as_secs_f64()
+    );
+    println!(
+        "kills: {} (kill -9 at random moments {}, crash right after a claim's commit {}); \
+         SIGTERMs: {} (slowest exit {:.2} s); relay outages: {}",
+        totals.kills + totals.claim_crashes,
+        totals.kills,
+        totals.claim_crashes,
+        totals.sigterms,
+        totals.slowest_sigterm.as_secs_f64(),
+        totals.outages
+    );
+    println!(
+        "duplicates: {}, skips: {}, unconfirmed: {} ({} of them arrived), sends over the bound of {CONNECTIONS} per kill or outage: {}",
+        totals.duplicates,
+        totals.skips,
+        totals.unconfirmed,
+        totals.unconfirmed_arrived,
+        totals.over_bound
+    );
+    if totals.duplicates == 0 && totals.skips == 0 && totals.over_bound == 0 {
+        println!("PASS");
+        ExitCode::SUCCESS
+    } else {
+        println!("FAIL");
+        ExitCode::FAILURE
+    }
+}
