@@ -46,11 +46,19 @@ pub fn backup_to(
     let source = super::open(db)?;
     let partial = target.with_extension("partial");
     let _ = std::fs::remove_file(&partial);
-    let mut dest = Connection::open(&partial)?;
-    copy(&source, &mut dest, progress)?;
-    // A backup is one self-contained file: no WAL beside it.
-    dest.pragma_update(None, "journal_mode", "DELETE")?;
-    drop(dest);
+    let written = Connection::open(&partial)
+        .map_err(StoreError::from)
+        .and_then(|mut dest| {
+            copy(&source, &mut dest, progress)?;
+            // A backup is one self-contained file: no WAL beside it.
+            dest.pragma_update(None, "journal_mode", "DELETE")?;
+            Ok(())
+        });
+    if let Err(e) = written {
+        // A failed copy (a full disk, say) leaves nothing half-written behind.
+        let _ = std::fs::remove_file(&partial);
+        return Err(e);
+    }
     std::fs::rename(&partial, target)?;
     Ok(())
 }
