@@ -54,6 +54,23 @@ pub fn spawn_app_on(smtp: SmtpSink, extra: &[&str]) -> App {
     launch(smtp, extra, root, data_dir, None)
 }
 
+/// Like [`spawn_app_with`] with the data directory in memory (`/dev/shm` where there is
+/// one): fsync costs nothing there, so the server writes as steadily as on a fast disk,
+/// without the stalls of this machine's shared one.
+pub fn spawn_app_in_memory(extra: &[&str]) -> App {
+    let shm = Path::new("/dev/shm");
+    let root = if shm.is_dir() {
+        tempfile::Builder::new()
+            .prefix("broadsheet-test-")
+            .tempdir_in(shm)
+            .expect("temporary data dir in /dev/shm")
+    } else {
+        temporary_dir()
+    };
+    let data_dir = root.path().to_path_buf();
+    launch(SmtpSink::start(), extra, root, data_dir, None)
+}
+
 /// Like [`spawn_app_on`] with the data directory on a tmpfs of `size_mb` MiB, so that
 /// [`App::fill_disk`] fills it for real. The server's log stays outside it (the server
 /// must be able to write its log on a full disk). `None` when the tmpfs cannot be mounted

@@ -14,8 +14,8 @@ pub mod smtp;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub use app::{
-    App, run_cli, spawn_app, spawn_app_on, spawn_app_on_small_disk, spawn_app_outbox,
-    spawn_app_with, wait_for,
+    App, run_cli, spawn_app, spawn_app_in_memory, spawn_app_on, spawn_app_on_small_disk,
+    spawn_app_outbox, spawn_app_with, wait_for,
 };
 pub use http::{Client, Resp};
 pub use serde_json::{Value, json};
