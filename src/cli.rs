@@ -39,7 +39,7 @@ impl From<StoreError> for Failure {
         };
         Failure {
             code,
-            message: e.to_string(),
+            message: explained(&e),
         }
     }
 }
@@ -51,10 +51,20 @@ impl From<DomainError> for Failure {
             DomainError::Invalid(..) => EXIT_USAGE,
             _ => EXIT_FAILURE,
         };
-        Failure {
-            code,
-            message: e.to_string(),
-        }
+        let message = match &e {
+            DomainError::Store(store) => explained(store),
+            _ => e.to_string(),
+        };
+        Failure { code, message }
+    }
+}
+
+/// A store failure in words, with what to do when the disk is full.
+fn explained(e: &StoreError) -> String {
+    if e.is_disk_full() {
+        format!("{e}\nthe disk is full: free some space and run the command again")
+    } else {
+        e.to_string()
     }
 }
 

@@ -103,6 +103,10 @@ pub async fn report_with_token(
         .await;
     match outcome {
         Ok(()) => PoemJson(serde_json::json!({"message": "Bounce recorded"})).into_response(),
-        Err(e) => ApiError::from(e).into_response(),
+        Err(e) => {
+            let mut response = ApiError::from(e).into_response();
+            super::error::retry_hint(&mut response);
+            response
+        }
     }
 }

@@ -64,7 +64,13 @@ pub enum ApiError {
     /// An unexpected server failure.
     #[oai(status = 500)]
     Internal(Json<ErrorBody>),
+    /// The server's disk is full: nothing was saved. Try again later; see `Retry-After`.
+    #[oai(status = 507)]
+    InsufficientStorage(Json<ErrorBody>),
 }
+
+/// Seconds a client is asked to wait after a 507: freeing disk space takes an operator.
+pub const DISK_FULL_RETRY_AFTER: u32 = 60;
 
 fn body(code: &str, message: impl Into<String>, fields: Option<&FieldErrors>) -> Json<ErrorBody> {
     Json(ErrorBody {
@@ -100,6 +106,13 @@ impl ApiError {
         ApiError::PayloadTooLarge(body(
             "payload_too_large",
             "The request body is larger than 2 MiB",
+            None,
+        ))
+    }
+    pub fn disk_full() -> Self {
+        ApiError::InsufficientStorage(body(
+            "disk_full",
+            "The server's disk is full, so nothing was saved. Try again once the operator has freed some space.",
             None,
         ))
     }
@@ -140,11 +153,24 @@ impl From<DomainError> for ApiError {
                 "Rate limit of {} requests per hour reached; try again in {} seconds",
                 window.limit, window.retry_after
             )),
+            DomainError::Store(e) if e.is_disk_full() => {
+                eprintln!("api: the disk is full, a write was refused: {e}");
+                ApiError::disk_full()
+            }
             DomainError::Store(e) => {
                 eprintln!("api: internal error: {e}");
                 ApiError::internal()
             }
         }
+    }
+}
+
+/// Adds `Retry-After` to a 507, wherever in the API it was answered.
+pub fn retry_hint(response: &mut Response) {
+    if response.status() == StatusCode::INSUFFICIENT_STORAGE {
+        response
+            .headers_mut()
+            .insert("Retry-After", DISK_FULL_RETRY_AFTER.into());
     }
 }
 

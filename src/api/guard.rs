@@ -5,7 +5,7 @@ use std::sync::Arc;
 use poem::http::{HeaderValue, Method};
 use poem::{Endpoint, IntoResponse, Request, Response};
 
-use super::error::{ApiError, into_json_response};
+use super::error::{ApiError, into_json_response, retry_hint};
 use crate::app::AppState;
 use crate::domain::api_keys::{self, ApiKey, Permission};
 use crate::domain::rate_limit::{self, Window};
@@ -73,8 +73,14 @@ async fn read_bounded(body: poem::Body) -> std::io::Result<Option<Vec<u8>>> {
     Ok((total <= super::BODY_LIMIT).then_some(kept))
 }
 
-/// Authenticates and counts the request, then runs the operation.
-pub async fn guard<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Response> {
+/// Authenticates and counts the request, then runs the operation; every answer passes here.
+pub async fn guard<E: Endpoint>(ep: Arc<E>, req: Request) -> poem::Result<Response> {
+    let mut response = checked(ep, req).await?;
+    retry_hint(&mut response);
+    Ok(response)
+}
+
+async fn checked<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Response> {
     let state: Arc<AppState> = req
         .data::<Arc<AppState>>()
         .expect("app state is installed")
@@ -98,8 +104,16 @@ pub async fn guard<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Re
                     "bulk" => limits.bulk,
                     _ => limits.write,
                 };
-                let window =
-                    rate_limit::hit(conn, &format!("api:{bucket}:{}", key.id), HOUR, limit)?;
+                let bucket = format!("api:{bucket}:{}", key.id);
+                let window = match rate_limit::hit(conn, &bucket, HOUR, limit) {
+                    // A full disk cannot take the count: the request is held to its bucket
+                    // uncounted, so reads still work and a write answers 507 from its own
+                    // write.
+                    Err(DomainError::Store(e)) if e.is_disk_full() => {
+                        rate_limit::peek(conn, &bucket, HOUR, limit)?
+                    }
+                    counted => counted?,
+                };
                 let allowed = api_keys::require(&key, permission).and_then(|()| {
                     if writes {
                         newsletters::get(conn, key.newsletter_id)?.ensure_writable()

@@ -232,7 +232,7 @@ pub struct NewsletterApi;
     response_header(
         name = "Retry-After",
         ty = "Option<i64>",
-        description = "On 429 only: seconds until the window ends"
+        description = "On 429: seconds until the window ends; on 507 (the server's disk is full): seconds to wait before trying again"
     )
 )]
 impl NewsletterApi {

@@ -7,6 +7,7 @@ use rusqlite::{Connection, OptionalExtension};
 use super::secrets::{constant_time_eq, random_hex, sha256_hex};
 use super::{DomainError, DomainResult, FieldErrors, clean_text};
 use crate::clock;
+use crate::store::StoreError;
 
 pub const PREFIX_LEN: usize = 8;
 pub const KEY_LEN: usize = 72;
@@ -181,14 +182,21 @@ pub fn authenticate(conn: &Connection, token: &str) -> DomainResult<ApiKey> {
         return Err(unauthorized());
     }
     let now = clock::now();
-    conn.execute(
+    let touched = conn.execute(
         TOUCH,
         (
             key.id,
             clock::format(now),
             clock::format(now - time::Duration::minutes(1)),
         ),
-    )?;
+    );
+    // Noting the use is bookkeeping: on a full disk the request goes on without it (a read
+    // still works; a write fails at its own write).
+    if let Err(e) = touched.map_err(StoreError::from)
+        && !e.is_disk_full()
+    {
+        return Err(e.into());
+    }
     Ok(key)
 }
 

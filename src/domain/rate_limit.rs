@@ -1,7 +1,7 @@
 //! Fixed-window counters kept in SQLite (so a restart does not reset them): sign-in
 //! throttling per client address and the API's per-key hourly buckets.
 
-use rusqlite::Connection;
+use rusqlite::{Connection, OptionalExtension};
 
 use super::{DomainError, DomainResult};
 
@@ -16,6 +16,20 @@ pub struct Window {
     pub retry_after: i64,
 }
 
+/// The current window of `window_secs` and a `Window` for `used` hits of `limit` in it.
+fn current(window_secs: i64, limit: u32) -> (i64, impl Fn(u32) -> Window) {
+    let now = crate::clock::now().unix_timestamp();
+    let window_start = now - now.rem_euclid(window_secs);
+    let reset_at = window_start + window_secs;
+    let window = move |used: u32| Window {
+        limit,
+        remaining: limit.saturating_sub(used),
+        reset_at,
+        retry_after: (reset_at - now).max(1),
+    };
+    (window_start, window)
+}
+
 /// Counts one hit on `bucket` in the current window of `window_secs`; refuses with
 /// `RateLimited` once `limit` hits were already counted (refused hits do not count).
 pub fn hit(conn: &Connection, bucket: &str, window_secs: i64, limit: u32) -> DomainResult<Window> {
@@ -24,19 +38,11 @@ pub fn hit(conn: &Connection, bucket: &str, window_secs: i64, limit: u32) -> Dom
          WHERE count < ?3
          RETURNING count";
     const PRUNE: &str = "DELETE FROM rate_counters WHERE bucket = ?1 AND window_start < ?2";
-    let now = crate::clock::now().unix_timestamp();
-    let window_start = now - now.rem_euclid(window_secs);
-    let reset_at = window_start + window_secs;
+    let (window_start, window) = current(window_secs, limit);
     let counted: Option<u32> = {
         let mut stmt = conn.prepare_cached(COUNT)?;
         let mut rows = stmt.query((bucket, window_start, limit))?;
         rows.next()?.map(|row| row.get(0)).transpose()?
-    };
-    let window = |used: u32| Window {
-        limit,
-        remaining: limit.saturating_sub(used),
-        reset_at,
-        retry_after: (reset_at - now).max(1),
     };
     match counted {
         Some(used) if used <= limit => {
@@ -46,6 +52,22 @@ pub fn hit(conn: &Connection, bucket: &str, window_secs: i64, limit: u32) -> Dom
             Ok(window(used))
         }
         _ => Err(DomainError::RateLimited(window(limit))),
+    }
+}
+
+/// Like [`hit`] without counting: for when nothing can be written (a full disk), so a
+/// request is still held to its bucket's limit.
+pub fn peek(conn: &Connection, bucket: &str, window_secs: i64, limit: u32) -> DomainResult<Window> {
+    const USED: &str = "SELECT count FROM rate_counters WHERE bucket = ?1 AND window_start = ?2";
+    let (window_start, window) = current(window_secs, limit);
+    let used: u32 = conn
+        .query_row(USED, (bucket, window_start), |r| r.get(0))
+        .optional()?
+        .unwrap_or(0);
+    if used < limit {
+        Ok(window(used))
+    } else {
+        Err(DomainError::RateLimited(window(limit)))
     }
 }
 
@@ -68,5 +90,19 @@ mod tests {
             hit(&conn, "other", 3600, 3).is_ok(),
             "buckets are independent"
         );
+    }
+
+    #[test]
+    fn peeking_holds_to_the_limit_without_counting() {
+        let conn = crate::domain::testing::db();
+        assert_eq!(peek(&conn, "t", 3600, 2).unwrap().remaining, 2);
+        hit(&conn, "t", 3600, 2).unwrap();
+        assert_eq!(peek(&conn, "t", 3600, 2).unwrap().remaining, 1);
+        assert_eq!(peek(&conn, "t", 3600, 2).unwrap().remaining, 1);
+        hit(&conn, "t", 3600, 2).unwrap();
+        assert!(matches!(
+            peek(&conn, "t", 3600, 2),
+            Err(DomainError::RateLimited(_))
+        ));
     }
 }

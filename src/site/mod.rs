@@ -91,14 +91,11 @@ pub async fn resolve(req: &Request, state: &AppState) -> Result<Option<Site>, Re
         // The site answers once onboarding is done (the preferences step sets live_at).
         Ok(newsletter) if newsletter.live_at.is_some() => Ok(Some(Site(Arc::new(newsletter)))),
         Ok(_) | Err(DomainError::NotFound(_)) => Err(not_found()),
-        Err(e) => {
-            eprintln!("site: cannot resolve {host}: {e}");
-            Err(page_response(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "Something went wrong",
-                html! { p { "Please try again." } },
-            ))
-        }
+        Err(e) => Err(failure(
+            &format!("cannot resolve {host}"),
+            &e,
+            "Please try again.",
+        )),
     }
 }
 
@@ -159,6 +156,34 @@ pub fn no_favicon() -> Response {
         .status(StatusCode::NO_CONTENT)
         .header("Cache-Control", "public, max-age=86400")
         .finish()
+}
+
+/// Seconds a visitor is asked to wait after a full disk refused a write.
+const DISK_FULL_RETRY_AFTER: u32 = 60;
+
+/// The page for a failure the visitor cannot fix, logged in one line for the operator: a
+/// full disk says so (507, nothing was saved), anything else is a 500 with `hint`.
+pub fn failure(context: &str, e: &DomainError, hint: &str) -> Response {
+    if let DomainError::Store(store) = e
+        && store.is_disk_full()
+    {
+        eprintln!("site: the disk is full, a write was refused ({context}): {e}");
+        let mut response = page_response(
+            StatusCode::INSUFFICIENT_STORAGE,
+            "The server's disk is full",
+            html! { p { "Nothing was saved. Please try again in a few minutes." } },
+        );
+        response
+            .headers_mut()
+            .insert("Retry-After", DISK_FULL_RETRY_AFTER.into());
+        return response;
+    }
+    eprintln!("site: {context}: {e}");
+    page_response(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "Something went wrong",
+        html! { p { (hint) } },
+    )
 }
 
 pub fn not_found() -> Response {

@@ -46,16 +46,11 @@ async fn published(state: &State, site: &Site, page: Page) -> Result<(Vec<Issue>
         .db
         .run(move |conn| issues::list_published(conn, nid, page))
         .await
-        .map_err(|e| internal(&e))
+        .map_err(|e| internal("listing issues", &e))
 }
 
-fn internal(e: &DomainError) -> Response {
-    eprintln!("site: {e}");
-    page_response(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "Something went wrong",
-        html! { p { "Please try again in a moment." } },
-    )
+fn internal(what: &str, e: &DomainError) -> Response {
+    super::failure(what, e, "Please try again in a moment.")
 }
 
 fn issue_list(state: &State, site: &Site, issues: &[Issue]) -> Markup {
@@ -261,7 +256,7 @@ pub async fn subscribe(
             response
         }
         Err(DomainError::Rejected(..)) => not_taking_subscribers(&site.0.name),
-        Err(e) => internal(&e),
+        Err(e) => internal("subscribing", &e),
     }
 }
 
@@ -339,7 +334,7 @@ pub async fn confirm(
             html! { p { "The link was already used or is more than 7 days old. " a href="/subscribe" { "Subscribe again" } "." } },
         ),
         Err(DomainError::Rejected(..)) => not_taking_subscribers(&site.0.name),
-        Err(e) => internal(&e),
+        Err(e) => internal("confirming a subscription", &e),
     }
 }
 
@@ -395,7 +390,7 @@ pub async fn issue_page(
     match found {
         Ok(issue) => issue_document(state, site, &issue).into_response(),
         Err(DomainError::NotFound(_)) => not_found(),
-        Err(e) => internal(&e),
+        Err(e) => internal("showing an issue", &e),
     }
 }
 

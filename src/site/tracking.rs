@@ -86,14 +86,11 @@ pub async fn unsubscribe(
                 p { "You will receive no more issues of " (site.0.name) "." }
             },
         ),
-        Err(e) => {
-            eprintln!("site: unsubscribe of delivery {id} failed: {e}");
-            page_response(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "Something went wrong",
-                html! { p { "Please try the link again." } },
-            )
-        }
+        Err(e) => super::failure(
+            &format!("unsubscribe of delivery {id} failed"),
+            &e,
+            "Please try the link again.",
+        ),
     }
 }
 

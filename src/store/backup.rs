@@ -9,10 +9,35 @@ use rusqlite::backup::{Backup, Progress};
 
 use super::StoreError;
 
-/// Pages copied per step; between steps the server's writers get their turn.
+/// Pages copied per step: how often progress is reported.
 const PAGES_PER_STEP: std::ffi::c_int = 256;
 
+/// Copies `from` into `to` from one read snapshot of `from`, reporting progress per step.
+///
+/// Left to itself, each backup step opens and closes its own read transaction, and a write by
+/// another connection between two steps (the running server's) restarts the copy from the
+/// first page: under steady writes a backup never finished. Holding one read transaction
+/// open for the whole copy makes every step read the same snapshot, so the server's writes
+/// neither restart it nor appear in it half-way. Meanwhile the server keeps writing; only its
+/// WAL cannot be reset, so it grows by what is written during the copy.
 fn copy(
+    from: &Connection,
+    to: &mut Connection,
+    progress: impl FnMut(Progress),
+) -> Result<(), StoreError> {
+    // BEGIN takes no snapshot by itself; the first read does.
+    from.execute_batch("BEGIN")?;
+    let copied = from
+        .query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(()))
+        .map_err(StoreError::from)
+        .and_then(|()| copy_steps(from, to, progress));
+    // Ends the read transaction (nothing was written through `from`).
+    let ended = from.execute_batch("COMMIT");
+    copied?;
+    ended.map_err(StoreError::from)
+}
+
+fn copy_steps(
     from: &Connection,
     to: &mut Connection,
     mut progress: impl FnMut(Progress),
@@ -46,11 +71,19 @@ pub fn backup_to(
     let source = super::open(db)?;
     let partial = target.with_extension("partial");
     let _ = std::fs::remove_file(&partial);
-    let mut dest = Connection::open(&partial)?;
-    copy(&source, &mut dest, progress)?;
-    // A backup is one self-contained file: no WAL beside it.
-    dest.pragma_update(None, "journal_mode", "DELETE")?;
-    drop(dest);
+    let written = Connection::open(&partial)
+        .map_err(StoreError::from)
+        .and_then(|mut dest| {
+            copy(&source, &mut dest, progress)?;
+            // A backup is one self-contained file: no WAL beside it.
+            dest.pragma_update(None, "journal_mode", "DELETE")?;
+            Ok(())
+        });
+    if let Err(e) = written {
+        // A failed copy (a full disk, say) leaves nothing half-written behind.
+        let _ = std::fs::remove_file(&partial);
+        return Err(e);
+    }
     std::fs::rename(&partial, target)?;
     Ok(())
 }
@@ -75,4 +108,58 @@ pub fn restore_from(
     let mut to = super::open(db)?;
     copy(&from, &mut to, progress)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a busy server does to a backup, made certain: a write by another connection
+    /// between every two steps. It must neither restart the copy nor appear in it.
+    #[test]
+    fn writes_between_steps_neither_restart_the_copy_nor_enter_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("broadsheet.db");
+        let writer = super::super::open(&db).unwrap();
+        writer
+            .execute_batch(
+                "CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT);
+                 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 8000)
+                 INSERT INTO t (body) SELECT hex(randomblob(500)) FROM n;",
+            )
+            .unwrap();
+        let target = dir.path().join("copy.db");
+        let mut remaining = Vec::new();
+        backup_to(&db, &target, |p| {
+            remaining.push(p.remaining);
+            assert!(
+                remaining.len() < 100,
+                "the copy keeps restarting: {remaining:?}"
+            );
+            writer
+                .execute(
+                    "INSERT INTO t (body) VALUES ('written during the copy')",
+                    [],
+                )
+                .unwrap();
+        })
+        .unwrap();
+        assert!(remaining.len() > 4, "{remaining:?}");
+        assert!(
+            remaining.windows(2).all(|w| w[1] < w[0]),
+            "progress went back: {remaining:?}"
+        );
+        let copy = Connection::open(&target).unwrap();
+        let check: String = copy
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(check, "ok");
+        let rows: i64 = copy
+            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(
+            rows, 8000,
+            "the copy is the database as it was when it started"
+        );
+    }
 }

@@ -51,6 +51,30 @@ impl std::fmt::Display for StoreError {
 
 impl std::error::Error for StoreError {}
 
+impl StoreError {
+    /// The write failed because the disk (or the filesystem of the data directory) is full:
+    /// SQLite's SQLITE_FULL, or ENOSPC from a file the store writes. Nothing was saved, and
+    /// the same write can succeed once space is freed, so every door answers it with its own
+    /// clear message instead of a generic failure.
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            StoreError::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => {
+                e.code == rusqlite::ErrorCode::DiskFull
+            }
+            StoreError::Io(e) => is_disk_full_io(e),
+            _ => false,
+        }
+    }
+}
+
+/// ENOSPC (and EDQUOT, a full quota) from the operating system.
+pub fn is_disk_full_io(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    )
+}
+
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
         StoreError::Sqlite(e)
@@ -146,5 +170,27 @@ impl Db {
         })
         .await
         .map_err(|e| E::from(StoreError::Task(e.to_string())))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn disk_full_is_sqlite_full_or_enospc() {
+        let sqlite = |code| {
+            StoreError::from(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(code),
+                None,
+            ))
+        };
+        assert!(sqlite(rusqlite::ffi::SQLITE_FULL).is_disk_full());
+        assert!(!sqlite(rusqlite::ffi::SQLITE_BUSY).is_disk_full());
+        // ENOSPC, as Linux reports it.
+        assert!(StoreError::from(std::io::Error::from_raw_os_error(28)).is_disk_full());
+        assert!(
+            !StoreError::from(std::io::Error::from(std::io::ErrorKind::NotFound)).is_disk_full()
+        );
     }
 }

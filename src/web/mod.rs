@@ -244,8 +244,13 @@ pub enum WebError {
     BadForm(String),
     TooManyRequests(i64),
     Forbidden(String),
+    /// A write failed because the server's disk is full; nothing was saved.
+    DiskFull(String),
     Internal(String),
 }
+
+/// Seconds a browser is asked to wait after a full disk refused a write.
+const DISK_FULL_RETRY_AFTER: i64 = 60;
 
 impl std::fmt::Display for WebError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -271,14 +276,18 @@ impl From<DomainError> for WebError {
             DomainError::Invalid(..) | DomainError::Rejected(..) => {
                 WebError::BadForm(e.to_string())
             }
-            DomainError::Store(e) => WebError::Internal(e.to_string()),
+            DomainError::Store(e) => e.into(),
         }
     }
 }
 
 impl From<crate::store::StoreError> for WebError {
     fn from(e: crate::store::StoreError) -> Self {
-        WebError::Internal(e.to_string())
+        if e.is_disk_full() {
+            WebError::DiskFull(e.to_string())
+        } else {
+            WebError::Internal(e.to_string())
+        }
     }
 }
 
@@ -290,6 +299,7 @@ impl poem::error::ResponseError for WebError {
             WebError::NotFound => StatusCode::NOT_FOUND,
             WebError::BadForm(_) => StatusCode::BAD_REQUEST,
             WebError::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
+            WebError::DiskFull(_) => StatusCode::INSUFFICIENT_STORAGE,
             WebError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -308,6 +318,13 @@ impl poem::error::ResponseError for WebError {
                 format!("Too many attempts from your address. Please wait {secs} seconds and try again."),
             ),
             WebError::Forbidden(m) => ("Not allowed", m.clone()),
+            WebError::DiskFull(detail) => {
+                eprintln!("web: the disk is full, a write was refused: {detail}");
+                (
+                    "The server's disk is full",
+                    "Nothing was saved. Please try again in a few minutes, once the server's operator has freed some space.".to_string(),
+                )
+            }
             WebError::Internal(detail) => {
                 eprintln!("web: internal error: {detail}");
                 ("Something went wrong", "The server could not finish this request. Please try again.".to_string())
@@ -315,11 +332,13 @@ impl poem::error::ResponseError for WebError {
         };
         let mut response = layout::error_page(title, &message).into_response();
         response.set_status(self.status());
-        if let WebError::TooManyRequests(secs) = self {
-            response.headers_mut().insert(
-                "Retry-After",
-                secs.to_string().parse().expect("digits are a valid header"),
-            );
+        let retry_after = match self {
+            WebError::TooManyRequests(secs) => Some(*secs),
+            WebError::DiskFull(_) => Some(DISK_FULL_RETRY_AFTER),
+            _ => None,
+        };
+        if let Some(secs) = retry_after {
+            response.headers_mut().insert("Retry-After", secs.into());
         }
         response
     }

@@ -726,6 +726,9 @@ async fn read_upload(mut multipart: Multipart, dir: &FsPath) -> Result<Uploaded,
                     }
                     Err(e) => {
                         let _ = tokio::fs::remove_file(&path).await;
+                        if crate::store::is_disk_full_io(&e) {
+                            return Err(WebError::DiskFull(format!("saving an upload: {e}")));
+                        }
                         return Err(unreadable(&e));
                     }
                 }

@@ -198,7 +198,7 @@ fn api_openapi_document_describes_the_interface() {
                 "{m} {path} uses the bearer scheme"
             );
             let responses = op["responses"].as_object().unwrap();
-            for status in ["401", "403", "422", "429"] {
+            for status in ["401", "403", "422", "429", "507"] {
                 assert!(
                     responses.contains_key(status),
                     "{m} {path} documents {status}"

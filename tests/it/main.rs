@@ -18,6 +18,7 @@ mod dash_issues;
 mod dash_settings;
 mod dash_stats;
 mod dash_subscribers;
+mod disk_full;
 mod operator;
 mod send_faults;
 mod sending;

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::disk::SmallDisk;
 use super::http::Client;
 use super::smtp::SmtpSink;
 
@@ -18,7 +19,12 @@ pub struct App {
     /// `localhost:<port>`, the `--public-host`.
     pub public_host: String,
     pub smtp: SmtpSink,
-    data_dir: tempfile::TempDir,
+    /// The small filesystem the data directory is on ([`spawn_app_on_small_disk`]); declared
+    /// before `root` so it is unmounted (after the server is killed) before `root` is removed.
+    disk: Option<SmallDisk>,
+    /// The temporary directory: the data directory itself, or its parent on a small disk.
+    root: tempfile::TempDir,
+    data_dir: PathBuf,
     extra_args: Vec<String>,
     /// False: no `--smtp-url`, mail goes to the `.eml` outbox.
     use_smtp: bool,
@@ -43,17 +49,64 @@ pub fn spawn_app_with(extra: &[&str]) -> App {
 
 /// Like [`spawn_app_with`], mail going to `smtp`.
 pub fn spawn_app_on(smtp: SmtpSink, extra: &[&str]) -> App {
-    let data_dir = tempfile::Builder::new()
+    let root = temporary_dir();
+    let data_dir = root.path().to_path_buf();
+    launch(smtp, extra, root, data_dir, None)
+}
+
+/// Like [`spawn_app_with`] with the data directory in memory (`/dev/shm` where there is
+/// one): fsync costs nothing there, so the server writes as steadily as on a fast disk,
+/// without the stalls of this machine's shared one.
+pub fn spawn_app_in_memory(extra: &[&str]) -> App {
+    let shm = Path::new("/dev/shm");
+    let root = if shm.is_dir() {
+        tempfile::Builder::new()
+            .prefix("broadsheet-test-")
+            .tempdir_in(shm)
+            .expect("temporary data dir in /dev/shm")
+    } else {
+        temporary_dir()
+    };
+    let data_dir = root.path().to_path_buf();
+    launch(SmtpSink::start(), extra, root, data_dir, None)
+}
+
+/// Like [`spawn_app_on`] with the data directory on a tmpfs of `size_mb` MiB, so that
+/// [`App::fill_disk`] fills it for real. The server's log stays outside it (the server
+/// must be able to write its log on a full disk). `None` when the tmpfs cannot be mounted
+/// (not root): the test is skipped after a loud notice, or fails under
+/// `BROADSHEET_REQUIRE_MOUNT=1`.
+pub fn spawn_app_on_small_disk(smtp: SmtpSink, extra: &[&str], size_mb: u32) -> Option<App> {
+    let root = temporary_dir();
+    let data_dir = root.path().join("data");
+    std::fs::create_dir(&data_dir).expect("data dir mount point");
+    let disk = SmallDisk::mount(&data_dir, size_mb)?;
+    Some(launch(smtp, extra, root, data_dir, Some(disk)))
+}
+
+fn temporary_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
         .prefix("broadsheet-test-")
         .tempdir()
-        .expect("temporary data dir");
-    let log_path = data_dir.path().join("server.log");
+        .expect("temporary data dir")
+}
+
+fn launch(
+    smtp: SmtpSink,
+    extra: &[&str],
+    root: tempfile::TempDir,
+    data_dir: PathBuf,
+    disk: Option<SmallDisk>,
+) -> App {
+    let log_path = root.path().join("server.log");
     let port = free_port();
     let mut app = App {
         port,
         base_url: format!("http://127.0.0.1:{port}"),
         public_host: format!("localhost:{port}"),
         smtp,
+        disk,
+        root,
         data_dir,
         extra_args: extra.iter().map(|s| s.to_string()).collect(),
         use_smtp: true,
@@ -82,7 +135,7 @@ fn free_port() -> u16 {
 
 impl App {
     pub fn data_dir(&self) -> &Path {
-        self.data_dir.path()
+        &self.data_dir
     }
 
     /// Runs a CLI subcommand against this app's data dir; returns (exit code, stdout, stderr).
@@ -115,7 +168,7 @@ impl App {
         args.extend(self.extra_args.iter().cloned());
         let child = Command::new(binary())
             .args(&args)
-            .env("BROADSHEET_DATA_DIR", self.data_dir.path())
+            .env("BROADSHEET_DATA_DIR", &self.data_dir)
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log handle"))
             .stderr(log)
@@ -216,6 +269,38 @@ impl App {
         .expect("opening the test database");
         conn.busy_timeout(Duration::from_secs(10)).unwrap();
         conn
+    }
+
+    /// Fills the small disk ([`spawn_app_on_small_disk`]) until the filesystem refuses.
+    /// First the WAL is checkpointed and truncated to nothing: SQLite reuses the space of its
+    /// WAL file, so only with an empty one does the next write need new space and fail.
+    pub fn fill_disk(&self) {
+        let disk = self
+            .disk
+            .as_ref()
+            .expect("fill_disk needs spawn_app_on_small_disk");
+        let conn = rusqlite::Connection::open(self.data_dir().join("broadsheet.db"))
+            .expect("opening the test database");
+        conn.busy_timeout(Duration::from_secs(10)).unwrap();
+        let (busy, _, _): (i64, i64, i64) = conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .expect("checkpointing the WAL");
+        assert_eq!(busy, 0, "the checkpoint could not finish");
+        drop(conn);
+        let wal = std::fs::metadata(self.data_dir().join("broadsheet.db-wal")).map(|m| m.len());
+        assert!(matches!(wal, Ok(0)), "the WAL is not empty: {wal:?}");
+        disk.fill();
+        assert_eq!(disk.available(), 0, "the disk is not full");
+    }
+
+    /// Removes what [`App::fill_disk`] wrote: the disk has room again.
+    pub fn free_disk(&self) {
+        self.disk
+            .as_ref()
+            .expect("free_disk needs spawn_app_on_small_disk")
+            .free();
     }
 
     /// One integer from the database.

@@ -5,6 +5,7 @@
 
 pub mod app;
 pub mod browser;
+pub mod disk;
 pub mod dns;
 pub mod http;
 pub mod receiver;
@@ -13,7 +14,10 @@ pub mod smtp;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-pub use app::{App, run_cli, spawn_app, spawn_app_on, spawn_app_outbox, spawn_app_with, wait_for};
+pub use app::{
+    App, run_cli, spawn_app, spawn_app_in_memory, spawn_app_on, spawn_app_on_small_disk,
+    spawn_app_outbox, spawn_app_with, wait_for,
+};
 pub use http::{Client, Resp};
 pub use serde_json::{Value, json};
 pub use smtp::{Fault, Received, Rules, SmtpSink};

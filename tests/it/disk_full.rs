@@ -1,0 +1,183 @@
+//! A full disk (issue 11), for real: the server's data directory is on a small tmpfs that the
+//! test fills. Writes through every door answer that the disk is full (the API 507
+//! `disk_full`, the dashboard and the public site an error page saying so, the CLI a clear
+//! message), nothing is stored, reads keep working, and once space is freed the same writes
+//! succeed without restarting the server.
+
+use crate::support::*;
+
+/// Every table's row count: on a full disk none of them may change.
+fn rows(app: &App) -> Vec<(String, i64)> {
+    let db = app.db();
+    let tables: Vec<String> = db
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    tables
+        .into_iter()
+        .map(|t| {
+            let n = db
+                .query_row(&format!("SELECT count(*) FROM \"{t}\""), [], |r| r.get(0))
+                .unwrap();
+            (t, n)
+        })
+        .collect()
+}
+
+fn site_subscribe(site: &Client, email: &str) -> Resp {
+    site.submit(
+        "/subscribe",
+        "/subscribe",
+        &[("email", email), ("name", "")],
+    )
+}
+
+#[track_caller]
+fn assert_disk_full_page(resp: &Resp) {
+    resp.expect(507);
+    assert!(resp.body.contains("disk is full"), "{}", resp.body);
+    assert!(resp.body.contains("Nothing was saved"), "{}", resp.body);
+    assert_eq!(resp.header("retry-after"), Some("60"));
+}
+
+#[test]
+fn a_full_disk_refuses_writes_clearly_and_recovers_without_a_restart() {
+    let Some(app) = spawn_app_on_small_disk(SmtpSink::start(), &[], 16) else {
+        return;
+    };
+    let owner = onboard_paid(&app, "Disk Notes");
+    let url = format!("/newsletters/{}/subscribers", owner.newsletter_id);
+    let site = app.site_client(&owner.subdomain);
+    owner
+        .post("/subscribers", &json!({"email": "before@example.com"}))
+        .expect(201);
+    let signed_out = app.client();
+    // The key was last used over a minute ago, so authenticating notes its use: a write the
+    // full disk cannot take, which must not refuse the request.
+    rusqlite::Connection::open(app.data_dir().join("broadsheet.db"))
+        .unwrap()
+        .execute(
+            "UPDATE api_keys SET last_used_at = '2020-01-01T00:00:00.000Z'",
+            [],
+        )
+        .unwrap();
+
+    app.fill_disk();
+    let before = rows(&app);
+
+    // The API: 507 with the contract's body, Retry-After and the bucket's headers.
+    let created = owner.post("/subscribers", &json!({"email": "full@example.com"}));
+    assert_eq!(created.error_code(507), "disk_full");
+    let message = created.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(message.contains("disk is full"), "{message}");
+    assert_eq!(created.header("retry-after"), Some("60"));
+    assert!(created.header("x-ratelimit-limit").is_some());
+    let entries: Vec<Value> = (0..50)
+        .map(|i| json!({"email": format!("bulk{i}@example.com")}))
+        .collect();
+    let bulk = owner.post("/subscribers/bulk_create", &json!({"subscribers": entries}));
+    assert_eq!(bulk.error_code(507), "disk_full");
+    let issue = owner.post(
+        "/issues",
+        &json!({"issue": {"subject": "Written on a full disk", "content_markdown": "Hello"}}),
+    );
+    assert_eq!(issue.error_code(507), "disk_full");
+
+    // Reads still work: the API, /up, the dashboard and the public site.
+    let list = owner.get("/subscribers");
+    list.expect(200);
+    assert_eq!(list.json()["subscribers"].as_array().unwrap().len(), 1);
+    owner.get("/newsletter").expect(200);
+    app.client().get("/up").expect(200);
+    let dashboard = format!("/newsletters/{}", owner.newsletter_id);
+    for page in [
+        "",
+        "/subscribers",
+        "/subscribers/import",
+        "/issues",
+        "/stats",
+        "/settings",
+    ] {
+        owner.client.get(&format!("{dashboard}{page}")).expect(200);
+    }
+    owner.client.get("/newsletters").expect(200);
+    for page in ["/", "/subscribe", "/archive", "/feed.xml"] {
+        site.get(page).expect(200);
+    }
+
+    // The dashboard: the error page says so.
+    let added = owner
+        .client
+        .submit(&url, &url, &[("subscriber[email]", "form@example.com")]);
+    assert_disk_full_page(&added);
+    assert!(added.body.contains("The server"), "{}", added.body);
+    let signed_in = signed_out.submit(
+        "/session/new",
+        "/session",
+        &[("email_address", &owner.email), ("password", PASSWORD)],
+    );
+    assert_disk_full_page(&signed_in);
+
+    // The public site's subscribe form.
+    assert_disk_full_page(&site_subscribe(&site, "visitor@example.com"));
+
+    // The CLI.
+    let (code, out, err) = app.cli(&["tracking", &owner.subdomain, "off"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("disk is full"), "{err}");
+    let copy = app.data_dir().join("copy.db");
+    let (code, out, err) = app.cli(&["backup", copy.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("disk is full"), "{err}");
+    assert!(!copy.exists() && !copy.with_extension("partial").exists());
+
+    assert_eq!(rows(&app), before, "nothing changed on the full disk");
+    let log = app.log();
+    assert!(log.contains("the disk is full"), "{log}");
+    assert!(!log.contains("panicked"), "{log}");
+
+    // Space again: the same writes succeed, same server process.
+    app.free_disk();
+    owner
+        .post("/subscribers", &json!({"email": "full@example.com"}))
+        .expect(201);
+    let entries: Vec<Value> = (0..50)
+        .map(|i| json!({"email": format!("bulk{i}@example.com")}))
+        .collect();
+    let bulk = owner.post("/subscribers/bulk_create", &json!({"subscribers": entries}));
+    bulk.expect(200);
+    assert_eq!(bulk.json()["created"], 50);
+    owner
+        .post(
+            "/issues",
+            &json!({"issue": {"subject": "Written after the cleanup", "content_markdown": "Hello"}}),
+        )
+        .expect(201);
+    let added = owner
+        .client
+        .submit(&url, &url, &[("subscriber[email]", "form@example.com")]);
+    assert_eq!(added.redirect(), url);
+    assert_eq!(
+        signed_out
+            .submit(
+                "/session/new",
+                "/session",
+                &[("email_address", &owner.email), ("password", PASSWORD)],
+            )
+            .redirect(),
+        "/newsletters"
+    );
+    site_subscribe(&site, "visitor@example.com").expect(200);
+    app.smtp.wait_for_message_to("visitor@example.com", 1);
+    assert_eq!(
+        app.count("SELECT count(*) FROM subscribers"),
+        1 + 1 + 50 + 1
+    );
+    assert!(!app.log().contains("panicked"));
+}
