@@ -97,15 +97,14 @@ const BLOCKED_WAIT: time::Duration = time::Duration::seconds(5);
 /// job hitting it should wait rather than count a failed attempt.
 pub fn passes_by_itself(error: &crate::store::StoreError) -> bool {
     use rusqlite::ErrorCode;
-    match error {
-        crate::store::StoreError::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => matches!(
-            e.code,
-            ErrorCode::DiskFull | ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked
-        ),
-        crate::store::StoreError::Io(e) => e.kind() == std::io::ErrorKind::StorageFull,
-        crate::store::StoreError::Pool(_) => true,
-        _ => false,
-    }
+    error.is_disk_full()
+        || match error {
+            crate::store::StoreError::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => {
+                matches!(e.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+            }
+            crate::store::StoreError::Pool(_) => true,
+            _ => false,
+        }
 }
 
 /// Runs one claimed job by its kind.

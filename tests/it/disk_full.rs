@@ -2,7 +2,8 @@
 //! test fills. Writes through every door answer that the disk is full (the API 507
 //! `disk_full`, the dashboard and the public site an error page saying so, the CLI a clear
 //! message), nothing is stored, reads keep working, and once space is freed the same writes
-//! succeed without restarting the server.
+//! succeed without restarting the server. A send caught by the full disk stops taking new
+//! messages, keeps what it could not record, and finishes by itself once there is room.
 
 use crate::support::*;
 
@@ -178,6 +179,149 @@ fn a_full_disk_refuses_writes_clearly_and_recovers_without_a_restart() {
     assert_eq!(
         app.count("SELECT count(*) FROM subscribers"),
         1 + 1 + 50 + 1
+    );
+    assert!(!app.log().contains("panicked"));
+}
+
+#[test]
+fn a_send_waits_out_a_full_disk_and_finishes_by_itself_once_there_is_room() {
+    use crate::support::send::{
+        addresses, approved_issue, send_now, subscribe_all, tally, wait_status,
+    };
+    use std::time::Duration;
+
+    let sink = SmtpSink::start_with(Rules {
+        delay: Duration::from_millis(4),
+        ..Rules::default()
+    });
+    let Some(app) = spawn_app_on_small_disk(sink, &["--rate-limit-bulk", "100"], 24) else {
+        return;
+    };
+    let owner = onboard_paid(&app, "Full Disk Send");
+    let emails = addresses("roomy", 1500);
+    subscribe_all(&owner, &emails);
+    let id = approved_issue(&owner, "Room to spare");
+    send_now(&owner, id);
+    app.smtp.wait_for_count(200, Duration::from_secs(60));
+
+    app.fill_disk();
+    // The send notices it cannot record its progress and stops taking new messages.
+    wait_for(
+        "the send to hit the full disk",
+        Duration::from_secs(60),
+        || {
+            app.log()
+                .contains("cannot record the send's progress")
+                .then_some(())
+        },
+    );
+    let taken_while_full = app.smtp.messages().len();
+    assert!(
+        taken_while_full < 1500,
+        "the send finished before the disk filled"
+    );
+
+    // Space again: it goes on by itself, nobody twice, nobody skipped.
+    app.free_disk();
+    wait_status(&owner, id, "sent", Duration::from_secs(120));
+    assert!(app.log().contains("the database can be written again"));
+    let result = tally(&app, id, &emails);
+    result.assert_promise_kept();
+    assert_eq!((result.sent, result.unconfirmed), (1500, 0), "{result:?}");
+    assert!(!app.log().contains("panicked"));
+}
+
+#[test]
+fn an_import_and_a_webhook_delivery_wait_out_a_full_disk_and_finish_by_themselves() {
+    use crate::support::receiver::Receiver;
+    use std::time::Duration;
+
+    let Some(app) = spawn_app_on_small_disk(SmtpSink::start(), &["--allow-private-webhooks"], 64)
+    else {
+        return;
+    };
+    let owner = onboard(&app, "Full Disk Jobs");
+
+    // A webhook delivery whose answer comes once the disk is full: it cannot be recorded.
+    let receiver = Receiver::start();
+    receiver.delay(Duration::from_secs(2));
+    let hooked = owner.post("/subscribers", &json!({"email": "hooked@example.com"}));
+    hooked.expect(201);
+    owner
+        .post(
+            "/webhook_subscriptions",
+            &json!({"url": receiver.url, "events": ["subscriber.updated"]}),
+        )
+        .expect(201);
+    owner
+        .patch(
+            &format!("/subscribers/{}", hooked.json()["id"]),
+            &json!({"subscriber": {"name": "Hooked"}}),
+        )
+        .expect(200);
+    receiver.wait_for("subscriber.updated", 1);
+
+    // An import under way when the disk fills.
+    let mut csv = String::from("email\n");
+    for i in 0..20_000 {
+        csv.push_str(&format!("imported{i}@example.com\n"));
+    }
+    let import_page = upload(&owner, "big.csv", csv.as_bytes()).redirect();
+    owner
+        .client
+        .submit(&import_page, &format!("{import_page}/start"), &[])
+        .redirect();
+    app.fill_disk();
+    wait_for(
+        "both jobs to wait for the database",
+        Duration::from_secs(60),
+        || {
+            let log = app.log();
+            let waits = |kind: &str| {
+                log.lines()
+                    .any(|l| l.contains(kind) && l.contains("waits for the database"))
+            };
+            (waits("import_subscribers #") && waits("deliver_webhook #")).then_some(())
+        },
+    );
+    assert!(
+        !owner
+            .client
+            .get(&import_page)
+            .body
+            .contains("Import finished")
+    );
+
+    // Room again: both finish by themselves, the import without a row twice, the webhook
+    // delivery with the same id as before.
+    app.free_disk();
+    let done = wait_for("the import to finish", Duration::from_secs(120), || {
+        let page = owner.client.get(&import_page);
+        page.body.contains("Import finished").then_some(page)
+    });
+    assert!(!done.body.contains("failed"), "{}", done.body);
+    assert_eq!(
+        app.count("SELECT count(*) FROM subscribers WHERE email LIKE 'imported%'"),
+        20_000
+    );
+    wait_for(
+        "the webhook delivery to be recorded",
+        Duration::from_secs(60),
+        || {
+            (app.count("SELECT count(*) FROM webhook_deliveries WHERE state = 'delivered'") == 1)
+                .then_some(())
+        },
+    );
+    let hooks = receiver.hooks();
+    assert!(
+        hooks.len() >= 2,
+        "delivered again once it could be recorded"
+    );
+    assert!(
+        hooks
+            .iter()
+            .all(|h| h.header("webhook-id") == hooks[0].header("webhook-id")),
+        "one delivery id throughout"
     );
     assert!(!app.log().contains("panicked"));
 }

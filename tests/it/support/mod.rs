@@ -188,3 +188,43 @@ pub fn onboard_paid(app: &App, name: &str) -> Owner {
     assert_eq!(code, 0, "tier: {out} {err}");
     owner
 }
+
+/// A `multipart/form-data` body with the CSRF field and one file.
+pub fn multipart(token: &str, file_name: &str, content: &[u8]) -> (String, Vec<u8>) {
+    let boundary = "----broadsheet-test-7d1f0a";
+    let mut body = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"authenticity_token\"\r\n\r\n{token}\r\n\
+         --{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{file_name}\"\r\n\
+         Content-Type: text/csv\r\n\r\n"
+    )
+    .into_bytes();
+    body.extend_from_slice(content);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    (format!("multipart/form-data; boundary={boundary}"), body)
+}
+
+/// Uploads the CSV `content` through the dashboard's import form of newsletter `nid`, with `client`'s own token
+/// taken from `form_nid`'s import page.
+pub fn upload_as(client: &Client, form_nid: i64, nid: i64, name: &str, content: &[u8]) -> Resp {
+    let page = client.get(&format!("/newsletters/{form_nid}/subscribers/import"));
+    page.expect(200);
+    let (content_type, body) = multipart(&page.csrf_token(), name, content);
+    client
+        .request(
+            "POST",
+            &format!("/newsletters/{nid}/subscribers/import"),
+            &[],
+            Some((&content_type, body)),
+        )
+        .unwrap()
+}
+
+pub fn upload(owner: &Owner, name: &str, content: &[u8]) -> Resp {
+    upload_as(
+        &owner.client,
+        owner.newsletter_id,
+        owner.newsletter_id,
+        name,
+        content,
+    )
+}
