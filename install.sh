@@ -128,6 +128,11 @@ Group=$user
 EnvironmentFile=/etc/broadsheet/broadsheet.env
 ExecStartPre=$prefix/bin/broadsheet migrate
 ExecStart=$prefix/bin/broadsheet serve
+# SIGTERM: a send finishes the messages in flight (each bounded by the SMTP timeout, 30 s by
+# default) and leaves the rest queued; web requests get 10 s. 60 s covers both, so systemd
+# never needs to kill -9 it. Raise it with --smtp-timeout-ms.
+KillSignal=SIGTERM
+TimeoutStopSec=60
 Restart=on-failure
 RestartSec=2
 NoNewPrivileges=true

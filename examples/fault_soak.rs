@@ -8,7 +8,7 @@
 //!
 //! ```text
 //! cargo build --release --bin broadsheet
-//! cargo run --release --example fault_soak -- [--kills 100] [--min 2000] [--max 5000] [--seed N]
+//! cargo run --release --example fault_soak -- [--kills 100] [--min 5000] [--max 20000] [--seed N]
 //! ```
 //!
 //! A duplicate is a recipient the sink took twice. A skip is a recipient whose status
@@ -47,8 +47,8 @@ struct Options {
 fn options() -> Options {
     let mut options = Options {
         kills: 100,
-        min: 2000,
-        max: 5000,
+        min: 5000,
+        max: 20000,
         seed: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
@@ -200,24 +200,24 @@ impl Server {
         }
     }
 
-    /// SIGTERM; returns how long it took to exit (killed after 60 s).
-    fn terminate(&mut self) -> Duration {
-        let Some(mut child) = self.child.take() else {
-            return Duration::ZERO;
-        };
+    /// SIGTERM; returns how long it took to exit (killed after 60 s), or `None` when the
+    /// armed crash point aborted it first.
+    fn terminate(&mut self) -> Option<Duration> {
+        use std::os::unix::process::ExitStatusExt;
+        let mut child = self.child.take()?;
         let asked = Instant::now();
         let _ = Command::new("kill")
             .args(["-TERM", &child.id().to_string()])
             .status();
         while asked.elapsed() < Duration::from_secs(60) {
-            if let Ok(Some(_)) = child.try_wait() {
-                return asked.elapsed();
+            if let Ok(Some(status)) = child.try_wait() {
+                return (status.signal() != Some(libc::SIGABRT)).then(|| asked.elapsed());
             }
             std::thread::sleep(Duration::from_millis(5));
         }
         let _ = child.kill();
         let _ = child.wait();
-        asked.elapsed()
+        Some(asked.elapsed())
     }
 
     /// True when the process ended by itself (the crash point fired).
@@ -264,6 +264,32 @@ struct Totals {
     unconfirmed_arrived: usize,
     /// Sends with more unconfirmed messages than connections times kills and outages.
     over_bound: usize,
+    /// The most messages in flight (claimed, no answer recorded) at one kill.
+    worst_kill: usize,
+    /// Kills that left more messages in flight than there are connections.
+    kills_over_bound: usize,
+    /// Messages a SIGTERM left in flight (it should let them all finish).
+    left_in_flight_by_sigterm: usize,
+}
+
+impl Totals {
+    /// A kill left `in_flight` messages claimed without a recorded answer: the ones that
+    /// turn `unconfirmed` at the restart.
+    fn record_kill(&mut self, in_flight: usize) {
+        self.worst_kill = self.worst_kill.max(in_flight);
+        self.kills_over_bound += usize::from(in_flight > CONNECTIONS);
+    }
+}
+
+/// Deliveries claimed whose answer is not recorded (read while the server is down).
+fn in_flight(data_dir: &Path) -> usize {
+    support::open(data_dir)
+        .query_row(
+            "SELECT count(*) FROM deliveries WHERE status = 'sending'",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .unwrap() as usize
 }
 
 /// One fault, chosen at random.
@@ -317,12 +343,13 @@ fn soak(options: Options) -> ExitCode {
         assert_eq!(code, 200, "{queued}");
 
         let (mut kills, mut outages) = (0, 0);
-        let mut faults = rng.random_range(1..=3);
+        let mut faults = rng.random_range(2..=5);
         // The crash point fired: the process ended by itself right after a claim's commit.
         let recover = |server: &mut Server, totals: &mut Totals| {
             let crashed = server.crashed();
             if crashed {
                 totals.claim_crashes += 1;
+                totals.record_kill(in_flight(data.path()));
                 server.start(None);
             }
             usize::from(crashed)
@@ -339,7 +366,7 @@ fn soak(options: Options) -> ExitCode {
                 continue;
             }
             faults -= 1;
-            std::thread::sleep(Duration::from_millis(rng.random_range(10..1200)));
+            std::thread::sleep(Duration::from_millis(rng.random_range(10..700)));
             if recover(&mut server, &mut totals) > 0 {
                 kills += 1;
                 continue;
@@ -354,6 +381,7 @@ fn soak(options: Options) -> ExitCode {
                     server.kill();
                     if status(data.path(), issue_id) == "sending" {
                         totals.kills += 1;
+                        totals.record_kill(in_flight(data.path()));
                         kills += 1;
                     }
                     // One restart in four is armed to crash right after a claim's commit.
@@ -363,9 +391,19 @@ fn soak(options: Options) -> ExitCode {
                     server.start(armed);
                 }
                 Fault::Sigterm => {
-                    let took = server.terminate();
-                    totals.sigterms += 1;
-                    totals.slowest_sigterm = totals.slowest_sigterm.max(took);
+                    match server.terminate() {
+                        Some(took) => {
+                            totals.sigterms += 1;
+                            totals.left_in_flight_by_sigterm += in_flight(data.path());
+                            totals.slowest_sigterm = totals.slowest_sigterm.max(took);
+                        }
+                        None => {
+                            // The crash point fired while it was stopping.
+                            totals.claim_crashes += 1;
+                            totals.record_kill(in_flight(data.path()));
+                            kills += 1;
+                        }
+                    }
                     server.start(None);
                 }
                 Fault::Outage => {
@@ -445,7 +483,16 @@ fn soak(options: Options) -> ExitCode {
         totals.unconfirmed_arrived,
         totals.over_bound
     );
-    if totals.duplicates == 0 && totals.skips == 0 && totals.over_bound == 0 {
+    println!(
+        "in flight at a kill: at most {} (bound {CONNECTIONS}, one per connection; kills over it: {}); left in flight by a SIGTERM: {}",
+        totals.worst_kill, totals.kills_over_bound, totals.left_in_flight_by_sigterm
+    );
+    if totals.duplicates == 0
+        && totals.skips == 0
+        && totals.over_bound == 0
+        && totals.kills_over_bound == 0
+        && totals.left_in_flight_by_sigterm == 0
+    {
         println!("PASS");
         ExitCode::SUCCESS
     } else {

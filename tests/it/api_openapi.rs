@@ -163,6 +163,7 @@ fn api_openapi_document_describes_the_interface() {
         ("/issues", &["get", "post"]),
         ("/issues/{id}", &["get", "patch", "delete"]),
         ("/issues/{id}/send_now", &["post"]),
+        ("/issues/{id}/resume", &["post"]),
         ("/issues/{id}/publish", &["post"]),
         ("/subscribers", &["get", "post"]),
         ("/subscribers/{id}", &["get", "patch", "delete"]),
@@ -502,6 +503,23 @@ fn api_openapi_real_answers_fit_the_schemas() {
         "/issues/{id}",
         &owner.delete(&format!("/issues/{iid}")),
     );
+    // A sent issue's single read carries its delivery counts; resuming it is refused.
+    let sent = wait_for(
+        "the issue to be sent",
+        std::time::Duration::from_secs(30),
+        || {
+            let shown = owner.get(&format!("/issues/{iid}"));
+            (shown.json()["status"] == "sent").then_some(shown)
+        },
+    );
+    assert_eq!(
+        sent.json()["delivery"]["sent"],
+        sent.json()["delivery"]["recipients"]
+    );
+    fits(&doc, "GET", "/issues/{id}", &sent);
+    let resume = owner.post(&format!("/issues/{iid}/resume"), &json!({}));
+    assert_eq!(resume.status, 422);
+    fits(&doc, "POST", "/issues/{id}/resume", &resume);
     let free = onboard(&app, "Free Schema");
     free.post("/subscribers", &json!({"email": "f@example.com"}))
         .expect(201);

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use super::disk::SmallDisk;
 use super::http::Client;
 use super::smtp::SmtpSink;
+pub use super::smtp::wait_for;
 
 /// A running server. Killed when dropped; its log is printed if the test failed.
 pub struct App {
@@ -337,16 +338,4 @@ pub fn run_cli(data_dir: &Path, args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-/// Polls `check` until it returns `Some`, or panics with `what` after `timeout`.
-pub fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = check() {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }

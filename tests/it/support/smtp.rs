@@ -259,7 +259,7 @@ impl SmtpSink {
 
     /// Waits until at least `n` messages went to `email`; returns the last.
     pub fn wait_for_message_to(&self, email: &str, n: usize) -> Received {
-        poll(
+        wait_for(
             &format!("message {n} to {email}"),
             Duration::from_secs(20),
             || {
@@ -271,7 +271,7 @@ impl SmtpSink {
 
     /// Waits until `n` messages in all were accepted.
     pub fn wait_for_count(&self, n: usize, timeout: Duration) -> Vec<Received> {
-        poll(&format!("{n} messages"), timeout, || {
+        wait_for(&format!("{n} messages"), timeout, || {
             let m = self.messages();
             (m.len() >= n).then_some(m)
         })
@@ -295,7 +295,7 @@ impl SmtpSink {
 }
 
 /// Polls `check` until it returns `Some`, or panics with `what` after `timeout`.
-fn poll<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+pub fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + timeout;
     loop {
         if let Some(value) = check() {
@@ -327,6 +327,9 @@ fn next_fault(s: &mut Shared, to: &[String], at: fn(&Fault) -> bool) -> Option<F
 
 fn session(stream: TcpStream, shared: &Mutex<Shared>) -> std::io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(120)))?;
+    // Each reply is its own write; without this, Nagle holds the second of a pipelined
+    // envelope's replies for the client's delayed ACK (40 ms a message).
+    stream.set_nodelay(true)?;
     let mut out = stream.try_clone()?;
     let mut reader = BufReader::new(stream);
     if let Some(code) = shared.lock().unwrap().rules.greeting {
