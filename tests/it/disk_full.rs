@@ -190,21 +190,22 @@ fn a_send_waits_out_a_full_disk_and_finishes_by_itself_once_there_is_room() {
     };
     use std::time::Duration;
 
+    // Slow enough that the send is still going when the disk fills.
     let sink = SmtpSink::start_with(Rules {
-        delay: Duration::from_millis(4),
+        delay: Duration::from_millis(8),
         ..Rules::default()
     });
     let Some(app) = spawn_app_on_small_disk(sink, &["--rate-limit-bulk", "100"], 24) else {
         return;
     };
     let owner = onboard_paid(&app, "Full Disk Send");
-    let emails = addresses("roomy", 1500);
+    let emails = addresses("roomy", 3000);
     subscribe_all(&owner, &emails);
     let id = approved_issue(&owner, "Room to spare");
     send_now(&owner, id);
     app.smtp.wait_for_count(200, Duration::from_secs(60));
 
-    app.fill_disk();
+    let snapshot = app.fill_disk_under_writes();
     // The send notices it cannot record its progress and stops taking new messages.
     wait_for(
         "the send to hit the full disk",
@@ -217,17 +218,18 @@ fn a_send_waits_out_a_full_disk_and_finishes_by_itself_once_there_is_room() {
     );
     let taken_while_full = app.smtp.messages().len();
     assert!(
-        taken_while_full < 1500,
+        taken_while_full < 3000,
         "the send finished before the disk filled"
     );
 
     // Space again: it goes on by itself, nobody twice, nobody skipped.
+    drop(snapshot);
     app.free_disk();
     wait_status(&owner, id, "sent", Duration::from_secs(120));
     assert!(app.log().contains("the database can be written again"));
     let result = tally(&app, id, &emails);
     result.assert_promise_kept();
-    assert_eq!((result.sent, result.unconfirmed), (1500, 0), "{result:?}");
+    assert_eq!((result.sent, result.unconfirmed), (3000, 0), "{result:?}");
     assert!(!app.log().contains("panicked"));
 }
 
@@ -236,7 +238,7 @@ fn an_import_and_a_webhook_delivery_wait_out_a_full_disk_and_finish_by_themselve
     use crate::support::receiver::Receiver;
     use std::time::Duration;
 
-    let Some(app) = spawn_app_on_small_disk(SmtpSink::start(), &["--allow-private-webhooks"], 64)
+    let Some(app) = spawn_app_on_small_disk(SmtpSink::start(), &["--allow-private-webhooks"], 160)
     else {
         return;
     };
@@ -244,7 +246,7 @@ fn an_import_and_a_webhook_delivery_wait_out_a_full_disk_and_finish_by_themselve
 
     // A webhook delivery whose answer comes once the disk is full: it cannot be recorded.
     let receiver = Receiver::start();
-    receiver.delay(Duration::from_secs(2));
+    receiver.hold();
     let hooked = owner.post("/subscribers", &json!({"email": "hooked@example.com"}));
     hooked.expect(201);
     owner
@@ -261,9 +263,9 @@ fn an_import_and_a_webhook_delivery_wait_out_a_full_disk_and_finish_by_themselve
         .expect(200);
     receiver.wait_for("subscriber.updated", 1);
 
-    // An import under way when the disk fills.
+    // An import under way when the disk fills (too long to finish before it does).
     let mut csv = String::from("email\n");
-    for i in 0..20_000 {
+    for i in 0..80_000 {
         csv.push_str(&format!("imported{i}@example.com\n"));
     }
     let import_page = upload(&owner, "big.csv", csv.as_bytes()).redirect();
@@ -271,7 +273,8 @@ fn an_import_and_a_webhook_delivery_wait_out_a_full_disk_and_finish_by_themselve
         .client
         .submit(&import_page, &format!("{import_page}/start"), &[])
         .redirect();
-    app.fill_disk();
+    let snapshot = app.fill_disk_under_writes();
+    receiver.release();
     wait_for(
         "both jobs to wait for the database",
         Duration::from_secs(60),
@@ -294,6 +297,7 @@ fn an_import_and_a_webhook_delivery_wait_out_a_full_disk_and_finish_by_themselve
 
     // Room again: both finish by themselves, the import without a row twice, the webhook
     // delivery with the same id as before.
+    drop(snapshot);
     app.free_disk();
     let done = wait_for("the import to finish", Duration::from_secs(120), || {
         let page = owner.client.get(&import_page);
@@ -302,7 +306,7 @@ fn an_import_and_a_webhook_delivery_wait_out_a_full_disk_and_finish_by_themselve
     assert!(!done.body.contains("failed"), "{}", done.body);
     assert_eq!(
         app.count("SELECT count(*) FROM subscribers WHERE email LIKE 'imported%'"),
-        20_000
+        80_000
     );
     wait_for(
         "the webhook delivery to be recorded",

@@ -22,13 +22,14 @@ use crate::web::newsletters::owned;
 use crate::web::{Ctx, State, WebError, WebResult, invalid_fields};
 
 /// The list's tabs: `None` is all.
-const TABS: [Option<Status>; 6] = [
+const TABS: [Option<Status>; 7] = [
     None,
     Some(Status::Draft),
     Some(Status::Approved),
     Some(Status::Scheduled),
     Some(Status::Sending),
     Some(Status::Sent),
+    Some(Status::Failed),
 ];
 
 #[derive(Deserialize)]

@@ -296,6 +296,29 @@ impl App {
         assert_eq!(disk.available(), 0, "the disk is not full");
     }
 
+    /// Fills the small disk while the server keeps writing (a send, an import), when the
+    /// WAL cannot be emptied first: instead a read transaction is held open, so SQLite cannot
+    /// start its WAL over, every commit needs new space, and the first one past the WAL
+    /// file's end fails. Drop the returned connection to let go of the snapshot.
+    pub fn fill_disk_under_writes(&self) -> rusqlite::Connection {
+        let disk = self
+            .disk
+            .as_ref()
+            .expect("fill_disk_under_writes needs spawn_app_on_small_disk");
+        let reader = rusqlite::Connection::open(self.data_dir().join("broadsheet.db"))
+            .expect("opening the test database");
+        reader.busy_timeout(Duration::from_secs(10)).unwrap();
+        reader.execute_batch("BEGIN").unwrap();
+        reader
+            .query_row("SELECT count(*) FROM sqlite_master", [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .expect("a snapshot");
+        disk.fill();
+        assert_eq!(disk.available(), 0, "the disk is not full");
+        reader
+    }
+
     /// Removes what [`App::fill_disk`] wrote: the disk has room again.
     pub fn free_disk(&self) {
         self.disk

@@ -73,6 +73,8 @@ struct Shared {
     otherwise: u16,
     /// Pause before answering.
     delay: Duration,
+    /// Answers wait while this is set ([`Receiver::hold`]).
+    held: bool,
 }
 
 /// The receiver; runs until the test process ends.
@@ -106,6 +108,9 @@ async fn hook(
         (s.script.pop_front().unwrap_or(otherwise), s.delay)
     };
     tokio::time::sleep(delay).await;
+    while shared.lock().unwrap().held {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let mut response = Response::builder().status(StatusCode::from_u16(status).unwrap());
     if (300..400).contains(&status) {
         response = response.header("Location", "/elsewhere");
@@ -153,6 +158,15 @@ impl Receiver {
         let mut s = self.shared.lock().unwrap();
         s.script.clear();
         s.otherwise = status;
+    }
+
+    /// Requests are recorded at once but answered only after [`Receiver::release`].
+    pub fn hold(&self) {
+        self.shared.lock().unwrap().held = true;
+    }
+
+    pub fn release(&self) {
+        self.shared.lock().unwrap().held = false;
     }
 
     /// Answers every request only after `delay`.
