@@ -548,11 +548,11 @@ mod tests {
     fn an_unreachable_relay_waits_longer_each_time_then_gives_up() {
         let mut conn = crate::domain::testing::db_with_newsletter("paid");
         let now = clock::now();
-        conn.execute_batch(&format!(
+        conn.execute_batch(
             "INSERT INTO issues (newsletter_id, subject, content_markdown, status, path, created_at, updated_at)
                VALUES (1, 'S', 'x', 'sending', 's', 'n', 'n');
-             INSERT INTO deliveries (issue_id, email, created_at) VALUES (1, 'a@x.co', 'n');"
-        ))
+             INSERT INTO deliveries (issue_id, email, created_at) VALUES (1, 'a@x.co', 'n');",
+        )
         .unwrap();
         let policy = OutagePolicy {
             retry_base: Duration::seconds(5),

@@ -373,7 +373,7 @@ impl SendLane {
                 _ = self.pacer.wait() => {}
                 _ = self.round.over() => break,
             }
-            let outcome = self.send_one(&recipient).await;
+            let (outcome, why_abandoned) = self.send_one(&recipient).await;
             match &outcome {
                 Delivered::Sent => {
                     sent += 1;
@@ -392,10 +392,6 @@ impl SendLane {
             // Anything but a plain success is recorded before anything else happens on this
             // connection, so a kill cannot leave a refused message counted as in flight.
             let refused = matches!(outcome, Delivered::Rejected(_) | Delivered::Deferred(_));
-            let abandoned = match &outcome {
-                Delivered::Abandoned => Some("the message could not be handed over".to_string()),
-                _ => None,
-            };
             let (saved_tx, saved) = oneshot::channel();
             let _ = self
                 .writes
@@ -404,7 +400,7 @@ impl SendLane {
             if refused {
                 self.lane.reset().await;
             }
-            if let Some(reason) = abandoned {
+            if let Some(reason) = why_abandoned {
                 self.round.gave_up(reason);
                 break;
             }
@@ -419,8 +415,9 @@ impl SendLane {
         sent
     }
 
-    /// Renders and sends one message; the claim goes to the writer at the last moment.
-    async fn send_one(&mut self, recipient: &Recipient) -> Delivered {
+    /// Renders and sends one message; the claim goes to the writer at the last moment. With
+    /// an abandoned message comes why, and this connection gives up for the round.
+    async fn send_one(&mut self, recipient: &Recipient) -> (Delivered, Option<String>) {
         // Rendering is the CPU-heavy part: off the async threads, so a connection whose claim
         // was just committed is woken at once and writes its end-of-data mark without delay.
         let rendered = {
@@ -436,8 +433,9 @@ impl SendLane {
             })
             .await
         };
-        let Ok((mail, mime)) = rendered else {
-            return Delivered::Abandoned;
+        let (mail, mime) = match rendered {
+            Ok(rendered) => rendered,
+            Err(e) => return (Delivered::Abandoned, Some(format!("rendering failed: {e}"))),
         };
         let (writes, round, id) = (&self.writes, &self.round, recipient.delivery_id);
         let result = self
@@ -455,14 +453,15 @@ impl SendLane {
                 answer.await.unwrap_or(Commit::Refused)
             })
             .await;
-        match result {
+        let outcome = match result {
             Ok(()) => Delivered::Sent,
             Err(MailError::Unconfirmed(e)) => Delivered::Unconfirmed(e),
             Err(MailError::Permanent(e)) => Delivered::Rejected(e),
             Err(MailError::Temporary(e)) => Delivered::Deferred(e),
             Err(MailError::Connection(e)) => Delivered::Interrupted(e),
-            Err(MailError::Abandoned(_)) => Delivered::Abandoned,
-        }
+            Err(MailError::Abandoned(e)) => return (Delivered::Abandoned, Some(e)),
+        };
+        (outcome, None)
     }
 }
 

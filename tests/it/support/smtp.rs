@@ -411,7 +411,7 @@ fn session(stream: TcpStream, shared: &Mutex<Shared>) -> std::io::Result<()> {
                 s.begun += 1;
                 let every = s.rules.drop_every;
                 let fault = next_fault(&mut s, &to, |f| !matches!(f, Fault::AtRcpt(_)));
-                fault.or((every > 0 && s.begun % every == 0).then_some(Fault::DropMidData))
+                fault.or((every > 0 && s.begun.is_multiple_of(every)).then_some(Fault::DropMidData))
             };
             out.write_all(b"354 End data with <CR><LF>.<CR><LF>\r\n")?;
             if fault == Some(Fault::DropAtData) {
