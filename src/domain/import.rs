@@ -206,6 +206,12 @@ pub trait Observer {
     }
 
     fn committed(&mut self, _totals: &Totals, _bytes_read: u64) {}
+
+    /// Asked after each committed batch; false stops the import there (the server is
+    /// stopping), to be resumed from that batch later.
+    fn keep_going(&self) -> bool {
+        true
+    }
 }
 
 /// No hooks.
@@ -364,6 +370,9 @@ pub fn import_csv<R: Read>(
                 bytes,
                 observer,
             )?;
+            if more && !observer.keep_going() {
+                return Ok(totals);
+            }
         }
         if !more {
             return Ok(totals);
@@ -786,11 +795,16 @@ pub fn purge_stale_uploads(conn: &mut Connection) -> DomainResult<usize> {
 }
 
 /// Records a dashboard import's progress and first refused rows with each batch.
-struct Recorder {
+struct Recorder<'a> {
     import_id: i64,
+    keep_going: &'a dyn Fn() -> bool,
 }
 
-impl Observer for Recorder {
+impl Observer for Recorder<'_> {
+    fn keep_going(&self) -> bool {
+        (self.keep_going)()
+    }
+
     fn committing(
         &mut self,
         tx: &Connection,
@@ -843,8 +857,14 @@ pub fn finish_upload(conn: &Connection, id: i64, failure: Option<&str>) -> Domai
 
 /// The import job's work: imports the upload's file from where its last committed batch
 /// ended. Errors of the store are returned (the job tries again later and resumes); anything
-/// else ends the import as `failed` with the reason.
-pub fn run_upload(conn: &mut Connection, id: i64) -> DomainResult<Upload> {
+/// else ends the import as `failed` with the reason. When `keep_going` turns false (the
+/// server is stopping) it stops after the batch under way and answers `None`: the import
+/// stays in progress and resumes from there.
+pub fn run_upload(
+    conn: &mut Connection,
+    id: i64,
+    keep_going: &dyn Fn() -> bool,
+) -> DomainResult<Option<Upload>> {
     const SQL: &str = select_upload!("WHERE id = ?1");
     const RUNNING: &str =
         "UPDATE subscriber_imports SET state = 'running', updated_at = ?2 WHERE id = ?1";
@@ -853,7 +873,7 @@ pub fn run_upload(conn: &mut Connection, id: i64) -> DomainResult<Upload> {
         .optional()?
         .ok_or(DomainError::NotFound("import"))?;
     if !upload.state.in_progress() {
-        return Ok(upload);
+        return Ok(Some(upload));
     }
     conn.execute(RUNNING, (id, clock::now_string()))?;
     let path = upload_path(conn, &upload)?;
@@ -870,15 +890,20 @@ pub fn run_upload(conn: &mut Connection, id: i64) -> DomainResult<Upload> {
                 upload.newsletter_id,
                 file,
                 upload.totals.clone(),
-                &mut Recorder { import_id: id },
+                &mut Recorder {
+                    import_id: id,
+                    keep_going,
+                },
             )
         });
     match result {
+        // Possibly finished just as the stop came: the resumed run finds nothing left.
+        Ok(_) if !keep_going() => return Ok(None),
         Ok(_) => finish_upload(conn, id, None)?,
         Err(e @ DomainError::Store(_)) => return Err(e),
         Err(other) => finish_upload(conn, id, Some(&other.to_string()))?,
     }
-    get_upload(conn, upload.newsletter_id, id)
+    get_upload(conn, upload.newsletter_id, id).map(Some)
 }
 
 #[cfg(test)]
@@ -1142,7 +1167,17 @@ mod tests {
             .unwrap();
         assert_eq!(jobs, 1);
 
-        let done = run_upload(&mut conn, upload.id).unwrap();
+        // A stop after the first batch: nothing finished, the import resumes later.
+        assert!(
+            run_upload(&mut conn, upload.id, &|| false)
+                .unwrap()
+                .is_none()
+        );
+        assert_eq!(
+            get_upload(&conn, 1, upload.id).unwrap().state,
+            UploadState::Running
+        );
+        let done = run_upload(&mut conn, upload.id, &|| true).unwrap().unwrap();
         assert_eq!(done.state, UploadState::Done);
         assert_eq!(
             (
@@ -1160,7 +1195,10 @@ mod tests {
             "the file goes once imported"
         );
         assert_eq!(
-            run_upload(&mut conn, upload.id).unwrap().state,
+            run_upload(&mut conn, upload.id, &|| true)
+                .unwrap()
+                .unwrap()
+                .state,
             UploadState::Done
         );
 

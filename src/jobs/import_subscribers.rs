@@ -1,6 +1,6 @@
 //! Job kind `import_subscribers`: imports a CSV file uploaded in the dashboard. Progress is
-//! committed with each batch, so a job interrupted by a restart resumes after the last
-//! committed batch and creates nobody twice.
+//! committed with each batch, so a job interrupted by a restart (or stopped after a batch by
+//! SIGTERM) resumes after the last committed batch and creates nobody twice.
 
 use serde::{Deserialize, Serialize};
 
@@ -29,9 +29,13 @@ pub fn run(ctx: &JobContext, job: &queue::Job) -> Outcome {
         .pool
         .get()
         .map_err(|e| DomainError::Store(e.into()))
-        .and_then(|mut conn| import::run_upload(&mut conn, payload.import_id));
+        .and_then(|mut conn| {
+            import::run_upload(&mut conn, payload.import_id, &|| !ctx.stop.requested())
+        });
     match result {
-        Ok(_) | Err(DomainError::NotFound(_)) => Outcome::Done,
+        // The server is stopping: the rest goes on from the last batch after the restart.
+        Ok(None) => Outcome::Again(crate::clock::now()),
+        Ok(Some(_)) | Err(DomainError::NotFound(_)) => Outcome::Done,
         // A full disk or a busy database: the committed batches stand; go on once it passes.
         Err(DomainError::Store(e)) if super::passes_by_itself(&e) => {
             Outcome::Blocked(e.to_string())

@@ -820,3 +820,45 @@ fn csv_import_in_chromium_shows_the_summary() {
     assert_eq!(ann["tags"], json!(["early", "vip"]));
     assert_eq!(api_count(&owner), 2);
 }
+
+#[test]
+fn csv_import_stopped_by_sigterm_resumes_after_the_restart() {
+    let mut app = spawn_app();
+    let owner = onboard(&app, "Stopped Import");
+    let mut csv = String::from("email\n");
+    for i in 0..80_000 {
+        csv.push_str(&format!("stopped{i}@example.com\n"));
+    }
+    let import_page = upload(&owner, "long.csv", csv.as_bytes()).redirect();
+    owner
+        .client
+        .submit(&import_page, &format!("{import_page}/start"), &[])
+        .redirect();
+    wait_for("the first batch", Duration::from_secs(60), || {
+        (app.count("SELECT rows_done FROM subscriber_imports") > 0).then_some(())
+    });
+
+    // SIGTERM stops it after the batch under way instead of waiting for the whole file.
+    let took = app
+        .stop_within(Duration::from_secs(30))
+        .expect("the server exits by itself after SIGTERM");
+    assert!(took < Duration::from_secs(5), "SIGTERM took {took:?}");
+    let done_at_stop = app.count("SELECT rows_done FROM subscriber_imports");
+    assert!(done_at_stop < 80_000, "the import finished before the stop");
+    assert_eq!(
+        app.count("SELECT count(*) FROM subscribers WHERE email LIKE 'stopped%'"),
+        done_at_stop
+    );
+
+    // The next start goes on from there: every row once.
+    app.restart();
+    let done = wait_for("the import to finish", Duration::from_secs(120), || {
+        let page = owner.client.get(&import_page);
+        page.body.contains("Import finished").then_some(page)
+    });
+    assert_eq!(summary(&done.body, "created"), 80_000);
+    assert_eq!(
+        app.count("SELECT count(*) FROM subscribers WHERE email LIKE 'stopped%'"),
+        80_000
+    );
+}
