@@ -114,6 +114,8 @@ BROADSHEET_BASE_URL=$base_url
 BROADSHEET_PUBLIC_HOST=$public_host
 # Without an SMTP URL, mail is written to $data_dir/outbox/*.eml.
 #BROADSHEET_SMTP_URL=smtp://user:password@mail.example.com:587
+# A relay whose certificate comes from a private CA: that CA as a PEM file.
+#BROADSHEET_SMTP_CA=/etc/broadsheet/smtp-ca.pem
 ENV
 
 write_file "$unit_path" 0644 <<UNIT

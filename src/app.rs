@@ -18,7 +18,7 @@ use crate::domain::sending::OutagePolicy;
 use crate::domain::urls::SiteUrls;
 use crate::jobs::send_issue::SendSettings;
 use crate::jobs::{JobContext, Runner, Stop};
-use crate::mail::{SmtpSettings, Transport};
+use crate::mail::{SmtpSettings, TlsTrust, Transport};
 use crate::store::{self, DataDirLock, Db, StoreError};
 
 /// Hourly request limits of the API's three buckets.
@@ -61,7 +61,12 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
     let transport = match &args.smtp_url {
         Some(url) => Transport::Smtp(SmtpSettings {
             timeout: Duration::from_millis(args.smtp_timeout_ms),
-            ..SmtpSettings::parse(url).map_err(invalid)?
+            allow_plaintext_auth: args.smtp_allow_plaintext_auth,
+            ..SmtpSettings::parse(
+                url,
+                TlsTrust::load(args.smtp_ca.as_deref()).map_err(invalid)?,
+            )
+            .map_err(invalid)?
         }),
         None => Transport::Outbox(data_dir.join("outbox")),
     };
@@ -156,7 +161,17 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
             Transport::Outbox(dir) => {
                 eprintln!("mail: no --smtp-url, writing messages to {}", dir.display())
             }
-            Transport::Smtp(s) => eprintln!("mail: sending through {}:{}", s.host, s.port),
+            Transport::Smtp(s) => eprintln!(
+                "mail: sending through {}:{}; its TLS certificate is checked against {}{}",
+                s.host,
+                s.port,
+                s.trust.described,
+                if s.allow_plaintext_auth && s.credentials.is_some() {
+                    "; credentials may go in the clear (--smtp-allow-plaintext-auth)"
+                } else {
+                    ""
+                }
+            ),
         }
         eprintln!(
             "broadsheet listening on http://{} (base URL {})",

@@ -128,6 +128,14 @@ pub struct ServeArgs {
     /// mail is written to <data-dir>/outbox/*.eml and logged.
     #[arg(long, env = "BROADSHEET_SMTP_URL")]
     pub smtp_url: Option<String>,
+    /// PEM file with a private CA the relay's certificate may chain to, besides the system's
+    /// root certificates (the certificate is always verified; there is no switch to skip it).
+    #[arg(long, env = "BROADSHEET_SMTP_CA")]
+    pub smtp_ca: Option<PathBuf>,
+    /// Send the --smtp-url user and password even when the relay offers no STARTTLS, that is
+    /// in the clear. Only for a relay on this machine; without it such a relay is refused.
+    #[arg(long, env = "BROADSHEET_SMTP_ALLOW_PLAINTEXT_AUTH")]
+    pub smtp_allow_plaintext_auth: bool,
     /// From address of the service's own mail (confirmations, password resets).
     #[arg(long, env = "BROADSHEET_MAIL_FROM")]
     pub mail_from: Option<String>,

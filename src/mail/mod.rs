@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use mail_send::mail_builder::MessageBuilder;
 use serde::{Deserialize, Serialize};
 
-pub use smtp::{Commit, MessageSocket, SmtpConnection, SmtpSettings, write_end_of_data};
+pub use smtp::{Commit, MessageSocket, SmtpConnection, SmtpSettings, TlsTrust, write_end_of_data};
 
 /// A message ready to render: sender, one recipient, both bodies and extra headers.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -1,6 +1,12 @@
 //! SMTP delivery through mail-send: URL parsing, connection set-up (plain, STARTTLS or
 //! implicit TLS) and the mapping of server replies to permanent or temporary failures.
+//!
+//! TLS is never silently insecure: the relay's certificate is always verified (against
+//! [`TlsTrust`]), and credentials never go over a connection without TLS unless the operator
+//! said so (`--smtp-allow-plaintext-auth`).
 
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use mail_send::SmtpClientBuilder;
@@ -14,13 +20,103 @@ use super::{MailError, OutgoingMail};
 type TlsStream = tokio_rustls::client::TlsStream<TcpStream>;
 
 /// How to reach the SMTP server, from `--smtp-url`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct SmtpSettings {
     pub host: String,
     pub port: u16,
     pub security: Security,
     pub credentials: Option<(String, String)>,
     pub timeout: Duration,
+    /// Whom the relay's certificate must chain to.
+    pub trust: TlsTrust,
+    /// Send the credentials even on a connection without TLS (`--smtp-allow-plaintext-auth`,
+    /// for a relay on this machine).
+    pub allow_plaintext_auth: bool,
+}
+
+/// The roots the relay's TLS certificate is verified against: the system's root certificates
+/// or, on a system that has none (a container, a static binary on a bare host), the Mozilla
+/// set bundled through webpki-roots; plus any private CA from `--smtp-ca`. There is no way to
+/// turn verification off: a relay with a certificate of its own making needs `--smtp-ca`.
+#[derive(Clone)]
+pub struct TlsTrust {
+    connector: tokio_rustls::TlsConnector,
+    /// Which roots, for the start-up log.
+    pub described: String,
+}
+
+impl std::fmt::Debug for TlsTrust {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsTrust")
+            .field("described", &self.described)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TlsTrust {
+    /// The system's roots (or the bundled ones) and the certificates of the PEM file `ca`.
+    pub fn load(ca: Option<&Path>) -> Result<Self, String> {
+        let native = rustls_native_certs::load_native_certs();
+        let (mut roots, mut described) = roots_or_bundled(native.certs);
+        if let Some(path) = ca {
+            use rustls::pki_types::CertificateDer;
+            use rustls::pki_types::pem::PemObject;
+            let unreadable = |e: &dyn std::fmt::Display| {
+                format!(
+                    "--smtp-ca {}: cannot read a PEM certificate: {e}",
+                    path.display()
+                )
+            };
+            let certs = CertificateDer::pem_file_iter(path)
+                .map_err(|e| unreadable(&e))?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| unreadable(&e))?;
+            if certs.is_empty() {
+                return Err(format!(
+                    "--smtp-ca {}: the file holds no PEM certificate",
+                    path.display()
+                ));
+            }
+            let count = certs.len();
+            for cert in certs {
+                roots
+                    .add(cert)
+                    .map_err(|e| format!("--smtp-ca {}: {e}", path.display()))?;
+            }
+            described.push_str(&format!(" and {count} from --smtp-ca"));
+        }
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("cannot set up TLS: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        Ok(TlsTrust {
+            connector: tokio_rustls::TlsConnector::from(Arc::new(config)),
+            described,
+        })
+    }
+}
+
+/// A root store of `system` certificates, or of the bundled Mozilla roots when the system
+/// has none that parse; with a description of which.
+fn roots_or_bundled(
+    system: Vec<rustls::pki_types::CertificateDer<'static>>,
+) -> (rustls::RootCertStore, String) {
+    let mut roots = rustls::RootCertStore::empty();
+    let (added, _unparsable) = roots.add_parsable_certificates(system);
+    if added > 0 {
+        return (roots, format!("{added} system root certificates"));
+    }
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    (
+        roots,
+        format!(
+            "the {} bundled Mozilla root certificates (the system has none)",
+            webpki_roots::TLS_SERVER_ROOTS.len()
+        ),
+    )
 }
 
 /// `smtp://` upgrades with STARTTLS when the server offers it and stays plain otherwise (a
@@ -32,8 +128,9 @@ pub enum Security {
 }
 
 impl SmtpSettings {
-    /// Parses `smtp://[user:pass@]host[:port]` (default port 25; `smtps` 465).
-    pub fn parse(raw: &str) -> Result<Self, String> {
+    /// Parses `smtp://[user:pass@]host[:port]` (default port 25; `smtps` 465); the relay's
+    /// certificate will be checked against `trust`.
+    pub fn parse(raw: &str, trust: TlsTrust) -> Result<Self, String> {
         let url = url::Url::parse(raw).map_err(|e| format!("invalid SMTP URL {raw:?}: {e}"))?;
         let security = match url.scheme() {
             "smtp" => Security::Opportunistic,
@@ -69,18 +166,19 @@ impl SmtpSettings {
             security,
             credentials,
             timeout: Duration::from_secs(30),
+            trust,
+            allow_plaintext_auth: false,
         })
     }
 
     fn builder(&self) -> SmtpClientBuilder<String> {
-        let connector = mail_send::smtp::tls::build_tls_connector(false).unwrap_or_else(|e| {
-            eprintln!("smtp: no platform certificate store ({e}); TLS will fail to verify");
-            mail_send::smtp::tls::build_tls_connector(true).expect("dummy verifier always builds")
-        });
-        let mut builder =
-            SmtpClientBuilder::new_with_tls_connector(self.host.clone(), self.port, connector)
-                .implicit_tls(self.security == Security::ImplicitTls)
-                .timeout(self.timeout);
+        let mut builder = SmtpClientBuilder::new_with_tls_connector(
+            self.host.clone(),
+            self.port,
+            self.trust.connector.clone(),
+        )
+        .implicit_tls(self.security == Security::ImplicitTls)
+        .timeout(self.timeout);
         if let Some((user, pass)) = &self.credentials {
             builder = builder.credentials((user.clone(), pass.clone()));
         }
@@ -102,7 +200,8 @@ enum Session {
 
 impl SmtpConnection {
     /// Connects, greets, upgrades to TLS where offered and authenticates. Whatever goes wrong
-    /// here (no answer, a 4xx or 5xx greeting, refused credentials, a failed handshake) is a
+    /// here (no answer, a 4xx or 5xx greeting, refused credentials, a failed handshake, a
+    /// certificate that does not verify, credentials that would go in the clear) is a
     /// [`MailError::Connection`]: it is about the relay, never about a recipient.
     pub async fn open(settings: &SmtpSettings) -> Result<Self, MailError> {
         Self::try_open(settings).await.map_err(|e| match e {
@@ -117,6 +216,18 @@ impl SmtpConnection {
             Security::ImplicitTls => builder.connect().await.map(Session::Tls).map_err(classify),
             Security::Opportunistic => match builder.connect().await {
                 Ok(client) => Ok(Session::Tls(client)),
+                // mail-send gives up before AUTH when STARTTLS is missing; only a plain
+                // connection of our own choosing would send the credentials.
+                Err(mail_send::Error::MissingStartTls)
+                    if settings.credentials.is_some() && !settings.allow_plaintext_auth =>
+                {
+                    Err(MailError::Connection(
+                        "the relay offers no STARTTLS, so the credentials of --smtp-url would \
+                         go in the clear; not sent (use smtps://, a relay that offers STARTTLS, \
+                         or --smtp-allow-plaintext-auth for a relay on this machine)"
+                            .into(),
+                    ))
+                }
                 Err(mail_send::Error::MissingStartTls) => builder
                     .connect_plain()
                     .await
@@ -466,7 +577,24 @@ fn classify(error: mail_send::Error) -> MailError {
                 MailError::Temporary(text)
             }
         }
+        mail_send::Error::Tls(e) => MailError::Connection(tls_failure(&e)),
         other => MailError::Connection(other.to_string()),
+    }
+}
+
+/// A failed TLS handshake in words that name the certificate problem and what helps.
+fn tls_failure(error: &rustls::Error) -> String {
+    match error {
+        rustls::Error::InvalidCertificate(problem) => {
+            let hint = match problem {
+                rustls::CertificateError::UnknownIssuer => {
+                    "; if the relay uses a private CA, give it with --smtp-ca"
+                }
+                _ => "",
+            };
+            format!("the relay's TLS certificate was refused ({error}){hint}")
+        }
+        other => format!("the TLS handshake with the relay failed: {other}"),
     }
 }
 
@@ -476,16 +604,58 @@ mod tests {
 
     #[test]
     fn parses_smtp_urls() {
-        let s = SmtpSettings::parse("smtp://127.0.0.1:2525").unwrap();
+        let trust = || TlsTrust::load(None).unwrap();
+        let s = SmtpSettings::parse("smtp://127.0.0.1:2525", trust()).unwrap();
         assert_eq!(
             (s.host.as_str(), s.port, s.security, s.credentials),
             ("127.0.0.1", 2525, Security::Opportunistic, None)
         );
-        let s = SmtpSettings::parse("smtps://me%40x.com:p%3Ass@mail.example.com").unwrap();
+        assert!(!s.allow_plaintext_auth);
+        let s = SmtpSettings::parse("smtps://me%40x.com:p%3Ass@mail.example.com", trust()).unwrap();
         assert_eq!(s.port, 465);
         assert_eq!(s.credentials, Some(("me@x.com".into(), "p:ss".into())));
-        assert!(SmtpSettings::parse("http://x").is_err());
-        assert!(SmtpSettings::parse("smtp://").is_err());
+        assert!(SmtpSettings::parse("http://x", trust()).is_err());
+        assert!(SmtpSettings::parse("smtp://", trust()).is_err());
+    }
+
+    #[test]
+    fn a_system_without_roots_gets_the_bundled_ones() {
+        let (roots, described) = roots_or_bundled(Vec::new());
+        assert_eq!(roots.len(), webpki_roots::TLS_SERVER_ROOTS.len());
+        assert!(described.contains("bundled"), "{described}");
+        // Something that does not parse as a certificate is no root either.
+        let junk = rustls::pki_types::CertificateDer::from(vec![1, 2, 3]);
+        assert!(roots_or_bundled(vec![junk]).1.contains("bundled"));
+    }
+
+    #[test]
+    fn smtp_ca_must_hold_a_certificate() {
+        let dir = std::env::temp_dir().join(format!("broadsheet-ca-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let empty = dir.join("empty.pem");
+        std::fs::write(&empty, "no certificate here\n").unwrap();
+        let error = TlsTrust::load(Some(&empty)).unwrap_err();
+        assert!(error.contains("no PEM certificate"), "{error}");
+        let error = TlsTrust::load(Some(&dir.join("missing.pem"))).unwrap_err();
+        assert!(error.contains("cannot read"), "{error}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn names_the_certificate_problem() {
+        let unknown = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+        let text = classify(mail_send::Error::Tls(Box::new(unknown))).to_string();
+        assert!(
+            text.starts_with("connection failure: the relay's TLS certificate was refused"),
+            "{text}"
+        );
+        assert!(text.contains("--smtp-ca"), "{text}");
+        let expired = rustls::Error::InvalidCertificate(rustls::CertificateError::Expired);
+        let text = classify(mail_send::Error::Tls(Box::new(expired))).to_string();
+        assert!(
+            text.contains("certificate") && !text.contains("--smtp-ca"),
+            "{text}"
+        );
     }
 
     #[test]

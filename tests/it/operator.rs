@@ -134,6 +134,7 @@ fn without_smtp_mail_goes_to_the_outbox_and_the_log() {
         from: String::new(),
         to: vec![],
         data: std::fs::read(&file).unwrap(),
+        tls: false,
     };
     assert_eq!(eml.header("To").unwrap().trim_matches(['<', '>']), email);
     let link = link_containing(&eml.text(), "/email_confirmations/").expect("link in the .eml");

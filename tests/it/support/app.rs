@@ -162,7 +162,8 @@ impl App {
         if !self.extra_args.iter().any(|a| a == "--job-poll-ms") {
             args.extend(["--job-poll-ms".to_string(), "25".to_string()]);
         }
-        if self.use_smtp {
+        // A test that needs another URL (smtps://, credentials) passes its own --smtp-url.
+        if self.use_smtp && !self.extra_args.iter().any(|a| a == "--smtp-url") {
             args.push("--smtp-url".into());
             args.push(format!("smtp://127.0.0.1:{}", self.smtp.port));
         }

@@ -11,6 +11,7 @@ pub mod http;
 pub mod receiver;
 pub mod send;
 pub mod smtp;
+pub mod tls;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 

@@ -3,12 +3,15 @@
 //! recipients at RCPT (421, 451, 550) or after the end of the message (451, 550), hangs up
 //! in the middle of a message or after it, never answers, answers slowly, greets with a
 //! refusal, or goes down altogether (its port closed, its connections cut) and comes back.
+//! It can also speak TLS (STARTTLS, or TLS from the first byte as on port 465) with a
+//! certificate the test gives it, offer AUTH PLAIN, and it notes the session commands it
+//! gets (EHLO, STARTTLS, AUTH, ...) so a test can see what went over the wire, and how.
 //!
 //! Self-contained (no other test module), so `examples/fault_soak.rs` runs the same sink as
 //! a process of its own.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -20,6 +23,8 @@ pub struct Received {
     pub from: String,
     pub to: Vec<String>,
     pub data: Vec<u8>,
+    /// It came over TLS.
+    pub tls: bool,
 }
 
 impl Received {
@@ -70,6 +75,24 @@ pub enum Fault {
     NoReply,
 }
 
+/// TLS the sink speaks, with the certificate of `config`.
+#[derive(Debug, Clone)]
+pub struct SinkTls {
+    pub config: Arc<rustls::ServerConfig>,
+    /// TLS from the first byte (`smtps://`); otherwise STARTTLS is offered on a plain start.
+    pub implicit: bool,
+}
+
+/// A session command the sink received (not the commands of a message: MAIL, RCPT, DATA,
+/// RSET, NOOP).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Command {
+    /// The line as sent, AUTH arguments included.
+    pub line: String,
+    /// Whether it came over TLS.
+    pub tls: bool,
+}
+
 /// How the listener answers; can be changed while it runs.
 #[derive(Debug, Default, Clone)]
 pub struct Rules {
@@ -92,6 +115,10 @@ pub struct Rules {
     pub hold_after_refusal: bool,
     /// Keep the envelope of each message but not its content (long soaks).
     pub discard_bodies: bool,
+    /// Speak TLS; plain SMTP without STARTTLS when `None`.
+    pub tls: Option<SinkTls>,
+    /// Offer AUTH PLAIN and take any user name and password.
+    pub auth: bool,
 }
 
 #[derive(Default)]
@@ -108,6 +135,7 @@ struct Shared {
     /// Messages cut off mid-DATA, ended without an answer, or never answered.
     cut: Vec<(String, Fault)>,
     held: bool,
+    commands: Vec<Command>,
 }
 
 /// The listener; runs until the test process ends.
@@ -292,6 +320,61 @@ impl SmtpSink {
     pub fn held_after_refusal(&self) -> bool {
         self.shared.lock().unwrap().held
     }
+
+    /// The session commands received so far, in order.
+    pub fn commands(&self) -> Vec<Command> {
+        self.shared.lock().unwrap().commands.clone()
+    }
+}
+
+/// A byte stream a session can run over: the TCP socket, or TLS on it.
+trait Duplex: Read + Write + Send {}
+impl<T: Read + Write + Send> Duplex for T {}
+
+/// One session's connection, plain or TLS, shared by its reader and its writer (the session
+/// is one thread that never reads and writes at once, so the lock is never contended).
+#[derive(Clone)]
+struct Wire {
+    stream: Arc<Mutex<Box<dyn Duplex>>>,
+    tcp: Arc<TcpStream>,
+}
+
+impl Wire {
+    fn new(tcp: TcpStream) -> std::io::Result<Self> {
+        Ok(Wire {
+            stream: Arc::new(Mutex::new(Box::new(tcp.try_clone()?))),
+            tcp: Arc::new(tcp),
+        })
+    }
+
+    /// From now on TLS, on the same socket; the handshake runs on the next read or write.
+    fn start_tls(&self, config: &Arc<rustls::ServerConfig>) -> std::io::Result<()> {
+        let server =
+            rustls::ServerConnection::new(config.clone()).map_err(std::io::Error::other)?;
+        *self.stream.lock().unwrap() =
+            Box::new(rustls::StreamOwned::new(server, self.tcp.try_clone()?));
+        Ok(())
+    }
+
+    fn shutdown(&self, how: Shutdown) -> std::io::Result<()> {
+        self.tcp.shutdown(how)
+    }
+}
+
+impl Read for Wire {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.stream.lock().unwrap().read(buf)
+    }
+}
+
+impl Write for Wire {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.stream.lock().unwrap().write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.stream.lock().unwrap().flush()
+    }
 }
 
 /// Polls `check` until it returns `Some`, or panics with `what` after `timeout`.
@@ -330,8 +413,14 @@ fn session(stream: TcpStream, shared: &Mutex<Shared>) -> std::io::Result<()> {
     // Each reply is its own write; without this, Nagle holds the second of a pipelined
     // envelope's replies for the client's delayed ACK (40 ms a message).
     stream.set_nodelay(true)?;
-    let mut out = stream.try_clone()?;
-    let mut reader = BufReader::new(stream);
+    let mut out = Wire::new(stream)?;
+    let tls = shared.lock().unwrap().rules.tls.clone();
+    let mut secure = false;
+    if let Some(implicit) = tls.as_ref().filter(|t| t.implicit) {
+        out.start_tls(&implicit.config)?;
+        secure = true;
+    }
+    let mut reader = BufReader::new(out.clone());
     if let Some(code) = shared.lock().unwrap().rules.greeting {
         out.write_all(format!("{code} test-sink not available\r\n").as_bytes())?;
         return Ok(());
@@ -346,14 +435,48 @@ fn session(stream: TcpStream, shared: &Mutex<Shared>) -> std::io::Result<()> {
         }
         let command = line.trim_end().to_string();
         let upper = command.to_ascii_uppercase();
+        if !["MAIL", "RCPT", "DATA", "RSET", "NOOP"]
+            .iter()
+            .any(|verb| upper.starts_with(verb))
+        {
+            shared.lock().unwrap().commands.push(Command {
+                line: command.clone(),
+                tls: secure,
+            });
+        }
         if upper.starts_with("EHLO") {
-            if shared.lock().unwrap().rules.no_pipelining {
-                out.write_all(b"250-test-sink\r\n250-8BITMIME\r\n250 SIZE 52428800\r\n")?;
-            } else {
-                out.write_all(
-                    b"250-test-sink\r\n250-PIPELINING\r\n250-8BITMIME\r\n250 SIZE 52428800\r\n",
-                )?;
+            let (no_pipelining, auth) = {
+                let rules = &shared.lock().unwrap().rules;
+                (rules.no_pipelining, rules.auth)
+            };
+            let mut lines = vec!["test-sink"];
+            if !no_pipelining {
+                lines.push("PIPELINING");
             }
+            if tls.is_some() && !secure {
+                lines.push("STARTTLS");
+            }
+            if auth {
+                lines.push("AUTH PLAIN");
+            }
+            lines.extend(["8BITMIME", "SIZE 52428800"]);
+            let last = lines.len() - 1;
+            let reply: String = lines
+                .iter()
+                .enumerate()
+                .map(|(n, l)| format!("250{}{l}\r\n", if n == last { ' ' } else { '-' }))
+                .collect();
+            out.write_all(reply.as_bytes())?;
+        } else if upper == "STARTTLS" && !secure && tls.is_some() {
+            out.write_all(b"220 2.0.0 Ready to start TLS\r\n")?;
+            out.start_tls(&tls.as_ref().unwrap().config)?;
+            secure = true;
+            // Anything sent before the handshake is discarded (RFC 3207), and so is the
+            // session so far.
+            reader = BufReader::new(out.clone());
+            (from, to) = (String::new(), Vec::new());
+        } else if upper.starts_with("AUTH PLAIN") && shared.lock().unwrap().rules.auth {
+            out.write_all(b"235 2.7.0 Authentication successful\r\n")?;
         } else if upper.starts_with("HELO") {
             out.write_all(b"250 test-sink\r\n")?;
         } else if upper.starts_with("MAIL FROM:") {
@@ -490,6 +613,7 @@ fn session(stream: TcpStream, shared: &Mutex<Shared>) -> std::io::Result<()> {
                     from: from.clone(),
                     to: std::mem::take(&mut to),
                     data,
+                    tls: secure,
                 });
                 if let Some(f @ (Fault::DropAfterData | Fault::NoReply)) = fault {
                     let rcpt = s.received.last().unwrap().to[0].clone();
