@@ -115,6 +115,7 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
                 retry_base: time::Duration::milliseconds(args.webhook_retry_base_ms as i64),
                 timeout: Duration::from_millis(args.webhook_timeout_ms.max(1)),
                 allow_private: args.allow_private_webhooks,
+                dns: dns.clone(),
             },
             stop: stop.clone(),
         }),

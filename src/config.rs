@@ -162,7 +162,8 @@ pub struct ServeArgs {
     /// Timeout of one webhook delivery attempt, in milliseconds.
     #[arg(long, env = "BROADSHEET_WEBHOOK_TIMEOUT_MS", default_value_t = 10_000)]
     pub webhook_timeout_ms: u64,
-    /// Permit webhook URLs that resolve to loopback, private, link-local or unique-local addresses.
+    /// Permit webhook URLs that resolve to loopback, private, link-local, unique-local or other
+    /// special-purpose addresses (IANA's registries), e.g. a receiver on your own network.
     #[arg(long, env = "BROADSHEET_ALLOW_PRIVATE_WEBHOOKS")]
     pub allow_private_webhooks: bool,
     /// API GET requests per key per hour.
@@ -174,7 +175,8 @@ pub struct ServeArgs {
     /// API bulk requests per key per hour.
     #[arg(long, env = "BROADSHEET_RATE_LIMIT_BULK", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     pub rate_limit_bulk: u32,
-    /// DNS resolver (ip:port) used to verify custom domains; the system resolver by default.
+    /// DNS resolver (ip:port) used to verify custom domains and to find webhook receivers; the
+    /// system resolver by default.
     #[arg(long, env = "BROADSHEET_DNS_SERVER")]
     pub dns_server: Option<String>,
     /// SMTP connections used in parallel when sending an issue.

@@ -117,10 +117,12 @@ pub enum DeletedResponse {
 
 pub struct WebhooksApi;
 
-/// The SSRF guard as the domain's URL policy, honouring `--allow-private-webhooks`.
+/// The SSRF guard as the domain's URL policy, honouring `--allow-private-webhooks` and
+/// resolving through `--dns-server` (it runs inside the database task, off the async threads).
 fn url_policy(state: &State) -> impl Fn(&str) -> Result<(), String> + Send + 'static {
     let allow_private = state.allow_private_webhooks;
-    move |url: &str| crate::webhooks::check_url(url, allow_private)
+    let dns = state.dns.clone();
+    move |url: &str| crate::webhooks::check_url(url, allow_private, &dns)
 }
 
 #[OpenApi(

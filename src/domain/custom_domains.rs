@@ -369,7 +369,8 @@ pub fn target_host(urls: &SiteUrls, newsletter: &Newsletter) -> String {
     format!("{}.{}", newsletter.subdomain, urls.public_host_name())
 }
 
-/// The resolver used to verify domains: `--dns-server`, or the system's configuration.
+/// The resolver used to verify domains and to find webhook receivers: `--dns-server`, or the
+/// system's configuration.
 #[derive(Debug, Clone, Default)]
 pub struct Dns {
     server: Option<SocketAddr>,
@@ -392,9 +393,35 @@ impl Dns {
         })
     }
 
+    /// The addresses to connect to for `name` (a webhook receiver), in the order found. Unlike
+    /// the checks of custom domains, the hosts file counts here, as it would for any program
+    /// on this machine that connects.
+    pub async fn connect_addresses(&self, name: &str) -> Result<Vec<IpAddr>, String> {
+        let resolver = self.resolver(ResolveHosts::Always)?;
+        match resolver.lookup_ip(format!("{}.", plain_name(name))).await {
+            Ok(lookup) => {
+                let mut found: Vec<IpAddr> = Vec::new();
+                for ip in lookup.iter() {
+                    if !found.contains(&ip) {
+                        found.push(ip);
+                    }
+                }
+                if found.is_empty() {
+                    Err(format!("host {name} does not resolve"))
+                } else {
+                    Ok(found)
+                }
+            }
+            Err(e) if e.is_no_records_found() || e.is_nx_domain() => {
+                Err(format!("host {name} does not resolve"))
+            }
+            Err(e) => Err(format!("host {name} could not be resolved: {e}")),
+        }
+    }
+
     /// A fresh resolver for each verification, so a record the owner just changed is seen
     /// (no answers cached from an earlier check).
-    fn resolver(&self) -> Result<TokioResolver, String> {
+    fn resolver(&self, hosts: ResolveHosts) -> Result<TokioResolver, String> {
         let mut builder = match self.server {
             Some(address) => {
                 let mut server = NameServerConfig::udp_and_tcp(address.ip());
@@ -413,8 +440,7 @@ impl Dns {
         options.timeout = Duration::from_secs(3);
         options.attempts = 2;
         options.ip_strategy = LookupIpStrategy::Ipv4AndIpv6;
-        // What the world sees counts, not this machine's /etc/hosts.
-        options.use_hosts_file = ResolveHosts::Never;
+        options.use_hosts_file = hosts;
         builder
             .build()
             .map_err(|e| format!("cannot start the DNS resolver: {e}"))
@@ -509,7 +535,8 @@ pub async fn records_to_add(
             value: format!("{target}."),
         }],
         Method::Apex => {
-            let found = match dns.resolver() {
+            // What the world sees counts, not this machine's /etc/hosts.
+            let found = match dns.resolver(ResolveHosts::Never) {
                 Ok(resolver) => lookup_addresses(&resolver, &target).await,
                 Err(e) => Answer::Failed(e),
             };
@@ -555,7 +582,8 @@ pub struct Observed {
 
 /// Looks the records up, in parallel so a slow resolver costs one timeout, not three.
 async fn observe(dns: &Dns, domain: &CustomDomain, target: &str) -> Result<Observed, String> {
-    let resolver = dns.resolver()?;
+    // What the world sees counts, not this machine's /etc/hosts.
+    let resolver = dns.resolver(ResolveHosts::Never)?;
     let txt_name = domain.txt_name();
     Ok(match domain.method {
         Method::Subdomain => {

@@ -26,7 +26,7 @@ pub fn enqueue(conn: &rusqlite::Connection, delivery_id: i64) -> Result<i64, Sto
     )
 }
 
-pub fn run(ctx: &JobContext, job: &queue::Job) -> Outcome {
+pub fn run(ctx: &JobContext, rt: &tokio::runtime::Runtime, job: &queue::Job) -> Outcome {
     let payload: Payload = match serde_json::from_str(&job.payload) {
         Ok(p) => p,
         Err(e) => return Outcome::Fail(format!("bad payload: {e}")),
@@ -41,7 +41,7 @@ pub fn run(ctx: &JobContext, job: &queue::Job) -> Outcome {
         Err(e) => return Outcome::Retry(e.to_string()),
     };
     let attempt = if delivery.subscription_enabled {
-        crate::webhooks::attempt(&delivery, &ctx.webhooks)
+        crate::webhooks::attempt(&delivery, &ctx.webhooks, rt)
     } else {
         Attempt::Skipped
     };

@@ -112,7 +112,7 @@ fn dispatch(ctx: &JobContext, rt: &tokio::runtime::Runtime, job: &queue::Job) ->
     match job.kind.as_str() {
         send_mail::KIND => send_mail::run(ctx, rt, job),
         send_issue::KIND => send_issue::run(ctx, rt, job),
-        deliver_webhook::KIND => deliver_webhook::run(ctx, job),
+        deliver_webhook::KIND => deliver_webhook::run(ctx, rt, job),
         import_subscribers::KIND => import_subscribers::run(ctx, job),
         other => Outcome::Fail(format!("unknown job kind {other:?}")),
     }

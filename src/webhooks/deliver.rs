@@ -1,41 +1,88 @@
 //! One delivery attempt: POST the stored body with its signatures, redirects not followed,
-//! bounded by a timeout, the SSRF guard checked first.
+//! bounded by a timeout, to the addresses the SSRF guard resolved and checked.
 
 use std::io::Read;
+use std::net::SocketAddr;
 use std::time::Duration;
 
+use ureq::config::Config;
+use ureq::http::Uri;
+use ureq::unversioned::resolver::{ResolvedSocketAddrs, Resolver};
+use ureq::unversioned::transport::{DefaultConnector, NextTimeout};
+
+use crate::domain::custom_domains::Dns;
 use crate::domain::webhooks::{Attempt, PendingDelivery};
 
 /// Delivery knobs from the command line.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Settings {
     /// Retry n (1..3) waits `retry_base * n^4`.
     pub retry_base: time::Duration,
     pub timeout: Duration,
     pub allow_private: bool,
+    /// Finds the receivers (`--dns-server` or the system's resolver).
+    pub dns: Dns,
 }
 
 /// Characters of the receiver's answer kept for the delivery log.
 const EXCERPT_CHARS: usize = 300;
 
-/// Sends one attempt of `delivery` and says how it went.
-pub fn attempt(delivery: &PendingDelivery, settings: &Settings) -> Attempt {
-    if let Err(reason) = super::check_url(&delivery.url, settings.allow_private) {
-        return Attempt::Failed {
-            status: None,
-            excerpt: String::new(),
-            error: format!("refused to deliver: the URL {reason}"),
-        };
+/// Addresses ureq keeps from a resolver.
+const MAX_ADDRESSES: usize = 16;
+
+/// The HTTP client's resolver for one attempt: it answers the addresses the SSRF guard
+/// checked, whatever it is asked, so the connection goes to one of them and nowhere else,
+/// while the Host header and the TLS server name still come from the URL.
+#[derive(Debug)]
+struct Checked(Vec<SocketAddr>);
+
+impl Resolver for Checked {
+    fn resolve(
+        &self,
+        _uri: &Uri,
+        _config: &Config,
+        _timeout: NextTimeout,
+    ) -> Result<ResolvedSocketAddrs, ureq::Error> {
+        let mut addresses = self.empty();
+        for address in self.0.iter().take(MAX_ADDRESSES) {
+            addresses.push(*address);
+        }
+        if self.0.is_empty() {
+            return Err(ureq::Error::HostNotFound);
+        }
+        Ok(addresses)
     }
+}
+
+/// Sends one attempt of `delivery` and says how it went; `rt` runs the DNS lookup.
+pub fn attempt(
+    delivery: &PendingDelivery,
+    settings: &Settings,
+    rt: &tokio::runtime::Runtime,
+) -> Attempt {
+    let lookup = super::ssrf::resolve(&delivery.url, settings.allow_private, &settings.dns);
+    let addresses = match rt.block_on(lookup) {
+        Ok(addresses) => addresses,
+        Err(reason) => {
+            return Attempt::Failed {
+                status: None,
+                excerpt: String::new(),
+                error: format!("refused to deliver: the URL {reason}"),
+            };
+        }
+    };
     let timestamp = crate::clock::now().unix_timestamp();
     let body = delivery.body.as_bytes();
-    let agent: ureq::Agent = ureq::Agent::config_builder()
+    let config = ureq::Agent::config_builder()
         .max_redirects(0)
         .http_status_as_error(false)
         .timeout_global(Some(settings.timeout))
         .user_agent("Broadsheet-Webhooks/1")
-        .build()
-        .into();
+        // Straight to the checked addresses: a proxy (HTTP_PROXY and the like) would look
+        // the name up again, and reach whatever it found.
+        .proxy(None)
+        .build();
+    let agent = ureq::Agent::with_parts(config, DefaultConnector::default(), Checked(addresses));
     let sent = agent
         .post(&delivery.url)
         .header("Content-Type", "application/json")

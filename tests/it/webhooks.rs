@@ -619,3 +619,115 @@ fn redirects_are_not_followed_and_timeouts_are_retried() {
         "no redirect was followed"
     );
 }
+
+/// The port of a receiver's `http://127.0.0.1:<port>/hook`.
+fn port_of(receiver: &Receiver) -> u16 {
+    receiver
+        .url
+        .trim_start_matches("http://127.0.0.1:")
+        .trim_end_matches("/hook")
+        .parse()
+        .unwrap()
+}
+
+/// A public address that the guard lets through but that these tests never reach: every
+/// answer that carries it also carries a refused one, so no connection is made at all.
+const PUBLIC: &str = "93.184.216.34";
+
+#[test]
+fn the_ssrf_guard_checks_every_address_and_connects_to_what_it_checked() {
+    use crate::support::dns::{DnsServer, Rec};
+    let dns = DnsServer::start();
+    let app = spawn_app_with(&[
+        "--dns-server",
+        &dns.address(),
+        "--webhook-retry-base-ms",
+        "5",
+    ]);
+    let owner = onboard(&app, "Rebinding");
+    let receiver = Receiver::start();
+    let name = "hooks.rebind.test";
+    let url = format!("http://{name}:{}/hook", port_of(&receiver));
+    let public: std::net::IpAddr = PUBLIC.parse().unwrap();
+    let loopback: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+
+    // Saved while the name answers loopback next to a public address, or an IPv6 address
+    // that is loopback in NAT64 clothing: refused, naming the address.
+    for records in [
+        vec![Rec::Addr(public), Rec::Addr(loopback)],
+        vec![Rec::Addr("64:ff9b::7f00:1".parse().unwrap())],
+    ] {
+        dns.set(name, &records);
+        let resp = owner.post(
+            "/webhook_subscriptions",
+            &json!({"url": url, "events": ["subscriber.created"]}),
+        );
+        assert_eq!(resp.error_code(422), "validation_error");
+        let reason = resp.json()["error"]["details"]["url"][0].to_string();
+        assert!(reason.contains("special-purpose"), "{reason}");
+    }
+
+    // Saved while it answers only the public address; then it is rebound to answer
+    // loopback as well, first and second. Each delivery resolves once, sees loopback and
+    // refuses without connecting anywhere.
+    dns.set(name, &[Rec::Addr(public)]);
+    subscribe(&owner, &url, &["subscriber.created"]);
+    for (n, records) in [[public, loopback], [loopback, public]].iter().enumerate() {
+        dns.set(name, &records.map(Rec::Addr));
+        owner
+            .post(
+                "/subscribers",
+                &json!({"email": format!("rebound{n}@example.com")}),
+            )
+            .expect(201);
+        wait_for(
+            "the delivery to be refused",
+            Duration::from_secs(20),
+            || {
+                (app.count(
+                    "SELECT count(*) FROM webhook_deliveries WHERE last_error = \
+                 'refused to deliver: the URL resolves to 127.0.0.1, a private or \
+                 special-purpose address; webhooks may only go to public addresses'",
+                ) > n as i64)
+                    .then_some(())
+            },
+        );
+    }
+    assert!(receiver.hooks().is_empty(), "nothing reached the receiver");
+    assert_eq!(
+        app.count("SELECT count(*) FROM webhook_deliveries WHERE state = 'delivered'"),
+        0
+    );
+}
+
+#[test]
+fn with_allow_private_webhooks_a_name_is_resolved_through_dns_server_and_keeps_its_host() {
+    use crate::support::dns::{DnsServer, Rec};
+    let dns = DnsServer::start();
+    let app = spawn_app_with(&["--dns-server", &dns.address(), "--allow-private-webhooks"]);
+    let owner = onboard(&app, "Home Network");
+    let receiver = Receiver::start();
+    let name = "hooks.home.test";
+    dns.set(name, &[Rec::Addr("127.0.0.1".parse().unwrap())]);
+    let host = format!("{name}:{}", port_of(&receiver));
+    let (_, secret) = subscribe(
+        &owner,
+        &format!("http://{host}/hook"),
+        &["subscriber.created"],
+    );
+    let queries = dns.queries();
+    owner
+        .post("/subscribers", &json!({"email": "home@example.com"}))
+        .expect(201);
+    let hook = receiver.wait_for("subscriber.created", 1).pop().unwrap();
+    assert!(hook.verify(&secret));
+    assert_eq!(
+        hook.header("host"),
+        host,
+        "the Host header names the URL's host"
+    );
+    assert!(
+        dns.queries() > queries,
+        "the name went through --dns-server"
+    );
+}
