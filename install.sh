@@ -112,6 +112,9 @@ BROADSHEET_DATA_DIR=$data_dir
 BROADSHEET_LISTEN=$listen
 BROADSHEET_BASE_URL=$base_url
 BROADSHEET_PUBLIC_HOST=$public_host
+# The reverse proxy on this machine (Caddy, docs/custom-domains.md): X-Forwarded-For is
+# believed from it alone, so each visitor gets their own sign-in and sign-up limits.
+BROADSHEET_TRUSTED_PROXY=127.0.0.1
 # Without an SMTP URL, mail is written to $data_dir/outbox/*.eml.
 #BROADSHEET_SMTP_URL=smtp://user:password@mail.example.com:587
 # A relay whose certificate comes from a private CA: that CA as a PEM file.

@@ -48,6 +48,7 @@ fn prepare(data_dir: &Path) -> String {
     let owner = accounts::sign_up(
         &mut conn,
         &urls,
+        "127.0.0.1",
         &SignUp {
             email: "bench@example.com".into(),
             password: "benchmark password".into(),

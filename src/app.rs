@@ -11,6 +11,7 @@ use poem::web::Json;
 use poem::{EndpointExt, IntoResponse, Response, Route, Server, get, handler, http::StatusCode};
 
 use crate::config::ServeArgs;
+use crate::domain::accounts::SessionLifetimes;
 use crate::domain::custom_domains::Dns;
 use crate::domain::newsletters::Tier;
 use crate::domain::secrets::ServerSecret;
@@ -40,6 +41,10 @@ pub struct AppState {
     pub allow_private_webhooks: bool,
     /// The resolver that verifies custom domains (`--dns-server`).
     pub dns: Dns,
+    /// Peers whose `X-Forwarded-For` names the client (`--trusted-proxy`).
+    pub trusted_proxies: Vec<std::net::IpAddr>,
+    /// How long browser sessions last (`--session-idle-minutes`, `--session-absolute-minutes`).
+    pub sessions: SessionLifetimes,
 }
 
 fn invalid(message: String) -> StoreError {
@@ -135,6 +140,15 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
         },
         allow_private_webhooks: args.allow_private_webhooks,
         dns,
+        trusted_proxies: args
+            .trusted_proxy
+            .iter()
+            .map(|ip| ip.to_canonical())
+            .collect(),
+        sessions: SessionLifetimes {
+            idle: time::Duration::minutes(args.session_idle_minutes.into()),
+            absolute: time::Duration::minutes(args.session_absolute_minutes.into()),
+        },
     });
 
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -201,4 +201,15 @@ pub struct ServeArgs {
     /// until the owner resumes it [default: 12 hours].
     #[arg(long, env = "BROADSHEET_SEND_OUTAGE_LIMIT_MS", default_value_t = 43_200_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub send_outage_limit_ms: u64,
+    /// Address of a reverse proxy in front of the server (repeatable or comma-separated):
+    /// only from these peers is X-Forwarded-For believed, and the client is then the
+    /// right-most address in it that is not one of them. Without it the header is ignored.
+    #[arg(long, env = "BROADSHEET_TRUSTED_PROXY", value_delimiter = ',')]
+    pub trusted_proxy: Vec<std::net::IpAddr>,
+    /// A session not used for this many minutes ends [default: 30 days].
+    #[arg(long, env = "BROADSHEET_SESSION_IDLE_MINUTES", default_value_t = 43_200, value_parser = clap::value_parser!(u32).range(1..))]
+    pub session_idle_minutes: u32,
+    /// A session ends this many minutes after sign-in, however busy [default: 90 days].
+    #[arg(long, env = "BROADSHEET_SESSION_ABSOLUTE_MINUTES", default_value_t = 129_600, value_parser = clap::value_parser!(u32).range(1..))]
+    pub session_absolute_minutes: u32,
 }

@@ -1,5 +1,8 @@
 //! Accounts: sign-up with e-mail confirmation, sign-in with throttling, sessions, password
 //! reset. Passwords are hashed with argon2id; every token handed out is stored as a hash.
+//! The throttles and lifetimes are listed in docs/security.md.
+
+use std::sync::LazyLock;
 
 use argon2::Argon2;
 use argon2::password_hash::phc::PasswordHash;
@@ -20,9 +23,20 @@ use crate::store::write_tx;
 pub const CONFIRMATION_TTL: Duration = Duration::hours(24);
 /// How long a password-reset link works.
 pub const RESET_TTL: Duration = Duration::hours(1);
-/// Sign-in attempts allowed per client address per window.
-pub const SIGN_IN_LIMIT: u32 = 10;
-pub const SIGN_IN_WINDOW_SECS: i64 = 180;
+/// Sign-in attempts for one e-mail address per window: past it that address is locked
+/// until the window ends, whoever tries. A right password clears the count.
+pub const SIGN_IN_ACCOUNT_LIMIT: u32 = 5;
+/// Sign-in attempts from one client address per window, whatever the e-mail address: looser,
+/// since an office or a school shares one address, but it stops guessing across accounts.
+pub const SIGN_IN_CLIENT_LIMIT: u32 = 30;
+pub const SIGN_IN_WINDOW_SECS: i64 = 15 * 60;
+/// Accounts one client address may create per hour.
+pub const SIGN_UPS_PER_CLIENT_PER_HOUR: u32 = 10;
+/// Mails of one kind (confirmation links, reset links) one address gets per hour; asking
+/// for more answers the same and sends nothing, so nobody can flood an inbox.
+pub const MAILS_PER_ADDRESS_PER_HOUR: u32 = 3;
+/// A session's `last_seen_at` is written at most this often, to spare writes.
+const TOUCH_EVERY: Duration = Duration::minutes(1);
 const PASSWORD_MIN: usize = 8;
 const PASSWORD_MAX: usize = 1024;
 
@@ -32,6 +46,35 @@ pub struct User {
     pub id: i64,
     pub email: String,
     pub confirmed: bool,
+}
+
+/// How long a session lasts: `idle` since it was last used, `absolute` since sign-in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionLifetimes {
+    pub idle: Duration,
+    pub absolute: Duration,
+}
+
+impl Default for SessionLifetimes {
+    /// A month without a visit, or three months in all: an owner who writes monthly stays
+    /// signed in, and a stolen cookie does not work for ever.
+    fn default() -> Self {
+        SessionLifetimes {
+            idle: Duration::days(30),
+            absolute: Duration::days(90),
+        }
+    }
+}
+
+impl SessionLifetimes {
+    /// The oldest `last_seen_at` and `created_at` a live session may have now.
+    fn cutoffs(&self) -> (String, String) {
+        let now = clock::now();
+        (
+            clock::format(now - self.idle),
+            clock::format(now - self.absolute),
+        )
+    }
 }
 
 /// A fresh session; `token` goes into the cookie and is never stored.
@@ -55,6 +98,10 @@ fn hash_password(password: &str) -> String {
         .expect("argon2 hashes any password with default parameters")
         .to_string()
 }
+
+/// A hash of the same parameters as real ones, checked when the address has no account so
+/// that such a sign-in costs the same time as a wrong password (one verification).
+static DUMMY_HASH: LazyLock<String> = LazyLock::new(|| hash_password("timing-equaliser"));
 
 fn password_matches(password: &str, stored_hash: &str) -> bool {
     PasswordHash::new(stored_hash)
@@ -85,8 +132,15 @@ fn check_new_password(errors: &mut FieldErrors, password: &str, confirmation: &s
     }
 }
 
-/// Creates an unconfirmed account and queues its confirmation mail.
-pub fn sign_up(conn: &mut Connection, urls: &SiteUrls, form: &SignUp) -> DomainResult<User> {
+/// Creates an unconfirmed account and queues its confirmation mail. Only accounts created
+/// count against `client` (its network address): past [`SIGN_UPS_PER_CLIENT_PER_HOUR`] it
+/// answers `RateLimited`.
+pub fn sign_up(
+    conn: &mut Connection,
+    urls: &SiteUrls,
+    client: &str,
+    form: &SignUp,
+) -> DomainResult<User> {
     let mut errors = FieldErrors::new();
     let email = match EmailAddress::parse(&form.email) {
         Ok(email) => Some(email),
@@ -107,6 +161,12 @@ pub fn sign_up(conn: &mut Connection, urls: &SiteUrls, form: &SignUp) -> DomainR
     write_tx(conn, |tx| {
         const INSERT: &str = "INSERT INTO users (email, password_hash, created_at, updated_at) VALUES (?1, ?2, ?3, ?3)
              ON CONFLICT (email) DO NOTHING";
+        rate_limit::hit(
+            tx,
+            &format!("sign_up:{client}"),
+            3600,
+            SIGN_UPS_PER_CLIENT_PER_HOUR,
+        )?;
         let now = clock::now_string();
         if tx.execute(INSERT, (email.as_str(), &password_hash, &now))? == 0 {
             return Err(DomainError::invalid(
@@ -124,7 +184,22 @@ pub fn sign_up(conn: &mut Connection, urls: &SiteUrls, form: &SignUp) -> DomainR
     })
 }
 
+/// Counts a mail of `kind` to `email`; false once the address had its share this hour. The
+/// bucket is named by a hash, so addresses typed into the forms are not stored.
+fn mail_allowed(conn: &Connection, kind: &str, email: &str) -> DomainResult<bool> {
+    rate_limit::allow(
+        conn,
+        &format!("{kind}_mail:{}", sha256_hex(email)),
+        3600,
+        MAILS_PER_ADDRESS_PER_HOUR,
+    )
+}
+
+/// Mails a new confirmation link, unless the address had its share this hour.
 fn send_confirmation(conn: &Connection, urls: &SiteUrls, user: &User) -> DomainResult<()> {
+    if !mail_allowed(conn, "confirm_email", &user.email)? {
+        return Ok(());
+    }
     let token = issue_token(conn, user.id, "confirm_email", CONFIRMATION_TTL)?;
     let link = urls.service(&format!("/email_confirmations/{token}"));
     send_mail::enqueue(conn, &user.email, account_mail::confirmation(&link))?;
@@ -168,14 +243,28 @@ fn live_token(conn: &Connection, token: &str, purpose: &str) -> DomainResult<Opt
         .optional()?)
 }
 
+/// Spends a token and every other outstanding token of its user and purpose: once one link
+/// did its work, older mails in the inbox must not work any more. False when `token_id` was
+/// already spent.
 fn use_token(conn: &Connection, token_id: i64) -> DomainResult<bool> {
     const USE: &str = "UPDATE user_tokens SET used_at = ?2 WHERE id = ?1 AND used_at IS NULL";
-    Ok(conn.execute(USE, (token_id, clock::now_string()))? == 1)
+    const SPEND_OTHERS: &str = "UPDATE user_tokens SET used_at = ?2
+         WHERE used_at IS NULL AND (user_id, purpose) = (SELECT user_id, purpose FROM user_tokens WHERE id = ?1)";
+    let now = clock::now_string();
+    if conn.execute(USE, (token_id, &now))? != 1 {
+        return Ok(false);
+    }
+    conn.execute(SPEND_OTHERS, (token_id, &now))?;
+    Ok(true)
 }
 
-/// Follows a confirmation link: confirms the account and signs the user in. An unknown,
-/// used or expired link is `NotFound`.
-pub fn confirm_email(conn: &mut Connection, token: &str) -> DomainResult<NewSession> {
+/// Follows a confirmation link: confirms the account, spends its other confirmation links
+/// and signs the user in. An unknown, used or expired link is `NotFound`.
+pub fn confirm_email(
+    conn: &mut Connection,
+    token: &str,
+    lifetimes: &SessionLifetimes,
+) -> DomainResult<NewSession> {
     write_tx(conn, |tx| {
         let (token_id, user_id) = live_token(tx, token, "confirm_email")?
             .ok_or(DomainError::NotFound("confirmation link"))?;
@@ -184,12 +273,13 @@ pub fn confirm_email(conn: &mut Connection, token: &str) -> DomainResult<NewSess
         }
         const CONFIRM: &str = "UPDATE users SET confirmed_at = coalesce(confirmed_at, ?2), updated_at = ?2 WHERE id = ?1";
         tx.execute(CONFIRM, (user_id, clock::now_string()))?;
-        start_session(tx, user_id)
+        start_session(tx, user_id, lifetimes)
     })
 }
 
-/// Sends a new confirmation link if `email` belongs to an unconfirmed account; says nothing
-/// either way, so the form cannot be used to probe for accounts.
+/// Sends a new confirmation link if `email` belongs to an unconfirmed account and had fewer
+/// than [`MAILS_PER_ADDRESS_PER_HOUR`] this hour; says nothing either way, so the form cannot
+/// be used to probe for accounts.
 pub fn resend_confirmation(
     conn: &mut Connection,
     urls: &SiteUrls,
@@ -229,19 +319,30 @@ pub enum SignIn {
     Unconfirmed,
 }
 
-/// Checks credentials, counting the attempt against `client` (its network address): past
-/// [`SIGN_IN_LIMIT`] attempts in [`SIGN_IN_WINDOW_SECS`] it answers `RateLimited`.
+/// Checks credentials. The attempt counts against `client` (its network address, at most
+/// [`SIGN_IN_CLIENT_LIMIT`] per window) and against the e-mail address typed (at most
+/// [`SIGN_IN_ACCOUNT_LIMIT`], cleared by the right password); past either it answers
+/// `RateLimited`. Known and unknown addresses cost one password check each, so neither the
+/// answer nor its time tells whether an account exists.
 pub fn sign_in(
     conn: &mut Connection,
     client: &str,
     email: &str,
     password: &str,
+    lifetimes: &SessionLifetimes,
 ) -> DomainResult<SignIn> {
     rate_limit::hit(
         conn,
         &format!("sign_in:{client}"),
         SIGN_IN_WINDOW_SECS,
-        SIGN_IN_LIMIT,
+        SIGN_IN_CLIENT_LIMIT,
+    )?;
+    let account_bucket = sign_in_bucket(&email.trim().to_lowercase());
+    rate_limit::hit(
+        conn,
+        &account_bucket,
+        SIGN_IN_WINDOW_SECS,
+        SIGN_IN_ACCOUNT_LIMIT,
     )?;
     let invalid = || DomainError::invalid("base", "Invalid e-mail address or password");
     let found = match EmailAddress::parse(email) {
@@ -249,39 +350,79 @@ pub fn sign_in(
         Err(_) => None,
     };
     let Some((user, stored_hash)) = found else {
-        // Spend the same time as a real check, so timing does not reveal which addresses exist.
-        let _ = password_matches(password, &hash_password("timing-equaliser"));
+        let _ = password_matches(password, &DUMMY_HASH);
         return Err(invalid());
     };
     if !password_matches(password, &stored_hash) {
         return Err(invalid());
     }
+    rate_limit::clear(conn, &account_bucket)?;
     if !user.confirmed {
         return Ok(SignIn::Unconfirmed);
     }
-    Ok(SignIn::SignedIn(start_session(conn, user.id)?))
+    Ok(SignIn::SignedIn(start_session(conn, user.id, lifetimes)?))
 }
 
-fn start_session(conn: &Connection, user_id: i64) -> DomainResult<NewSession> {
+/// The per-account sign-in bucket of an address as typed, trimmed and lowercased (as
+/// accounts store it). Named by a hash: what people type into the field is not stored.
+fn sign_in_bucket(email: &str) -> String {
+    format!("sign_in_account:{}", sha256_hex(email))
+}
+
+/// Starts a session, deleting the sessions (anyone's) that have run out meanwhile.
+fn start_session(
+    conn: &Connection,
+    user_id: i64,
+    lifetimes: &SessionLifetimes,
+) -> DomainResult<NewSession> {
+    const PRUNE: &str = "DELETE FROM sessions WHERE last_seen_at <= ?1 OR created_at <= ?2";
     const INSERT: &str = "INSERT INTO sessions (token_hash, user_id, created_at, last_seen_at) VALUES (?1, ?2, ?3, ?3)";
+    let (idle_cutoff, absolute_cutoff) = lifetimes.cutoffs();
+    conn.execute(PRUNE, (&idle_cutoff, &absolute_cutoff))?;
     let token = random_hex(32);
     conn.execute(INSERT, (sha256_hex(&token), user_id, clock::now_string()))?;
     Ok(NewSession { token, user_id })
 }
 
-/// The confirmed user a session cookie belongs to, if the session is live.
-pub fn session_user(conn: &Connection, token: &str) -> DomainResult<Option<User>> {
-    const FIND: &str = "SELECT u.id, u.email, u.confirmed_at IS NOT NULL FROM sessions s
-         JOIN users u ON u.id = s.user_id WHERE s.token_hash = ?1";
-    Ok(conn
-        .query_row(FIND, [sha256_hex(token)], |r| {
-            Ok(User {
-                id: r.get(0)?,
-                email: r.get(1)?,
-                confirmed: r.get(2)?,
-            })
-        })
-        .optional()?)
+/// The confirmed user a session cookie belongs to, if the session is live: used within the
+/// idle lifetime and younger than the absolute one. Marks it used (at most once a minute).
+pub fn session_user(
+    conn: &Connection,
+    token: &str,
+    lifetimes: &SessionLifetimes,
+) -> DomainResult<Option<User>> {
+    const FIND: &str = "SELECT s.id, s.last_seen_at, u.id, u.email, u.confirmed_at IS NOT NULL
+         FROM sessions s JOIN users u ON u.id = s.user_id
+         WHERE s.token_hash = ?1 AND s.last_seen_at > ?2 AND s.created_at > ?3";
+    const TOUCH: &str = "UPDATE sessions SET last_seen_at = ?2 WHERE id = ?1";
+    let (idle_cutoff, absolute_cutoff) = lifetimes.cutoffs();
+    let found = conn
+        .query_row(
+            FIND,
+            (sha256_hex(token), &idle_cutoff, &absolute_cutoff),
+            |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    User {
+                        id: r.get(2)?,
+                        email: r.get(3)?,
+                        confirmed: r.get(4)?,
+                    },
+                ))
+            },
+        )
+        .optional()?;
+    let Some((session_id, last_seen_at, user)) = found else {
+        return Ok(None);
+    };
+    let now = clock::now();
+    if last_seen_at < clock::format(now - TOUCH_EVERY) {
+        // Best effort: a page is a read and must work on a full disk; a missed touch costs the
+        // session at most a minute of its idle time.
+        let _ = conn.execute(TOUCH, (session_id, clock::format(now)));
+    }
+    Ok(Some(user))
 }
 
 pub fn sign_out(conn: &Connection, token: &str) -> DomainResult<()> {
@@ -292,7 +433,58 @@ pub fn sign_out(conn: &Connection, token: &str) -> DomainResult<()> {
     Ok(())
 }
 
-/// Mails a reset link when `email` has an account; says nothing either way.
+/// One live session of a user, for the account page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionInfo {
+    pub created_at: String,
+    pub last_seen_at: String,
+    /// The session of the request asking.
+    pub current: bool,
+}
+
+/// The user's live sessions, newest first.
+pub fn sessions_of(
+    conn: &Connection,
+    user_id: i64,
+    current_token: &str,
+    lifetimes: &SessionLifetimes,
+) -> DomainResult<Vec<SessionInfo>> {
+    const LIST: &str = "SELECT created_at, last_seen_at, token_hash = ?2 FROM sessions
+         WHERE user_id = ?1 AND last_seen_at > ?3 AND created_at > ?4
+         ORDER BY created_at DESC, id DESC";
+    let (idle_cutoff, absolute_cutoff) = lifetimes.cutoffs();
+    let mut stmt = conn.prepare(LIST)?;
+    let rows = stmt.query_map(
+        (
+            user_id,
+            sha256_hex(current_token),
+            &idle_cutoff,
+            &absolute_cutoff,
+        ),
+        |r| {
+            Ok(SessionInfo {
+                created_at: r.get(0)?,
+                last_seen_at: r.get(1)?,
+                current: r.get(2)?,
+            })
+        },
+    )?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Ends every session of the user except `current_token`'s (a lost phone, a shared
+/// computer); returns how many ended.
+pub fn sign_out_others(
+    conn: &Connection,
+    user_id: i64,
+    current_token: &str,
+) -> DomainResult<usize> {
+    const END: &str = "DELETE FROM sessions WHERE user_id = ?1 AND token_hash <> ?2";
+    Ok(conn.execute(END, (user_id, sha256_hex(current_token)))?)
+}
+
+/// Mails a reset link when `email` has an account and had fewer than
+/// [`MAILS_PER_ADDRESS_PER_HOUR`] reset mails this hour; says nothing either way.
 pub fn request_password_reset(
     conn: &mut Connection,
     urls: &SiteUrls,
@@ -302,7 +494,9 @@ pub fn request_password_reset(
         return Ok(());
     };
     write_tx(conn, |tx| {
-        if let Some((user, _)) = find_user_by_email(tx, email.as_str())? {
+        if let Some((user, _)) = find_user_by_email(tx, email.as_str())?
+            && mail_allowed(tx, "reset_password", &user.email)?
+        {
             let token = issue_token(tx, user.id, "reset_password", RESET_TTL)?;
             let link = urls.service(&format!("/passwords/{token}/edit"));
             send_mail::enqueue(tx, &user.email, account_mail::password_reset(&link))?;
@@ -316,7 +510,9 @@ pub fn reset_link_is_live(conn: &Connection, token: &str) -> DomainResult<bool> 
     Ok(live_token(conn, token, "reset_password")?.is_some())
 }
 
-/// Sets a new password through a reset link and ends every session of the account.
+/// Sets a new password through a reset link, spends the account's other reset links, ends
+/// every session of the account and lifts a sign-in lock on its address (the mailbox is
+/// proven, so the owner need not wait out someone else's guessing).
 pub fn reset_password(
     conn: &mut Connection,
     token: &str,
@@ -331,6 +527,11 @@ pub fn reset_password(
         let (token_id, user_id) = live_token(tx, token, "reset_password")?
             .ok_or(DomainError::NotFound("password reset link"))?;
         use_token(tx, token_id)?;
+        let email: String =
+            tx.query_row("SELECT email FROM users WHERE id = ?1", [user_id], |r| {
+                r.get(0)
+            })?;
+        rate_limit::clear(tx, &sign_in_bucket(&email))?;
         // Following the mailed link proves the address too.
         const UPDATE: &str = "UPDATE users SET password_hash = ?2, confirmed_at = coalesce(confirmed_at, ?3), updated_at = ?3 WHERE id = ?1";
         tx.execute(UPDATE, (user_id, &password_hash, clock::now_string()))?;
@@ -345,6 +546,10 @@ mod tests {
 
     fn db() -> Connection {
         crate::domain::testing::db()
+    }
+
+    fn life() -> SessionLifetimes {
+        SessionLifetimes::default()
     }
 
     fn urls() -> SiteUrls {
@@ -383,40 +588,56 @@ mod tests {
         let user = sign_up(
             &mut conn,
             &urls(),
+            "1.2.3.4",
             &form(" Ann@Example.com ", "correct horse", "correct horse"),
         )
         .unwrap();
         assert_eq!(user.email, "ann@example.com");
         assert!(matches!(
-            sign_in(&mut conn, "1.2.3.4", "ann@example.com", "correct horse").unwrap(),
+            sign_in(
+                &mut conn,
+                "1.2.3.4",
+                "ann@example.com",
+                "correct horse",
+                &life()
+            )
+            .unwrap(),
             SignIn::Unconfirmed
         ));
 
         let token = mailed_token(&conn);
-        let session = confirm_email(&mut conn, &token).unwrap();
+        let session = confirm_email(&mut conn, &token, &life()).unwrap();
         assert_eq!(
-            session_user(&conn, &session.token).unwrap().unwrap().id,
+            session_user(&conn, &session.token, &life())
+                .unwrap()
+                .unwrap()
+                .id,
             user.id
         );
         assert!(
             matches!(
-                confirm_email(&mut conn, &token),
+                confirm_email(&mut conn, &token, &life()),
                 Err(DomainError::NotFound(_))
             ),
             "links work once"
         );
 
         assert!(matches!(
-            sign_in(&mut conn, "1.2.3.4", "ann@example.com", "wrong").unwrap_err(),
+            sign_in(&mut conn, "1.2.3.4", "ann@example.com", "wrong", &life()).unwrap_err(),
             DomainError::Invalid(..)
         ));
-        let SignIn::SignedIn(s) =
-            sign_in(&mut conn, "1.2.3.4", "ANN@example.com", "correct horse").unwrap()
-        else {
+        let SignIn::SignedIn(s) = sign_in(
+            &mut conn,
+            "1.2.3.4",
+            "ANN@example.com",
+            "correct horse",
+            &life(),
+        )
+        .unwrap() else {
             panic!("confirmed user signs in")
         };
         sign_out(&conn, &s.token).unwrap();
-        assert!(session_user(&conn, &s.token).unwrap().is_none());
+        assert!(session_user(&conn, &s.token, &life()).unwrap().is_none());
     }
 
     #[test]
@@ -425,6 +646,7 @@ mod tests {
         sign_up(
             &mut conn,
             &urls(),
+            "1.2.3.4",
             &form("a@example.com", "12345678", "12345678"),
         )
         .unwrap();
@@ -436,7 +658,7 @@ mod tests {
         ] {
             assert!(
                 matches!(
-                    sign_up(&mut conn, &urls(), &bad),
+                    sign_up(&mut conn, &urls(), "1.2.3.4", &bad),
                     Err(DomainError::Invalid(..))
                 ),
                 "{bad:?}"
@@ -454,40 +676,391 @@ mod tests {
         sign_up(
             &mut conn,
             &urls(),
+            "1.2.3.4",
             &form("r@example.com", "old password", "old password"),
         )
         .unwrap();
         let token = mailed_token(&conn);
-        let session = confirm_email(&mut conn, &token).unwrap();
+        let session = confirm_email(&mut conn, &token, &life()).unwrap();
         request_password_reset(&mut conn, &urls(), "r@example.com").unwrap();
         let token = mailed_token(&conn);
         assert!(reset_link_is_live(&conn, &token).unwrap());
         reset_password(&mut conn, &token, "new password", "new password").unwrap();
-        assert!(session_user(&conn, &session.token).unwrap().is_none());
+        assert!(
+            session_user(&conn, &session.token, &life())
+                .unwrap()
+                .is_none()
+        );
         assert!(!reset_link_is_live(&conn, &token).unwrap());
-        assert!(sign_in(&mut conn, "c", "r@example.com", "old password").is_err());
+        assert!(sign_in(&mut conn, "c", "r@example.com", "old password", &life()).is_err());
         assert!(matches!(
-            sign_in(&mut conn, "c", "r@example.com", "new password").unwrap(),
+            sign_in(&mut conn, "c", "r@example.com", "new password", &life()).unwrap(),
+            SignIn::SignedIn(_)
+        ));
+    }
+
+    fn set(conn: &Connection, sql: &str) {
+        conn.execute(sql, []).unwrap();
+    }
+
+    fn confirmed(conn: &mut Connection, email: &str) -> NewSession {
+        sign_up(
+            conn,
+            &urls(),
+            "1.2.3.4",
+            &form(email, "correct horse", "correct horse"),
+        )
+        .unwrap();
+        let token = mailed_token(conn);
+        confirm_email(conn, &token, &life()).unwrap()
+    }
+
+    fn mails_to(conn: &Connection, email: &str) -> i64 {
+        conn.query_row(
+            "SELECT count(*) FROM jobs WHERE json_extract(payload, '$.to') = ?1",
+            [email],
+            |r| r.get(0),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn wrong_passwords_lock_only_their_address() {
+        let mut conn = db();
+        confirmed(&mut conn, "a@example.com");
+        confirmed(&mut conn, "b@example.com");
+        for _ in 0..SIGN_IN_ACCOUNT_LIMIT {
+            assert!(matches!(
+                sign_in(&mut conn, "9.9.9.9", "a@example.com", "nope", &life()),
+                Err(DomainError::Invalid(..))
+            ));
+        }
+        // Locked, even with the right password and from another client address.
+        for client in ["9.9.9.9", "8.8.8.8"] {
+            assert!(matches!(
+                sign_in(
+                    &mut conn,
+                    client,
+                    " A@example.com",
+                    "correct horse",
+                    &life()
+                ),
+                Err(DomainError::RateLimited(_))
+            ));
+        }
+        assert!(matches!(
+            sign_in(
+                &mut conn,
+                "9.9.9.9",
+                "b@example.com",
+                "correct horse",
+                &life()
+            )
+            .unwrap(),
+            SignIn::SignedIn(_)
+        ));
+        // An address without an account locks the same way (no hint that it has none).
+        for _ in 0..SIGN_IN_ACCOUNT_LIMIT {
+            assert!(sign_in(&mut conn, "7.7.7.7", "nobody@example.com", "x", &life()).is_err());
+        }
+        assert!(matches!(
+            sign_in(&mut conn, "7.7.7.7", "nobody@example.com", "x", &life()),
+            Err(DomainError::RateLimited(_))
+        ));
+    }
+
+    #[test]
+    fn a_password_reset_lifts_the_lock_of_its_address() {
+        let mut conn = db();
+        confirmed(&mut conn, "l@example.com");
+        for _ in 0..=SIGN_IN_ACCOUNT_LIMIT {
+            let _ = sign_in(&mut conn, "1.1.1.1", "l@example.com", "nope", &life());
+        }
+        assert!(matches!(
+            sign_in(
+                &mut conn,
+                "1.1.1.1",
+                "l@example.com",
+                "correct horse",
+                &life()
+            ),
+            Err(DomainError::RateLimited(_))
+        ));
+        request_password_reset(&mut conn, &urls(), "l@example.com").unwrap();
+        let token = mailed_token(&conn);
+        reset_password(&mut conn, &token, "new password", "new password").unwrap();
+        assert!(matches!(
+            sign_in(
+                &mut conn,
+                "1.1.1.1",
+                "l@example.com",
+                "new password",
+                &life()
+            )
+            .unwrap(),
             SignIn::SignedIn(_)
         ));
     }
 
     #[test]
-    fn sign_in_is_throttled_per_client() {
+    fn the_right_password_clears_the_failures_of_its_address() {
         let mut conn = db();
-        for _ in 0..SIGN_IN_LIMIT {
+        confirmed(&mut conn, "c@example.com");
+        for _ in 0..3 {
+            for _ in 0..SIGN_IN_ACCOUNT_LIMIT - 1 {
+                assert!(sign_in(&mut conn, "1.1.1.1", "c@example.com", "nope", &life()).is_err());
+            }
             assert!(matches!(
-                sign_in(&mut conn, "9.9.9.9", "x@example.com", "nope"),
+                sign_in(
+                    &mut conn,
+                    "1.1.1.1",
+                    "c@example.com",
+                    "correct horse",
+                    &life()
+                )
+                .unwrap(),
+                SignIn::SignedIn(_)
+            ));
+        }
+    }
+
+    #[test]
+    fn sign_in_is_throttled_per_client_across_addresses() {
+        let mut conn = db();
+        for n in 0..SIGN_IN_CLIENT_LIMIT {
+            assert!(matches!(
+                sign_in(
+                    &mut conn,
+                    "9.9.9.9",
+                    &format!("x{n}@example.com"),
+                    "nope",
+                    &life()
+                ),
                 Err(DomainError::Invalid(..))
             ));
         }
         assert!(matches!(
-            sign_in(&mut conn, "9.9.9.9", "x@example.com", "nope"),
+            sign_in(&mut conn, "9.9.9.9", "y@example.com", "nope", &life()),
             Err(DomainError::RateLimited(_))
         ));
         assert!(matches!(
-            sign_in(&mut conn, "8.8.8.8", "x@example.com", "nope"),
+            sign_in(&mut conn, "8.8.8.8", "y@example.com", "nope", &life()),
             Err(DomainError::Invalid(..))
         ));
+    }
+
+    #[test]
+    fn sign_ups_are_capped_per_client() {
+        let mut conn = db();
+        for n in 0..SIGN_UPS_PER_CLIENT_PER_HOUR {
+            let email = format!("s{n}@example.com");
+            sign_up(
+                &mut conn,
+                &urls(),
+                "5.5.5.5",
+                &form(&email, "12345678", "12345678"),
+            )
+            .unwrap();
+        }
+        let more = form("more@example.com", "12345678", "12345678");
+        assert!(matches!(
+            sign_up(&mut conn, &urls(), "5.5.5.5", &more),
+            Err(DomainError::RateLimited(_))
+        ));
+        sign_up(&mut conn, &urls(), "6.6.6.6", &more).unwrap();
+    }
+
+    #[test]
+    fn account_mails_per_address_are_capped_quietly() {
+        let mut conn = db();
+        sign_up(
+            &mut conn,
+            &urls(),
+            "1.2.3.4",
+            &form("u@example.com", "12345678", "12345678"),
+        )
+        .unwrap();
+        for _ in 0..5 {
+            resend_confirmation(&mut conn, &urls(), "u@example.com").unwrap();
+            request_password_reset(&mut conn, &urls(), "u@example.com").unwrap();
+        }
+        let kinds: Vec<(String, i64)> = conn
+            .prepare("SELECT purpose, count(*) FROM user_tokens GROUP BY purpose ORDER BY purpose")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let cap = MAILS_PER_ADDRESS_PER_HOUR as i64;
+        assert_eq!(
+            kinds,
+            [
+                ("confirm_email".to_string(), cap),
+                ("reset_password".to_string(), cap)
+            ]
+        );
+        assert_eq!(mails_to(&conn, "u@example.com"), 2 * cap);
+    }
+
+    #[test]
+    fn using_a_link_spends_the_other_links_of_its_kind() {
+        let mut conn = db();
+        sign_up(
+            &mut conn,
+            &urls(),
+            "1.2.3.4",
+            &form("t@example.com", "12345678", "12345678"),
+        )
+        .unwrap();
+        let first_confirm = mailed_token(&conn);
+        resend_confirmation(&mut conn, &urls(), "t@example.com").unwrap();
+        let second_confirm = mailed_token(&conn);
+        request_password_reset(&mut conn, &urls(), "t@example.com").unwrap();
+        let first_reset = mailed_token(&conn);
+        request_password_reset(&mut conn, &urls(), "t@example.com").unwrap();
+        let second_reset = mailed_token(&conn);
+
+        confirm_email(&mut conn, &second_confirm, &life()).unwrap();
+        assert!(matches!(
+            confirm_email(&mut conn, &first_confirm, &life()),
+            Err(DomainError::NotFound(_))
+        ));
+        assert!(
+            reset_link_is_live(&conn, &first_reset).unwrap(),
+            "other kinds stay"
+        );
+        reset_password(&mut conn, &first_reset, "new password", "new password").unwrap();
+        assert!(!reset_link_is_live(&conn, &second_reset).unwrap());
+    }
+
+    #[test]
+    fn sessions_end_when_idle_or_old_and_are_touched_once_a_minute() {
+        let mut conn = db();
+        let session = confirmed(&mut conn, "s@example.com");
+        let hash = sha256_hex(&session.token);
+        let last_seen = |conn: &Connection| -> String {
+            conn.query_row(
+                "SELECT last_seen_at FROM sessions WHERE token_hash = ?1",
+                [&hash],
+                |r| r.get(0),
+            )
+            .unwrap()
+        };
+        let ago = |d: Duration| clock::format(clock::now() - d);
+
+        // Used within the minute: no write.
+        let fresh = last_seen(&conn);
+        session_user(&conn, &session.token, &life())
+            .unwrap()
+            .unwrap();
+        assert_eq!(last_seen(&conn), fresh);
+        // Last used ten minutes ago: marked used now.
+        let before = ago(Duration::minutes(10));
+        set(
+            &conn,
+            &format!("UPDATE sessions SET last_seen_at = '{before}'"),
+        );
+        session_user(&conn, &session.token, &life())
+            .unwrap()
+            .unwrap();
+        assert!(last_seen(&conn) > ago(Duration::seconds(30)));
+
+        // Idle for longer than the idle lifetime: ended.
+        let idle = ago(life().idle + Duration::minutes(1));
+        set(
+            &conn,
+            &format!("UPDATE sessions SET last_seen_at = '{idle}'"),
+        );
+        assert!(
+            session_user(&conn, &session.token, &life())
+                .unwrap()
+                .is_none()
+        );
+        // Busy, but signed in longer ago than the absolute lifetime: ended.
+        let old = ago(life().absolute + Duration::minutes(1));
+        set(
+            &conn,
+            &format!(
+                "UPDATE sessions SET last_seen_at = '{}', created_at = '{old}'",
+                clock::now_string()
+            ),
+        );
+        assert!(
+            session_user(&conn, &session.token, &life())
+                .unwrap()
+                .is_none()
+        );
+        // Shorter lifetimes from the flags apply.
+        set(
+            &conn,
+            &format!(
+                "UPDATE sessions SET created_at = '{}', last_seen_at = '{before}'",
+                clock::now_string()
+            ),
+        );
+        let short = SessionLifetimes {
+            idle: Duration::minutes(5),
+            absolute: Duration::days(1),
+        };
+        assert!(
+            session_user(&conn, &session.token, &short)
+                .unwrap()
+                .is_none()
+        );
+        // The next sign-in deletes the sessions that ran out.
+        sign_in(
+            &mut conn,
+            "1.2.3.4",
+            "s@example.com",
+            "correct horse",
+            &short,
+        )
+        .unwrap();
+        assert!(
+            conn.query_row("SELECT count(*) = 1 FROM sessions", [], |r| r
+                .get::<_, bool>(0))
+                .unwrap()
+        );
+    }
+
+    #[test]
+    fn signing_out_the_other_sessions_keeps_this_one() {
+        let mut conn = db();
+        let first = confirmed(&mut conn, "o@example.com");
+        let mut others = Vec::new();
+        for _ in 0..2 {
+            let SignIn::SignedIn(s) = sign_in(
+                &mut conn,
+                "1.2.3.4",
+                "o@example.com",
+                "correct horse",
+                &life(),
+            )
+            .unwrap() else {
+                panic!("signs in")
+            };
+            others.push(s);
+        }
+        let someone_else = confirmed(&mut conn, "e@example.com");
+        let listed = sessions_of(&conn, first.user_id, &first.token, &life()).unwrap();
+        assert_eq!(listed.len(), 3);
+        assert_eq!(listed.iter().filter(|s| s.current).count(), 1);
+        assert_eq!(
+            sign_out_others(&conn, first.user_id, &first.token).unwrap(),
+            2
+        );
+        assert!(
+            session_user(&conn, &first.token, &life())
+                .unwrap()
+                .is_some()
+        );
+        for s in &others {
+            assert!(session_user(&conn, &s.token, &life()).unwrap().is_none());
+        }
+        assert!(
+            session_user(&conn, &someone_else.token, &life())
+                .unwrap()
+                .is_some()
+        );
     }
 }

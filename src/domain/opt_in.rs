@@ -1,7 +1,8 @@
 //! Double opt-in for a newsletter's public subscribe form: the address becomes a subscriber
 //! (firing `subscriber.created`) only when the e-mailed link is followed. Asking again is
-//! harmless: one open request per address, the newest link wins, and an address that is
-//! already subscribed gets no mail at all.
+//! harmless: one open request per address, the newest link wins, an address that is
+//! already subscribed gets no mail at all, and one that had its few mails this hour gets no
+//! more (its last link keeps working).
 
 use rusqlite::{Connection, OptionalExtension};
 use time::Duration;
@@ -20,6 +21,9 @@ use crate::store::write_tx;
 const LINK_LIFETIME: Duration = Duration::days(7);
 /// Subscribe requests one client address may make per hour, across all newsletters.
 const PER_CLIENT_PER_HOUR: u32 = 20;
+/// Confirmation mails one e-mail address gets per hour, across all newsletters, so the form
+/// cannot be used to flood an inbox.
+pub const MAILS_PER_ADDRESS_PER_HOUR: u32 = 5;
 
 /// What a subscribe request did; the page says the same either way, so it leaks nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +32,9 @@ pub enum Requested {
     LinkSent,
     /// The address is already an active subscriber: nothing to do.
     AlreadySubscribed,
+    /// The address had [`MAILS_PER_ADDRESS_PER_HOUR`] mails this hour: nothing sent, and
+    /// the link mailed last still works.
+    MailCapped,
 }
 
 /// Validates the form, throttles per client, records the request and mails the link.
@@ -62,6 +69,15 @@ pub fn request(
             .optional()?;
         if status.as_deref() == Some(Status::Active.as_str()) {
             return Ok(Requested::AlreadySubscribed);
+        }
+        // Named by a hash, so addresses typed into the form are not stored here.
+        if !rate_limit::allow(
+            tx,
+            &format!("subscribe_mail:{}", sha256_hex(valid.email.as_str())),
+            3600,
+            MAILS_PER_ADDRESS_PER_HOUR,
+        )? {
+            return Ok(Requested::MailCapped);
         }
         let token = random_hex(32);
         let now = clock::now();

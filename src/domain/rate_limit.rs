@@ -1,9 +1,14 @@
-//! Fixed-window counters kept in SQLite (so a restart does not reset them): sign-in
-//! throttling per client address and the API's per-key hourly buckets.
+//! Fixed-window counters kept in SQLite (so a restart does not reset them): the account
+//! throttles (sign-in, sign-up, mail per address), the subscribe form's and the API's
+//! per-key hourly buckets.
 
 use rusqlite::{Connection, OptionalExtension};
 
 use super::{DomainError, DomainResult};
+
+/// The longest window any caller uses; counts older than this are deleted whenever a new
+/// window starts, so buckets named after addresses that never come back do not pile up.
+pub const MAX_WINDOW_SECS: i64 = 86_400;
 
 /// The state of one bucket after counting a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +43,8 @@ pub fn hit(conn: &Connection, bucket: &str, window_secs: i64, limit: u32) -> Dom
          WHERE count < ?3
          RETURNING count";
     const PRUNE: &str = "DELETE FROM rate_counters WHERE bucket = ?1 AND window_start < ?2";
+    const PRUNE_STALE: &str = "DELETE FROM rate_counters WHERE window_start < ?1";
+    debug_assert!(window_secs <= MAX_WINDOW_SECS);
     let (window_start, window) = current(window_secs, limit);
     let counted: Option<u32> = {
         let mut stmt = conn.prepare_cached(COUNT)?;
@@ -48,11 +55,28 @@ pub fn hit(conn: &Connection, bucket: &str, window_secs: i64, limit: u32) -> Dom
         Some(used) if used <= limit => {
             if used == 1 {
                 conn.execute(PRUNE, (bucket, window_start))?;
+                conn.execute(PRUNE_STALE, [window_start - MAX_WINDOW_SECS])?;
             }
             Ok(window(used))
         }
         _ => Err(DomainError::RateLimited(window(limit))),
     }
+}
+
+/// Like [`hit`] for a limit kept quietly: `Ok(false)` instead of `RateLimited`, for answers
+/// that must not tell whether anything happened (a mail to an address that had its share).
+pub fn allow(conn: &Connection, bucket: &str, window_secs: i64, limit: u32) -> DomainResult<bool> {
+    match hit(conn, bucket, window_secs, limit) {
+        Ok(_) => Ok(true),
+        Err(DomainError::RateLimited(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Forgets a bucket's counts (a right password clears its address's failures).
+pub fn clear(conn: &Connection, bucket: &str) -> DomainResult<()> {
+    conn.execute("DELETE FROM rate_counters WHERE bucket = ?1", [bucket])?;
+    Ok(())
 }
 
 /// Like [`hit`] without counting: for when nothing can be written (a full disk), so a
@@ -90,6 +114,35 @@ mod tests {
             hit(&conn, "other", 3600, 3).is_ok(),
             "buckets are independent"
         );
+    }
+
+    #[test]
+    fn allowing_says_no_quietly_and_clearing_starts_over() {
+        let conn = crate::domain::testing::db();
+        assert!(allow(&conn, "m", 3600, 2).unwrap());
+        assert!(allow(&conn, "m", 3600, 2).unwrap());
+        assert!(!allow(&conn, "m", 3600, 2).unwrap());
+        clear(&conn, "m").unwrap();
+        assert!(allow(&conn, "m", 3600, 2).unwrap());
+    }
+
+    #[test]
+    fn a_new_window_deletes_counts_older_than_the_longest_window() {
+        let conn = crate::domain::testing::db();
+        conn.execute(
+            "INSERT INTO rate_counters (bucket, window_start, count) VALUES ('gone', 0, 3), ('kept', ?1, 1)",
+            [crate::clock::now().unix_timestamp() - 60],
+        )
+        .unwrap();
+        hit(&conn, "fresh", 3600, 5).unwrap();
+        let buckets: Vec<String> = conn
+            .prepare("SELECT bucket FROM rate_counters ORDER BY bucket")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(buckets, ["fresh", "kept"]);
     }
 
     #[test]

@@ -3,7 +3,6 @@
 
 use maud::{Markup, PreEscaped, html};
 use poem::http::StatusCode;
-use poem::web::cookie::{Cookie, SameSite};
 use poem::web::{Data, Path, Query};
 use poem::{Body, IntoResponse, Request, Response, handler};
 use serde::Deserialize;
@@ -11,12 +10,11 @@ use serde::Deserialize;
 use super::{Meta, Site, not_found, page_response, page_with};
 use crate::app::AppState;
 use crate::domain::issues::{self, Issue};
-use crate::domain::opt_in::{self, Requested};
+use crate::domain::opt_in;
 use crate::domain::pagination::Page;
-use crate::domain::secrets::random_hex;
 use crate::domain::{DomainError, FieldErrors};
 use crate::mail::render::markdown_to_html;
-use crate::web::FormData;
+use crate::web::{FormData, client_address, csrf_cookie_value, read_cookie};
 
 type State = std::sync::Arc<AppState>;
 
@@ -70,27 +68,22 @@ fn issue_list(state: &State, site: &Site, issues: &[Issue]) -> Markup {
     }
 }
 
-// The CSRF token of the subscribe form: the same scheme as the dashboard's (a random cookie
-// and an HMAC of it), on the newsletter's own host.
-fn csrf_cookie_value(req: &Request, state: &State) -> String {
-    let jar = req.cookie();
-    match jar
-        .get(crate::web::csrf::COOKIE)
-        .map(|c| c.value_str().to_string())
-        .filter(|v| v.len() == 32)
-    {
-        Some(value) => value,
-        None => {
-            let value = random_hex(16);
-            let mut cookie = Cookie::new_with_str(crate::web::csrf::COOKIE, &value);
-            cookie.set_path("/");
-            cookie.set_http_only(true);
-            cookie.set_same_site(SameSite::Lax);
-            cookie.set_secure(state.urls.is_https());
-            jar.add(cookie);
-            value
-        }
-    }
+// The CSRF token of the site's forms: the same scheme and cookie as the dashboard's (a random
+// cookie, `__Host-` on https, and an HMAC of it), on the newsletter's own host. Sites have no
+// sessions, so the token binds the cookie alone.
+fn csrf_token(req: &Request, state: &State) -> String {
+    crate::web::csrf::token_for(&state.secret, &csrf_cookie_value(req, state), None)
+}
+
+/// Whether a site form's token fits the browser's CSRF cookie.
+fn csrf_ok(req: &Request, state: &State, form: &FormData) -> bool {
+    let cookie = read_cookie(req, state, crate::web::csrf::COOKIE);
+    crate::web::csrf::verify(
+        &state.secret,
+        cookie.as_deref(),
+        None,
+        form.get(crate::web::csrf::FIELD),
+    )
 }
 
 fn subscribe_form(
@@ -100,7 +93,7 @@ fn subscribe_form(
     name: &str,
     problems: &FieldErrors,
 ) -> Markup {
-    let token = crate::web::csrf::token_for(&state.secret, &csrf_cookie_value(req, state));
+    let token = csrf_token(req, state);
     html! {
         @if !problems.is_empty() {
             ul.errors role="alert" { @for sentence in problems.sentences() { li { (sentence) } } }
@@ -178,13 +171,6 @@ pub async fn subscribe_page(
     .into_response()
 }
 
-fn client_address(req: &Request) -> String {
-    req.remote_addr()
-        .as_socket_addr()
-        .map(|a| a.ip().to_string())
-        .unwrap_or_else(|| "unknown".to_string())
-}
-
 #[handler]
 pub async fn subscribe(
     req: &Request,
@@ -199,15 +185,7 @@ pub async fn subscribe(
             html! { p { "That form could not be read." } },
         );
     };
-    let cookie = req
-        .cookie()
-        .get(crate::web::csrf::COOKIE)
-        .map(|c| c.value_str().to_string());
-    if !crate::web::csrf::verify(
-        &state.secret,
-        cookie.as_deref(),
-        form.get(crate::web::csrf::FIELD),
-    ) {
+    if !csrf_ok(req, state, &form) {
         return page_response(
             StatusCode::FORBIDDEN,
             "Form expired",
@@ -215,7 +193,8 @@ pub async fn subscribe(
         );
     }
     let (email, name) = (form.get("email").to_string(), form.get("name").to_string());
-    let (urls, newsletter, client) = (state.urls.clone(), site.0.clone(), client_address(req));
+    let (urls, newsletter) = (state.urls.clone(), site.0.clone());
+    let client = client_address(req, state);
     let (e, n) = (email.clone(), name.clone());
     let requested = state
         .db
@@ -223,7 +202,8 @@ pub async fn subscribe(
         .await;
     let title = format!("Subscribe to {}", site.0.name);
     match requested {
-        Ok(Requested::LinkSent | Requested::AlreadySubscribed) => page_response(
+        // Mailed, already subscribed or capped: the same page, so it tells nothing.
+        Ok(_) => page_response(
             StatusCode::OK,
             "Check your inbox",
             html! {
@@ -277,7 +257,7 @@ pub async fn confirm_page(
     Data(state): Data<&State>,
     Data(site): Data<&Site>,
 ) -> Response {
-    let csrf = crate::web::csrf::token_for(&state.secret, &csrf_cookie_value(req, state));
+    let csrf = csrf_token(req, state);
     page_response(
         StatusCode::OK,
         &format!("Confirm your subscription to {}", site.0.name),
@@ -299,15 +279,7 @@ pub async fn confirm(
     Data(site): Data<&Site>,
 ) -> Response {
     let form = FormData::read(body).await.unwrap_or_default();
-    let cookie = req
-        .cookie()
-        .get(crate::web::csrf::COOKIE)
-        .map(|c| c.value_str().to_string());
-    if !crate::web::csrf::verify(
-        &state.secret,
-        cookie.as_deref(),
-        form.get(crate::web::csrf::FIELD),
-    ) {
+    if !csrf_ok(req, state, &form) {
         return page_response(
             StatusCode::FORBIDDEN,
             "Form expired",

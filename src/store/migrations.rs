@@ -34,6 +34,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0007_send_faults",
         include_str!("../../migrations/0007_send_faults.sql"),
     ),
+    (
+        "0009_accounts_security",
+        include_str!("../../migrations/0009_accounts_security.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.

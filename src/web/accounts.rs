@@ -1,20 +1,16 @@
-//! Sign-up, e-mail confirmation, sign-in and out, password reset.
+//! Sign-up, e-mail confirmation, sign-in and out, password reset, and the account page with
+//! its sessions.
 
 use maud::{Markup, html};
 use poem::web::{Data, Path};
 use poem::{Body, Request, handler, http::StatusCode};
 
 use super::layout::{csrf_field, errors, field, page};
-use super::{Ctx, FormData, State, WebResult, invalid_fields, render, see_other};
+use super::{
+    Ctx, FormData, State, WebError, WebResult, client_address, invalid_fields, render, see_other,
+};
 use crate::domain::accounts::{self, SignIn, SignUp};
 use crate::domain::{DomainError, FieldErrors};
-
-fn client_address(req: &Request) -> String {
-    req.remote_addr()
-        .as_socket_addr()
-        .map(|a| a.ip().to_string())
-        .unwrap_or_else(|| "unknown".to_string())
-}
 
 #[handler]
 pub async fn home(req: &Request, Data(state): Data<&State>) -> WebResult {
@@ -75,11 +71,11 @@ pub async fn signup(req: &Request, body: Body, Data(state): Data<&State>) -> Web
         password: form.get("user[password]").to_string(),
         password_confirmation: form.get("user[password_confirmation]").to_string(),
     };
-    let urls = state.urls.clone();
+    let (urls, client) = (state.urls.clone(), client_address(req, state));
     let attempt = input.clone();
     match state
         .db
-        .run(move |conn| accounts::sign_up(conn, &urls, &attempt))
+        .run(move |conn| accounts::sign_up(conn, &urls, &client, &attempt))
         .await
     {
         Ok(_) => see_other("/email_confirmation_pending"),
@@ -115,9 +111,10 @@ pub async fn confirm(
     Data(state): Data<&State>,
 ) -> WebResult {
     let ctx = Ctx::load(req, state).await?;
+    let lifetimes = state.sessions;
     match state
         .db
-        .run(move |conn| accounts::confirm_email(conn, &token))
+        .run(move |conn| accounts::confirm_email(conn, &token, &lifetimes))
         .await
     {
         Ok(session) => {
@@ -211,14 +208,14 @@ pub async fn session_post(req: &Request, body: Body, Data(state): Data<&State>) 
         return end_session(req, state, &ctx).await;
     }
     let (client, email, password) = (
-        client_address(req),
+        client_address(req, state),
         form.get("email_address").to_string(),
         form.get("password").to_string(),
     );
-    let typed = email.clone();
+    let (typed, lifetimes) = (email.clone(), state.sessions);
     match state
         .db
-        .run(move |conn| accounts::sign_in(conn, &client, &email, &password))
+        .run(move |conn| accounts::sign_in(conn, &client, &email, &password, &lifetimes))
         .await
     {
         Ok(SignIn::SignedIn(session)) => {
@@ -247,7 +244,7 @@ pub async fn sign_out(req: &Request, Data(state): Data<&State>) -> WebResult {
 }
 
 async fn end_session(req: &Request, state: &State, ctx: &Ctx) -> WebResult {
-    if let Some(token) = Ctx::session_token(req) {
+    if let Some(token) = ctx.session_token().map(str::to_string) {
         state
             .db
             .run(move |conn| accounts::sign_out(conn, &token))
@@ -380,4 +377,92 @@ pub async fn set_password(
             new_password_page(&ctx, &token, &invalid_fields(e)?),
         ),
     }
+}
+
+/// "30 days", "2 hours", "1 minute": a lifetime for people.
+fn span(lifetime: time::Duration) -> String {
+    let minutes = lifetime.whole_minutes();
+    let (n, unit) = if minutes % 1440 == 0 {
+        (minutes / 1440, "day")
+    } else if minutes % 60 == 0 {
+        (minutes / 60, "hour")
+    } else {
+        (minutes, "minute")
+    };
+    format!("{n} {unit}{}", if n == 1 { "" } else { "s" })
+}
+
+/// `GET /account`: who is signed in, the account's live sessions, and a form that ends all
+/// the others.
+#[handler]
+pub async fn account(req: &Request, Data(state): Data<&State>) -> WebResult {
+    let ctx = Ctx::load(req, state).await?;
+    let user = ctx.user()?.clone();
+    let current = ctx.session_token().unwrap_or_default().to_string();
+    let lifetimes = state.sessions;
+    let sessions = state
+        .db
+        .run(move |conn| accounts::sessions_of(conn, user.id, &current, &lifetimes))
+        .await?;
+    let others = sessions.iter().filter(|s| !s.current).count();
+    render(
+        StatusCode::OK,
+        page(
+            &ctx,
+            "Your account",
+            true,
+            html! {
+                h1 { "Your account" }
+                p { "Signed in as " strong { (ctx.user()?.email) } "." }
+                h2 { "Sessions" }
+                p.muted { "A session ends after " (span(lifetimes.idle)) " without a visit, and " (span(lifetimes.absolute)) " after signing in at the latest." }
+                table #sessions {
+                    thead { tr { th { "Signed in" } th { "Last seen" } th {} } }
+                    tbody {
+                        @for s in &sessions {
+                            tr {
+                                td { time datetime=(s.created_at) { (s.created_at) } }
+                                td { time datetime=(s.last_seen_at) { (s.last_seen_at) } }
+                                td { @if s.current { "this browser" } }
+                            }
+                        }
+                    }
+                }
+                @if others > 0 {
+                    form.stack method="post" action="/account/sessions" {
+                        (csrf_field(&ctx))
+                        input type="hidden" name="_method" value="delete";
+                        button type="submit" { "Sign out all other sessions (" (others) ")" }
+                    }
+                } @else {
+                    p.muted { "No other sessions." }
+                }
+            },
+        ),
+    )
+}
+
+/// `DELETE /account/sessions` (or POST with `_method=delete`): ends every session of the
+/// account but this one.
+#[handler]
+pub async fn sign_out_others(req: &Request, body: Body, Data(state): Data<&State>) -> WebResult {
+    let form = FormData::read(body).await?;
+    let ctx = Ctx::load_verified(req, state, &form).await?;
+    let user_id = ctx.user()?.id;
+    let current = ctx
+        .session_token()
+        .ok_or(WebError::SignInRequired)?
+        .to_string();
+    let ended = state
+        .db
+        .run(move |conn| accounts::sign_out_others(conn, user_id, &current))
+        .await?;
+    ctx.notice_next(
+        req,
+        &match ended {
+            1 => "1 other session is signed out.".to_string(),
+            n => format!("{n} other sessions are signed out."),
+        },
+    );
+    see_other("/account")
 }

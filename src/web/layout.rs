@@ -106,7 +106,7 @@ pub fn page(ctx: &Ctx, title: &str, narrow: bool, body: Markup) -> Markup {
                         a.brand href="/" { "Broadsheet" }
                         @if let Some(user) = &ctx.user {
                             a href="/newsletters" { "Newsletters" }
-                            span.muted { (user.email) }
+                            a href="/account" { (user.email) }
                             form.inline method="post" action="/session" {
                                 (csrf_field(ctx))
                                 input type="hidden" name="_method" value="delete";

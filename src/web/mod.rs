@@ -4,6 +4,7 @@
 mod accounts;
 mod api_keys;
 mod charts;
+mod client;
 pub(crate) mod csrf;
 mod custom_domains;
 mod form;
@@ -26,8 +27,9 @@ use poem::{EndpointExt, IntoResponse, Response, Route, get, post};
 use crate::app::AppState;
 use crate::domain::DomainError;
 
+pub use client::client_address;
 pub use form::FormData;
-pub use session::Ctx;
+pub use session::{Ctx, csrf_cookie_value, read_cookie};
 
 /// The base host's browser routes.
 pub fn routes() -> impl poem::Endpoint {
@@ -48,6 +50,11 @@ pub fn routes() -> impl poem::Endpoint {
         .at(
             "/session",
             post(accounts::session_post).delete(accounts::sign_out),
+        )
+        .at("/account", get(accounts::account))
+        .at(
+            "/account/sessions",
+            post(accounts::sign_out_others).delete(accounts::sign_out_others),
         )
         .at("/passwords/new", get(accounts::password_reset_form))
         .at("/passwords", post(accounts::request_password_reset))
@@ -315,7 +322,7 @@ impl poem::error::ResponseError for WebError {
             WebError::BadForm(m) => ("Bad request", m.clone()),
             WebError::TooManyRequests(secs) => (
                 "Too many attempts",
-                format!("Too many attempts from your address. Please wait {secs} seconds and try again."),
+                format!("Too many attempts. Please wait {secs} seconds and try again."),
             ),
             WebError::Forbidden(m) => ("Not allowed", m.clone()),
             WebError::DiskFull(detail) => {

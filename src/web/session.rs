@@ -1,13 +1,15 @@
 //! Per-request page context: the signed-in user (from the session cookie), the CSRF token,
-//! and a one-time notice carried across a redirect.
+//! and a one-time notice carried across a redirect. Also the cookies both hosts set.
 
 use poem::Request;
 use poem::web::cookie::{Cookie, SameSite};
 
 use super::{FormData, State, WebError, csrf};
+use crate::app::AppState;
 use crate::domain::accounts::{self, NewSession, User};
 use crate::domain::secrets::random_hex;
 
+/// The session cookie's name on http; on https it is `__Host-broadsheet_session`.
 pub const SESSION_COOKIE: &str = "broadsheet_session";
 const NOTICE_COOKIE: &str = "broadsheet_notice";
 
@@ -16,12 +18,26 @@ pub struct Ctx {
     pub user: Option<User>,
     pub csrf_token: String,
     csrf_cookie: Option<String>,
+    /// The session cookie as sent (live or not): the CSRF token is bound to it.
+    session_token: Option<String>,
     pub notice: Option<String>,
     state: State,
 }
 
-fn cookie(state: &State, name: &str, value: &str) -> Cookie {
-    let mut cookie = Cookie::new_with_str(name, value);
+/// The name a cookie goes by: on https with the `__Host-` prefix, which browsers accept only
+/// from a secure page of this very host with `Path=/` and no `Domain`, so neither a plain-http
+/// page nor a sibling subdomain (a newsletter's site) can plant or replace it.
+pub fn cookie_name(state: &AppState, name: &str) -> String {
+    if state.urls.is_https() {
+        format!("__Host-{name}")
+    } else {
+        name.to_string()
+    }
+}
+
+/// One of our cookies: HttpOnly, SameSite=Lax, `Path=/`, no `Domain`, Secure on https.
+pub fn cookie(state: &AppState, name: &str, value: &str) -> Cookie {
+    let mut cookie = Cookie::new_with_str(cookie_name(state, name), value);
     cookie.set_path("/");
     cookie.set_http_only(true);
     cookie.set_same_site(SameSite::Lax);
@@ -29,66 +45,77 @@ fn cookie(state: &State, name: &str, value: &str) -> Cookie {
     cookie
 }
 
-fn removal(state: &State, name: &str) -> Cookie {
+fn removal(state: &AppState, name: &str) -> Cookie {
     let mut cookie = cookie(state, name, "");
     cookie.make_removal();
     cookie
 }
 
+/// The value of our cookie `name` in the request; an empty one counts as none.
+pub fn read_cookie(req: &Request, state: &AppState, name: &str) -> Option<String> {
+    req.cookie()
+        .get(&cookie_name(state, name))
+        .map(|c| c.value_str().to_string())
+        .filter(|v| !v.is_empty())
+}
+
+/// The browser's CSRF cookie value, set now when it has none (first visit).
+pub fn csrf_cookie_value(req: &Request, state: &AppState) -> String {
+    match read_cookie(req, state, csrf::COOKIE).filter(|v| v.len() == 32) {
+        Some(value) => value,
+        None => renew_csrf_cookie(req, state),
+    }
+}
+
+/// Draws a new CSRF cookie value, so tokens shown before no longer work.
+fn renew_csrf_cookie(req: &Request, state: &AppState) -> String {
+    let value = random_hex(16);
+    req.cookie().add(cookie(state, csrf::COOKIE, &value));
+    value
+}
+
 impl Ctx {
     /// Reads the cookies; creates the CSRF cookie on first visit; consumes the notice.
     pub async fn load(req: &Request, state: &State) -> Result<Ctx, WebError> {
-        let jar = req.cookie();
-        let user = match jar.get(SESSION_COOKIE).map(|c| c.value_str().to_string()) {
-            Some(token) if !token.is_empty() => {
+        let session_token = read_cookie(req, state, SESSION_COOKIE);
+        let user = match session_token.clone() {
+            Some(token) => {
+                let lifetimes = state.sessions;
                 state
                     .db
-                    .run(move |conn| accounts::session_user(conn, &token))
+                    .run(move |conn| accounts::session_user(conn, &token, &lifetimes))
                     .await?
             }
-            _ => None,
+            None => None,
         };
-        let existing = jar
-            .get(csrf::COOKIE)
-            .map(|c| c.value_str().to_string())
-            .filter(|v| v.len() == 32);
-        let csrf_cookie = match existing {
-            Some(value) => value,
-            None => {
-                let value = random_hex(16);
-                jar.add(cookie(state, csrf::COOKIE, &value));
-                value
-            }
-        };
-        let notice = jar
-            .get(NOTICE_COOKIE)
-            .map(|c| c.value_str().to_string())
-            .filter(|n| !n.is_empty());
+        let csrf_cookie = csrf_cookie_value(req, state);
+        let notice = read_cookie(req, state, NOTICE_COOKIE);
         if notice.is_some() {
-            jar.add(removal(state, NOTICE_COOKIE));
+            req.cookie().add(removal(state, NOTICE_COOKIE));
         }
         Ok(Ctx {
             user,
-            csrf_token: csrf::token_for(&state.secret, &csrf_cookie),
+            csrf_token: csrf::token_for(&state.secret, &csrf_cookie, session_token.as_deref()),
             csrf_cookie: Some(csrf_cookie),
+            session_token,
             notice,
             state: state.clone(),
         })
     }
 
-    /// Like [`Ctx::load`] for a form post: the CSRF token must match before anything happens.
+    /// Like [`Ctx::load`] for a form post: the CSRF token must match the browser's CSRF
+    /// cookie and its session cookie before anything happens.
     pub async fn load_verified(
         req: &Request,
         state: &State,
         form: &FormData,
     ) -> Result<Ctx, WebError> {
-        let submitted_cookie = req
-            .cookie()
-            .get(csrf::COOKIE)
-            .map(|c| c.value_str().to_string());
+        let submitted_cookie = read_cookie(req, state, csrf::COOKIE);
+        let session = read_cookie(req, state, SESSION_COOKIE);
         if !csrf::verify(
             &state.secret,
             submitted_cookie.as_deref(),
+            session.as_deref(),
             form.get(csrf::FIELD),
         ) {
             return Err(WebError::BadCsrfToken);
@@ -103,14 +130,19 @@ impl Ctx {
         self.user.as_ref().ok_or(WebError::SignInRequired)
     }
 
-    /// Starts a signed-in session in the browser.
+    /// Starts a signed-in session in the browser, kept as long as the session may live, and
+    /// draws a new CSRF cookie.
     pub fn sign_in(&self, req: &Request, session: &NewSession) {
-        req.cookie()
-            .add(cookie(&self.state, SESSION_COOKIE, &session.token));
+        let mut session_cookie = cookie(&self.state, SESSION_COOKIE, &session.token);
+        session_cookie.set_max_age(self.state.sessions.absolute.unsigned_abs());
+        req.cookie().add(session_cookie);
+        renew_csrf_cookie(req, &self.state);
     }
 
+    /// Drops the session cookie and draws a new CSRF cookie.
     pub fn sign_out(&self, req: &Request) {
         req.cookie().add(removal(&self.state, SESSION_COOKIE));
+        renew_csrf_cookie(req, &self.state);
     }
 
     /// Shows `message` once on the next page.
@@ -119,12 +151,9 @@ impl Ctx {
             .add(cookie(&self.state, NOTICE_COOKIE, message));
     }
 
-    /// The session token of this request, if any.
-    pub fn session_token(req: &Request) -> Option<String> {
-        req.cookie()
-            .get(SESSION_COOKIE)
-            .map(|c| c.value_str().to_string())
-            .filter(|t| !t.is_empty())
+    /// The session cookie of this request, if any.
+    pub fn session_token(&self) -> Option<&str> {
+        self.session_token.as_deref()
     }
 
     pub fn has_csrf_cookie(&self) -> bool {

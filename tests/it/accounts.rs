@@ -363,29 +363,6 @@ fn sign_in_sign_out_and_wrong_passwords() {
 }
 
 #[test]
-fn sign_in_is_throttled_after_ten_attempts() {
-    let app = spawn_app();
-    let email = unique_email("throttle");
-    sign_up_confirmed(&app, &app.client(), &email);
-    let client = app.client();
-    for _ in 0..10 {
-        let resp = client.submit(
-            "/session/new",
-            "/session",
-            &[("email_address", &email), ("password", "nope nope")],
-        );
-        resp.expect(422);
-    }
-    let resp = client.submit(
-        "/session/new",
-        "/session",
-        &[("email_address", &email), ("password", PASSWORD)],
-    );
-    resp.expect(429);
-    assert!(resp.header("retry-after").is_some());
-}
-
-#[test]
 fn password_reset_by_mailed_link() {
     let app = spawn_app();
     let email = unique_email("reset");

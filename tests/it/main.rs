@@ -4,6 +4,7 @@
 
 mod support;
 
+mod account_security;
 mod accounts;
 mod api_errors;
 mod api_issues;

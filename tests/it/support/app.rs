@@ -15,7 +15,8 @@ pub use super::smtp::wait_for;
 /// A running server. Killed when dropped; its log is printed if the test failed.
 pub struct App {
     pub port: u16,
-    /// `http://127.0.0.1:<port>`, the `--base-url`.
+    /// `http://127.0.0.1:<port>`: where the client connects, and the `--base-url` unless the
+    /// test passes its own.
     pub base_url: String,
     /// `localhost:<port>`, the `--public-host`.
     pub public_host: String,
@@ -154,11 +155,14 @@ impl App {
             "serve".into(),
             "--listen".into(),
             format!("127.0.0.1:{}", self.port),
-            "--base-url".into(),
-            self.base_url.clone(),
             "--public-host".into(),
             self.public_host.clone(),
         ];
+        // A test may name another base URL (https, for the cookies it gets); the client
+        // still talks plain HTTP to `self.base_url`.
+        if !self.extra_args.iter().any(|a| a == "--base-url") {
+            args.extend(["--base-url".to_string(), self.base_url.clone()]);
+        }
         if !self.extra_args.iter().any(|a| a == "--job-poll-ms") {
             args.extend(["--job-poll-ms".to_string(), "25".to_string()]);
         }
