@@ -5,10 +5,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use poem::listener::TcpListener;
 use poem::web::Data;
 use poem::web::Json;
-use poem::{EndpointExt, IntoResponse, Response, Route, Server, get, handler, http::StatusCode};
+use poem::{EndpointExt, IntoResponse, Response, Route, get, handler, http::StatusCode};
 
 use crate::config::ServeArgs;
 use crate::domain::custom_domains::Dns;
@@ -16,6 +15,7 @@ use crate::domain::newsletters::Tier;
 use crate::domain::secrets::ServerSecret;
 use crate::domain::sending::OutagePolicy;
 use crate::domain::urls::SiteUrls;
+use crate::http::server::ReadLimits;
 use crate::jobs::send_issue::SendSettings;
 use crate::jobs::{JobContext, Runner, Stop};
 use crate::mail::{SmtpSettings, Transport};
@@ -134,6 +134,11 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    let limits = ReadLimits {
+        head: Duration::from_millis(args.header_read_timeout_ms),
+        body: Duration::from_millis(args.body_read_timeout_ms),
+        body_min_rate: args.body_min_rate,
+    };
     let result = rt.block_on(async {
         let base = Route::new()
             .at("/up", get(up))
@@ -151,7 +156,7 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
             site: crate::site::routes().boxed(),
         }
         .data(state);
-        let listener = TcpListener::bind(args.listen.clone());
+        let listener = tokio::net::TcpListener::bind(&args.listen).await?;
         match &transport {
             Transport::Outbox(dir) => {
                 eprintln!("mail: no --smtp-url, writing messages to {}", dir.display())
@@ -162,9 +167,14 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
             "broadsheet listening on http://{} (base URL {})",
             args.listen, args.base_url
         );
-        Server::new(listener)
-            .run_with_graceful_shutdown(app, shutdown_signal(stop), Some(Duration::from_secs(10)))
-            .await
+        crate::http::server::serve(
+            listener,
+            app,
+            limits,
+            shutdown_signal(stop),
+            Duration::from_secs(10),
+        )
+        .await
     });
     runner.shutdown();
     result.map_err(StoreError::Io)

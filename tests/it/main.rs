@@ -24,5 +24,6 @@ mod send_faults;
 mod sending;
 mod sending_crash;
 mod site;
+mod slow_clients;
 mod sql;
 mod webhooks;
