@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use poem::web::Data;
 use poem::web::Json;
-use poem::{EndpointExt, IntoResponse, Response, Route, get, handler, http::StatusCode};
+use poem::{EndpointExt, IntoResponse, Response, Route, handler, http::StatusCode};
 
 use crate::config::ServeArgs;
 use crate::domain::custom_domains::Dns;
@@ -15,6 +15,8 @@ use crate::domain::newsletters::Tier;
 use crate::domain::secrets::ServerSecret;
 use crate::domain::sending::OutagePolicy;
 use crate::domain::urls::SiteUrls;
+use crate::http::headers::{Policy, SecurityHeaders};
+use crate::http::routing::{get, post};
 use crate::http::server::ReadLimits;
 use crate::jobs::send_issue::SendSettings;
 use crate::jobs::{JobContext, Runner, Stop};
@@ -134,6 +136,7 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    let https = state.urls.base_url.starts_with("https://");
     let limits = ReadLimits {
         head: Duration::from_millis(args.header_read_timeout_ms),
         body: Duration::from_millis(args.body_read_timeout_ms),
@@ -144,7 +147,7 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
             .at("/up", get(up))
             .at(
                 "/bounces/:token",
-                poem::post(crate::api::bounces::report_with_token),
+                post(crate::api::bounces::report_with_token),
             )
             .nest("/api/v1", crate::api::routes())
             .nest("/api", crate::api::other_versions())
@@ -155,6 +158,7 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
             base,
             site: crate::site::routes().boxed(),
         }
+        .with(SecurityHeaders { https })
         .data(state);
         let listener = tokio::net::TcpListener::bind(&args.listen).await?;
         match &transport {
@@ -181,6 +185,7 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
 }
 
 /// Sends each request to a newsletter's public site or to the base host, by its Host header.
+/// The site's answers are marked for its own Content-Security-Policy.
 struct HostRouter {
     base: poem::endpoint::BoxEndpoint<'static, Response>,
     site: poem::endpoint::BoxEndpoint<'static, Response>,
@@ -194,14 +199,18 @@ impl poem::Endpoint for HostRouter {
             .data::<Arc<AppState>>()
             .expect("app state is installed")
             .clone();
-        match crate::site::resolve(&req, &state).await {
-            Ok(None) => self.base.call(req).await,
+        let mut site_answer = match crate::site::resolve(&req, &state).await {
+            Ok(None) => return self.base.call(req).await,
             Ok(Some(site)) => {
                 req.extensions_mut().insert(site);
-                self.site.call(req).await
+                self.site.call(req).await?
             }
-            Err(response) => Ok(response),
+            Err(response) => response,
+        };
+        if site_answer.data::<Policy>().is_none() {
+            site_answer.set_data(Policy::Site);
         }
+        Ok(site_answer)
     }
 }
 

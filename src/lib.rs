@@ -1,9 +1,9 @@
 //! Broadsheet: a self-hostable newsletter publishing service in one binary.
 //!
 //! Layers, outermost first: `cli` (operator commands) and `app` (the HTTP server, with its
-//! connections in `http`) call `web` (dashboard and account pages), `api` (REST) and `jobs`
-//! (background work), which all call the rules in `domain`, which keeps its data through
-//! `store` and sends through `mail`.
+//! connections and response headers in `http`) call `web` (dashboard and account pages),
+//! `api` (REST) and `jobs` (background work), which all call the rules in `domain`, which
+//! keeps its data through `store` and sends through `mail`.
 
 pub mod api;
 pub mod app;

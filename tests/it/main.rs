@@ -19,6 +19,7 @@ mod dash_settings;
 mod dash_stats;
 mod dash_subscribers;
 mod disk_full;
+mod http_headers;
 mod operator;
 mod send_faults;
 mod sending;

@@ -154,11 +154,14 @@ impl App {
             "serve".into(),
             "--listen".into(),
             format!("127.0.0.1:{}", self.port),
-            "--base-url".into(),
-            self.base_url.clone(),
             "--public-host".into(),
             self.public_host.clone(),
         ];
+        // An extra --base-url (e.g. https, for HSTS) replaces the test's own; the clients
+        // still connect to `base_url`.
+        if !self.extra_args.iter().any(|a| a == "--base-url") {
+            args.extend(["--base-url".to_string(), self.base_url.clone()]);
+        }
         if !self.extra_args.iter().any(|a| a == "--job-poll-ms") {
             args.extend(["--job-poll-ms".to_string(), "25".to_string()]);
         }
