@@ -5,10 +5,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use poem::listener::TcpListener;
 use poem::web::Data;
 use poem::web::Json;
-use poem::{EndpointExt, IntoResponse, Response, Route, Server, get, handler, http::StatusCode};
+use poem::{EndpointExt, IntoResponse, Response, Route, handler, http::StatusCode};
 
 use crate::config::ServeArgs;
 use crate::domain::accounts::SessionLifetimes;
@@ -17,6 +16,9 @@ use crate::domain::newsletters::Tier;
 use crate::domain::secrets::ServerSecret;
 use crate::domain::sending::OutagePolicy;
 use crate::domain::urls::SiteUrls;
+use crate::http::headers::{Policy, SecurityHeaders};
+use crate::http::routing::{get, post};
+use crate::http::server::ReadLimits;
 use crate::jobs::send_issue::SendSettings;
 use crate::jobs::{JobContext, Runner, Stop};
 use crate::mail::{SmtpSettings, TlsTrust, Transport};
@@ -154,12 +156,18 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    let https = state.urls.base_url.starts_with("https://");
+    let limits = ReadLimits {
+        head: Duration::from_millis(args.header_read_timeout_ms),
+        body: Duration::from_millis(args.body_read_timeout_ms),
+        body_min_rate: args.body_min_rate,
+    };
     let result = rt.block_on(async {
         let base = Route::new()
             .at("/up", get(up))
             .at(
                 "/bounces/:token",
-                poem::post(crate::api::bounces::report_with_token),
+                post(crate::api::bounces::report_with_token),
             )
             .nest("/api/v1", crate::api::routes())
             .nest("/api", crate::api::other_versions())
@@ -170,8 +178,9 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
             base,
             site: crate::site::routes().boxed(),
         }
+        .with(SecurityHeaders { https })
         .data(state);
-        let listener = TcpListener::bind(args.listen.clone());
+        let listener = tokio::net::TcpListener::bind(&args.listen).await?;
         match &transport {
             Transport::Outbox(dir) => {
                 eprintln!("mail: no --smtp-url, writing messages to {}", dir.display())
@@ -192,15 +201,21 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
             "broadsheet listening on http://{} (base URL {})",
             args.listen, args.base_url
         );
-        Server::new(listener)
-            .run_with_graceful_shutdown(app, shutdown_signal(stop), Some(Duration::from_secs(10)))
-            .await
+        crate::http::server::serve(
+            listener,
+            app,
+            limits,
+            shutdown_signal(stop),
+            Duration::from_secs(10),
+        )
+        .await
     });
     runner.shutdown();
     result.map_err(StoreError::Io)
 }
 
 /// Sends each request to a newsletter's public site or to the base host, by its Host header.
+/// The site's answers are marked for its own Content-Security-Policy.
 struct HostRouter {
     base: poem::endpoint::BoxEndpoint<'static, Response>,
     site: poem::endpoint::BoxEndpoint<'static, Response>,
@@ -214,14 +229,18 @@ impl poem::Endpoint for HostRouter {
             .data::<Arc<AppState>>()
             .expect("app state is installed")
             .clone();
-        match crate::site::resolve(&req, &state).await {
-            Ok(None) => self.base.call(req).await,
+        let mut site_answer = match crate::site::resolve(&req, &state).await {
+            Ok(None) => return self.base.call(req).await,
             Ok(Some(site)) => {
                 req.extensions_mut().insert(site);
-                self.site.call(req).await
+                self.site.call(req).await?
             }
-            Err(response) => Ok(response),
+            Err(response) => response,
+        };
+        if site_answer.data::<Policy>().is_none() {
+            site_answer.set_data(Policy::Site);
         }
+        Ok(site_answer)
     }
 }
 

@@ -212,4 +212,17 @@ pub struct ServeArgs {
     /// A session ends this many minutes after sign-in, however busy [default: 90 days].
     #[arg(long, env = "BROADSHEET_SESSION_ABSOLUTE_MINUTES", default_value_t = 129_600, value_parser = clap::value_parser!(u32).range(1..))]
     pub session_absolute_minutes: u32,
+    /// How long a client may take to send a request's head (request line and headers), in
+    /// milliseconds; a kept-alive connection left idle is closed after as long.
+    #[arg(long, env = "BROADSHEET_HEADER_READ_TIMEOUT_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    pub header_read_timeout_ms: u64,
+    /// A request body gets this long to arrive (milliseconds), plus one second for every
+    /// --body-min-rate bytes received: a slow but steady upload goes through, a trickle is
+    /// answered 408 and the connection closed.
+    #[arg(long, env = "BROADSHEET_BODY_READ_TIMEOUT_MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
+    pub body_read_timeout_ms: u64,
+    /// The average rate, in bytes per second, a request body must keep up (see
+    /// --body-read-timeout-ms).
+    #[arg(long, env = "BROADSHEET_BODY_MIN_RATE", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
+    pub body_min_rate: u64,
 }

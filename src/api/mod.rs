@@ -11,7 +11,10 @@ mod newsletter;
 mod subscribers;
 mod webhooks;
 
-use poem::{Endpoint, EndpointExt, Route};
+use std::sync::LazyLock;
+
+use poem::http::{Method, StatusCode};
+use poem::{Endpoint, EndpointExt, IntoResponse, Route};
 use poem_openapi::auth::Bearer;
 use poem_openapi::{OpenApiService, SecurityScheme};
 
@@ -63,17 +66,90 @@ pub fn openapi_document() -> String {
     service().spec()
 }
 
+/// The API reference page (Swagger UI) as `/api/v1/docs` serves it.
+pub fn reference_page() -> String {
+    service().swagger_ui_html()
+}
+
 /// Everything under `/api/v1`.
 pub fn routes() -> impl Endpoint {
     let service = service();
     let spec = service.spec_endpoint();
-    let docs = service.swagger_ui();
+    let docs = service.swagger_ui().map(|page| async move {
+        let mut page = page.into_response();
+        page.set_data(crate::http::headers::Policy::ApiDocs);
+        page
+    });
     Route::new()
         .at("/openapi.json", spec)
         .nest("/docs", docs)
         .nest("/", service.around(guard::guard))
         .catch_all_error(|err| async move { error::into_json_response(err) })
+        .around(|ep, req| async move {
+            let path = req.uri().path().to_string();
+            let mut response = ep.call(req).await?;
+            if response.status() == StatusCode::METHOD_NOT_ALLOWED
+                && let Some(methods) = methods_of(&path)
+            {
+                response
+                    .headers_mut()
+                    .insert("Allow", crate::http::routing::allow_header(&methods));
+            }
+            Ok(response)
+        })
 }
+
+/// The methods of each path of the OpenAPI document, as (path segments, methods), with
+/// `{name}` segments matching any one segment. poem-openapi's routes answer a method a path
+/// lacks with a bare 405; this is where its `Allow` comes from.
+static PATHS: LazyLock<Vec<(Vec<String>, Vec<Method>)>> = LazyLock::new(|| {
+    let document: serde_json::Value =
+        serde_json::from_str(&openapi_document()).expect("the OpenAPI document is JSON");
+    let paths = document["paths"].as_object().cloned().unwrap_or_default();
+    paths
+        .into_iter()
+        .map(|(path, operations)| {
+            let segments = path.split('/').map(str::to_string).collect();
+            let methods = operations
+                .as_object()
+                .into_iter()
+                .flat_map(|ops| ops.keys())
+                .filter_map(|name| Method::from_bytes(name.to_uppercase().as_bytes()).ok())
+                .collect();
+            (segments, methods)
+        })
+        .collect()
+});
+
+/// The methods `path` (inside `/api/v1`) accepts, when it is one of the API's paths; a
+/// literal segment wins over a `{name}` (`/subscribers/bulk_create`, not `/subscribers/{id}`).
+fn methods_of(path: &str) -> Option<Vec<Method>> {
+    let wanted: Vec<&str> = path.split('/').collect();
+    PATHS
+        .iter()
+        .filter(|(segments, _)| {
+            segments.len() == wanted.len()
+                && segments
+                    .iter()
+                    .zip(&wanted)
+                    .all(|(s, w)| s == w || (s.starts_with('{') && !w.is_empty()))
+        })
+        .max_by_key(|(segments, _)| segments.iter().filter(|s| !s.starts_with('{')).count())
+        .map(|(_, methods)| {
+            let mut methods = methods.clone();
+            methods.sort_by_key(|m| ORDER.iter().position(|o| o == m));
+            methods
+        })
+}
+
+/// The order methods are listed in `Allow`.
+const ORDER: [Method; 5] = [
+    Method::GET,
+    Method::POST,
+    Method::PUT,
+    Method::PATCH,
+    Method::DELETE,
+];
 
 /// Anything under `/api` outside `/api/v1` (another version, a typo): the same JSON 404 as an
 /// unknown path inside it. Only version 1 exists.

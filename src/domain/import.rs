@@ -33,6 +33,12 @@ pub const BATCH_ROWS: usize = 1000;
 pub const ERRORS_KEPT: usize = 100;
 /// The largest file the dashboard accepts; larger ones go through `broadsheet import`.
 pub const UPLOAD_LIMIT: u64 = 50 * 1024 * 1024;
+/// Uploads one owner may have on disk at once, across all their newsletters: waiting for
+/// their start, queued or being imported (a file goes once its import ends). Without it an
+/// account could fill the server's disk with files it never imports.
+pub const OWNER_UPLOADS: u64 = 3;
+/// The bytes those uploads may hold together: two files at the per-file limit.
+pub const OWNER_UPLOAD_BYTES: u64 = 100 * 1024 * 1024;
 /// The columns of an export, in order.
 pub const EXPORT_HEADER: [&str; 7] = [
     "email",
@@ -634,8 +640,71 @@ pub fn new_stored_name() -> String {
     format!("{}.csv", super::secrets::random_hex(16))
 }
 
+/// What one owner's uploads on disk leave room for ([`OWNER_UPLOADS`], [`OWNER_UPLOAD_BYTES`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UploadRoom {
+    pub files_held: u64,
+    pub bytes_held: u64,
+}
+
+impl UploadRoom {
+    /// Bytes one more file may have.
+    pub fn bytes_left(&self) -> u64 {
+        OWNER_UPLOAD_BYTES.saturating_sub(self.bytes_held)
+    }
+
+    /// Refuses one more file of `size` bytes (0 before its size is known) when it does not
+    /// fit, with what the owner can do about it.
+    pub fn check(&self, size: u64) -> DomainResult<()> {
+        let refuse = |message: String| {
+            Err(DomainError::Invalid(
+                ErrorCode::LimitReached,
+                FieldErrors::single("base", message),
+            ))
+        };
+        if self.files_held >= OWNER_UPLOADS {
+            return refuse(format!(
+                "You already have {} uploads waiting or being imported, the most an account \
+                 may have at once. Start or discard one of them (or let an import finish), \
+                 then upload again.",
+                self.files_held
+            ));
+        }
+        if size > self.bytes_left() {
+            return refuse(format!(
+                "Your uploads waiting or being imported already hold {}, and together they \
+                 may hold at most {}: this file does not fit. Start or discard one of them, \
+                 or split this file.",
+                mib(self.bytes_held),
+                mib(OWNER_UPLOAD_BYTES)
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+/// The uploads on disk of the owner of `newsletter_id`, over all their newsletters.
+pub fn upload_room(conn: &Connection, newsletter_id: i64) -> DomainResult<UploadRoom> {
+    const SQL: &str = "SELECT count(*), coalesce(sum(i.size_bytes), 0)
+         FROM subscriber_imports i JOIN newsletters n ON n.id = i.newsletter_id
+         WHERE n.owner_id = (SELECT owner_id FROM newsletters WHERE id = ?1)
+           AND i.state IN ('uploaded', 'queued', 'running')";
+    let (files, bytes): (i64, i64) =
+        conn.query_row(SQL, [newsletter_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok(UploadRoom {
+        files_held: files.max(0) as u64,
+        bytes_held: bytes.max(0) as u64,
+    })
+}
+
 /// Records a file already written to [`uploads_dir`] as `stored_name`, after checking its
-/// header. A bad header is a validation error, and the file is removed.
+/// header and that it fits in its owner's [`UploadRoom`] (checked again here, in the
+/// transaction, as two uploads may arrive at once). A bad header is a validation error, a
+/// file that does not fit `limit_reached`; either way the file is removed.
 pub fn record_upload(
     conn: &mut Connection,
     newsletter_id: i64,
@@ -669,8 +738,9 @@ pub fn record_upload(
         .collect();
     const INSERT: &str = "INSERT INTO subscriber_imports (newsletter_id, file_name, stored_name, size_bytes, created_at, updated_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?5)";
-    write_tx(conn, |tx| {
+    let recorded = write_tx(conn, |tx| {
         newsletters::get(tx, newsletter_id)?.ensure_writable()?;
+        upload_room(tx, newsletter_id)?.check(size)?;
         tx.execute(
             INSERT,
             (
@@ -682,7 +752,11 @@ pub fn record_upload(
             ),
         )?;
         get_upload(tx, newsletter_id, tx.last_insert_rowid())
-    })
+    });
+    if recorded.is_err() {
+        let _ = std::fs::remove_file(&path);
+    }
+    recorded
 }
 
 /// One upload of the newsletter; another newsletter's is not found.
@@ -1213,5 +1287,60 @@ mod tests {
         assert_eq!(purge_stale_uploads(&mut conn).unwrap(), 1);
         assert!(!imports.join(&other).exists());
         assert_eq!(recent_uploads(&conn, 1, 10).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn an_owner_keeps_at_most_three_uploads_and_100_mib_on_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = crate::store::open(&dir.path().join("broadsheet.db")).unwrap();
+        crate::store::migrate(&mut conn).unwrap();
+        conn.execute_batch(
+            "INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('o@x.co', 'h', 'n', 'n');
+             INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('p@x.co', 'h', 'n', 'n');
+             INSERT INTO newsletters (owner_id, name, subdomain, tier, bounce_token, created_at, updated_at)
+             VALUES (1, 'N', 'n', 'free', 'bt', 'n', 'n'), (1, 'M', 'm', 'free', 'bt2', 'n', 'n'),
+                    (2, 'P', 'p', 'free', 'bt3', 'n', 'n');",
+        )
+        .unwrap();
+        let imports = uploads_dir(&conn).unwrap();
+        let store = |conn: &mut Connection, newsletter: i64| {
+            let name = new_stored_name();
+            std::fs::write(imports.join(&name), "email\na@example.com\n").unwrap();
+            (record_upload(conn, newsletter, "list.csv", &name), name)
+        };
+        // Three across the owner's two newsletters; the fourth is refused and removed.
+        for newsletter in [1, 2, 1] {
+            store(&mut conn, newsletter).0.unwrap();
+        }
+        let (refused, name) = store(&mut conn, 2);
+        assert!(matches!(
+            refused,
+            Err(DomainError::Invalid(ErrorCode::LimitReached, _))
+        ));
+        assert!(!imports.join(&name).exists());
+        // Another owner has room of their own; a finished import frees its place.
+        store(&mut conn, 3).0.unwrap();
+        conn.execute(
+            "UPDATE subscriber_imports SET state = 'done' WHERE id = 1",
+            [],
+        )
+        .unwrap();
+        let room = upload_room(&conn, 2).unwrap();
+        assert_eq!(room.files_held, 2);
+        assert!(room.check(room.bytes_left()).is_ok());
+        // Bytes: what is held counts against the total.
+        conn.execute(
+            "UPDATE subscriber_imports SET size_bytes = 60 * 1024 * 1024 WHERE id = 2",
+            [],
+        )
+        .unwrap();
+        let room = upload_room(&conn, 1).unwrap();
+        assert_eq!(
+            room.bytes_left(),
+            OWNER_UPLOAD_BYTES - 60 * 1024 * 1024 - 20
+        );
+        let too_big = room.check(room.bytes_left() + 1).unwrap_err().to_string();
+        assert!(too_big.contains("already hold 60.0 MiB"), "{too_big}");
+        assert!(too_big.contains("at most 100.0 MiB"), "{too_big}");
     }
 }

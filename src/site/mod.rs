@@ -9,13 +9,14 @@ use std::sync::Arc;
 
 use maud::{DOCTYPE, Markup, html};
 use poem::http::StatusCode;
-use poem::{Endpoint, EndpointExt, IntoResponse, Request, Response, Route, get};
+use poem::{Endpoint, EndpointExt, IntoResponse, Request, Response, Route};
 
 use crate::app::AppState;
 use crate::domain::DomainError;
 use crate::domain::custom_domains;
 use crate::domain::newsletters::{self, Newsletter};
 use crate::domain::urls::{split_port, subdomain_of};
+use crate::http::routing::get;
 
 pub use pages::issue_document;
 
@@ -135,7 +136,7 @@ pub fn page_with(title: &str, meta: Option<&Meta<'_>>, body: Markup) -> Markup {
                     meta property="og:site_name" content=(m.site_name);
                     @if !m.description.is_empty() { meta property="og:description" content=(m.description); }
                 }
-                style { (maud::PreEscaped(SITE_CSS)) }
+                style { (maud::PreEscaped(STYLESHEET)) }
             }
             body { main { (body) } }
         }
@@ -194,7 +195,9 @@ pub fn not_found() -> Response {
     )
 }
 
-const SITE_CSS: &str = "body{margin:0;font:17px/1.6 -apple-system,'Segoe UI',Roboto,Helvetica,Arial,sans-serif;color:#1d2330;background:#fff}\
+/// Inline in every page, so a saved page or a preview looks the same; the sites'
+/// Content-Security-Policy allows exactly this text by its hash (`http::headers`).
+pub const STYLESHEET: &str = "body{margin:0;font:17px/1.6 -apple-system,'Segoe UI',Roboto,Helvetica,Arial,sans-serif;color:#1d2330;background:#fff}\
 main{max-width:40rem;margin:0 auto;padding:2rem 1rem}a{color:#1d4ed8}h1{line-height:1.2}\
 button{background:#1d4ed8;color:#fff;border:0;border-radius:6px;padding:.6rem 1.1rem;font:inherit;cursor:pointer}\
 input{font:inherit;padding:.5rem .6rem;border:1px solid #c5cad3;border-radius:6px;max-width:100%}\

@@ -22,10 +22,11 @@ use std::sync::Arc;
 use poem::http::StatusCode;
 use poem::middleware::CookieJarManager;
 use poem::web::Redirect;
-use poem::{EndpointExt, IntoResponse, Response, Route, get, post};
+use poem::{EndpointExt, IntoResponse, Response, Route};
 
 use crate::app::AppState;
 use crate::domain::DomainError;
+use crate::http::routing::{get, post};
 
 pub use client::client_address;
 pub use form::FormData;

@@ -26,6 +26,17 @@ const PER_PAGE: &str = "50";
 const PREVIEW_ROWS: usize = 10;
 /// Imports listed on the import page.
 const RECENT_IMPORTS: i64 = 10;
+/// Characters of a file's cell shown on the import pages: a row of 10,000 characters would
+/// make the tables unreadable (and the page heavy), and the start says which row it is.
+const CELL_CHARS: usize = 200;
+
+/// `text` cut to [`CELL_CHARS`] characters, with an ellipsis when something was cut.
+fn clip(text: &str) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(CELL_CHARS) {
+        None => text.into(),
+        Some((end, _)) => format!("{}…", &text[..end]).into(),
+    }
+}
 
 fn base(n: &Newsletter) -> String {
     format!("/newsletters/{}/subscribers", n.id)
@@ -600,7 +611,7 @@ fn import_form_page(
                     li { code { "tags" } ": several tags separated by " code { ";" } ", e.g. " code { "vip;2024" } }
                     li { code { "status" } ": rows marked " code { "unsubscribed" } " or " code { "bounced" } " are skipped, so nobody who left is subscribed again" }
                 }
-                p.muted { "Other columns are ignored. Addresses already subscribed are left as they are, so importing the same file twice adds nobody twice. Files up to 50 MiB; for larger ones the server's operator can run " code { "broadsheet import" } "." }
+                p.muted { "Other columns are ignored. Addresses already subscribed are left as they are, so importing the same file twice adds nobody twice. Files up to 50 MiB; for larger ones the server's operator can run " code { "broadsheet import" } ". An account may have " (import::OWNER_UPLOADS) " uploads waiting or being imported at once, " (import::OWNER_UPLOAD_BYTES / (1024 * 1024)) " MiB in all." }
                 pre { "email,name,tags\nann@example.com,Ann Lee,vip;early\nbob@example.com,," }
             }
             (errors(problems))
@@ -658,8 +669,12 @@ pub async fn import_form(
     )
 }
 
-/// Streams an uploaded file to `path`; `None` (and no file) when it exceeds the limit.
-async fn save_upload(field: poem::web::Field, path: &FsPath) -> std::io::Result<Option<u64>> {
+/// Streams an uploaded file to `path`; `None` (and no file) when it exceeds `limit` bytes.
+async fn save_upload(
+    field: poem::web::Field,
+    path: &FsPath,
+    limit: u64,
+) -> std::io::Result<Option<u64>> {
     let mut reader = Box::pin(field.into_async_read());
     let mut file = tokio::fs::File::create(path).await?;
     let mut buf = vec![0u8; 64 * 1024];
@@ -670,7 +685,7 @@ async fn save_upload(field: poem::web::Field, path: &FsPath) -> std::io::Result<
             break;
         }
         size += read as u64;
-        if size > import::UPLOAD_LIMIT {
+        if size > limit {
             drop(file);
             tokio::fs::remove_file(path).await?;
             return Ok(None);
@@ -687,10 +702,16 @@ struct Uploaded {
     token: String,
     /// (name the browser sent, name stored under), when a file was saved.
     file: Option<(String, String)>,
-    problem: Option<String>,
+    problem: Option<FieldErrors>,
 }
 
-async fn read_upload(mut multipart: Multipart, dir: &FsPath) -> Result<Uploaded, WebError> {
+/// Reads the form, saving its file to `dir` when it fits in the owner's `room`; a file that
+/// does not is read past (so the browser gets the answer, not a reset) and never stored.
+async fn read_upload(
+    mut multipart: Multipart,
+    dir: &FsPath,
+    room: import::UploadRoom,
+) -> Result<Uploaded, WebError> {
     let mut uploaded = Uploaded {
         token: String::new(),
         file: None,
@@ -714,15 +735,24 @@ async fn read_upload(mut multipart: Multipart, dir: &FsPath) -> Result<Uploaded,
                 if name.is_empty() {
                     continue;
                 }
+                if let Err(e) = room.check(0) {
+                    uploaded.problem = Some(invalid_fields(e)?);
+                    continue;
+                }
                 let stored = import::new_stored_name();
                 let path = dir.join(&stored);
-                match save_upload(field, &path).await {
+                let limit = import::UPLOAD_LIMIT.min(room.bytes_left());
+                match save_upload(field, &path, limit).await {
                     Ok(Some(_)) => uploaded.file = Some((name, stored)),
+                    Ok(None) if limit < import::UPLOAD_LIMIT => {
+                        let refused = room.check(limit + 1).err().map(invalid_fields);
+                        uploaded.problem = refused.transpose()?;
+                    }
                     Ok(None) => {
-                        uploaded.problem = Some(
-                            "The file is larger than 50 MiB. Split it, or ask the server's operator to run broadsheet import."
-                                .to_string(),
-                        )
+                        uploaded.problem = Some(FieldErrors::single(
+                            "base",
+                            "The file is larger than 50 MiB. Split it, or ask the server's operator to run broadsheet import.",
+                        ))
                     }
                     Err(e) => {
                         let _ = tokio::fs::remove_file(&path).await;
@@ -755,14 +785,15 @@ pub async fn upload_csv(
     let n = owned(&ctx, state, &id).await?;
     let multipart =
         multipart.map_err(|_| WebError::BadForm("expected a multipart/form-data upload".into()))?;
-    let dir = state
+    let nid = n.id;
+    let (dir, room) = state
         .db
-        .run(|conn| {
+        .run(move |conn| {
             import::purge_stale_uploads(conn)?;
-            import::uploads_dir(conn)
+            Ok::<_, DomainError>((import::uploads_dir(conn)?, import::upload_room(conn, nid)?))
         })
         .await?;
-    let uploaded = read_upload(multipart, &dir).await?;
+    let uploaded = read_upload(multipart, &dir, room).await?;
     let remove = |stored: &Option<(String, String)>| {
         if let Some((_, stored)) = stored {
             let _ = std::fs::remove_file(dir.join(stored));
@@ -786,7 +817,7 @@ pub async fn upload_csv(
         return Err(e.into());
     }
     let problems = match (&uploaded.file, uploaded.problem) {
-        (_, Some(problem)) => FieldErrors::single("base", problem),
+        (_, Some(problem)) => problem,
         (None, None) => FieldErrors::single("base", "Choose a CSV file to upload."),
         (Some((name, stored)), None) => {
             let (nid, name, stored) = (n.id, name.clone(), stored.clone());
@@ -867,7 +898,7 @@ async fn import_page(
                             ul.columns {
                                 @for (name, used) in &preview.columns.header {
                                     li class=(if *used == ColumnUse::Ignored { "ignored" } else { "used" }) {
-                                        code { (name) } " → " (used.describe())
+                                        code { (clip(name)) } " → " (used.describe())
                                     }
                                 }
                             }
@@ -878,10 +909,10 @@ async fn import_page(
                                     @for row in &preview.rows {
                                         tr class=(if row.problem.is_some() { "refused" } else { "ok" }) {
                                             td { (row.line) }
-                                            td { (row.email) }
-                                            td { (row.name) }
-                                            td { (row.tags.join("; ")) }
-                                            td { (row.problem.as_deref().unwrap_or("ok")) }
+                                            td { (clip(&row.email)) }
+                                            td { (clip(&row.name)) }
+                                            td { (clip(&row.tags.join("; "))) }
+                                            td { (clip(row.problem.as_deref().unwrap_or("ok"))) }
                                         }
                                     }
                                 }
@@ -927,7 +958,7 @@ async fn import_page(
                         thead { tr { th { "Line" } th { "E-mail" } th { "Reason" } } }
                         tbody {
                             @for e in &refused {
-                                tr { td { (e.line) } td { (e.email) } td { (e.reason) } }
+                                tr { td { (e.line) } td { (clip(&e.email)) } td { (clip(&e.reason)) } }
                             }
                         }
                     } }

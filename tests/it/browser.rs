@@ -3,7 +3,7 @@
 use fantoccini::Locator;
 
 use crate::support::browser::{
-    Driver, click, fill, runtime, screenshot, wait_for_element, wait_for_path,
+    Driver, click, fill, runtime, screenshot, wait_for_element, wait_for_path, wait_for_text,
 };
 use crate::support::*;
 
@@ -161,14 +161,12 @@ fn public_site_in_chromium_has_no_console_errors_and_subscribes() {
         c.goto(&format!("{origin}/")).await.unwrap();
         fill(&c, "email", &email).await;
         click(&c, "form.subscribe button[type=submit]").await;
-        let body = wait_for_element(&c, "main").await.text().await.unwrap();
-        assert!(body.contains("Check your inbox"), "{body}");
+        wait_for_text(&c, "main", "Check your inbox").await;
         let mail = app.smtp.wait_for_message_to(&email, 1);
         let link = link_containing(&mail.text(), "/subscribe/confirm/").unwrap();
         c.goto(&link).await.unwrap();
         click(&c, "main form button[type=submit]").await;
-        let body = wait_for_element(&c, "main").await.text().await.unwrap();
-        assert!(body.contains("You are subscribed"), "{body}");
+        wait_for_text(&c, "main", "You are subscribed").await;
         assert!(driver.console_errors(&c).await.is_empty());
         c.close().await.unwrap();
     });

@@ -702,6 +702,105 @@ fn bad_uploads_are_refused_and_discarded_ones_leave_nothing() {
 }
 
 #[test]
+fn an_owner_keeps_at_most_three_uploads_and_100_mib_waiting() {
+    // In memory: about 100 MiB of uploads are written and removed.
+    let app = spawn_app_in_memory(&[]);
+    let owner = onboard(&app, "Capped Courier");
+    let nid = owner.newsletter_id;
+    let second = create_newsletter(&owner.client, "Capped Second");
+    let small = b"email\nann@example.com\n";
+    let recorded = || app.count("SELECT count(*) FROM subscriber_imports");
+
+    // Three uploads wait across the owner's two newsletters; the fourth is refused and
+    // nothing of it is kept.
+    let first = upload(&owner, "one.csv", small).redirect();
+    let second_page = upload_as(&owner.client, second, second, "two.csv", small).redirect();
+    let third = upload(&owner, "three.csv", small).redirect();
+    let refused = upload_as(&owner.client, second, second, "four.csv", small);
+    refused.expect(422);
+    assert!(
+        refused
+            .body
+            .contains("You already have 3 uploads waiting or being imported"),
+        "{}",
+        refused.body
+    );
+    assert_eq!((files_waiting(&app), recorded()), (3, 3));
+    // Another owner has room of their own.
+    let other = onboard(&app, "Other Owner");
+    upload(&other, "theirs.csv", small).redirect();
+    assert_eq!(files_waiting(&app), 4);
+
+    // Discarding makes room again; the bytes held count too.
+    for page in [&first, &second_page, &third] {
+        owner
+            .client
+            .submit(page, page, &[("_method", "delete")])
+            .redirect();
+    }
+    assert_eq!(files_waiting(&app), 1);
+    let file_of = |mib: usize| {
+        let mut csv = b"email\n".to_vec();
+        csv.resize(mib * 1024 * 1024, b'a');
+        csv
+    };
+    upload(&owner, "fifty.csv", &file_of(50)).redirect();
+    upload(&owner, "forty-five.csv", &file_of(45)).redirect();
+    let refused = upload(&owner, "six.csv", &file_of(6));
+    refused.expect(422);
+    assert!(
+        refused.body.contains("already hold 95.0 MiB")
+            && refused.body.contains("at most 100.0 MiB"),
+        "{}",
+        refused.body
+    );
+    assert_eq!(files_waiting(&app), 3, "the refused file is not kept");
+    assert_eq!(
+        app.count(&format!(
+            "SELECT count(*) FROM subscriber_imports WHERE newsletter_id = {nid}"
+        )),
+        2
+    );
+    // What is left still fits.
+    upload(&owner, "four.csv", &file_of(4)).redirect();
+    assert_eq!(files_waiting(&app), 4);
+}
+
+#[test]
+fn long_cells_are_cut_on_the_import_pages() {
+    let app = spawn_app();
+    let owner = onboard(&app, "Long Lines");
+    let long_email = format!("{}@example.com", "x".repeat(10_000));
+    let long_name = "y".repeat(10_000);
+    let csv = format!("email,name\n{long_email},Long Address\nfine@example.com,{long_name}\n");
+    let import_page = upload(&owner, "long.csv", csv.as_bytes()).redirect();
+    let cut = |c: &str| format!("{}…", c.repeat(200));
+    let preview = owner.client.get(&import_page);
+    preview.expect(200);
+    for c in ["x", "y"] {
+        assert!(preview.body.contains(&cut(c)), "{c} cut in the preview");
+        assert!(!preview.body.contains(&c.repeat(201)), "{c} whole");
+    }
+
+    owner
+        .client
+        .submit(&import_page, &format!("{import_page}/start"), &[])
+        .redirect();
+    let done = wait_for("the import to finish", Duration::from_secs(60), || {
+        let page = owner.client.get(&import_page);
+        page.body.contains("Import finished").then_some(page)
+    });
+    assert_eq!(summary(&done.body, "refused"), 2);
+    assert!(
+        done.body
+            .contains(&format!("<td>2</td><td>{}</td>", cut("x"))),
+        "{}",
+        done.body
+    );
+    assert!(!done.body.contains(&"x".repeat(201)));
+}
+
+#[test]
 fn a_cancelled_newsletter_is_read_only() {
     let app = spawn_app();
     let owner = onboard(&app, "Closed Chronicle");

@@ -7,7 +7,6 @@ mod actions;
 mod form;
 mod pages;
 
-use poem::http::HeaderValue;
 use poem::web::{Data, Path};
 use poem::{Body, Request, Response, handler};
 
@@ -16,6 +15,7 @@ use super::{Ctx, FormData, State, WebError, WebResult};
 use crate::domain::issues::{self, Issue};
 use crate::domain::newsletters::Newsletter;
 use crate::domain::{DomainError, FieldErrors};
+use crate::http::headers::Policy;
 
 pub use actions::{
     approve, delete_confirm, progress, publish, resume, schedule, script, send_confirm, send_now,
@@ -89,18 +89,12 @@ fn problems(e: DomainError) -> Result<FieldErrors, WebError> {
     }
 }
 
-/// The issue pages show owner-written content in their previews: this policy keeps anything
-/// in it from running or loading scripts, while images in the content still show.
-const CONTENT_POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; \
-     img-src * data:; frame-src 'self'; object-src 'none'; form-action 'self'; frame-ancestors 'self'";
-
-/// [`super::render`] with [`CONTENT_POLICY`].
+/// [`super::render`] under the previews' Content-Security-Policy: the issue pages show
+/// owner-written content in sandboxed frames, where nothing may run a script while the
+/// content's styles and images still show.
 fn render(status: poem::http::StatusCode, markup: maud::Markup) -> WebResult {
     let mut response: Response = super::render(status, markup)?;
-    response.headers_mut().insert(
-        "Content-Security-Policy",
-        HeaderValue::from_static(CONTENT_POLICY),
-    );
+    response.set_data(Policy::Preview);
     Ok(response)
 }
 

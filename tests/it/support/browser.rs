@@ -187,6 +187,27 @@ pub async fn wait_for_element(c: &Client, css: &str) -> fantoccini::elements::El
     }
 }
 
+/// Waits until the element matching `css` shows `needle`, and returns its text. After a
+/// click that submits a form, the old page may still be there for a moment (and an element
+/// found on it goes stale), so this looks again until the new page says what it should.
+pub async fn wait_for_text(c: &Client, css: &str, needle: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = match c.find(Locator::Css(css)).await {
+            Ok(element) => element.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        if text.contains(needle) {
+            return text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{css} never showed {needle:?}; last seen: {text:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 impl Driver {
     /// The browser console's warnings and errors since the last call (chromedriver's log
     /// endpoint; fantoccini has no call for it).
