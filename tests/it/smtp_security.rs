@@ -16,16 +16,7 @@ use crate::support::*;
 
 /// Submits the sign-up form without waiting for the confirmation mail.
 fn sign_up_only(app: &App, email: &str) {
-    let resp = app.client().submit(
-        "/signup",
-        "/signup",
-        &[
-            ("user[email_address]", email),
-            ("user[password]", PASSWORD),
-            ("user[password_confirmation]", PASSWORD),
-        ],
-    );
-    assert_eq!(resp.redirect(), "/email_confirmation_pending");
+    submit_sign_up(&app.client(), email);
 }
 
 /// Waits until the server log has a line containing every one of `parts`; returns it.

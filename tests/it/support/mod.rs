@@ -38,8 +38,8 @@ pub fn link_containing(text: &str, needle: &str) -> Option<String> {
         .map(|w| http::unescape(w.trim_end_matches(['.', ')', ','])))
 }
 
-/// Signs up through the form and returns the confirmation link from the mail that arrives.
-pub fn sign_up(app: &App, client: &Client, email: &str) -> String {
+/// Submits the sign-up form; the answer sends the browser to wait for the confirmation mail.
+pub fn submit_sign_up(client: &Client, email: &str) {
     let resp = client.submit(
         "/signup",
         "/signup",
@@ -50,6 +50,11 @@ pub fn sign_up(app: &App, client: &Client, email: &str) -> String {
         ],
     );
     assert_eq!(resp.redirect(), "/email_confirmation_pending");
+}
+
+/// Signs up through the form and returns the confirmation link from the mail that arrives.
+pub fn sign_up(app: &App, client: &Client, email: &str) -> String {
+    submit_sign_up(client, email);
     let mail = app.smtp.wait_for_message_to(email, 1);
     link_containing(&mail.text(), "/email_confirmations/")
         .unwrap_or_else(|| panic!("no confirmation link in:\n{}", mail.text()))
