@@ -34,6 +34,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0007_send_faults",
         include_str!("../../migrations/0007_send_faults.sql"),
     ),
+    (
+        "0008_rendered_content",
+        include_str!("../../migrations/0008_rendered_content.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.

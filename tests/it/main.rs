@@ -13,6 +13,7 @@ mod api_openapi;
 mod api_subscribers;
 mod browser;
 mod cli_import;
+mod content_limits;
 mod custom_domains;
 mod dash_issues;
 mod dash_settings;
