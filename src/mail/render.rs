@@ -162,9 +162,13 @@ impl IssueEmail {
             } else {
                 newsletter.sender_email.clone()
             },
+            // A raw header: control characters go too, for names stored before they were
+            // refused (docs/security.md, "Names that go into mail headers").
             list_id: format!(
                 "{} <{}.{}>",
-                newsletter.name.replace(['<', '>', '"'], ""),
+                newsletter
+                    .name
+                    .replace(|c: char| c.is_control() || matches!(c, '<' | '>' | '"'), ""),
                 newsletter.subdomain,
                 links.host()
             ),
@@ -271,6 +275,24 @@ mod tests {
             plain_paragraphs("**a** <b>\n\n\n# c\n"),
             "<p>**a** &lt;b&gt;</p><p># c</p>"
         );
+    }
+
+    #[test]
+    fn a_stored_name_with_line_breaks_cannot_add_a_header() {
+        let conn = crate::domain::testing::db_with_newsletter("paid");
+        conn.execute_batch(
+            "UPDATE newsletters SET name = 'News\r\nBcc: all@example.com';
+             INSERT INTO issues (newsletter_id, subject, content_markdown, content_html, path, created_at, updated_at)
+               VALUES (1, 'S', 'x', '<p>x</p>', 's', 'n', 'n');",
+        )
+        .unwrap();
+        let newsletter = crate::domain::newsletters::get(&conn, 1).unwrap();
+        let issue = crate::domain::issues::get(&conn, 1, 1).unwrap();
+        let secret = crate::domain::secrets::ServerSecret::load_or_create(&conn).unwrap();
+        let links = Links::new("http://n.localhost", 1, secret, false);
+        let mail = IssueEmail::new(&issue, &newsletter, links).personalise(1, "r@x.co");
+        let (_, list_id) = mail.headers.iter().find(|(h, _)| h == "List-Id").unwrap();
+        assert_eq!(list_id, "NewsBcc: all@example.com <n.n.localhost>");
     }
 
     #[test]

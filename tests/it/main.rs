@@ -20,6 +20,7 @@ mod dash_settings;
 mod dash_stats;
 mod dash_subscribers;
 mod disk_full;
+mod header_names;
 mod operator;
 mod send_faults;
 mod sending;
