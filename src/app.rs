@@ -21,7 +21,7 @@ use crate::http::routing::{get, post};
 use crate::http::server::ReadLimits;
 use crate::jobs::send_issue::SendSettings;
 use crate::jobs::{JobContext, Runner, Stop};
-use crate::mail::{SmtpSettings, TlsTrust, Transport};
+use crate::mail::{SmtpSettings, TlsTrust, Transport, render_budget};
 use crate::store::{self, DataDirLock, Db, StoreError};
 
 /// Hourly request limits of the API's three buckets.
@@ -100,6 +100,8 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
     let secret = ServerSecret::load_or_create(&conn)?;
     drop(conn);
     let pool = store::open_pool(&db_path, 16)?;
+    // Issues render in child processes of this binary, which are killed when they overrun.
+    render_budget::use_child_processes(render_budget::own_binary()?);
 
     let stop = Stop::default();
     let runner = Runner::start(

@@ -96,6 +96,10 @@ pub fn main() -> ExitCode {
             println!("{}", crate::api::openapi_document());
             Ok(())
         }
+        Command::RenderMarkdown => crate::mail::render_budget::child_main().map_err(|e| Failure {
+            code: EXIT_FAILURE,
+            message: format!("render-markdown: {e}"),
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -106,6 +106,10 @@ pub enum Command {
     },
     /// Print the OpenAPI document of the REST API.
     Openapi,
+    /// Internal: Markdown on standard input to HTML on standard output. `serve` renders each
+    /// issue in such a child process, so a render that overruns its budget can be killed.
+    #[command(name = "render-markdown", hide = true)]
+    RenderMarkdown,
 }
 
 /// Flags of `serve`.

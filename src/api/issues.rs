@@ -384,10 +384,13 @@ impl IssuesApi {
         );
         let issue = state
             .db
-            .run(move |conn| {
-                let issue = issues::create(conn, nid, &input)?;
-                with_url(conn, &state2, nid, issue, true)
-            })
+            .run_after(
+                move || issues::check_new(&input),
+                move |conn, checked| {
+                    let issue = issues::create(conn, nid, &checked)?;
+                    with_url(conn, &state2, nid, issue, true)
+                },
+            )
             .await?;
         Ok(CreatedResponse::Created(Json(issue)))
     }
@@ -410,10 +413,13 @@ impl IssuesApi {
         );
         let issue = state
             .db
-            .run(move |conn| {
-                let issue = issues::update(conn, nid, id, &input)?;
-                with_url(conn, &state2, nid, issue, true)
-            })
+            .run_after(
+                move || issues::check_changes(&input),
+                move |conn, checked| {
+                    let issue = issues::update(conn, nid, id, &checked)?;
+                    with_url(conn, &state2, nid, issue, true)
+                },
+            )
             .await?;
         Ok(IssueResponse::Ok(Json(issue)))
     }

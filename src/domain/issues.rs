@@ -1,6 +1,8 @@
 //! Issues: drafting with articles, the status rules, scheduling on frequency slots, the
 //! send_now checks and publishing to the web archive.
 
+use std::borrow::Cow;
+
 use rusqlite::{Connection, OptionalExtension, Row};
 use serde_json::json;
 use time::{OffsetDateTime, Weekday};
@@ -8,13 +10,18 @@ use time::{OffsetDateTime, Weekday};
 use super::newsletters::{self, Frequency, Newsletter};
 use super::pagination::{Page, invalid_filter};
 use super::urls::SiteUrls;
-use super::{DomainError, DomainResult, ErrorCode, FieldErrors, clean_text, events, subscribers};
+use super::{
+    DomainError, DomainResult, ErrorCode, FieldErrors, clean_text, content, events, subscribers,
+};
 use crate::clock;
+use crate::mail::render::plain_paragraphs;
 use crate::store::write_tx;
 
 const SUBJECT_MAX: usize = 200;
-const CONTENT_MAX: usize = 1_000_000;
 const ARTICLES_MAX: usize = 100;
+/// Characters of an article's summary: a paragraph or two. With at most 100 articles, an
+/// issue's page stays bounded.
+const SUMMARY_MAX: usize = 2_000;
 const PATH_MAX: usize = 80;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +82,11 @@ pub struct Issue {
     pub newsletter_id: i64,
     pub subject: String,
     pub content_markdown: String,
+    /// `content_markdown` as HTML, rendered when it was saved. Loaded by [`get`] and
+    /// [`list_published_with_content`]; `None` in other lists, and for an issue saved before
+    /// HTML was stored until the `render_content` job reaches it. Read it through
+    /// [`Issue::body_html`].
+    pub content_html: Option<String>,
     pub status: Status,
     pub scheduled_for: Option<String>,
     pub sent_at: Option<String>,
@@ -95,6 +107,15 @@ pub struct Issue {
 impl Issue {
     pub fn has_content(&self) -> bool {
         !self.content_markdown.trim().is_empty() || self.articles_count > 0
+    }
+
+    /// The content as HTML for pages, the feed and mail: as stored, or while none is stored
+    /// its text as plain paragraphs. Never renders Markdown, so it is cheap anywhere.
+    pub fn body_html(&self) -> Cow<'_, str> {
+        match &self.content_html {
+            Some(html) => Cow::Borrowed(html),
+            None => Cow::Owned(plain_paragraphs(&self.content_markdown)),
+        }
     }
 
     /// The public address once published.
@@ -118,13 +139,14 @@ impl Issue {
     }
 }
 
+/// `$html` is `i.content_html` where the HTML is wanted, `NULL` in lists that show none.
 macro_rules! select_issue {
-    ($($tail:literal)+) => {
+    ($html:literal, $($tail:literal)+) => {
         concat!(
             "SELECT i.id, i.newsletter_id, i.subject, i.content_markdown, i.status, i.scheduled_for, i.sent_at, i.path, ",
             "i.published_at, i.last_error, i.created_at, i.updated_at, ",
-            "(SELECT count(*) FROM articles a WHERE a.issue_id = i.id), i.relay_down_since, i.send_resumes_at ",
-            "FROM issues i ", $($tail),+
+            "(SELECT count(*) FROM articles a WHERE a.issue_id = i.id), i.relay_down_since, i.send_resumes_at, ",
+            $html, " FROM issues i ", $($tail),+
         )
     };
 }
@@ -136,6 +158,7 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Issue> {
         newsletter_id: row.get(1)?,
         subject: row.get(2)?,
         content_markdown: row.get(3)?,
+        content_html: row.get(15)?,
         status: Status::parse(&status).ok_or_else(|| {
             rusqlite::Error::InvalidColumnType(4, status.clone(), rusqlite::types::Type::Text)
         })?,
@@ -155,7 +178,7 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Issue> {
 
 /// One issue of the newsletter with its articles.
 pub fn get(conn: &Connection, newsletter_id: i64, id: i64) -> DomainResult<Issue> {
-    const SQL: &str = select_issue!("WHERE i.newsletter_id = ?1 AND i.id = ?2");
+    const SQL: &str = select_issue!("i.content_html", "WHERE i.newsletter_id = ?1 AND i.id = ?2");
     const ARTICLES: &str = "SELECT id, title, url, position, summarized_article FROM articles WHERE issue_id = ?1 ORDER BY position, id";
     let mut issue = conn
         .query_row(SQL, (newsletter_id, id), from_row)
@@ -205,6 +228,7 @@ pub fn list(
         })?),
     };
     const SQL: &str = select_issue!(
+        "NULL",
         "WHERE i.newsletter_id = ?1 AND (?2 IS NULL OR i.status = ?2) ORDER BY i.id DESC LIMIT ?3 OFFSET ?4"
     );
     let mut stmt = conn.prepare_cached(SQL)?;
@@ -222,13 +246,31 @@ pub fn list(
     Ok(page.finish(rows))
 }
 
-/// Published issues, newest first (the public archive and feed).
+/// Published issues, newest first (the public home page and archive), without their HTML.
 pub fn list_published(
     conn: &Connection,
     newsletter_id: i64,
     page: Page,
 ) -> DomainResult<(Vec<Issue>, bool)> {
     const SQL: &str = select_issue!(
+        "NULL",
+        "WHERE i.newsletter_id = ?1 AND i.published_at IS NOT NULL ORDER BY i.published_at DESC, i.id DESC LIMIT ?2 OFFSET ?3"
+    );
+    let mut stmt = conn.prepare_cached(SQL)?;
+    let rows = stmt
+        .query_map((newsletter_id, page.fetch(), page.offset()), from_row)?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(page.finish(rows))
+}
+
+/// Like [`list_published`], with each issue's HTML (the feed).
+pub fn list_published_with_content(
+    conn: &Connection,
+    newsletter_id: i64,
+    page: Page,
+) -> DomainResult<(Vec<Issue>, bool)> {
+    const SQL: &str = select_issue!(
+        "i.content_html",
         "WHERE i.newsletter_id = ?1 AND i.published_at IS NOT NULL ORDER BY i.published_at DESC, i.id DESC LIMIT ?2 OFFSET ?3"
     );
     let mut stmt = conn.prepare_cached(SQL)?;
@@ -244,6 +286,31 @@ pub fn count(conn: &Connection, newsletter_id: i64) -> DomainResult<i64> {
         [newsletter_id],
         |r| r.get(0),
     )?)
+}
+
+/// The first issue after `after_id` without stored HTML (saved before HTML was stored): its
+/// id and Markdown.
+pub fn next_unrendered(conn: &Connection, after_id: i64) -> DomainResult<Option<(i64, String)>> {
+    const SQL: &str =
+        "SELECT id, content_markdown FROM issues WHERE content_html IS NULL AND id > ?1
+         ORDER BY id LIMIT 1";
+    Ok(conn
+        .query_row(SQL, [after_id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?)
+}
+
+/// Stores `html` as the rendering of issue `id`'s `markdown`, unless the issue got HTML
+/// meanwhile or its content changed (a save stores its own rendering). Not a change of the
+/// issue: `updated_at` stays.
+pub fn store_rendered(
+    conn: &Connection,
+    id: i64,
+    markdown: &str,
+    html: &str,
+) -> DomainResult<bool> {
+    const SQL: &str = "UPDATE issues SET content_html = ?2
+         WHERE id = ?1 AND content_html IS NULL AND content_markdown = ?3";
+    Ok(conn.execute(SQL, (id, html, markdown))? > 0)
 }
 
 /// An article as given on create/update.
@@ -269,6 +336,8 @@ pub struct IssueInput {
 struct Valid {
     subject: Option<String>,
     content: Option<String>,
+    /// `content` rendered: set by [`check`] whenever `content` is.
+    content_html: Option<String>,
     status: Option<Status>,
     scheduled_for: Option<Option<OffsetDateTime>>,
     articles: Option<Vec<ArticleInput>>,
@@ -291,11 +360,8 @@ fn validate(input: &IssueInput, creating: bool) -> DomainResult<Valid> {
         errors.add("subject", "must be one line");
     }
     let content = input.content_markdown.clone();
-    if content.as_deref().is_some_and(|c| c.len() > CONTENT_MAX) {
-        errors.add(
-            "content_markdown",
-            "is too long (maximum is 1,000,000 bytes)",
-        );
+    if let Some(problem) = content.as_deref().and_then(content::shape_problem) {
+        errors.add("content_markdown", problem);
     }
     let status = match input.status.as_deref().map(str::trim) {
         None => None,
@@ -353,7 +419,7 @@ fn validate(input: &IssueInput, creating: bool) -> DomainResult<Valid> {
                     &format!("articles[{i}].summarized_article"),
                     &a.summarized_article,
                     false,
-                    10_000,
+                    SUMMARY_MAX,
                 );
                 cleaned.push(ArticleInput {
                     title,
@@ -368,6 +434,7 @@ fn validate(input: &IssueInput, creating: bool) -> DomainResult<Valid> {
     Ok(Valid {
         subject,
         content,
+        content_html: None,
         status,
         scheduled_for,
         articles,
@@ -485,21 +552,40 @@ fn replace_articles(
     Ok(())
 }
 
-/// The issue as `input` would leave it, validated like create/update but not saved: what the
-/// dashboard previews before the owner saves. `current` is the stored issue, `None` for a
-/// new one.
-pub fn preview(
-    newsletter_id: i64,
-    current: Option<&Issue>,
-    input: &IssueInput,
-) -> DomainResult<Issue> {
-    let valid = validate(input, current.is_none())?;
+/// An issue's fields checked and its content rendered: what [`create`] and [`update`] save
+/// and [`preview`] shows. Checking renders the content, which takes up to
+/// [`content::RENDER_BUDGET`], so doors check on a blocking thread before they take a
+/// database connection ([`crate::store::Db::run_after`]).
+pub struct Checked(Valid);
+
+/// Checks the fields of a new issue (a subject is required) and renders its content.
+pub fn check_new(input: &IssueInput) -> DomainResult<Checked> {
+    check(input, true)
+}
+
+/// Checks the fields an update changes, and renders the content when it is one of them.
+pub fn check_changes(input: &IssueInput) -> DomainResult<Checked> {
+    check(input, false)
+}
+
+fn check(input: &IssueInput, creating: bool) -> DomainResult<Checked> {
+    let mut valid = validate(input, creating)?;
+    valid.content_html = valid.content.as_deref().map(content::render).transpose()?;
+    Ok(Checked(valid))
+}
+
+/// The issue as `changes` would leave it, not saved: what the dashboard previews before the
+/// owner saves. `current` is the stored issue, `None` for a new one (checked with
+/// [`check_new`]).
+pub fn preview(newsletter_id: i64, current: Option<&Issue>, changes: Checked) -> Issue {
+    let Checked(valid) = changes;
     let now = clock::now_string();
     let mut issue = current.cloned().unwrap_or_else(|| Issue {
         id: 0,
         newsletter_id,
         subject: String::new(),
         content_markdown: String::new(),
+        content_html: Some(String::new()),
         status: Status::Draft,
         scheduled_for: None,
         sent_at: None,
@@ -518,6 +604,7 @@ pub fn preview(
     }
     if let Some(content) = valid.content {
         issue.content_markdown = content;
+        issue.content_html = valid.content_html;
     }
     if let Some(articles) = valid.articles {
         issue.articles = articles
@@ -533,16 +620,12 @@ pub fn preview(
             .collect();
         issue.articles_count = issue.articles.len() as i64;
     }
-    Ok(issue)
+    issue
 }
 
-/// Creates an issue (draft unless told otherwise).
-pub fn create(
-    conn: &mut Connection,
-    newsletter_id: i64,
-    input: &IssueInput,
-) -> DomainResult<Issue> {
-    let valid = validate(input, true)?;
+/// Creates an issue (draft unless told otherwise) from fields checked by [`check_new`].
+pub fn create(conn: &mut Connection, newsletter_id: i64, issue: &Checked) -> DomainResult<Issue> {
+    let Checked(valid) = issue;
     write_tx(conn, |tx| {
         let newsletter = newsletters::get(tx, newsletter_id)?;
         newsletter.ensure_writable()?;
@@ -550,14 +633,15 @@ pub fn create(
         let scheduled_for = settle_schedule(status, valid.scheduled_for, None, &newsletter)?;
         let subject = valid.subject.clone().unwrap_or_default();
         let path = free_path(tx, newsletter_id, &subject, None)?;
-        const INSERT: &str = "INSERT INTO issues (newsletter_id, subject, content_markdown, status, scheduled_for, path, created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)";
+        const INSERT: &str = "INSERT INTO issues (newsletter_id, subject, content_markdown, content_html, status, scheduled_for, path, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)";
         tx.execute(
             INSERT,
             (
                 newsletter_id,
                 &subject,
                 valid.content.as_deref().unwrap_or(""),
+                valid.content_html.as_deref().unwrap_or(""),
                 status.as_str(),
                 &scheduled_for,
                 &path,
@@ -572,14 +656,15 @@ pub fn create(
     })
 }
 
-/// Updates an unsent issue; sending and sent issues are `invalid_state`.
+/// Updates an unsent issue with fields checked by [`check_changes`]; sending and sent issues
+/// are `invalid_state`.
 pub fn update(
     conn: &mut Connection,
     newsletter_id: i64,
     id: i64,
-    input: &IssueInput,
+    changes: &Checked,
 ) -> DomainResult<Issue> {
-    let valid = validate(input, false)?;
+    let Checked(valid) = changes;
     write_tx(conn, |tx| {
         let newsletter = newsletters::get(tx, newsletter_id)?;
         newsletter.ensure_writable()?;
@@ -606,18 +691,20 @@ pub fn update(
         } else {
             issue.path.clone()
         };
-        const UPDATE: &str = "UPDATE issues SET subject = ?2, content_markdown = ?3, status = ?4, scheduled_for = ?5,
-             path = ?6, last_error = NULL, updated_at = ?7 WHERE id = ?1";
-        let content = valid
-            .content
-            .clone()
-            .unwrap_or_else(|| issue.content_markdown.clone());
+        const UPDATE: &str =
+            "UPDATE issues SET subject = ?2, content_markdown = ?3, content_html = ?4, status = ?5,
+             scheduled_for = ?6, path = ?7, last_error = NULL, updated_at = ?8 WHERE id = ?1";
+        let (content, html) = match &valid.content {
+            Some(content) => (content, valid.content_html.as_ref()),
+            None => (&issue.content_markdown, issue.content_html.as_ref()),
+        };
         tx.execute(
             UPDATE,
             (
                 id,
                 &subject,
-                &content,
+                content,
+                html,
                 status.as_str(),
                 &scheduled_for,
                 &path,
@@ -930,17 +1017,27 @@ mod tests {
         }
     }
 
+    /// Checks and creates, as the doors do.
+    fn new(conn: &mut Connection, input: &IssueInput) -> DomainResult<Issue> {
+        create(conn, 1, &check_new(input)?)
+    }
+
+    /// Checks and updates, as the doors do.
+    fn change(conn: &mut Connection, id: i64, input: &IssueInput) -> DomainResult<Issue> {
+        update(conn, 1, id, &check_changes(input)?)
+    }
+
     #[test]
     fn lifecycle_rules() {
         let mut conn = db();
         let urls = SiteUrls::new("http://localhost:8080", "localhost:8080");
-        let issue = create(&mut conn, 1, &input("Hello, World!")).unwrap();
+        let issue = new(&mut conn, &input("Hello, World!")).unwrap();
         assert_eq!(
             (issue.status, issue.path.as_str()),
             (Status::Draft, "hello-world")
         );
         assert_eq!(
-            create(&mut conn, 1, &input("Hello world")).unwrap().path,
+            new(&mut conn, &input("Hello world")).unwrap().path,
             "hello-world-2"
         );
 
@@ -949,20 +1046,12 @@ mod tests {
             ..input("Later")
         };
         assert!(
-            matches!(
-                create(&mut conn, 1, &scheduled),
-                Err(DomainError::Invalid(..))
-            ),
+            matches!(new(&mut conn, &scheduled), Err(DomainError::Invalid(..))),
             "no frequency, no time"
         );
         conn.execute("UPDATE newsletters SET frequency = 'weekly'", [])
             .unwrap();
-        assert!(
-            create(&mut conn, 1, &scheduled)
-                .unwrap()
-                .scheduled_for
-                .is_some()
-        );
+        assert!(new(&mut conn, &scheduled).unwrap().scheduled_for.is_some());
 
         assert!(matches!(
             publish(&mut conn, &urls, 1, issue.id),
@@ -973,7 +1062,7 @@ mod tests {
             content_markdown: Some("# Hi".into()),
             ..Default::default()
         };
-        update(&mut conn, 1, issue.id, &approve).unwrap();
+        change(&mut conn, issue.id, &approve).unwrap();
         assert!(matches!(
             send_now(&mut conn, 1, issue.id),
             Err(DomainError::Rejected(ErrorCode::NoActiveSubscribers, _))
@@ -990,7 +1079,7 @@ mod tests {
             Err(DomainError::Rejected(ErrorCode::InvalidState, _))
         ));
         assert!(matches!(
-            update(&mut conn, 1, issue.id, &input("x")),
+            change(&mut conn, issue.id, &input("x")),
             Err(DomainError::Rejected(ErrorCode::InvalidState, _))
         ));
         assert!(matches!(
@@ -1017,7 +1106,7 @@ mod tests {
     #[test]
     fn preview_applies_the_input_without_saving() {
         let mut conn = db();
-        let stored = create(&mut conn, 1, &input("Stored")).unwrap();
+        let stored = new(&mut conn, &input("Stored")).unwrap();
         let changed = IssueInput {
             content_markdown: Some("**new**".into()),
             articles: Some(vec![ArticleInput {
@@ -1027,11 +1116,53 @@ mod tests {
             }]),
             ..input("Changed")
         };
-        let shown = preview(1, Some(&stored), &changed).unwrap();
+        let shown = preview(1, Some(&stored), check_changes(&changed).unwrap());
         assert_eq!((shown.id, shown.subject.as_str()), (stored.id, "Changed"));
         assert_eq!((shown.articles_count, shown.articles[0].position), (1, 1));
+        assert_eq!(
+            shown.content_html.as_deref(),
+            Some("<p><strong>new</strong></p>")
+        );
         assert_eq!(get(&conn, 1, stored.id).unwrap().subject, "Stored");
-        assert!(preview(1, None, &IssueInput::default()).is_err());
+        assert!(check_new(&IssueInput::default()).is_err());
+    }
+
+    #[test]
+    fn html_is_rendered_on_save_and_backfilled_for_older_issues() {
+        let mut conn = db();
+        let with_content = |markdown: &str| IssueInput {
+            content_markdown: Some(markdown.into()),
+            ..input("Rendered")
+        };
+        let issue = new(&mut conn, &with_content("*a*")).unwrap();
+        assert_eq!(issue.content_html.as_deref(), Some("<p><em>a</em></p>"));
+        let renamed = change(&mut conn, issue.id, &input("Renamed")).unwrap();
+        assert_eq!(renamed.content_html, issue.content_html, "kept");
+        let edited = change(&mut conn, issue.id, &with_content("**b**")).unwrap();
+        assert_eq!(edited.body_html(), "<p><strong>b</strong></p>");
+        let refused = change(&mut conn, issue.id, &with_content(&("* ".repeat(20) + "x")));
+        assert!(matches!(refused, Err(DomainError::Invalid(..))));
+        assert_eq!(get(&conn, 1, issue.id).unwrap(), edited, "nothing changed");
+
+        // An issue from before HTML was stored shows its text until the backfill renders it.
+        conn.execute(
+            "UPDATE issues SET content_html = NULL, content_markdown = '# <old>' WHERE id = ?1",
+            [issue.id],
+        )
+        .unwrap();
+        assert_eq!(
+            get(&conn, 1, issue.id).unwrap().body_html(),
+            "<p># &lt;old&gt;</p>"
+        );
+        let (id, markdown) = next_unrendered(&conn, 0).unwrap().unwrap();
+        assert!(!store_rendered(&conn, id, "# changed meanwhile", "<h1>x</h1>").unwrap());
+        let html = content::render_saved(&markdown).unwrap().unwrap();
+        assert!(store_rendered(&conn, id, &markdown, &html).unwrap());
+        assert_eq!(
+            get(&conn, 1, id).unwrap().body_html(),
+            "<h1>&lt;old&gt;</h1>"
+        );
+        assert_eq!(next_unrendered(&conn, 0).unwrap(), None);
     }
 
     #[test]
@@ -1049,9 +1180,8 @@ mod tests {
             ),
             ..input("Links")
         };
-        let issue = create(
+        let issue = new(
             &mut conn,
-            1,
             &with(&["https://a.example/1", "https://b.example/2"]),
         )
         .unwrap();
@@ -1063,10 +1193,9 @@ mod tests {
                 .collect::<Vec<_>>(),
             vec![1, 2]
         );
-        assert!(create(&mut conn, 1, &with(&["javascript:alert(1)"])).is_err());
-        let updated = update(
+        assert!(new(&mut conn, &with(&["javascript:alert(1)"])).is_err());
+        let updated = change(
             &mut conn,
-            1,
             issue.id,
             &IssueInput {
                 articles: Some(vec![]),

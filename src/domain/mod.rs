@@ -4,6 +4,7 @@
 
 pub mod accounts;
 pub mod api_keys;
+pub mod content;
 pub mod custom_domains;
 pub mod email;
 pub mod events;
@@ -196,6 +197,43 @@ pub fn clean_text(
     required: bool,
     max_chars: usize,
 ) -> String {
+    let refused = |c: char| c.is_control() && !matches!(c, '\n' | '\r' | '\t');
+    let message = "must not contain control characters";
+    clean(errors, field, value, required, max_chars, refused, message)
+}
+
+/// Like [`clean_text`], for a value that goes into a mail header (a newsletter's name, tagline
+/// and sender name): one line, so every control character is refused, line breaks and tabs
+/// included, and no value can start a header line of its own.
+pub fn clean_line(
+    errors: &mut FieldErrors,
+    field: &str,
+    value: &str,
+    required: bool,
+    max_chars: usize,
+) -> String {
+    let message = "must be one line, without line breaks, tabs or other control characters";
+    clean(
+        errors,
+        field,
+        value,
+        required,
+        max_chars,
+        char::is_control,
+        message,
+    )
+}
+
+/// Trims, then checks blank, length, and the characters `refused` picks out (with `message`).
+fn clean(
+    errors: &mut FieldErrors,
+    field: &str,
+    value: &str,
+    required: bool,
+    max_chars: usize,
+    refused: fn(char) -> bool,
+    message: &str,
+) -> String {
     let value = value.trim().to_string();
     if required && value.is_empty() {
         errors.add(field, "can't be blank");
@@ -204,11 +242,8 @@ pub fn clean_text(
             field,
             format!("is too long (maximum is {max_chars} characters)"),
         );
-    } else if value
-        .chars()
-        .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
-    {
-        errors.add(field, "must not contain control characters");
+    } else if value.chars().any(refused) {
+        errors.add(field, message);
     }
     value
 }

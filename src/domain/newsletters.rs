@@ -5,7 +5,7 @@ use rusqlite::{Connection, OptionalExtension, Row};
 
 use super::email::EmailAddress;
 use super::urls::SiteUrls;
-use super::{DomainError, DomainResult, FieldErrors, clean_text};
+use super::{DomainError, DomainResult, FieldErrors, clean_line, clean_text};
 use crate::clock;
 use crate::store::write_tx;
 
@@ -274,10 +274,10 @@ pub fn create(
     tier: Tier,
 ) -> DomainResult<Newsletter> {
     let mut errors = FieldErrors::new();
-    let name = clean_text(&mut errors, "name", &form.name, true, 100);
-    let tagline = clean_text(&mut errors, "tagline", &form.tagline, false, 200);
+    let name = clean_name(&mut errors, "name", &form.name);
+    let tagline = clean_tagline(&mut errors, "tagline", &form.tagline);
     let keywords = clean_text(&mut errors, "keywords", &form.keywords, false, 500);
-    let from_name = clean_text(&mut errors, "from_name", &form.from_name, false, 100);
+    let from_name = clean_sender_name(&mut errors, "from_name", &form.from_name, false);
     let from_email = match form.from_email.trim() {
         "" => String::new(),
         raw => EmailAddress::parse(raw)
@@ -316,6 +316,28 @@ pub fn create(
         )?;
         get(tx, tx.last_insert_rowid())
     })
+}
+
+// One line each: the name goes into the List-Id header of issues and the Subject of
+// subscription confirmations, the sender name into From, and the tagline beside them on the
+// site and in the feed. These three rules serve creation and every update, through every door.
+
+fn clean_name(errors: &mut FieldErrors, field: &str, value: &str) -> String {
+    clean_line(errors, field, value, true, 100)
+}
+
+fn clean_tagline(errors: &mut FieldErrors, field: &str, value: &str) -> String {
+    clean_line(errors, field, value, false, 200)
+}
+
+/// The From name of issues: one line, and no quotes or angle brackets, which would end the
+/// display name inside the header.
+fn clean_sender_name(errors: &mut FieldErrors, field: &str, value: &str, required: bool) -> String {
+    let name = clean_line(errors, field, value, required, 100);
+    if name.contains(['"', '<', '>']) {
+        errors.add(field, "must not contain quotes or angle brackets");
+    }
+    name
 }
 
 /// Lowercase a-z, 0-9 and single hyphens, at most 63 characters; never empty or reserved
@@ -452,24 +474,15 @@ pub fn update_details(
     let name = changes
         .name
         .as_deref()
-        .map(|v| clean_text(&mut errors, "name", v, true, 100));
+        .map(|v| clean_name(&mut errors, "name", v));
     let tagline = changes
         .tagline
         .as_deref()
-        .map(|v| clean_text(&mut errors, "tagline", v, false, 200));
+        .map(|v| clean_tagline(&mut errors, "tagline", v));
     let sender_name = changes
         .sender_name
         .as_deref()
-        .map(|v| clean_text(&mut errors, "sender_name", v, true, 100));
-    if sender_name.as_deref().is_some_and(|n| {
-        n.chars()
-            .any(|c| c.is_control() || c == '<' || c == '>' || c == '"')
-    }) {
-        errors.add(
-            "sender_name",
-            "must not contain control characters, quotes or angle brackets",
-        );
-    }
+        .map(|v| clean_sender_name(&mut errors, "sender_name", v, true));
     let sender_email = match changes.sender_email.as_deref() {
         None => None,
         Some(raw) => match EmailAddress::parse(raw) {
@@ -678,6 +691,53 @@ mod tests {
             get_owned(&conn, 2, a.id),
             Err(DomainError::NotFound(_))
         ));
+    }
+
+    #[test]
+    fn names_that_go_into_headers_are_one_line_at_creation_and_on_update() {
+        let mut conn = crate::domain::testing::db_with_newsletter("free");
+        let refused = |result: DomainResult<Newsletter>| match result {
+            Err(DomainError::Invalid(_, fields)) => fields.by_field(),
+            other => panic!("not refused: {other:?}"),
+        };
+        let one_line = "must be one line, without line breaks, tabs or other control characters";
+        let created = refused(create(
+            &mut conn,
+            1,
+            &NewNewsletter {
+                name: "News\r\nBcc: all@example.com".into(),
+                tagline: "one\ttwo".into(),
+                from_name: "Ed\u{85}itor".into(),
+                ..Default::default()
+            },
+            Tier::Free,
+        ));
+        for field in ["name", "tagline", "from_name"] {
+            assert_eq!(created[field], [one_line], "{field}");
+        }
+        let quoted = NewNewsletter {
+            name: "Fine".into(),
+            from_name: "Ed \"<x@y.z>".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            refused(create(&mut conn, 1, &quoted, Tier::Free))["from_name"],
+            ["must not contain quotes or angle brackets"]
+        );
+        let updated = refused(update_details(
+            &mut conn,
+            1,
+            &Details {
+                name: Some("A\nB".into()),
+                tagline: Some("x\ry".into()),
+                sender_name: Some("Ed\u{0}".into()),
+                sender_email: None,
+            },
+        ));
+        for field in ["name", "tagline", "sender_name"] {
+            assert_eq!(updated[field], [one_line], "{field}");
+        }
+        assert_eq!(get(&conn, 1).unwrap().name, "N", "nothing changed");
     }
 
     fn is_cancelled_refusal<T: std::fmt::Debug>(result: DomainResult<T>) -> bool {

@@ -5,6 +5,7 @@
 pub mod deliver_webhook;
 pub mod import_subscribers;
 pub mod queue;
+pub mod render_content;
 pub mod send_issue;
 pub mod send_mail;
 
@@ -114,6 +115,7 @@ fn dispatch(ctx: &JobContext, rt: &tokio::runtime::Runtime, job: &queue::Job) ->
         send_issue::KIND => send_issue::run(ctx, rt, job),
         deliver_webhook::KIND => deliver_webhook::run(ctx, rt, job),
         import_subscribers::KIND => import_subscribers::run(ctx, job),
+        render_content::KIND => render_content::run(ctx),
         other => Outcome::Fail(format!("unknown job kind {other:?}")),
     }
 }

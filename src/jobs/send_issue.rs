@@ -22,6 +22,8 @@ use tokio::sync::{Mutex, mpsc, oneshot, watch};
 
 use super::{JobContext, Outcome, queue};
 use crate::clock;
+use crate::domain::content;
+use crate::domain::issues::{self, Issue};
 use crate::domain::sending::{self, Next, OutagePolicy, Outcome as Delivered, Recipient};
 use crate::domain::tracking::Links;
 use crate::mail::render::IssueEmail;
@@ -84,6 +86,18 @@ pub fn run(ctx: &JobContext, _rt: &tokio::runtime::Runtime, job: &queue::Job) ->
     }
 }
 
+/// The HTML of an issue saved before HTML was stored, rendered now (the `render_content`
+/// job has not reached it) and stored, so the mail is what the issue's content renders to.
+fn render_saved_issue(ctx: &JobContext, issue: &Issue) -> Result<String, String> {
+    let html = content::render_saved(&issue.content_markdown)
+        .map_err(|e| e.to_string())?
+        .ok_or("every render slot is busy")?;
+    let conn = ctx.pool.get().map_err(|e| e.to_string())?;
+    issues::store_rendered(&conn, issue.id, &issue.content_markdown, &html)
+        .map_err(|e| e.to_string())?;
+    Ok(html)
+}
+
 /// How a round of the send ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum RoundEnd {
@@ -106,9 +120,12 @@ fn send(ctx: &JobContext, issue_id: i64) -> Result<Next, String> {
         let mut conn = ctx.pool.get().map_err(|e| e.to_string())?;
         sending::prepare(&mut conn, issue_id).map_err(|e| e.to_string())?
     };
-    let Some(plan) = plan else {
+    let Some(mut plan) = plan else {
         return Ok(Next::Finished);
     };
+    if plan.issue.content_html.is_none() {
+        plan.issue.content_html = Some(render_saved_issue(ctx, &plan.issue)?);
+    }
     let links = Links::new(
         &plan.newsletter.site_origin(&ctx.urls),
         plan.newsletter.id,

@@ -1,5 +1,6 @@
-//! Turns an issue into e-mail: Markdown to HTML (GFM, raw HTML escaped) once per send, then per
-//! recipient only the personal parts: signed click links, the open pixel, the unsubscribe link.
+//! Turns an issue into e-mail: its HTML (rendered from Markdown when the content was saved,
+//! GFM, raw HTML escaped) wrapped once per send, then per recipient only the personal parts:
+//! signed click links, the open pixel, the unsubscribe link.
 
 use maud::{DOCTYPE, PreEscaped, html};
 
@@ -13,6 +14,13 @@ use crate::domain::tracking::Links;
 pub fn markdown_to_html(source: &str) -> String {
     markdown::to_html_with_options(source, &markdown::Options::gfm())
         .unwrap_or_else(|_| markdown::to_html(source))
+}
+
+/// Text as HTML paragraphs (split at blank lines), escaped, without rendering any Markdown:
+/// the body of an issue whose HTML is not stored (docs/security.md). Linear in the text.
+pub fn plain_paragraphs(text: &str) -> String {
+    let paragraphs = text.split("\n\n").map(str::trim).filter(|p| !p.is_empty());
+    html! { @for paragraph in paragraphs { p { (paragraph) } } }.into_string()
 }
 
 /// A piece of the rendered body: fixed text, or a link target to personalise.
@@ -79,7 +87,7 @@ pub struct IssueEmail {
 
 impl IssueEmail {
     pub fn new(issue: &Issue, newsletter: &Newsletter, links: Links) -> Self {
-        let body_html = markdown_to_html(&issue.content_markdown);
+        let body_html = issue.body_html();
         let html = html! {
             (DOCTYPE)
             html lang="en" {
@@ -93,7 +101,7 @@ impl IssueEmail {
                     div.wrap {
                         p.masthead { (newsletter.name) }
                         h1 { (issue.subject) }
-                        div.content { (PreEscaped(&body_html)) }
+                        div.content { (PreEscaped(&*body_html)) }
                         @if !issue.articles.is_empty() {
                             div.articles {
                                 @for article in &issue.articles {
@@ -154,9 +162,13 @@ impl IssueEmail {
             } else {
                 newsletter.sender_email.clone()
             },
+            // A raw header: control characters go too, for names stored before they were
+            // refused (docs/security.md, "Names that go into mail headers").
             list_id: format!(
                 "{} <{}.{}>",
-                newsletter.name.replace(['<', '>', '"'], ""),
+                newsletter
+                    .name
+                    .replace(|c: char| c.is_control() || matches!(c, '<' | '>' | '"'), ""),
                 newsletter.subdomain,
                 links.host()
             ),
@@ -255,6 +267,32 @@ mod tests {
     fn placeholder_lookalikes_in_content_stay_text() {
         let html = markdown_to_html("a {{pixel}} b <!--broadsheet:pixel--> c");
         assert!(!html.contains(PIXEL_MARK), "{html}");
+    }
+
+    #[test]
+    fn plain_paragraphs_escape_and_render_nothing() {
+        assert_eq!(
+            plain_paragraphs("**a** <b>\n\n\n# c\n"),
+            "<p>**a** &lt;b&gt;</p><p># c</p>"
+        );
+    }
+
+    #[test]
+    fn a_stored_name_with_line_breaks_cannot_add_a_header() {
+        let conn = crate::domain::testing::db_with_newsletter("paid");
+        conn.execute_batch(
+            "UPDATE newsletters SET name = 'News\r\nBcc: all@example.com';
+             INSERT INTO issues (newsletter_id, subject, content_markdown, content_html, path, created_at, updated_at)
+               VALUES (1, 'S', 'x', '<p>x</p>', 's', 'n', 'n');",
+        )
+        .unwrap();
+        let newsletter = crate::domain::newsletters::get(&conn, 1).unwrap();
+        let issue = crate::domain::issues::get(&conn, 1, 1).unwrap();
+        let secret = crate::domain::secrets::ServerSecret::load_or_create(&conn).unwrap();
+        let links = Links::new("http://n.localhost", 1, secret, false);
+        let mail = IssueEmail::new(&issue, &newsletter, links).personalise(1, "r@x.co");
+        let (_, list_id) = mail.headers.iter().find(|(h, _)| h == "List-Id").unwrap();
+        assert_eq!(list_id, "NewsBcc: all@example.com <n.n.localhost>");
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::domain::issues::{self, Issue};
 use crate::domain::opt_in;
 use crate::domain::pagination::Page;
 use crate::domain::{DomainError, FieldErrors};
-use crate::mail::render::markdown_to_html;
+use crate::store::StoreError;
 use crate::web::{FormData, client_address, csrf_cookie_value, read_cookie};
 
 type State = std::sync::Arc<AppState>;
@@ -49,6 +49,18 @@ async fn published(state: &State, site: &Site, page: Page) -> Result<(Vec<Issue>
 
 fn internal(what: &str, e: &DomainError) -> Response {
     super::failure(what, e, "Please try again in a moment.")
+}
+
+/// Runs `build` on a blocking thread: an issue's page wraps up to a megabyte of stored HTML,
+/// and the feed escapes that of 20 issues, too much work for the async threads that answer
+/// every other request.
+async fn built_off_the_async_threads<T: Send + 'static>(
+    what: &str,
+    build: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Response> {
+    tokio::task::spawn_blocking(build)
+        .await
+        .map_err(|e| internal(what, &DomainError::Store(StoreError::Task(e.to_string()))))
 }
 
 fn issue_list(state: &State, site: &Site, issues: &[Issue]) -> Markup {
@@ -359,17 +371,24 @@ pub async fn issue_page(
         .db
         .run(move |conn| issues::get_published_by_path(conn, nid, &path))
         .await;
-    match found {
-        Ok(issue) => issue_document(state, site, &issue).into_response(),
-        Err(DomainError::NotFound(_)) => not_found(),
-        Err(e) => internal("showing an issue", &e),
-    }
+    let issue = match found {
+        Ok(issue) => issue,
+        Err(DomainError::NotFound(_)) => return not_found(),
+        Err(e) => return internal("showing an issue", &e),
+    };
+    let (state, site) = (state.clone(), site.clone());
+    built_off_the_async_threads("showing an issue", move || {
+        issue_document(&state, &site, &issue).into_response()
+    })
+    .await
+    .unwrap_or_else(|failure| failure)
 }
 
-/// The public page of one issue; the dashboard previews an issue with this same page.
+/// The public page of one issue, around its stored HTML; the dashboard previews an issue
+/// with this same page.
 pub fn issue_document(state: &State, site: &Site, issue: &Issue) -> Markup {
     let n = &site.0;
-    let content = markdown_to_html(&issue.content_markdown);
+    let content = issue.body_html();
     let mut page_meta = meta(state, site, &format!("/p/{}", issue.path), "article");
     let summary: String = issue.content_markdown.chars().take(160).collect();
     if !summary.trim().is_empty() {
@@ -383,7 +402,7 @@ pub fn issue_document(state: &State, site: &Site, issue: &Issue) -> Markup {
             article {
                 h1 { (issue.subject) }
                 p.muted { time datetime=(issue.published_at.as_deref().unwrap_or("")) { (day(issue.published_at.as_deref())) } }
-                (PreEscaped(content))
+                (PreEscaped(&*content))
                 @if !issue.articles.is_empty() {
                     section.articles aria-label="Articles" {
                         @for article in &issue.articles {
@@ -409,10 +428,30 @@ pub async fn feed(Data(state): Data<&State>, Data(site): Data<&Site>) -> Respons
         page: 1,
         per_page: FEED_ENTRIES,
     };
-    let (issues, _) = match published(state, site, first).await {
-        Ok(found) => found,
-        Err(response) => return response,
+    let nid = site.0.id;
+    let found = state
+        .db
+        .run(move |conn| issues::list_published_with_content(conn, nid, first))
+        .await;
+    let issues = match found {
+        Ok((issues, _)) => issues,
+        Err(e) => return internal("listing issues", &e),
     };
+    let (state, site) = (state.clone(), site.clone());
+    let xml = built_off_the_async_threads("building the feed", move || {
+        feed_document(&state, &site, &issues)
+    })
+    .await;
+    match xml {
+        Ok(xml) => Response::builder()
+            .content_type("application/atom+xml; charset=utf-8")
+            .body(xml),
+        Err(failure) => failure,
+    }
+}
+
+/// The Atom feed of `issues`, with their stored HTML as content.
+fn feed_document(state: &State, site: &Site, issues: &[Issue]) -> String {
     let n = &site.0;
     let home_url = format!("{}/", origin(state, site));
     let updated = issues
@@ -429,7 +468,7 @@ pub async fn feed(Data(state): Data<&State>, Data(site): Data<&Site>) -> Respons
             link rel="self" type="application/atom+xml" href={ (origin(state, site)) "/feed.xml" } {}
             updated { (updated) }
             author { name { (if n.sender_name.is_empty() { &n.name } else { &n.sender_name }) } }
-            @for issue in &issues {
+            @for issue in issues {
                 @let url = issue_url(state, site, issue);
                 entry {
                     title { (issue.subject) }
@@ -437,12 +476,10 @@ pub async fn feed(Data(state): Data<&State>, Data(site): Data<&Site>) -> Respons
                     id { (url) }
                     published { (issue.published_at.as_deref().unwrap_or("")) }
                     updated { (issue.published_at.as_deref().unwrap_or(&issue.updated_at)) }
-                    content type="html" { (markdown_to_html(&issue.content_markdown)) }
+                    content type="html" { (issue.body_html()) }
                 }
             }
         }
     };
-    Response::builder()
-        .content_type("application/atom+xml; charset=utf-8")
-        .body(xml.into_string())
+    xml.into_string()
 }

@@ -35,6 +35,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../../migrations/0007_send_faults.sql"),
     ),
     (
+        "0008_rendered_content",
+        include_str!("../../migrations/0008_rendered_content.sql"),
+    ),
+    (
         "0009_accounts_security",
         include_str!("../../migrations/0009_accounts_security.sql"),
     ),

@@ -171,6 +171,26 @@ impl Db {
         .await
         .map_err(|e| E::from(StoreError::Task(e.to_string())))?
     }
+
+    /// Runs `prepare` on a blocking thread, then checks out a connection and runs `f` with
+    /// what it made: slow work that needs no database (rendering an issue) holds no
+    /// connection while it runs.
+    pub async fn run_after<P, T, E, Prepare, F>(&self, prepare: Prepare, f: F) -> Result<T, E>
+    where
+        Prepare: FnOnce() -> Result<P, E> + Send + 'static,
+        F: FnOnce(&mut Connection, P) -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
+        let pool = self.pool.clone();
+        tokio::task::spawn_blocking(move || {
+            let prepared = prepare()?;
+            let mut conn = pool.get().map_err(|e| E::from(StoreError::from(e)))?;
+            f(&mut conn, prepared)
+        })
+        .await
+        .map_err(|e| E::from(StoreError::Task(e.to_string())))?
+    }
 }
 
 #[cfg(test)]

@@ -59,7 +59,7 @@ pub async fn approve(
             status: Some(Status::Approved.as_str().into()),
             ..Default::default()
         };
-        issues::update(conn, nid, iid, &input)?;
+        issues::update(conn, nid, iid, &issues::check_changes(&input)?)?;
         Ok("Approved: it can be sent, scheduled or published now.".into())
     })
     .await
@@ -84,7 +84,7 @@ pub async fn schedule(
             scheduled_for: Some((!at.is_empty()).then(|| utc_from_local(&at))),
             ..Default::default()
         };
-        let issue = issues::update(conn, nid, iid, &input)?;
+        let issue = issues::update(conn, nid, iid, &issues::check_changes(&input)?)?;
         Ok(format!(
             "Scheduled for {}.",
             when(issue.scheduled_for.as_deref().unwrap_or(""))

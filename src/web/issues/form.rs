@@ -11,12 +11,12 @@ use super::{
     Posted, issue_url, list_url, local_input, problems, render, utc_from_local, viewed, when,
 };
 use crate::clock;
-use crate::domain::FieldErrors;
 use crate::domain::issues::{self, ArticleInput, Issue, IssueInput, Status};
 use crate::domain::newsletters::Newsletter;
+use crate::domain::{DomainError, FieldErrors};
 use crate::web::layout::{Section, csrf_field, errors, newsletter_page};
 use crate::web::newsletters::{owned, owned_post};
-use crate::web::{Ctx, FormData, State, WebResult, see_other};
+use crate::web::{Ctx, FormData, State, WebError, WebResult, see_other};
 
 const TITLE: &str = "issue[articles][][title]";
 const URL: &str = "issue[articles][][url]";
@@ -220,12 +220,11 @@ fn article_row(index: usize, row: &ArticleRow) -> Markup {
 
 fn form_page(
     ctx: &Ctx,
-    state: &State,
     n: &Newsletter,
     issue: Option<&Issue>,
     form: &IssueForm,
     found: &FieldErrors,
-    preview: Option<&Issue>,
+    preview: Option<Markup>,
 ) -> Markup {
     let (title, action) = match issue {
         Some(i) => (format!("Edit “{}”", i.subject), issue_url(n.id, i.id)),
@@ -286,7 +285,7 @@ fn form_page(
             @if let Some(shown) = preview {
                 section id="preview" {
                     h2 { "Preview (not saved yet)" }
-                    (preview_block(state, n, shown))
+                    (shown)
                 }
             }
         },
@@ -305,7 +304,6 @@ pub async fn new_form(
         StatusCode::OK,
         form_page(
             &ctx,
-            state,
             &n,
             None,
             &IssueForm::blank(),
@@ -332,15 +330,7 @@ pub async fn edit_form(
     let form = IssueForm::from_issue(&issue);
     render(
         StatusCode::OK,
-        form_page(
-            &ctx,
-            state,
-            &n,
-            Some(&issue),
-            &form,
-            &FieldErrors::new(),
-            None,
-        ),
+        form_page(&ctx, &n, Some(&issue), &form, &FieldErrors::new(), None),
     )
 }
 
@@ -367,37 +357,55 @@ async fn submit(
         "add_article" => Commit::AddArticle,
         _ => Commit::Save,
     };
-    let again = |status, found: &FieldErrors, typed: &IssueForm, preview: Option<&Issue>| {
+    let again = |status, found: &FieldErrors, typed: &IssueForm, preview: Option<Markup>| {
         render(
             status,
-            form_page(ctx, state, n, current.as_ref(), typed, found, preview),
+            form_page(ctx, n, current.as_ref(), typed, found, preview),
         )
     };
     if !found.is_empty() {
         return again(StatusCode::UNPROCESSABLE_ENTITY, &found, &typed, None);
     }
     let input = typed.input();
+    let creating = current.is_none();
+    // Checking renders the content (up to the render budget): on a blocking thread.
+    let check = move || {
+        if creating {
+            issues::check_new(&input)
+        } else {
+            issues::check_changes(&input)
+        }
+    };
     match commit {
         Commit::AddArticle => {
             typed.empty_rows += 1;
             again(StatusCode::OK, &found, &typed, None)
         }
-        Commit::Preview => match issues::preview(n.id, current.as_ref(), &input) {
-            Ok(shown) => again(StatusCode::OK, &found, &typed, Some(&shown)),
-            Err(e) => again(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                &for_people(problems(e)?),
-                &typed,
-                None,
-            ),
-        },
+        Commit::Preview => {
+            let (state, n, current) = (state.clone(), n.clone(), current.clone());
+            let shown = tokio::task::spawn_blocking(move || {
+                let shown = issues::preview(n.id, current.as_ref(), check()?);
+                Ok::<_, DomainError>(preview_block(&state, &n, &shown))
+            })
+            .await
+            .map_err(|e| WebError::Internal(e.to_string()))?;
+            match shown {
+                Ok(block) => again(StatusCode::OK, &found, &typed, Some(block)),
+                Err(e) => again(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    &for_people(problems(e)?),
+                    &typed,
+                    None,
+                ),
+            }
+        }
         Commit::Save => {
             let (nid, existing) = (n.id, current.as_ref().map(|i| i.id));
             let saved = state
                 .db
-                .run(move |conn| match existing {
-                    Some(id) => issues::update(conn, nid, id, &input),
-                    None => issues::create(conn, nid, &input),
+                .run_after(check, move |conn, checked| match existing {
+                    Some(id) => issues::update(conn, nid, id, &checked),
+                    None => issues::create(conn, nid, &checked),
                 })
                 .await;
             match saved {

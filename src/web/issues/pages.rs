@@ -391,6 +391,13 @@ pub async fn preview(
     Data(state): Data<&State>,
 ) -> WebResult {
     let (ctx, n, issue) = viewed(req, state, &id, &issue_id).await?;
+    // Linear in the stored HTML, but up to a megabyte of it: off the async threads.
+    let block = {
+        let (state, n, issue) = (state.clone(), n.clone(), issue.clone());
+        tokio::task::spawn_blocking(move || preview_block(&state, &n, &issue))
+            .await
+            .map_err(|e| WebError::Internal(e.to_string()))?
+    };
     render(
         StatusCode::OK,
         newsletter_page(
@@ -401,7 +408,7 @@ pub async fn preview(
             html! {
                 p { a href=(issue_url(n.id, issue.id)) { "← " (issue.subject) } }
                 h1 { "Preview" }
-                (preview_block(state, &n, &issue))
+                (block)
             },
         ),
     )

@@ -140,6 +140,11 @@ impl App {
         &self.data_dir
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("the server is running").id()
+    }
+
     /// Runs a CLI subcommand against this app's data dir; returns (exit code, stdout, stderr).
     pub fn cli(&self, args: &[&str]) -> (i32, String, String) {
         run_cli(self.data_dir(), args)

@@ -1,0 +1,313 @@
+//! An issue's Markdown: the limits it keeps to, checked by a scan of its lines before anything
+//! renders it, and its rendering to HTML within a time budget, once per change of content (the
+//! HTML is stored with the issue; readers' requests never render Markdown).
+//!
+//! The renderer's time grows with the square of some shapes (deep nesting on one line, many
+//! table cells, dense inline markup), so the limits refuse the shapes known to be costly
+//! without rendering, and the budget stops whatever else overruns (docs/security.md).
+
+use std::time::Duration;
+
+use super::{DomainError, DomainResult};
+use crate::mail::render::plain_paragraphs;
+use crate::mail::render_budget::{self, RenderFailure};
+use crate::store::StoreError;
+
+/// The longest `content_markdown`, in bytes: about 30,000 words, several times the longest
+/// newsletter issue, and a size whose ordinary Markdown renders in well under the budget.
+pub const MAX_BYTES: usize = 200_000;
+/// The deepest nesting of lists and block quotes; real issues stay within 3 or 4.
+pub const MAX_NESTING: usize = 16;
+/// Columns of one table.
+pub const MAX_TABLE_COLUMNS: usize = 64;
+/// Cells of all tables together: the renderer's time grows with the square of their number.
+pub const MAX_TABLE_CELLS: usize = 5_000;
+/// How long rendering may take, waiting for a free render slot included.
+pub const RENDER_BUDGET: Duration = Duration::from_secs(2);
+
+const FIELD: &str = "content_markdown";
+
+/// What keeps `markdown` outside the limits, as a message for the `content_markdown` field;
+/// `None` when it keeps to them. One pass over the lines, looking at how each starts; nothing
+/// is rendered.
+///
+/// Nesting is counted generously: every container marker at the start of a line (`>`, `-`,
+/// `*`, `+`, `1.`, `1)`) is one level, and every two columns of indentation another (a nested
+/// list item is indented by at least two), except indentation inside fenced code. Table cells
+/// are counted on the lines from a delimiter row (`|---|---|`) to the next blank line.
+pub fn shape_problem(markdown: &str) -> Option<String> {
+    if markdown.len() > MAX_BYTES {
+        return Some(format!(
+            "is too long (maximum is {} bytes)",
+            with_commas(MAX_BYTES)
+        ));
+    }
+    let mut fence: Option<(u8, usize)> = None;
+    let (mut in_table, mut cells) = (false, 0);
+    for (index, line) in lines(markdown).enumerate() {
+        let number = index + 1;
+        let prefix = Prefix::of(line);
+        let rest = &line[prefix.end..];
+        let in_code = match fence {
+            Some(open) => {
+                if closes_fence(rest, open) {
+                    fence = None;
+                }
+                true
+            }
+            None => {
+                fence = opens_fence(rest);
+                false
+            }
+        };
+        let depth = if is_thematic_break(line) {
+            0
+        } else if in_code {
+            prefix.markers
+        } else {
+            prefix.markers + prefix.indent / 2
+        };
+        if depth > MAX_NESTING {
+            return Some(format!(
+                "nests lists and block quotes too deeply ({depth} levels on line {number}; the maximum is {MAX_NESTING})"
+            ));
+        }
+        if rest.trim().is_empty() {
+            in_table = false;
+            continue;
+        }
+        if let Some(columns) = delimiter_row_cells(rest) {
+            if columns > MAX_TABLE_COLUMNS {
+                return Some(format!(
+                    "has a table with too many columns ({columns} on line {number}; the maximum is {MAX_TABLE_COLUMNS})"
+                ));
+            }
+            in_table = true;
+        }
+        if in_table {
+            cells += rest.bytes().filter(|&b| b == b'|').count() + 1;
+            if cells > MAX_TABLE_CELLS {
+                return Some(format!(
+                    "has too many table cells (more than {} by line {number})",
+                    with_commas(MAX_TABLE_CELLS)
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// `markdown` as HTML when it keeps to the limits and renders within [`RENDER_BUDGET`]; else a
+/// `content_markdown` field error that says why. Blocks for up to the budget: call it on a
+/// blocking thread, and before taking a database connection.
+pub fn render(markdown: &str) -> DomainResult<String> {
+    attempt(markdown).map_err(|refusal| match refusal {
+        Refusal::Content(message) => DomainError::invalid(FIELD, message),
+        Refusal::Busy => DomainError::invalid(
+            FIELD,
+            "could not be rendered now: the server is busy rendering other issues; try again in a moment",
+        ),
+        Refusal::Server(e) => DomainError::Store(StoreError::Io(e)),
+    })
+}
+
+/// HTML for an issue saved before HTML was stored: rendered as a save would be, or, when its
+/// content breaks today's limits or overruns the budget, its text as plain paragraphs (it was
+/// accepted under the old limits and must still show). `None` when the server was too busy to
+/// render it now.
+pub fn render_saved(markdown: &str) -> DomainResult<Option<String>> {
+    match attempt(markdown) {
+        Ok(html) => Ok(Some(html)),
+        Err(Refusal::Content(_)) => Ok(Some(plain_paragraphs(markdown))),
+        Err(Refusal::Busy) => Ok(None),
+        Err(Refusal::Server(e)) => Err(DomainError::Store(StoreError::Io(e))),
+    }
+}
+
+/// Why [`attempt`] gave no HTML.
+enum Refusal {
+    /// The content's fault, in words for its field.
+    Content(String),
+    /// Other renders held every slot for the whole budget.
+    Busy,
+    /// The renderer could not be started.
+    Server(std::io::Error),
+}
+
+fn attempt(markdown: &str) -> Result<String, Refusal> {
+    if let Some(problem) = shape_problem(markdown) {
+        return Err(Refusal::Content(problem));
+    }
+    if markdown.is_empty() {
+        return Ok(String::new());
+    }
+    render_budget::render_within(markdown, RENDER_BUDGET).map_err(|failure| match failure {
+        RenderFailure::TooSlow => Refusal::Content(format!(
+            "takes too long to render (more than {} seconds); simplify its markup or split it into several issues",
+            RENDER_BUDGET.as_secs()
+        )),
+        RenderFailure::Crashed(why) => {
+            eprintln!("render: the Markdown renderer failed: {why}");
+            Refusal::Content("could not be rendered; simplify its markup".into())
+        }
+        RenderFailure::Busy => Refusal::Busy,
+        RenderFailure::Io(e) => Refusal::Server(e),
+    })
+}
+
+/// The lines of `text` as Markdown sees them: ended by `\n`, `\r\n` or a lone `\r`.
+fn lines(text: &str) -> impl Iterator<Item = &str> {
+    text.split('\n')
+        .flat_map(|line| line.strip_suffix('\r').unwrap_or(line).split('\r'))
+}
+
+/// How a line starts: its container markers, the columns of whitespace around them (beyond
+/// the one space that ends each marker), and where the rest of the line begins.
+struct Prefix {
+    markers: usize,
+    indent: usize,
+    end: usize,
+}
+
+impl Prefix {
+    fn of(line: &str) -> Prefix {
+        let bytes = line.as_bytes();
+        let (mut at, mut markers, mut indent) = (0, 0, 0);
+        loop {
+            while let Some(&space @ (b' ' | b'\t')) = bytes.get(at) {
+                indent += if space == b'\t' { 4 } else { 1 };
+                at += 1;
+            }
+            let ends_marker = |next: usize| matches!(bytes.get(next), None | Some(b' ' | b'\t'));
+            let length = match bytes.get(at) {
+                Some(b'>') => 1,
+                Some(b'-' | b'*' | b'+') if ends_marker(at + 1) => 1,
+                Some(b'0'..=b'9') => {
+                    let digits = bytes[at..]
+                        .iter()
+                        .take_while(|b| b.is_ascii_digit())
+                        .count();
+                    match bytes.get(at + digits) {
+                        Some(b'.' | b')') if digits <= 9 && ends_marker(at + digits + 1) => {
+                            digits + 1
+                        }
+                        _ => break,
+                    }
+                }
+                _ => break,
+            };
+            markers += 1;
+            at += length;
+            if bytes.get(at) == Some(&b' ') {
+                at += 1;
+            }
+        }
+        Prefix {
+            markers,
+            indent,
+            end: at,
+        }
+    }
+}
+
+/// `* * *`, `---`, `___`: a rule, not a list however many markers it has.
+fn is_thematic_break(line: &str) -> bool {
+    let mut marks = line.bytes().filter(|b| !matches!(b, b' ' | b'\t'));
+    match marks.next() {
+        Some(first @ (b'-' | b'*' | b'_')) => {
+            let rest: Vec<u8> = marks.collect();
+            rest.len() >= 2 && rest.iter().all(|&b| b == first)
+        }
+        _ => false,
+    }
+}
+
+/// A code fence opened by `rest`: its character and length.
+fn opens_fence(rest: &str) -> Option<(u8, usize)> {
+    let mark = *rest
+        .as_bytes()
+        .first()
+        .filter(|b| matches!(b, b'`' | b'~'))?;
+    let run = rest.bytes().take_while(|&b| b == mark).count();
+    let info = &rest[run..];
+    (run >= 3 && !(mark == b'`' && info.contains('`'))).then_some((mark, run))
+}
+
+fn closes_fence(rest: &str, (mark, length): (u8, usize)) -> bool {
+    let run = rest.bytes().take_while(|&b| b == mark).count();
+    run >= length && rest[run..].trim().is_empty()
+}
+
+/// The cells of a table's delimiter row (`| --- | :-: |`), or `None` when `rest` is not one.
+fn delimiter_row_cells(rest: &str) -> Option<usize> {
+    let only_delimiters = rest
+        .bytes()
+        .all(|b| matches!(b, b'|' | b'-' | b':' | b' ' | b'\t'));
+    (only_delimiters && rest.contains('|') && rest.contains('-'))
+        .then(|| rest.split('|').filter(|cell| cell.contains('-')).count())
+}
+
+/// `200000` as `200,000`.
+fn with_commas(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(markdown: &str) -> String {
+        shape_problem(markdown).unwrap_or_else(|| panic!("not refused: {markdown:.80?}"))
+    }
+
+    #[test]
+    fn the_shape_check_refuses_the_costly_shapes_without_rendering() {
+        assert!(refused(&"x".repeat(MAX_BYTES + 1)).contains("maximum is 200,000 bytes"));
+        assert!(refused(&("* ".repeat(8000) + "a")).contains("8000 levels on line 1"));
+        assert!(refused(&("1. ".repeat(1000) + "a")).contains("1000 levels"));
+        assert!(refused(&("> - ".repeat(1000) + "a")).contains("2000 levels"));
+        assert!(refused(&">".repeat(17)).contains("17 levels"));
+        let indented: String = (0..40)
+            .map(|i| format!("{}- a\n", "  ".repeat(i)))
+            .collect();
+        assert!(refused(&indented).contains("17 levels on line 17"));
+        // A lone CR ends a line too, so it cannot hide the markers after it.
+        assert!(refused(&format!("a\r{}b", "* ".repeat(20))).contains("20 levels on line 2"));
+
+        let wide = format!("|{}\n|{}\n", "a|".repeat(1000), "-|".repeat(1000));
+        assert!(refused(&wide).contains("1000 on line 2"));
+        let long = format!("|a|b|\n|-|-|\n{}", "|1|2|\n".repeat(2000));
+        assert!(refused(&long).contains("more than 5,000"));
+        let no_pipes = format!("|a|\n|-|\n{}", "a\n".repeat(MAX_TABLE_CELLS));
+        assert!(refused(&no_pipes).contains("table cells"));
+    }
+
+    #[test]
+    fn the_shape_check_lets_real_newsletters_through() {
+        let issue = "# This week\n\nSome **bold** text, a [link](https://example.com/a_b).\n\n\
+            - one\n  - nested\n    1. deeper\n       > quoted\n- two\n\n\
+            * * *\n\n- - - - - - - - - - - - - - - - - - - -\n\n\
+            | a | b |\n|---|:-:|\n| 1 | 2 |\n\nAfter the table | a pipe.\n\n\
+            ```python\ndef f():\n                                        return [\n                                            1]\n```\n";
+        assert_eq!(shape_problem(issue), None);
+        let many_tables = "| a | b |\n|---|---|\n| 1 | 2 |\n\n".repeat(500);
+        assert_eq!(shape_problem(&many_tables), None);
+        assert_eq!(shape_problem(&"word ".repeat(MAX_BYTES / 5)), None);
+        assert_eq!(shape_problem(&">".repeat(16)), None);
+    }
+
+    #[test]
+    fn limits_read_as_numbers() {
+        assert_eq!(with_commas(200_000), "200,000");
+        assert_eq!(with_commas(5_000), "5,000");
+        assert_eq!(with_commas(64), "64");
+    }
+}

@@ -1,0 +1,52 @@
+//! Job kind `render_content`: stores the HTML of issues saved before HTML was stored (queued
+//! once by migration 0008). One issue at a time, oldest first, each within the render budget;
+//! an issue beyond today's content limits gets its text as plain paragraphs. Until the job
+//! reaches an issue, its pages show those plain paragraphs, never rendering on a request.
+
+use super::{JobContext, Outcome, passes_by_itself};
+use crate::clock;
+use crate::domain::{DomainError, content, issues};
+use crate::store::StoreError;
+
+pub const KIND: &str = "render_content";
+
+/// How long the job waits when every render slot was busy.
+const BUSY_WAIT: time::Duration = time::Duration::seconds(5);
+
+pub fn run(ctx: &JobContext) -> Outcome {
+    let mut done_up_to = 0;
+    while !ctx.stop.requested() {
+        match render_next(ctx, done_up_to) {
+            Ok(Some(Rendered::Stored(id))) => done_up_to = id,
+            Ok(Some(Rendered::Busy)) => return Outcome::Again(clock::now() + BUSY_WAIT),
+            Ok(None) => return Outcome::Done,
+            Err(DomainError::Store(e)) if passes_by_itself(&e) => {
+                return Outcome::Blocked(e.to_string());
+            }
+            Err(e) => return Outcome::Retry(e.to_string()),
+        }
+    }
+    Outcome::Again(clock::now())
+}
+
+enum Rendered {
+    /// This issue is done (or was saved meanwhile, with its own rendering).
+    Stored(i64),
+    /// Every render slot was busy.
+    Busy,
+}
+
+/// Renders and stores the next issue after `after_id` without HTML; `None` when there is
+/// none. No connection is held while it renders.
+fn render_next(ctx: &JobContext, after_id: i64) -> Result<Option<Rendered>, DomainError> {
+    let next = issues::next_unrendered(&*ctx.pool.get().map_err(StoreError::from)?, after_id)?;
+    let Some((id, markdown)) = next else {
+        return Ok(None);
+    };
+    let Some(html) = content::render_saved(&markdown)? else {
+        return Ok(Some(Rendered::Busy));
+    };
+    let conn = ctx.pool.get().map_err(StoreError::from)?;
+    issues::store_rendered(&conn, id, &markdown, &html)?;
+    Ok(Some(Rendered::Stored(id)))
+}
