@@ -28,7 +28,7 @@ mod send_faults;
 mod sending;
 mod sending_crash;
 mod site;
-mod smtp_security;
 mod slow_clients;
+mod smtp_security;
 mod sql;
 mod webhooks;
