@@ -1004,6 +1004,7 @@ mod tests {
     #[test]
     fn imports_by_header_name_counts_and_reports_lines() {
         let mut conn = db();
+        crate::domain::testing::listen(&mut conn, 1, &["subscriber.created"]);
         let old = NewSubscriber {
             email: "old@example.com".into(),
             ..Default::default()

@@ -42,6 +42,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0009_accounts_security",
         include_str!("../../migrations/0009_accounts_security.sql"),
     ),
+    (
+        "0010_lean_storage",
+        include_str!("../../migrations/0010_lean_storage.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.
