@@ -21,7 +21,9 @@ CREATE TABLE subscribers_rebuilt (
     newsletter_id   INTEGER NOT NULL REFERENCES newsletters(id) ON DELETE CASCADE,
     email           TEXT NOT NULL,
     name            TEXT,
-    status          TEXT NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'unsubscribed', 'bounced')),
+    -- Written without IN: SQLite builds a temporary b-tree for an IN list on every insert.
+    status          TEXT NOT NULL DEFAULT 'active'
+                    CHECK (status = 'active' OR status = 'unsubscribed' OR status = 'bounced'),
     unsubscribed_at TEXT,
     created_at      TEXT NOT NULL,
     -- When the subscriber last became active again after leaving; NULL: since created_at.

@@ -155,4 +155,79 @@ mod tests {
         conn.execute("UPDATE issues SET status = 'failed'", [])
             .unwrap();
     }
+
+    #[test]
+    fn lean_storage_keeps_subscribers_tags_and_deliverable_events() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        let at = MIGRATIONS
+            .iter()
+            .position(|(name, _)| *name == "0010_lean_storage")
+            .unwrap();
+        let (old, new) = MIGRATIONS.split_at(at);
+        for (_, sql) in old {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.execute_batch(
+            "CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL);
+             INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('o@x.co', 'h', 'n', 'n');
+             INSERT INTO newsletters (owner_id, name, subdomain, tier, bounce_token, created_at, updated_at)
+               VALUES (1, 'N', 'n', 'paid', 'bt', 'n', 'n');
+             INSERT INTO subscribers (id, newsletter_id, email, name, status, subscribed_at, unsubscribed_at, created_at, updated_at)
+               VALUES (7, 1, 'a@x.co', 'A', 'active', 't1', NULL, 't1', 't1'),
+                      (9, 1, 'b@x.co', NULL, 'unsubscribed', 't2', 't3', 't1', 't3');
+             INSERT INTO subscriber_tags (subscriber_id, tag) VALUES (7, 'vip'), (7, 'early'), (9, 'x');
+             INSERT INTO issues (newsletter_id, subject, status, path, created_at, updated_at)
+               VALUES (1, 'S', 'sent', 's', 'n', 'n');
+             INSERT INTO deliveries (issue_id, subscriber_id, email, status, created_at) VALUES (1, 9, 'b@x.co', 'sent', 'n');
+             INSERT INTO webhook_subscriptions (newsletter_id, url, events, secret, created_at, updated_at)
+               VALUES (1, 'https://h.example.com', '[\"issue.sent\"]', 's', 'n', 'n');
+             INSERT INTO events (id, newsletter_id, kind, payload, created_at)
+               VALUES (1, 1, 'subscriber.created', '{}', 'n'), (2, 1, 'issue.sent', '{}', 'n');
+             INSERT INTO webhook_deliveries (subscription_id, event_id, uid, event, body, created_at, updated_at)
+               VALUES (1, 2, 'msg_1', 'issue.sent', '{}', 'n', 'n');",
+        )
+        .unwrap();
+        for (name, _) in old {
+            conn.execute("INSERT INTO schema_migrations VALUES (?1, 'n')", [name])
+                .unwrap();
+        }
+        assert_eq!(migrate(&mut conn).unwrap().len(), new.len());
+        let rows: Vec<(i64, String, Option<String>, String, String, Option<String>, String, String)> = conn
+            .prepare(
+                "SELECT id, email, name, status, subscribed_at, unsubscribed_at, created_at, updated_at
+                 FROM subscribers ORDER BY id",
+            )
+            .unwrap()
+            .query_map([], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?))
+            })
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let text = |s: &str| s.to_string();
+        assert_eq!(
+            rows,
+            vec![
+                (7, text("a@x.co"), Some(text("A")), text("active"), text("t1"), None, text("t1"), text("t1")),
+                (9, text("b@x.co"), None, text("unsubscribed"), text("t2"), Some(text("t3")), text("t1"), text("t3")),
+            ]
+        );
+        let stored: (Option<String>, Option<String>) = conn
+            .query_row(
+                "SELECT resubscribed_at, changed_at FROM subscribers WHERE id = 7",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(stored, (None, None), "one timestamp stored while nothing changed");
+        let count = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+        assert_eq!(count("SELECT count(*) FROM subscriber_tags WHERE subscriber_id = 7"), 2);
+        assert_eq!(count("SELECT count(*) FROM subscriber_tags WHERE tag = 'x'"), 1);
+        assert_eq!(
+            count("SELECT count(*) FROM events WHERE id = 2") + count("SELECT count(*) FROM events"),
+            2,
+            "the event no delivery carries is gone"
+        );
+        assert_eq!(count("SELECT count(*) FROM deliveries WHERE subscriber_id = 9"), 1);
+    }
 }
