@@ -128,7 +128,8 @@ fn measure(mut child: std::process::Child, started: Instant) -> Measured {
         std::thread::spawn(move || {
             let mut peak = 0;
             while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+                let status =
+                    std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
                 let hwm = status
                     .lines()
                     .find_map(|l| l.strip_prefix("VmHWM:"))
@@ -317,9 +318,7 @@ fn bench(shell: &Path, rows: usize, rounds: usize) -> Run {
             import.code, import.stdout
         );
         assert!(
-            import
-                .stdout
-                .contains(&format!("  created   {created}\n")),
+            import.stdout.contains(&format!("  created   {created}\n")),
             "{}",
             import.stdout
         );

@@ -1068,7 +1068,11 @@ mod tests {
             send_now(&mut conn, 1, issue.id),
             Err(DomainError::Rejected(ErrorCode::NoActiveSubscribers, _))
         ));
-        conn.execute("INSERT INTO subscribers (newsletter_id, email, created_at) VALUES (1, 'r@x.co', 'n')", []).unwrap();
+        conn.execute(
+            "INSERT INTO subscribers (newsletter_id, email, created_at) VALUES (1, 'r@x.co', 'n')",
+            [],
+        )
+        .unwrap();
         let queued = send_now(&mut conn, 1, issue.id).unwrap();
         assert_eq!(
             (queued.issue.status, queued.recipients),

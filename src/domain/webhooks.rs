@@ -708,7 +708,11 @@ mod tests {
             None,
             "a kind nobody listens to"
         );
-        assert!(events::record(&conn, 1, "issue.sent", json!({})).unwrap().is_some());
+        assert!(
+            events::record(&conn, 1, "issue.sent", json!({}))
+                .unwrap()
+                .is_some()
+        );
         assert_eq!((count(&conn, "events"), count(&conn, "deliveries")), (1, 1));
         let off = Changes {
             enabled: Some(false),
@@ -767,7 +771,9 @@ mod tests {
                 break;
             }
         }
-        let total = batches.iter().fold((0, 0), |(d, e), p| (d + p.deliveries, e + p.events));
+        let total = batches
+            .iter()
+            .fold((0, 0), |(d, e), p| (d + p.deliveries, e + p.events));
         assert_eq!(total, (2, 3));
         let ids = |sql: &str| -> Vec<i64> {
             conn.prepare(sql)

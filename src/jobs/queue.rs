@@ -57,8 +57,9 @@ pub fn enqueue_at<P: Serialize>(
 pub fn schedule_now(conn: &Connection, kind: &str) -> Result<(), StoreError> {
     const FORWARD: &str =
         "UPDATE jobs SET run_at = ?2, updated_at = ?2 WHERE kind = ?1 AND state = 'queued'";
-    const INSERT: &str = "INSERT INTO jobs (kind, payload, run_at, max_attempts, created_at, updated_at)
-         SELECT ?1, '{}', ?2, 5, ?2, ?2
+    const INSERT: &str =
+        "INSERT INTO jobs (kind, payload, run_at, max_attempts, created_at, updated_at)
+         SELECT ?1, json_object(), ?2, 5, ?2, ?2
          WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE kind = ?1 AND state IN ('queued', 'running'))";
     let now = clock::now_string();
     conn.execute(FORWARD, (kind, &now))?;

@@ -208,8 +208,26 @@ mod tests {
         assert_eq!(
             rows,
             vec![
-                (7, text("a@x.co"), Some(text("A")), text("active"), text("t1"), None, text("t1"), text("t1")),
-                (9, text("b@x.co"), None, text("unsubscribed"), text("t2"), Some(text("t3")), text("t1"), text("t3")),
+                (
+                    7,
+                    text("a@x.co"),
+                    Some(text("A")),
+                    text("active"),
+                    text("t1"),
+                    None,
+                    text("t1"),
+                    text("t1")
+                ),
+                (
+                    9,
+                    text("b@x.co"),
+                    None,
+                    text("unsubscribed"),
+                    text("t2"),
+                    Some(text("t3")),
+                    text("t1"),
+                    text("t3")
+                ),
             ]
         );
         let stored: (Option<String>, Option<String>) = conn
@@ -219,15 +237,29 @@ mod tests {
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .unwrap();
-        assert_eq!(stored, (None, None), "one timestamp stored while nothing changed");
-        let count = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
-        assert_eq!(count("SELECT count(*) FROM subscriber_tags WHERE subscriber_id = 7"), 2);
-        assert_eq!(count("SELECT count(*) FROM subscriber_tags WHERE tag = 'x'"), 1);
         assert_eq!(
-            count("SELECT count(*) FROM events WHERE id = 2") + count("SELECT count(*) FROM events"),
+            stored,
+            (None, None),
+            "one timestamp stored while nothing changed"
+        );
+        let count = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+        assert_eq!(
+            count("SELECT count(*) FROM subscriber_tags WHERE subscriber_id = 7"),
+            2
+        );
+        assert_eq!(
+            count("SELECT count(*) FROM subscriber_tags WHERE tag = 'x'"),
+            1
+        );
+        assert_eq!(
+            count("SELECT count(*) FROM events WHERE id = 2")
+                + count("SELECT count(*) FROM events"),
             2,
             "the event no delivery carries is gone"
         );
-        assert_eq!(count("SELECT count(*) FROM deliveries WHERE subscriber_id = 9"), 1);
+        assert_eq!(
+            count("SELECT count(*) FROM deliveries WHERE subscriber_id = 9"),
+            1
+        );
     }
 }

@@ -152,7 +152,15 @@ fn list_searches_filters_and_pages() {
 fn add_edit_tag_and_delete() {
     let app = spawn_app();
     let owner = onboard(&app, "Edited Edition");
-    listen(&app, &owner, &["subscriber.created", "subscriber.updated", "subscriber.deleted"]);
+    listen(
+        &app,
+        &owner,
+        &[
+            "subscriber.created",
+            "subscriber.updated",
+            "subscriber.deleted",
+        ],
+    );
     let url = subscribers_url(owner.newsletter_id);
 
     let added = owner.client.submit(
