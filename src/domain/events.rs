@@ -1,5 +1,7 @@
 //! Events: recorded in the transaction of the change that caused them (so none is lost if the
-//! process dies right after), then delivered to webhook subscriptions by the job runner.
+//! process dies right after), then delivered to webhook subscriptions by the job runner;
+//! recorded only when a subscription wants them, and pruned after
+//! [`webhooks::RETENTION`](super::webhooks::RETENTION) once delivered.
 
 use rusqlite::Connection;
 use serde_json::{Value, json};
@@ -41,15 +43,32 @@ pub fn envelope(
 }
 
 /// Records `kind` with `data` for the newsletter and queues its webhook deliveries, all in
-/// the caller's transaction; returns the event id.
-pub fn record(conn: &Connection, newsletter_id: i64, kind: &str, data: Value) -> DomainResult<i64> {
+/// the caller's transaction; returns the event id. Events exist only to be delivered (nothing
+/// else reads them), so when no enabled subscription of the newsletter listens to `kind`
+/// nothing is recorded and the answer is `None`; callers with costly `data` ask [`wanted`]
+/// first.
+pub fn record(
+    conn: &Connection,
+    newsletter_id: i64,
+    kind: &str,
+    data: Value,
+) -> DomainResult<Option<i64>> {
     debug_assert!(KINDS.contains(&kind), "unknown event kind {kind}");
+    if !wanted(conn, newsletter_id, kind)? {
+        return Ok(None);
+    }
     const INSERT: &str =
         "INSERT INTO events (newsletter_id, kind, payload, created_at) VALUES (?1, ?2, ?3, ?4)";
     let now = clock::now_string();
     let body = envelope(conn, newsletter_id, kind, &now, data)?.to_string();
-    conn.execute(INSERT, (newsletter_id, kind, &body, &now))?;
+    conn.prepare_cached(INSERT)?
+        .execute((newsletter_id, kind, &body, &now))?;
     let id = conn.last_insert_rowid();
     super::webhooks::fan_out(conn, newsletter_id, id, kind, &body)?;
-    Ok(id)
+    Ok(Some(id))
+}
+
+/// Whether [`record`] would record `kind` for the newsletter now.
+pub fn wanted(conn: &Connection, newsletter_id: i64, kind: &str) -> DomainResult<bool> {
+    super::webhooks::listening(conn, newsletter_id, kind)
 }

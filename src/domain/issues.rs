@@ -1030,6 +1030,7 @@ mod tests {
     #[test]
     fn lifecycle_rules() {
         let mut conn = db();
+        crate::domain::testing::listen(&mut conn, 1, &["issue.published"]);
         let urls = SiteUrls::new("http://localhost:8080", "localhost:8080");
         let issue = new(&mut conn, &input("Hello, World!")).unwrap();
         assert_eq!(
@@ -1067,7 +1068,11 @@ mod tests {
             send_now(&mut conn, 1, issue.id),
             Err(DomainError::Rejected(ErrorCode::NoActiveSubscribers, _))
         ));
-        conn.execute("INSERT INTO subscribers (newsletter_id, email, subscribed_at, created_at, updated_at) VALUES (1, 'r@x.co', 'n', 'n', 'n')", []).unwrap();
+        conn.execute(
+            "INSERT INTO subscribers (newsletter_id, email, created_at) VALUES (1, 'r@x.co', 'n')",
+            [],
+        )
+        .unwrap();
         let queued = send_now(&mut conn, 1, issue.id).unwrap();
         assert_eq!(
             (queued.issue.status, queued.recipients),

@@ -137,7 +137,7 @@ pub fn confirm(conn: &mut Connection, newsletter_id: i64, token: &str) -> Domain
         }
         const RESUBSCRIBE: &str =
             "UPDATE subscribers SET status = 'active', unsubscribed_at = NULL,
-             subscribed_at = ?2, updated_at = ?2 WHERE id = ?1";
+             resubscribed_at = ?2, changed_at = ?2 WHERE id = ?1";
         tx.execute(RESUBSCRIBE, (subscriber.id, clock::now_string()))?;
         let subscriber = subscribers::get(tx, newsletter_id, subscriber.id)?;
         events::record(

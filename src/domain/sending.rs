@@ -445,11 +445,12 @@ mod tests {
     #[test]
     fn records_recipients_once_and_settles_in_flight() {
         let mut conn = crate::domain::testing::db_with_newsletter("paid");
+        crate::domain::testing::listen(&mut conn, 1, &["email.bounced", "issue.sent"]);
         let now = clock::now_string();
         conn.execute_batch(&format!(
-            "INSERT INTO subscribers (newsletter_id, email, status, subscribed_at, created_at, updated_at) VALUES
-               (1, 'a@x.co', 'active', '{now}', '{now}', '{now}'), (1, 'b@x.co', 'unsubscribed', '{now}', '{now}', '{now}'),
-               (1, 'c@x.co', 'active', '{now}', '{now}', '{now}');
+            "INSERT INTO subscribers (newsletter_id, email, status, created_at) VALUES
+               (1, 'a@x.co', 'active', '{now}'), (1, 'b@x.co', 'unsubscribed', '{now}'),
+               (1, 'c@x.co', 'active', '{now}');
              INSERT INTO issues (newsletter_id, subject, content_markdown, status, path, created_at, updated_at)
                VALUES (1, 'S', 'x', 'sending', 's', '{now}', '{now}');"
         ))

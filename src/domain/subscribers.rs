@@ -1,8 +1,6 @@
 //! Subscribers: create (idempotent by e-mail), list with filters, update, tag, delete for
 //! good, bulk create. Every change records its `subscriber.*` event in the same transaction.
 
-use std::collections::HashSet;
-
 use rusqlite::{Connection, OptionalExtension, Row};
 use serde_json::{Value, json};
 
@@ -251,39 +249,93 @@ pub(super) fn validate(input: &NewSubscriber) -> DomainResult<Valid> {
     Ok(Valid { email, name, tags })
 }
 
+/// Adds validated subscribers to one newsletter inside the caller's transaction, with
+/// statements prepared once: the one way subscribers are created (create, bulk create, CSV
+/// imports, confirmed opt-ins). Everything added through one `Inserter` shares its creation
+/// time, and `subscriber.created` is built only when a webhook subscription listens.
+pub(super) struct Inserter<'c> {
+    conn: &'c Connection,
+    newsletter_id: i64,
+    now: String,
+    announce: bool,
+    subscriber: rusqlite::CachedStatement<'c>,
+    tag: rusqlite::CachedStatement<'c>,
+}
+
+impl<'c> Inserter<'c> {
+    pub(super) fn new(conn: &'c Connection, newsletter_id: i64) -> DomainResult<Self> {
+        const INSERT: &str = "INSERT INTO subscribers (newsletter_id, email, name, created_at)
+             VALUES (?1, ?2, ?3, ?4) ON CONFLICT (newsletter_id, email) DO NOTHING";
+        const TAG: &str =
+            "INSERT OR IGNORE INTO subscriber_tags (subscriber_id, tag) VALUES (?1, ?2)";
+        Ok(Inserter {
+            conn,
+            newsletter_id,
+            now: clock::now_string(),
+            announce: events::wanted(conn, newsletter_id, CREATED)?,
+            subscriber: conn.prepare_cached(INSERT)?,
+            tag: conn.prepare_cached(TAG)?,
+        })
+    }
+
+    /// Inserts the subscriber unless the address exists; returns the new id, or `None`.
+    pub(super) fn insert(&mut self, valid: &Valid) -> DomainResult<Option<i64>> {
+        let added = self.subscriber.execute((
+            self.newsletter_id,
+            valid.email.as_str(),
+            &valid.name,
+            &self.now,
+        ))?;
+        if added == 0 {
+            return Ok(None);
+        }
+        let id = self.conn.last_insert_rowid();
+        for tag in &valid.tags {
+            self.tag.execute((id, tag))?;
+        }
+        if self.announce {
+            let data = self.created(id, valid).event_data();
+            events::record(self.conn, self.newsletter_id, CREATED, data)?;
+        }
+        Ok(Some(id))
+    }
+
+    /// The subscriber [`Inserter::insert`] just added as `id`, as [`get`] would read it.
+    fn created(&self, id: i64, valid: &Valid) -> Subscriber {
+        let mut tags = valid.tags.clone();
+        tags.sort();
+        Subscriber {
+            id,
+            newsletter_id: self.newsletter_id,
+            email: valid.email.as_str().to_string(),
+            name: valid.name.clone(),
+            status: Status::Active,
+            tags,
+            subscribed_at: self.now.clone(),
+            unsubscribed_at: None,
+            created_at: self.now.clone(),
+            updated_at: self.now.clone(),
+        }
+    }
+}
+
+const CREATED: &str = "subscriber.created";
+
 /// Inserts a validated subscriber unless the address exists; returns it and whether it is new.
 pub(super) fn insert(
     conn: &Connection,
     newsletter_id: i64,
     valid: &Valid,
 ) -> DomainResult<(Subscriber, bool)> {
-    const INSERT: &str = "INSERT INTO subscribers (newsletter_id, email, name, subscribed_at, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?4, ?4) ON CONFLICT (newsletter_id, email) DO NOTHING";
-    const TAG: &str = "INSERT OR IGNORE INTO subscriber_tags (subscriber_id, tag) VALUES (?1, ?2)";
-    if conn.prepare_cached(INSERT)?.execute((
-        newsletter_id,
-        valid.email.as_str(),
-        &valid.name,
-        clock::now_string(),
-    ))? == 0
-    {
-        let existing = find_by_email(conn, newsletter_id, valid.email.as_str())?
-            .ok_or(DomainError::NotFound("subscriber"))?;
-        return Ok((existing, false));
+    let mut inserter = Inserter::new(conn, newsletter_id)?;
+    match inserter.insert(valid)? {
+        Some(id) => Ok((inserter.created(id, valid), true)),
+        None => {
+            let existing = find_by_email(conn, newsletter_id, valid.email.as_str())?
+                .ok_or(DomainError::NotFound("subscriber"))?;
+            Ok((existing, false))
+        }
     }
-    let id = conn.last_insert_rowid();
-    let mut tag_stmt = conn.prepare_cached(TAG)?;
-    for tag in &valid.tags {
-        tag_stmt.execute((id, tag))?;
-    }
-    let subscriber = get(conn, newsletter_id, id)?;
-    events::record(
-        conn,
-        newsletter_id,
-        "subscriber.created",
-        subscriber.event_data(),
-    )?;
-    Ok((subscriber, true))
 }
 
 /// Refuses the owner's changes to the subscribers of a cancelled (read-only) newsletter. Not
@@ -345,33 +397,28 @@ pub fn bulk_create(
 }
 
 /// Creates subscribers from `(index, entry)` pairs inside the caller's transaction (shared by
-/// the API's bulk create and the CSV imports).
+/// the API's bulk create and the CSV imports). An address already there, or repeated in
+/// `entries`, counts as existing: the insert's conflict clause finds both.
 pub fn import(
     conn: &Connection,
     newsletter_id: i64,
     entries: impl IntoIterator<Item = (usize, NewSubscriber)>,
 ) -> DomainResult<BulkOutcome> {
     let mut outcome = BulkOutcome::default();
-    let mut seen = HashSet::new();
+    let mut inserter = Inserter::new(conn, newsletter_id)?;
     for (index, entry) in entries {
         match validate(&entry) {
             Err(DomainError::Invalid(code, fields)) => outcome.errors.push(BulkError {
                 index,
-                email: entry.email.clone(),
+                email: entry.email,
                 code: code.as_str(),
                 message: fields.sentences().join("; "),
             }),
             Err(other) => return Err(other),
-            Ok(valid) => {
-                if !seen.insert(valid.email.as_str().to_string()) {
-                    outcome.existing += 1;
-                    continue;
-                }
-                match insert(conn, newsletter_id, &valid)? {
-                    (_, true) => outcome.created += 1,
-                    (_, false) => outcome.existing += 1,
-                }
-            }
+            Ok(valid) => match inserter.insert(&valid)? {
+                Some(_) => outcome.created += 1,
+                None => outcome.existing += 1,
+            },
         }
     }
     Ok(outcome)
@@ -414,7 +461,7 @@ pub fn update(
             set_status(tx, &before, status, &now)?;
         }
         if let Some(name) = &name {
-            const NAME: &str = "UPDATE subscribers SET name = ?2, updated_at = ?3 WHERE id = ?1";
+            const NAME: &str = "UPDATE subscribers SET name = ?2, changed_at = ?3 WHERE id = ?1";
             tx.execute(NAME, (id, name, &now))?;
         }
         changed(tx, before)
@@ -429,10 +476,10 @@ pub fn set_status(
     status: Status,
     now: &str,
 ) -> Result<(), StoreError> {
-    const SET: &str = "UPDATE subscribers SET status = ?2, updated_at = ?3,
+    const SET: &str = "UPDATE subscribers SET status = ?2, changed_at = ?3,
          unsubscribed_at = CASE WHEN ?2 = 'unsubscribed' THEN coalesce(unsubscribed_at, ?3)
                                 WHEN ?2 = 'active' THEN NULL ELSE unsubscribed_at END,
-         subscribed_at = CASE WHEN ?2 = 'active' AND status != 'active' THEN ?3 ELSE subscribed_at END
+         resubscribed_at = CASE WHEN ?2 = 'active' AND status != 'active' THEN ?3 ELSE resubscribed_at END
          WHERE id = ?1";
     conn.execute(SET, (subscriber.id, status.as_str(), now))?;
     Ok(())
@@ -475,7 +522,7 @@ pub fn add_tag(
             (id, &tag),
         )?;
         tx.execute(
-            "UPDATE subscribers SET updated_at = ?2 WHERE id = ?1",
+            "UPDATE subscribers SET changed_at = ?2 WHERE id = ?1",
             (id, clock::now_string()),
         )?;
         changed(tx, before)
@@ -498,7 +545,7 @@ pub fn remove_tag(
         )? > 0
         {
             tx.execute(
-                "UPDATE subscribers SET updated_at = ?2 WHERE id = ?1",
+                "UPDATE subscribers SET changed_at = ?2 WHERE id = ?1",
                 (id, clock::now_string()),
             )?;
         }
@@ -610,6 +657,7 @@ mod tests {
     #[test]
     fn create_is_idempotent_and_records_events() {
         let mut conn = db_with_newsletter();
+        crate::domain::testing::listen(&mut conn, 1, &["subscriber.created"]);
         let input = NewSubscriber {
             email: " Ann@Example.com".into(),
             name: Some("Ann".into()),
@@ -664,6 +712,10 @@ mod tests {
             2,
             "a refused bulk creates nothing"
         );
+        let events: i64 = conn
+            .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(events, 0, "no webhook listens, so no event is kept");
     }
 
     #[test]

@@ -23,3 +23,13 @@ pub fn db_with_newsletter(tier: &str) -> Connection {
     .unwrap();
     conn
 }
+
+/// Subscribes a webhook of newsletter `newsletter_id` to `kinds`, so those events are
+/// recorded (nothing is recorded for events no subscription wants).
+pub fn listen(conn: &mut Connection, newsletter_id: i64, kinds: &[&str]) {
+    let input = super::webhooks::NewSubscription {
+        url: "https://hooks.example.com/listen".into(),
+        events: kinds.iter().map(|k| k.to_string()).collect(),
+    };
+    super::webhooks::create(conn, newsletter_id, &input, &|_| Ok(())).unwrap();
+}

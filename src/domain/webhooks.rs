@@ -276,6 +276,16 @@ fn queue_delivery(
     Ok(delivery_id)
 }
 
+/// Whether an enabled subscription of the newsletter listens to `kind`: events nobody
+/// listens to are not recorded at all.
+pub fn listening(conn: &Connection, newsletter_id: i64, kind: &str) -> DomainResult<bool> {
+    const SQL: &str = "SELECT EXISTS (SELECT 1 FROM webhook_subscriptions s, json_each(s.events) e
+         WHERE s.newsletter_id = ?1 AND s.enabled AND e.value = ?2)";
+    Ok(conn
+        .prepare_cached(SQL)?
+        .query_row((newsletter_id, kind), |r| r.get(0))?)
+}
+
 /// Queues a delivery of the event to every enabled subscription that wants it; runs in the
 /// transaction that recorded the event, so an event is never lost between the two.
 pub fn fan_out(
@@ -362,6 +372,40 @@ pub fn redeliver(conn: &mut Connection, newsletter_id: i64, delivery_id: i64) ->
         tx.execute(RESET, (delivery_id, clock::now_string()))?;
         crate::jobs::deliver_webhook::enqueue(tx, delivery_id)?;
         Ok(())
+    })
+}
+
+/// How long delivered and failed webhook deliveries, and the events they carried, are kept
+/// (docs/webhooks.md, "Retention"): the delivery log shows them meanwhile.
+pub const RETENTION: Duration = Duration::days(30);
+
+/// What one [`prune`] batch deleted.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Pruned {
+    pub deliveries: usize,
+    pub events: usize,
+}
+
+/// Deletes, in one short write transaction, up to `limit` delivered or failed deliveries whose
+/// last change is more than [`RETENTION`] before `now`, and up to `limit` events recorded
+/// before then that no pending delivery still carries. Pending deliveries and anything
+/// younger stay. Call again while a count reaches `limit`.
+pub fn prune(conn: &mut Connection, now: OffsetDateTime, limit: i64) -> DomainResult<Pruned> {
+    const DELIVERIES: &str = "DELETE FROM webhook_deliveries WHERE id IN (
+         SELECT id FROM webhook_deliveries
+         WHERE state IN ('delivered', 'failed') AND updated_at < ?1 LIMIT ?2)";
+    // Deleting an event leaves a younger finished delivery of it in the log (event_id NULL).
+    const EVENTS: &str = "DELETE FROM events WHERE id IN (
+         SELECT e.id FROM events e WHERE e.created_at < ?1
+           AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d
+                           WHERE d.event_id = e.id AND d.state = 'pending')
+         ORDER BY e.created_at LIMIT ?2)";
+    let cutoff = clock::format(now - RETENTION);
+    write_tx(conn, |tx| {
+        Ok(Pruned {
+            deliveries: tx.execute(DELIVERIES, (&cutoff, limit))?,
+            events: tx.execute(EVENTS, (&cutoff, limit))?,
+        })
     })
 }
 
@@ -638,6 +682,121 @@ mod tests {
         let s = update(&mut conn, 1, sub.id, &changes, &allow).unwrap();
         assert!(s.enabled);
         assert_eq!(s.consecutive_failures, 0);
+    }
+
+    #[test]
+    fn events_are_recorded_only_for_an_enabled_subscription_that_listens() {
+        let mut conn = crate::domain::testing::db_with_newsletter("paid");
+        let count = |conn: &Connection, table: &str| -> i64 {
+            let sql = match table {
+                "events" => "SELECT count(*) FROM events",
+                _ => "SELECT count(*) FROM webhook_deliveries",
+            };
+            conn.query_row(sql, [], |r| r.get(0)).unwrap()
+        };
+        assert_eq!(
+            events::record(&conn, 1, "issue.sent", json!({})).unwrap(),
+            None
+        );
+        let input = NewSubscription {
+            url: "https://hooks.example.com/x".into(),
+            events: vec!["issue.sent".into()],
+        };
+        let (sub, _) = create(&mut conn, 1, &input, &allow).unwrap();
+        assert_eq!(
+            events::record(&conn, 1, "issue.published", json!({})).unwrap(),
+            None,
+            "a kind nobody listens to"
+        );
+        assert!(
+            events::record(&conn, 1, "issue.sent", json!({}))
+                .unwrap()
+                .is_some()
+        );
+        assert_eq!((count(&conn, "events"), count(&conn, "deliveries")), (1, 1));
+        let off = Changes {
+            enabled: Some(false),
+            ..Changes::default()
+        };
+        update(&mut conn, 1, sub.id, &off, &allow).unwrap();
+        assert_eq!(
+            events::record(&conn, 1, "issue.sent", json!({})).unwrap(),
+            None,
+            "a disabled subscription"
+        );
+        assert_eq!(count(&conn, "events"), 1);
+    }
+
+    #[test]
+    fn prune_keeps_pending_deliveries_and_everything_younger_than_the_retention() {
+        let mut conn = crate::domain::testing::db_with_newsletter("paid");
+        // As on the server's connections: a pruned event lets go of its deliveries.
+        conn.pragma_update(None, "foreign_keys", true).unwrap();
+        let input = NewSubscription {
+            url: "https://hooks.example.com/x".into(),
+            events: vec!["subscriber.created".into()],
+        };
+        create(&mut conn, 1, &input, &allow).unwrap();
+        let now = clock::now();
+        let at = |days: i64| clock::format(now - Duration::days(days));
+        // (event age, delivery state, delivery last change) in days before now.
+        let rows = [
+            (40, "delivered", 40), // 1: both go
+            (40, "failed", 31),    // 2: both go
+            (40, "pending", 40),   // 3: a pending delivery stays, and its event
+            (40, "delivered", 5),  // 4: redelivered lately: stays; its event goes
+            (29, "delivered", 29), // 5: younger than the retention: stays
+            (29, "failed", 29),    // 6: likewise
+        ];
+        for (event_days, state, changed_days) in rows {
+            events::record(&conn, 1, "subscriber.created", json!({})).unwrap();
+            conn.execute(
+                "UPDATE events SET created_at = ?1 WHERE id = (SELECT max(id) FROM events)",
+                [at(event_days)],
+            )
+            .unwrap();
+            conn.execute(
+                "UPDATE webhook_deliveries SET state = ?1, created_at = ?2, updated_at = ?3
+                 WHERE id = (SELECT max(id) FROM webhook_deliveries)",
+                (state, at(event_days), at(changed_days)),
+            )
+            .unwrap();
+        }
+        // One row of each kind per batch: the caller repeats until a batch comes back short.
+        let mut batches = Vec::new();
+        loop {
+            let pruned = prune(&mut conn, now, 1).unwrap();
+            batches.push(pruned);
+            if pruned.deliveries < 1 && pruned.events < 1 {
+                break;
+            }
+        }
+        let total = batches
+            .iter()
+            .fold((0, 0), |(d, e), p| (d + p.deliveries, e + p.events));
+        assert_eq!(total, (2, 3));
+        let ids = |sql: &str| -> Vec<i64> {
+            conn.prepare(sql)
+                .unwrap()
+                .query_map([], |r| r.get(0))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        };
+        assert_eq!(
+            ids("SELECT id FROM webhook_deliveries ORDER BY id"),
+            vec![3, 4, 5, 6]
+        );
+        assert_eq!(ids("SELECT id FROM events ORDER BY id"), vec![3, 5, 6]);
+        assert_eq!(
+            ids("SELECT coalesce(event_id, 0) FROM webhook_deliveries WHERE id = 4"),
+            vec![0],
+            "the kept delivery keeps its body, not its pruned event"
+        );
+        assert!(
+            pending(&conn, 3).unwrap().is_some(),
+            "the pending one can still be delivered"
+        );
     }
 
     #[test]

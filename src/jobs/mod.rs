@@ -4,6 +4,7 @@
 
 pub mod deliver_webhook;
 pub mod import_subscribers;
+pub mod prune_webhook_log;
 pub mod queue;
 pub mod render_content;
 pub mod send_issue;
@@ -116,6 +117,7 @@ fn dispatch(ctx: &JobContext, rt: &tokio::runtime::Runtime, job: &queue::Job) ->
         deliver_webhook::KIND => deliver_webhook::run(ctx, rt, job),
         import_subscribers::KIND => import_subscribers::run(ctx, job),
         render_content::KIND => render_content::run(ctx),
+        prune_webhook_log::KIND => prune_webhook_log::run(ctx),
         other => Outcome::Fail(format!("unknown job kind {other:?}")),
     }
 }
@@ -127,7 +129,7 @@ pub struct Runner {
 }
 
 impl Runner {
-    /// Requeues interrupted jobs, then starts `workers` general threads and `webhook_workers`
+    /// Requeues interrupted jobs, makes the periodic ones due, then starts `workers` general threads and `webhook_workers`
     /// webhook threads, each polling every `poll`; they stop when `ctx.stop` is requested.
     pub fn start(
         ctx: Arc<JobContext>,
@@ -135,10 +137,13 @@ impl Runner {
         webhook_workers: usize,
         poll: Duration,
     ) -> Result<Self, crate::store::StoreError> {
-        let requeued = queue::requeue_interrupted(&*ctx.pool.get()?)?;
+        let conn = ctx.pool.get()?;
+        let requeued = queue::requeue_interrupted(&conn)?;
         if requeued > 0 {
             eprintln!("jobs: requeued {requeued} job(s) interrupted by the last shutdown");
         }
+        prune_webhook_log::schedule_now(&conn)?;
+        drop(conn);
         let stop = ctx.stop.clone();
         let lanes = (0..workers.max(1))
             .map(|n| (Lane::General, n))

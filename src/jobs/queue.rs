@@ -52,6 +52,36 @@ pub fn enqueue_at<P: Serialize>(
     Ok(conn.last_insert_rowid())
 }
 
+/// Makes the job of `kind` due now: the queued one is brought forward, or one is recorded
+/// when none is queued or running (periodic jobs, which reschedule themselves, start so).
+pub fn schedule_now(conn: &Connection, kind: &str) -> Result<(), StoreError> {
+    const FORWARD: &str =
+        "UPDATE jobs SET run_at = ?2, updated_at = ?2 WHERE kind = ?1 AND state = 'queued'";
+    const INSERT: &str =
+        "INSERT INTO jobs (kind, payload, run_at, max_attempts, created_at, updated_at)
+         SELECT ?1, json_object(), ?2, 5, ?2, ?2
+         WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE kind = ?1 AND state IN ('queued', 'running'))";
+    let now = clock::now_string();
+    conn.execute(FORWARD, (kind, &now))?;
+    conn.execute(INSERT, (kind, &now))?;
+    Ok(())
+}
+
+/// Deletes up to `limit` finished (done or failed) jobs of `kind` last changed before
+/// `before`; returns how many.
+pub fn prune_finished(
+    conn: &Connection,
+    kind: &str,
+    before: &str,
+    limit: i64,
+) -> Result<usize, StoreError> {
+    // run_at <= updated_at for a finished job, so the index on (state, run_at) bounds the scan.
+    const PRUNE: &str = "DELETE FROM jobs WHERE id IN (
+         SELECT id FROM jobs WHERE state IN ('done', 'failed') AND run_at < ?2
+           AND updated_at < ?2 AND kind = ?1 LIMIT ?3)";
+    Ok(conn.execute(PRUNE, (kind, before, limit))?)
+}
+
 /// Which workers run a job: webhook deliveries have threads of their own, so slow receivers
 /// never hold up sending and account mail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -42,6 +42,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0009_accounts_security",
         include_str!("../../migrations/0009_accounts_security.sql"),
     ),
+    (
+        "0010_lean_storage",
+        include_str!("../../migrations/0010_lean_storage.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.
@@ -150,5 +154,93 @@ mod tests {
             .unwrap();
         conn.execute("UPDATE issues SET status = 'failed'", [])
             .unwrap();
+    }
+
+    #[test]
+    fn lean_storage_keeps_subscribers_tags_and_deliverable_events() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        let at = MIGRATIONS
+            .iter()
+            .position(|(name, _)| *name == "0010_lean_storage")
+            .unwrap();
+        let (old, new) = MIGRATIONS.split_at(at);
+        for (_, sql) in old {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.execute_batch(
+            "CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL);
+             INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('o@x.co', 'h', 'n', 'n');
+             INSERT INTO newsletters (owner_id, name, subdomain, tier, bounce_token, created_at, updated_at)
+               VALUES (1, 'N', 'n', 'paid', 'bt', 'n', 'n');
+             INSERT INTO subscribers (id, newsletter_id, email, name, status, subscribed_at, unsubscribed_at, created_at, updated_at)
+               VALUES (7, 1, 'a@x.co', 'A', 'active', 't1', NULL, 't1', 't1'),
+                      (9, 1, 'b@x.co', NULL, 'unsubscribed', 't2', 't3', 't1', 't3');
+             INSERT INTO subscriber_tags (subscriber_id, tag) VALUES (7, 'vip'), (7, 'early'), (9, 'x');
+             INSERT INTO issues (newsletter_id, subject, status, path, created_at, updated_at)
+               VALUES (1, 'S', 'sent', 's', 'n', 'n');
+             INSERT INTO deliveries (issue_id, subscriber_id, email, status, created_at) VALUES (1, 9, 'b@x.co', 'sent', 'n');
+             INSERT INTO webhook_subscriptions (newsletter_id, url, events, secret, created_at, updated_at)
+               VALUES (1, 'https://h.example.com', '[\"issue.sent\"]', 's', 'n', 'n');
+             INSERT INTO events (id, newsletter_id, kind, payload, created_at)
+               VALUES (1, 1, 'subscriber.created', '{}', 'n'), (2, 1, 'issue.sent', '{}', 'n');
+             INSERT INTO webhook_deliveries (subscription_id, event_id, uid, event, body, created_at, updated_at)
+               VALUES (1, 2, 'msg_1', 'issue.sent', '{}', 'n', 'n');",
+        )
+        .unwrap();
+        for (name, _) in old {
+            conn.execute("INSERT INTO schema_migrations VALUES (?1, 'n')", [name])
+                .unwrap();
+        }
+        assert_eq!(migrate(&mut conn).unwrap().len(), new.len());
+        // Each row as text, NULL as "-".
+        let rows: Vec<String> = conn
+            .prepare(
+                "SELECT concat_ws(' ', id, email, coalesce(name, '-'), status, subscribed_at,
+                        coalesce(unsubscribed_at, '-'), created_at, updated_at)
+                 FROM subscribers ORDER BY id",
+            )
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            rows,
+            vec![
+                "7 a@x.co A active t1 - t1 t1",
+                "9 b@x.co - unsubscribed t2 t3 t1 t3"
+            ]
+        );
+        let stored: (Option<String>, Option<String>) = conn
+            .query_row(
+                "SELECT resubscribed_at, changed_at FROM subscribers WHERE id = 7",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(
+            stored,
+            (None, None),
+            "one timestamp stored while nothing changed"
+        );
+        let count = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+        assert_eq!(
+            count("SELECT count(*) FROM subscriber_tags WHERE subscriber_id = 7"),
+            2
+        );
+        assert_eq!(
+            count("SELECT count(*) FROM subscriber_tags WHERE tag = 'x'"),
+            1
+        );
+        assert_eq!(
+            count("SELECT count(*) FROM events WHERE id = 2")
+                + count("SELECT count(*) FROM events"),
+            2,
+            "the event no delivery carries is gone"
+        );
+        assert_eq!(
+            count("SELECT count(*) FROM deliveries WHERE subscriber_id = 9"),
+            1
+        );
     }
 }

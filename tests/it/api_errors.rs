@@ -22,7 +22,7 @@ fn snapshot(app: &App) -> String {
         "webhook_deliveries",
     ] {
         let mut stmt = conn
-            .prepare(&format!("SELECT * FROM {table} ORDER BY rowid"))
+            .prepare(&format!("SELECT * FROM {table} ORDER BY 1, 2"))
             .unwrap();
         let n = stmt.column_count();
         let mut rows = stmt.query([]).unwrap();

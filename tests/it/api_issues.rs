@@ -376,6 +376,7 @@ fn api_issues_scheduling_rules() {
 fn api_issues_update_and_delete_follow_the_state_rules() {
     let app = spawn_app();
     let owner = onboard_paid(&app, "State Rules");
+    listen(&app, &owner, &["issue.published"]);
     owner
         .post("/subscribers", &json!({"email": "reader@example.com"}))
         .expect(201);
@@ -624,6 +625,7 @@ fn api_issues_send_now_checks_in_the_decided_order() {
 fn api_issues_publish() {
     let app = spawn_app();
     let owner = onboard(&app, "Web Archive");
+    listen(&app, &owner, &["issue.published"]);
     let draft = create_issue(
         &owner,
         json!({"subject": "Hello web", "content_markdown": "Hi"}),

@@ -16,6 +16,7 @@ fn ids(list: &Value) -> Vec<i64> {
 fn api_subscribers_create_show_update_delete() {
     let app = spawn_app();
     let owner = onboard(&app, "Reader Base");
+    listen(&app, &owner, &["subscriber.deleted"]);
 
     let resp = owner.post(
         "/subscribers",

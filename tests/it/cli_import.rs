@@ -53,6 +53,7 @@ fn cli_with_stdin(app: &App, args: &[&str], input: &[u8]) -> (i32, String, Strin
 fn import_reports_created_existing_and_refused_rows_while_serving() {
     let app = spawn_app();
     let owner = onboard(&app, "Imported Issues");
+    listen(&app, &owner, &["subscriber.created"]);
     owner.post(
         "/subscribers",
         &json!({"email": "already@example.com", "name": "Kept"}),

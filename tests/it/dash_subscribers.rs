@@ -152,6 +152,15 @@ fn list_searches_filters_and_pages() {
 fn add_edit_tag_and_delete() {
     let app = spawn_app();
     let owner = onboard(&app, "Edited Edition");
+    listen(
+        &app,
+        &owner,
+        &[
+            "subscriber.created",
+            "subscriber.updated",
+            "subscriber.deleted",
+        ],
+    );
     let url = subscribers_url(owner.newsletter_id);
 
     let added = owner.client.submit(
@@ -550,6 +559,7 @@ fn export_downloads_every_subscriber_as_csv() {
 fn csv_upload_previews_imports_and_reports_refused_rows() {
     let app = spawn_app();
     let owner = onboard(&app, "Imported Ink");
+    listen(&app, &owner, &["subscriber.created"]);
     let url = subscribers_url(owner.newsletter_id);
     owner.post("/subscribers", &json!({"email": "already@example.com"}));
     let mut csv = String::from("Name,Email,Tags,Shoe size\n");

@@ -102,6 +102,7 @@ fn full_issue(subject: &str) -> Value {
 fn sending_delivers_one_correct_message_to_each_active_subscriber() {
     let app = spawn_app();
     let owner = onboard_paid(&app, "Field Notes");
+    listen(&app, &owner, &["issue.sent"]);
     let emails: Vec<String> = (0..7).map(|_| unique_email("reader")).collect();
     let ids: Vec<i64> = emails.iter().map(|e| add_subscriber(&owner, e)).collect();
     // Two unsubscribe, one bounces (reported through the API-key bounce endpoint).
@@ -262,6 +263,7 @@ fn refusals_bounce_or_retry(no_pipelining: bool) {
     });
     let app = spawn_app_on(sink, &["--send-retry-base-ms", "200"]);
     let owner = onboard_paid(&app, "Refusals");
+    listen(&app, &owner, &["email.bounced"]);
     let ids: Vec<i64> = [&ok, &gone, &busy]
         .iter()
         .map(|e| add_subscriber(&owner, e))
@@ -316,6 +318,7 @@ fn refusals_bounce_or_retry(no_pipelining: bool) {
 fn sending_opens_and_clicks_change_the_stats_and_signatures_are_checked() {
     let app = spawn_app();
     let owner = onboard_paid(&app, "Tracked");
+    listen(&app, &owner, &["email.opened", "email.clicked"]);
     let (a, b) = (unique_email("open"), unique_email("idle"));
     add_subscriber(&owner, &a);
     add_subscriber(&owner, &b);
@@ -406,6 +409,7 @@ fn sending_opens_and_clicks_change_the_stats_and_signatures_are_checked() {
 fn sending_unsubscribe_link_confirms_on_get_and_unsubscribes_on_one_click_post() {
     let app = spawn_app();
     let owner = onboard_paid(&app, "Leaving");
+    listen(&app, &owner, &["email.unsubscribed"]);
     let (stay, leave) = (unique_email("stay"), unique_email("leave"));
     add_subscriber(&owner, &stay);
     let leave_id = add_subscriber(&owner, &leave);
@@ -585,6 +589,7 @@ fn sending_paused_newsletter_holds_its_scheduled_send() {
 fn sending_bounce_endpoint_marks_subscribers_bounced() {
     let app = spawn_app();
     let owner = onboard_paid(&app, "Bounces");
+    listen(&app, &owner, &["email.bounced"]);
     let (a, b) = (unique_email("hard"), unique_email("soft"));
     let a_id = add_subscriber(&owner, &a);
     let b_id = add_subscriber(&owner, &b);

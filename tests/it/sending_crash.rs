@@ -21,6 +21,7 @@ fn sending_survives_kill_9_midway_with_exactly_one_copy_each() {
     });
     let mut app = spawn_app_on(sink, &["--rate-limit-bulk", "100"]);
     let owner = onboard_paid(&app, "Crash Course");
+    listen(&app, &owner, &["issue.sent"]);
     let emails = addresses("crash", RECIPIENTS);
     subscribe_all(&owner, &emails);
     // A few who must get nothing.

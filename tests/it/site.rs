@@ -170,6 +170,7 @@ fn confirm(app: &App, site: &Client, email: &str, n: usize) -> Resp {
 fn double_opt_in_from_form_to_subscriber() {
     let app = spawn_app();
     let owner = onboard(&app, "Opt In Times");
+    listen(&app, &owner, &["subscriber.created"]);
     let site = app.site_client(&owner.subdomain);
     let events = || app.count("SELECT count(*) FROM events WHERE kind = 'subscriber.created'");
 

@@ -731,3 +731,142 @@ fn with_allow_private_webhooks_a_name_is_resolved_through_dns_server_and_keeps_i
         "the name went through --dns-server"
     );
 }
+
+#[test]
+fn events_are_kept_only_where_a_subscription_listens() {
+    let app = spawn_app_with(&["--allow-private-webhooks"]);
+    let quiet = onboard(&app, "Quiet Quarterly");
+    let heard = onboard(&app, "Heard Herald");
+    let receiver = Receiver::start();
+    let (_, secret) = subscribe(&heard, &receiver.url, &["subscriber.created"]);
+    for owner in [&quiet, &heard] {
+        let created = owner
+            .post("/subscribers", &json!({"email": "both@example.com"}))
+            .json();
+        // subscriber.updated: nobody listens to it.
+        owner
+            .post(
+                &format!("/subscribers/{}/add_tag", created["id"]),
+                &json!({"tag": "vip"}),
+            )
+            .expect(200);
+        owner
+            .post(
+                "/subscribers/bulk_create",
+                &json!({"subscribers": [{"email": "bulk@example.com", "tags": ["b", "a"]}]}),
+            )
+            .expect(200);
+    }
+    let hooks = receiver.wait_for("subscriber.created", 2);
+    let data: Vec<Value> = hooks
+        .iter()
+        .map(|h| assert_envelope(h, &heard, &secret))
+        .collect();
+    assert_eq!(data[0]["email"], "both@example.com");
+    assert_eq!(
+        (&data[1]["email"], &data[1]["tags"], &data[1]["status"]),
+        (
+            &json!("bulk@example.com"),
+            &json!(["a", "b"]),
+            &json!("active")
+        )
+    );
+    let count = |newsletter: i64| {
+        app.count(&format!(
+            "SELECT count(*) FROM events WHERE newsletter_id = {newsletter}"
+        ))
+    };
+    assert_eq!(
+        count(quiet.newsletter_id),
+        0,
+        "nobody listens: nothing kept"
+    );
+    assert_eq!(count(heard.newsletter_id), 2, "only the kind listened to");
+    assert_eq!(
+        app.count("SELECT count(*) FROM events WHERE kind = 'subscriber.updated'"),
+        0
+    );
+}
+
+#[test]
+fn the_prune_job_deletes_finished_deliveries_older_than_30_days_and_keeps_the_rest() {
+    let mut app = spawn_app_with(&["--allow-private-webhooks"]);
+    let owner = onboard(&app, "Pruned Post");
+    let receiver = Receiver::start();
+    subscribe(&owner, &receiver.url, &["subscriber.created"]);
+    for n in 0..3 {
+        owner
+            .post(
+                "/subscribers",
+                &json!({"email": format!("old{n}@example.com")}),
+            )
+            .expect(201);
+    }
+    receiver.wait_for("subscriber.created", 3);
+    // The third fails and waits 30 s for its retry: pending.
+    receiver.always(500);
+    owner
+        .post("/subscribers", &json!({"email": "pending@example.com"}))
+        .expect(201);
+    wait_for("the failed attempt", Duration::from_secs(10), || {
+        (app.count(
+            "SELECT count(*) FROM webhook_deliveries WHERE attempts = 1 AND state = 'pending'",
+        ) == 1)
+            .then_some(())
+    });
+    // Age everything but the third delivered one by 31 days.
+    let old = time::OffsetDateTime::now_utc() - time::Duration::days(31);
+    let old = old
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    let db = rusqlite::Connection::open(app.data_dir().join("broadsheet.db")).unwrap();
+    db.execute(
+        "UPDATE webhook_deliveries SET created_at = ?1, updated_at = ?1 WHERE id != 3",
+        [&old],
+    )
+    .unwrap();
+    db.execute("UPDATE events SET created_at = ?1 WHERE id != 3", [&old])
+        .unwrap();
+    db.execute(
+        "UPDATE jobs SET run_at = ?1, updated_at = ?1 WHERE kind = 'deliver_webhook' AND state = 'done'
+         AND json_extract(payload, '$.delivery_id') != 3",
+        [&old],
+    )
+    .unwrap();
+    drop(db);
+    let delivery_jobs = app.count("SELECT count(*) FROM jobs WHERE kind = 'deliver_webhook'");
+
+    // The job runs at each start (and hourly); it reschedules itself an hour on.
+    app.restart();
+    wait_for("the prune job to run", Duration::from_secs(10), || {
+        (app.count(
+            "SELECT count(*) FROM jobs WHERE kind = 'prune_webhook_log' AND state = 'queued'
+             AND attempts > 0 AND run_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '+30 minutes')",
+        ) == 1)
+            .then_some(())
+    });
+    let ids = |sql: &str| -> Vec<i64> {
+        app.db()
+            .prepare(sql)
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    assert_eq!(
+        ids("SELECT id FROM webhook_deliveries ORDER BY id"),
+        vec![3, 4],
+        "the young one and the pending one stay"
+    );
+    assert_eq!(ids("SELECT id FROM events ORDER BY id"), vec![3, 4]);
+    assert_eq!(
+        app.count("SELECT count(*) FROM jobs WHERE kind = 'deliver_webhook'"),
+        delivery_jobs - 2,
+        "the finished delivery jobs of the pruned deliveries go too"
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM jobs WHERE kind = 'prune_webhook_log'"),
+        1
+    );
+}

@@ -234,3 +234,17 @@ pub fn upload(owner: &Owner, name: &str, content: &[u8]) -> Resp {
         content,
     )
 }
+
+/// Subscribes a webhook of the owner's newsletter to `kinds`, straight in the database (its
+/// URL is a closed local port, so attempts fail and retry later): events are recorded only
+/// when a subscription wants them, and tests that read the events table need some.
+pub fn listen(app: &App, owner: &Owner, kinds: &[&str]) {
+    rusqlite::Connection::open(app.data_dir().join("broadsheet.db"))
+        .unwrap()
+        .execute(
+            "INSERT INTO webhook_subscriptions (newsletter_id, url, events, secret, created_at, updated_at)
+             VALUES (?1, 'http://127.0.0.1:9/', ?2, 'whsec_test', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z')",
+            (owner.newsletter_id, serde_json::to_string(kinds).unwrap()),
+        )
+        .unwrap();
+}

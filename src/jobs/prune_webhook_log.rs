@@ -1,0 +1,57 @@
+//! Job kind `prune_webhook_log`: deletes delivered and failed webhook deliveries, their
+//! events and their finished delivery jobs once they are older than
+//! [`webhooks::RETENTION`]; pending deliveries stay whatever their age. It deletes
+//! [`BATCH`] rows of each at a time, each batch its own short transaction, so the writer is
+//! never held long; then it runs again [`EVERY`] later. The job runner makes it due at each
+//! start.
+
+use super::{JobContext, Outcome, deliver_webhook, passes_by_itself, queue};
+use crate::clock;
+use crate::domain::{DomainError, webhooks};
+use crate::store::StoreError;
+
+pub const KIND: &str = "prune_webhook_log";
+
+/// Rows of each kind deleted per transaction.
+const BATCH: i64 = 500;
+/// Time between two runs.
+const EVERY: time::Duration = time::Duration::hours(1);
+
+/// Makes the job due now (at the runner's start).
+pub fn schedule_now(conn: &rusqlite::Connection) -> Result<(), StoreError> {
+    queue::schedule_now(conn, KIND)
+}
+
+pub fn run(ctx: &JobContext) -> Outcome {
+    loop {
+        if ctx.stop.requested() {
+            return Outcome::Again(clock::now());
+        }
+        match prune_batch(ctx) {
+            Ok(true) => {}
+            Ok(false) => return Outcome::Again(clock::now() + EVERY),
+            Err(DomainError::Store(e)) if passes_by_itself(&e) => {
+                return Outcome::Blocked(e.to_string());
+            }
+            // A periodic job never gives up: the next run tries again.
+            Err(e) => {
+                eprintln!("jobs: {KIND}: {e}; trying again in an hour");
+                return Outcome::Again(clock::now() + EVERY);
+            }
+        }
+    }
+}
+
+/// One batch of each; true while a batch was full (more may be left).
+fn prune_batch(ctx: &JobContext) -> Result<bool, DomainError> {
+    let mut conn = ctx.pool.get().map_err(StoreError::from)?;
+    let now = clock::now();
+    let pruned = webhooks::prune(&mut conn, now, BATCH)?;
+    let jobs = queue::prune_finished(
+        &conn,
+        deliver_webhook::KIND,
+        &clock::format(now - webhooks::RETENTION),
+        BATCH,
+    )?;
+    Ok(pruned.deliveries as i64 == BATCH || pruned.events as i64 == BATCH || jobs as i64 == BATCH)
+}
