@@ -71,10 +71,10 @@ fn fill(conn: &rusqlite::Connection, newsletter_id: i64, subscribers: i64, issue
              SELECT i, strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('-%d seconds', (?2 - i) * ?3 * 86400 / ?2)),
                     CASE WHEN i % 100 < 2 THEN 'unsubscribed' WHEN i % 100 = 2 THEN 'bounced' ELSE 'active' END
              FROM n)
-         INSERT INTO subscribers (newsletter_id, email, name, status, subscribed_at, unsubscribed_at, created_at, updated_at)
-         SELECT ?1, printf('reader%07d@example.com', i), printf('Reader %d', i), status, at,
+         INSERT INTO subscribers (newsletter_id, email, name, status, unsubscribed_at, created_at, changed_at)
+         SELECT ?1, printf('reader%07d@example.com', i), printf('Reader %d', i), status,
                 CASE WHEN status = 'unsubscribed' THEN strftime('%Y-%m-%dT%H:%M:%fZ', at, '+1 day') END,
-                at, CASE WHEN status = 'active' THEN at ELSE strftime('%Y-%m-%dT%H:%M:%fZ', at, '+1 day') END
+                at, CASE WHEN status != 'active' THEN strftime('%Y-%m-%dT%H:%M:%fZ', at, '+1 day') END
          FROM s";
     conn.execute(SUBSCRIBERS, (newsletter_id, subscribers, JOIN_SPAN_DAYS))
         .unwrap();
