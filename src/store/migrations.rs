@@ -42,6 +42,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0009_accounts_security",
         include_str!("../../migrations/0009_accounts_security.sql"),
     ),
+    (
+        "0011_counters",
+        include_str!("../../migrations/0011_counters.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.
