@@ -337,6 +337,157 @@ mod tests {
         assert!(empty.iter().all(|d| d.active == 0));
     }
 
+    /// Thousands of random changes straight in SQL, the way any door could make them (rows
+    /// with history, status moves both ways, deletions with cascades, every delivery
+    /// transition, opens and clicks on any day): every counter still equals a recount.
+    #[test]
+    fn counters_match_a_recount_after_random_changes() {
+        use rand::{Rng, SeedableRng};
+        let conn = crate::domain::testing::db_with_newsletter("paid");
+        conn.execute_batch(
+            "PRAGMA foreign_keys = ON;
+             INSERT INTO newsletters (owner_id, name, subdomain, bounce_token, created_at, updated_at)
+               VALUES (1, 'M', 'm', 'bt2', 'n', 'n');",
+        )
+        .unwrap();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(13);
+        const DAYS: [&str; 4] = [
+            "2026-03-01T10:00:00.000Z",
+            "2026-03-02T23:59:59.999Z",
+            "2026-03-03T00:00:00.000Z",
+            "2026-03-04T12:00:00.000Z",
+        ];
+        const STATUSES: [&str; 3] = ["active", "unsubscribed", "bounced"];
+        const DELIVERY: [&str; 6] = ["pending", "sending", "sent", "unconfirmed", "bounced", "failed"];
+        const TAGS: [&str; 3] = ["vip", "early", "x"];
+        let pick = |rng: &mut rand::rngs::StdRng, n: usize| rng.random_range(0..n);
+        // An existing row, chosen by the seeded generator (so a failure repeats).
+        let any_id = |table: &str, rng: &mut rand::rngs::StdRng| -> Option<i64> {
+            let count: i64 = conn
+                .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+                .unwrap();
+            (count > 0).then(|| {
+                conn.query_row(
+                    &format!("SELECT id FROM {table} ORDER BY id LIMIT 1 OFFSET ?1"),
+                    [rng.random_range(0..count)],
+                    |r| r.get(0),
+                )
+                .unwrap()
+            })
+        };
+        for step in 0..4000 {
+            let day = DAYS[pick(&mut rng, 4)];
+            let later = DAYS[pick(&mut rng, 4)];
+            let newsletter = 1 + pick(&mut rng, 2) as i64;
+            match pick(&mut rng, 12) {
+                0..=2 => {
+                    let status = STATUSES[pick(&mut rng, 3)];
+                    conn.execute(
+                        "INSERT INTO subscribers (newsletter_id, email, status, subscribed_at, unsubscribed_at, created_at, updated_at)
+                         VALUES (?1, ?2, ?3, ?4, CASE WHEN ?3 = 'unsubscribed' THEN ?5 END, ?6, ?5)",
+                        (newsletter, format!("s{step}@x.co"), status, day, later, DAYS[pick(&mut rng, 4)]),
+                    )
+                    .unwrap();
+                }
+                3 => {
+                    if let Some(id) = any_id("subscribers", &mut rng) {
+                        let status = STATUSES[pick(&mut rng, 3)];
+                        conn.execute(
+                            "UPDATE subscribers SET status = ?2, updated_at = ?3,
+                                 unsubscribed_at = CASE WHEN ?2 = 'unsubscribed' THEN coalesce(unsubscribed_at, ?3)
+                                                        WHEN ?2 = 'active' THEN NULL ELSE unsubscribed_at END
+                             WHERE id = ?1",
+                            (id, status, day),
+                        )
+                        .unwrap();
+                    }
+                }
+                4 => {
+                    if let Some(id) = any_id("subscribers", &mut rng) {
+                        conn.execute("DELETE FROM subscribers WHERE id = ?1", [id]).unwrap();
+                    }
+                }
+                5 => {
+                    if let Some(id) = any_id("subscribers", &mut rng) {
+                        let tag = TAGS[pick(&mut rng, 3)];
+                        let sql = if rng.random_bool(0.6) {
+                            "INSERT OR IGNORE INTO subscriber_tags (subscriber_id, tag) VALUES (?1, ?2)"
+                        } else {
+                            "DELETE FROM subscriber_tags WHERE subscriber_id = ?1 AND tag = ?2"
+                        };
+                        conn.execute(sql, (id, tag)).unwrap();
+                    }
+                }
+                6 => {
+                    conn.execute(
+                        "INSERT INTO issues (newsletter_id, subject, status, path, created_at, updated_at)
+                         VALUES (?1, 'S', 'sending', ?2, 'n', 'n')",
+                        (newsletter, format!("p{step}")),
+                    )
+                    .unwrap();
+                    let issue = conn.last_insert_rowid();
+                    conn.execute(
+                        "INSERT INTO deliveries (issue_id, subscriber_id, email, created_at)
+                         SELECT ?1, id, email, 'n' FROM subscribers WHERE newsletter_id = ?2 AND status = 'active'",
+                        (issue, newsletter),
+                    )
+                    .unwrap();
+                }
+                7..=8 => {
+                    if let Some(id) = any_id("deliveries", &mut rng) {
+                        let status = DELIVERY[pick(&mut rng, 6)];
+                        conn.execute(
+                            "UPDATE deliveries SET status = ?2,
+                                 sent_at = CASE WHEN ?2 IN ('sent', 'unconfirmed') THEN coalesce(sent_at, ?3) ELSE sent_at END
+                             WHERE id = ?1",
+                            (id, status, day),
+                        )
+                        .unwrap();
+                    }
+                }
+                9 => {
+                    if let Some(id) = any_id("deliveries", &mut rng) {
+                        let sql = match pick(&mut rng, 3) {
+                            0 => "UPDATE deliveries SET opened_at = ?2 WHERE id = ?1 AND opened_at IS NULL",
+                            1 => "UPDATE deliveries SET clicked_at = ?2, opened_at = coalesce(opened_at, ?2) WHERE id = ?1 AND clicked_at IS NULL",
+                            _ => "UPDATE deliveries SET unsubscribed_at = coalesce(unsubscribed_at, ?2) WHERE id = ?1",
+                        };
+                        conn.execute(sql, (id, day)).unwrap();
+                    }
+                }
+                10 => {
+                    if rng.random_bool(0.1)
+                        && let Some(id) = any_id("issues", &mut rng)
+                    {
+                        conn.execute("DELETE FROM issues WHERE id = ?1", [id]).unwrap();
+                    }
+                }
+                _ => {
+                    if let Some(id) = any_id("deliveries", &mut rng) {
+                        conn.execute(
+                            "INSERT INTO deliveries (issue_id, email, status, sent_at, opened_at, clicked_at, created_at)
+                             SELECT issue_id, 'h@x.co', ?2, ?3, ?4, CASE WHEN ?5 THEN ?4 END, 'n' FROM deliveries WHERE id = ?1",
+                            (id, DELIVERY[pick(&mut rng, 6)], day, later, rng.random_bool(0.5)),
+                        )
+                        .unwrap();
+                    }
+                }
+            }
+            if step % 500 == 499 {
+                let wrong = crate::domain::testing::counter_mismatches(&conn);
+                assert!(wrong.is_empty(), "after step {step}: {wrong:#?}");
+            }
+        }
+        let sizes: (i64, i64, i64) = conn
+            .query_row(
+                "SELECT (SELECT count(*) FROM subscribers), (SELECT count(*) FROM subscriber_tags), (SELECT count(*) FROM deliveries)",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap();
+        assert!(sizes.0 > 100 && sizes.1 > 50 && sizes.2 > 1000, "{sizes:?}");
+    }
+
     #[test]
     fn recent_issues_newest_first_with_rates_of_delivered() {
         let conn = crate::domain::testing::db_with_newsletter("paid");
