@@ -358,7 +358,14 @@ mod tests {
             "2026-03-04T12:00:00.000Z",
         ];
         const STATUSES: [&str; 3] = ["active", "unsubscribed", "bounced"];
-        const DELIVERY: [&str; 6] = ["pending", "sending", "sent", "unconfirmed", "bounced", "failed"];
+        const DELIVERY: [&str; 6] = [
+            "pending",
+            "sending",
+            "sent",
+            "unconfirmed",
+            "bounced",
+            "failed",
+        ];
         const TAGS: [&str; 3] = ["vip", "early", "x"];
         let pick = |rng: &mut rand::rngs::StdRng, n: usize| rng.random_range(0..n);
         // An existing row, chosen by the seeded generator (so a failure repeats).
@@ -404,7 +411,8 @@ mod tests {
                 }
                 4 => {
                     if let Some(id) = any_id("subscribers", &mut rng) {
-                        conn.execute("DELETE FROM subscribers WHERE id = ?1", [id]).unwrap();
+                        conn.execute("DELETE FROM subscribers WHERE id = ?1", [id])
+                            .unwrap();
                     }
                 }
                 5 => {
@@ -448,9 +456,15 @@ mod tests {
                 9 => {
                     if let Some(id) = any_id("deliveries", &mut rng) {
                         let sql = match pick(&mut rng, 3) {
-                            0 => "UPDATE deliveries SET opened_at = ?2 WHERE id = ?1 AND opened_at IS NULL",
-                            1 => "UPDATE deliveries SET clicked_at = ?2, opened_at = coalesce(opened_at, ?2) WHERE id = ?1 AND clicked_at IS NULL",
-                            _ => "UPDATE deliveries SET unsubscribed_at = coalesce(unsubscribed_at, ?2) WHERE id = ?1",
+                            0 => {
+                                "UPDATE deliveries SET opened_at = ?2 WHERE id = ?1 AND opened_at IS NULL"
+                            }
+                            1 => {
+                                "UPDATE deliveries SET clicked_at = ?2, opened_at = coalesce(opened_at, ?2) WHERE id = ?1 AND clicked_at IS NULL"
+                            }
+                            _ => {
+                                "UPDATE deliveries SET unsubscribed_at = coalesce(unsubscribed_at, ?2) WHERE id = ?1"
+                            }
                         };
                         conn.execute(sql, (id, day)).unwrap();
                     }
@@ -459,7 +473,8 @@ mod tests {
                     if rng.random_bool(0.1)
                         && let Some(id) = any_id("issues", &mut rng)
                     {
-                        conn.execute("DELETE FROM issues WHERE id = ?1", [id]).unwrap();
+                        conn.execute("DELETE FROM issues WHERE id = ?1", [id])
+                            .unwrap();
                     }
                 }
                 _ => {

@@ -939,4 +939,175 @@ mod tests {
             "other newsletters see nothing"
         );
     }
+
+    /// Newsletter 1's subscribers interleaved with newsletter 2's over several id blocks,
+    /// with every status and a few tags.
+    fn crowded() -> Connection {
+        let conn = db_with_newsletter();
+        conn.execute_batch(
+            "INSERT INTO newsletters (owner_id, name, subdomain, bounce_token, created_at, updated_at)
+               VALUES (1, 'M', 'm', 'bt2', 'n', 'n');
+             WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < 3500)
+             INSERT INTO subscribers (newsletter_id, email, status, subscribed_at, created_at, updated_at)
+             SELECT CASE WHEN i % 4 = 0 THEN 2 ELSE 1 END, 'r' || i || '@x.co',
+                    CASE WHEN i % 7 = 0 THEN 'unsubscribed' WHEN i % 11 = 0 THEN 'bounced' ELSE 'active' END,
+                    'n', 'n', 'n'
+             FROM k;
+             INSERT INTO subscriber_tags (subscriber_id, tag) SELECT id, 'vip' FROM subscribers WHERE id % 5 = 0;
+             INSERT INTO subscriber_tags (subscriber_id, tag) SELECT id, 'rare' FROM subscribers WHERE id % 301 = 0;",
+        )
+        .unwrap();
+        conn
+    }
+
+    /// Every id matching `filter`, newest first, the plain way.
+    fn all_ids(conn: &Connection, filter: &Filter) -> Vec<i64> {
+        const ALL: &str = "SELECT s.id FROM subscribers s WHERE s.newsletter_id = 1
+             AND (?1 IS NULL OR s.status = ?1)
+             AND (?2 IS NULL OR EXISTS (SELECT 1 FROM subscriber_tags t WHERE t.subscriber_id = s.id AND t.tag = ?2))
+             AND (?3 IS NULL OR instr(s.email, ?3) > 0)
+             ORDER BY s.id DESC";
+        conn.prepare(ALL)
+            .unwrap()
+            .query_map((&filter.status, &filter.tag, &filter.search), |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    /// The ids of page `page` the plain way (every row matching, then the offset).
+    fn reference(conn: &Connection, filter: &Filter, page: Page) -> (Vec<i64>, bool) {
+        let ids = all_ids(conn, filter);
+        let start = (page.offset() as usize).min(ids.len());
+        let end = (start + page.per_page as usize).min(ids.len());
+        (ids[start..end].to_vec(), ids.len() > end)
+    }
+
+    fn filters() -> Vec<Filter> {
+        let f = |status: Option<&str>, tag: Option<&str>, search: Option<&str>| Filter {
+            status: status.map(str::to_string),
+            tag: tag.map(str::to_string),
+            search: search.map(str::to_string),
+        };
+        vec![
+            f(None, None, None),
+            f(Some("active"), None, None),
+            f(Some("unsubscribed"), None, None),
+            f(Some("bounced"), None, None),
+            f(None, Some("vip"), None),
+            f(None, Some("rare"), None),
+            f(None, Some("nobody"), None),
+            f(Some("active"), Some("vip"), None),
+            f(None, None, Some("1")),
+            f(Some("bounced"), Some("vip"), Some("2")),
+        ]
+    }
+
+    #[test]
+    fn every_page_of_every_filter_is_the_rows_at_its_offset() {
+        let conn = crowded();
+        for filter in filters() {
+            for per_page in ["7", "100"] {
+                let mut page_no = 1;
+                loop {
+                    let page = Page::parse(Some(&page_no.to_string()), Some(per_page)).unwrap();
+                    let listed = list(&conn, 1, page, None, &filter).unwrap();
+                    let ids: Vec<i64> = listed.rows.iter().map(|s| s.id).collect();
+                    assert_eq!(
+                        (ids, listed.has_more),
+                        reference(&conn, &filter, page),
+                        "{filter:?} page {page_no} per_page {per_page}"
+                    );
+                    assert_eq!(listed.page, page_no);
+                    assert_eq!(listed.next_cursor.is_some(), listed.has_more);
+                    if !listed.has_more {
+                        break;
+                    }
+                    page_no += 1;
+                }
+                // Past the end: empty, no more.
+                let page = Page::parse(Some(&(page_no + 3).to_string()), Some(per_page)).unwrap();
+                let past = list(&conn, 1, page, None, &filter).unwrap();
+                assert!(past.rows.is_empty() && !past.has_more, "{filter:?}");
+            }
+        }
+    }
+
+    /// Following cursors while rows are added and deleted between pages: every row there
+    /// from start to end is listed exactly once, nothing newer than the first page shows up,
+    /// and each page's number counts on.
+    #[test]
+    fn cursors_neither_lose_nor_repeat_rows_while_the_list_changes() {
+        let mut conn = crowded();
+        for filter in filters() {
+            let page = Page::parse(None, Some("50")).unwrap();
+            let before = all_ids(&conn, &filter);
+            let mut seen = Vec::new();
+            let mut deleted = Vec::new();
+            let mut cursor = None;
+            let mut number = 1;
+            loop {
+                let listed = list(&conn, 1, page, cursor, &filter).unwrap();
+                assert_eq!(listed.page, number);
+                seen.extend(listed.rows.iter().map(|s| s.id));
+                // Between pages: a new subscriber, and the deletion of one not yet listed
+                // (and of one already listed).
+                create(
+                    &mut conn,
+                    1,
+                    &new(&format!("n{number}-{}@x.co", seen.len())),
+                )
+                .unwrap();
+                let unseen = before
+                    .iter()
+                    .rev()
+                    .find(|id| !seen.contains(id) && !deleted.contains(*id));
+                if let Some(&id) = unseen.filter(|_| number % 3 == 0) {
+                    delete(&mut conn, 1, id).unwrap();
+                    deleted.push(id);
+                }
+                if let Some(&id) = seen.first().filter(|_| number % 4 == 0)
+                    && !deleted.contains(&id)
+                {
+                    delete(&mut conn, 1, id).unwrap();
+                    deleted.push(id);
+                }
+                match listed.next_cursor {
+                    Some(next) => {
+                        cursor = Some(next);
+                        number += 1;
+                    }
+                    None => break,
+                }
+            }
+            let kept: Vec<i64> = before
+                .iter()
+                .copied()
+                .filter(|id| !deleted.contains(id))
+                .collect();
+            let mut listed_kept: Vec<i64> = seen
+                .iter()
+                .copied()
+                .filter(|id| !deleted.contains(id))
+                .collect();
+            listed_kept.dedup();
+            assert_eq!(
+                listed_kept, kept,
+                "{filter:?}: every remaining row once, newest first"
+            );
+            assert_eq!(
+                seen.len(),
+                seen.iter().collect::<HashSet<_>>().len(),
+                "{filter:?}: no repeats"
+            );
+            assert!(
+                seen.iter().all(|id| before.contains(id)),
+                "{filter:?}: nothing newer"
+            );
+        }
+        assert!(matches!(
+            list(&conn, 1, Page::parse(None, None).unwrap(), Some(Cursor::after(1, 5)), &Filter::default()),
+            Ok(Listed { ref rows, .. }) if rows.iter().all(|s| s.id < 5)
+        ));
+    }
 }

@@ -92,7 +92,10 @@ pub fn counter_mismatches(conn: &Connection) -> Vec<String> {
         let mut found: Vec<String> = stmt
             .query_map([], |r| {
                 (0..columns)
-                    .map(|i| r.get::<_, rusqlite::types::Value>(i).map(|v| format!("{v:?}")))
+                    .map(|i| {
+                        r.get::<_, rusqlite::types::Value>(i)
+                            .map(|v| format!("{v:?}"))
+                    })
                     .collect::<Result<Vec<_>, _>>()
                     .map(|v| v.join("|"))
             })
