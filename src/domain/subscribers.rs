@@ -1035,7 +1035,8 @@ mod tests {
 
     /// Following cursors while rows are added and deleted between pages: every row there
     /// from start to end is listed exactly once, nothing newer than the first page shows up,
-    /// and each page's number counts on.
+    /// and each page's number counts on; a page asked by number is always the rows at its
+    /// offset at that moment.
     #[test]
     fn cursors_neither_lose_nor_repeat_rows_while_the_list_changes() {
         let mut conn = crowded();
@@ -1072,6 +1073,17 @@ mod tests {
                     delete(&mut conn, 1, id).unwrap();
                     deleted.push(id);
                 }
+                // Page numbers meanwhile: the rows at that page's offset as the list is now.
+                let numbered = Page::parse(Some(&number.to_string()), Some("50")).unwrap();
+                let now = list(&conn, 1, numbered, None, &filter).unwrap();
+                assert_eq!(
+                    (
+                        now.rows.iter().map(|s| s.id).collect::<Vec<_>>(),
+                        now.has_more
+                    ),
+                    reference(&conn, &filter, numbered),
+                    "{filter:?} page {number} after changes"
+                );
                 match listed.next_cursor {
                     Some(next) => {
                         cursor = Some(next);
