@@ -155,6 +155,10 @@ END;
 
 -- Subscribers.
 
+-- A new subscriber joins on the day it was created, if active (a row written already
+-- unsubscribed or bounced, as a restore could, was never active here; its unsubscribed_at
+-- still counts on its day). One trigger program per insert: an import runs this a million
+-- times.
 CREATE TRIGGER subscribers_counted AFTER INSERT ON subscribers BEGIN
     UPDATE subscriber_totals SET active = active + (NEW.status = 'active'),
         unsubscribed = unsubscribed + (NEW.status = 'unsubscribed'), bounced = bounced + (NEW.status = 'bounced')
@@ -163,28 +167,9 @@ CREATE TRIGGER subscribers_counted AFTER INSERT ON subscribers BEGIN
     VALUES (NEW.newsletter_id, NEW.id >> 10, NEW.status = 'active', NEW.status = 'unsubscribed', NEW.status = 'bounced')
     ON CONFLICT DO UPDATE SET active = active + excluded.active,
         unsubscribed = unsubscribed + excluded.unsubscribed, bounced = bounced + excluded.bounced;
-    -- Joined on the day it was created (the usual case: one row for both figures).
     INSERT INTO newsletter_days (newsletter_id, day, created, active_change)
-    VALUES (NEW.newsletter_id, substr(NEW.created_at, 1, 10), 1,
-            substr(NEW.subscribed_at, 1, 10) = substr(NEW.created_at, 1, 10))
+    VALUES (NEW.newsletter_id, substr(NEW.created_at, 1, 10), 1, NEW.status = 'active')
     ON CONFLICT DO UPDATE SET created = created + 1, active_change = active_change + excluded.active_change;
-END;
-
--- A row written with its history (a fill, a restore): joined on another day, already left,
--- or unsubscribed.
-CREATE TRIGGER subscribers_counted_with_history AFTER INSERT ON subscribers
-WHEN substr(NEW.subscribed_at, 1, 10) != substr(NEW.created_at, 1, 10) OR NEW.status != 'active'
-    OR NEW.unsubscribed_at IS NOT NULL
-BEGIN
-    INSERT INTO newsletter_days (newsletter_id, day, active_change)
-    SELECT NEW.newsletter_id, substr(NEW.subscribed_at, 1, 10), 1
-    WHERE substr(NEW.subscribed_at, 1, 10) != substr(NEW.created_at, 1, 10)
-    ON CONFLICT DO UPDATE SET active_change = active_change + 1;
-    INSERT INTO newsletter_days (newsletter_id, day, active_change)
-    SELECT NEW.newsletter_id, substr(coalesce(CASE WHEN NEW.status = 'unsubscribed' THEN NEW.unsubscribed_at END,
-                                              NEW.updated_at), 1, 10), -1
-    WHERE NEW.status != 'active'
-    ON CONFLICT DO UPDATE SET active_change = active_change - 1;
     INSERT INTO newsletter_days (newsletter_id, day, unsubscribed)
     SELECT NEW.newsletter_id, substr(NEW.unsubscribed_at, 1, 10), 1
     WHERE NEW.unsubscribed_at IS NOT NULL
@@ -290,8 +275,8 @@ BEGIN
 END;
 
 -- Deliveries. The send's hot path (pending -> sending -> sent) fires one counter update for
--- the issue and one for the day it was sent; claiming a message (pending -> sending) fires
--- nothing.
+-- the issue and one for the day it was sent; claiming a message (pending -> sending) changes
+-- no counter (its trigger's WHEN is false).
 
 CREATE TRIGGER deliveries_counted AFTER INSERT ON deliveries BEGIN
     UPDATE issue_counts SET total = total + 1,
@@ -341,30 +326,30 @@ BEGIN
                           - (OLD.status = 'sent' AND OLD.clicked_at IS NOT NULL),
         unsubscribed = unsubscribed + (NEW.unsubscribed_at IS NOT NULL) - (OLD.unsubscribed_at IS NOT NULL)
     WHERE issue_id = NEW.issue_id;
+    -- A message sent earlier that turns unconfirmed, or stops being so (a later bounce),
+    -- moves between its day's two figures.
+    UPDATE newsletter_days SET sent = sent + (NEW.status != 'unconfirmed') - (OLD.status != 'unconfirmed'),
+        unconfirmed = unconfirmed + (NEW.status = 'unconfirmed') - (OLD.status = 'unconfirmed')
+    WHERE NEW.sent_at IS NOT NULL AND OLD.sent_at IS NEW.sent_at
+        AND (OLD.status = 'unconfirmed') != (NEW.status = 'unconfirmed')
+        AND newsletter_id = (SELECT newsletter_id FROM issues WHERE id = NEW.issue_id)
+        AND day = substr(NEW.sent_at, 1, 10);
 END;
 
--- sent_at is set once, when the message went out (or was settled unconfirmed): the usual case
--- is one upsert; anything else (a later bounce of an unconfirmed message) moves the count.
-CREATE TRIGGER deliveries_sent_by_day AFTER UPDATE OF status, sent_at ON deliveries
-WHEN OLD.sent_at IS NULL AND NEW.sent_at IS NOT NULL
-BEGIN
-    INSERT INTO newsletter_days (newsletter_id, day, sent, unconfirmed)
-    SELECT newsletter_id, substr(NEW.sent_at, 1, 10), NEW.status != 'unconfirmed', NEW.status = 'unconfirmed'
-    FROM issues WHERE id = NEW.issue_id
-    ON CONFLICT DO UPDATE SET sent = sent + excluded.sent, unconfirmed = unconfirmed + excluded.unconfirmed;
-END;
-
-CREATE TRIGGER deliveries_sent_by_day_moved AFTER UPDATE OF status, sent_at ON deliveries
-WHEN OLD.sent_at IS NOT NULL
-    AND (OLD.sent_at IS NOT NEW.sent_at OR (OLD.status = 'unconfirmed') != (NEW.status = 'unconfirmed'))
+-- sent_at is set once, when the message went out (or was settled unconfirmed): it counts on
+-- that day, as sent or unconfirmed by the status it has then. Only a write of sent_at fires
+-- this, so claiming a message (a write of its status alone) fires nothing else.
+CREATE TRIGGER deliveries_sent_by_day AFTER UPDATE OF sent_at ON deliveries
+WHEN OLD.sent_at IS NOT NEW.sent_at
 BEGIN
     UPDATE newsletter_days SET sent = sent - (OLD.status != 'unconfirmed'),
         unconfirmed = unconfirmed - (OLD.status = 'unconfirmed')
-    WHERE newsletter_id = (SELECT newsletter_id FROM issues WHERE id = OLD.issue_id)
+    WHERE OLD.sent_at IS NOT NULL
+        AND newsletter_id = (SELECT newsletter_id FROM issues WHERE id = OLD.issue_id)
         AND day = substr(OLD.sent_at, 1, 10);
     INSERT INTO newsletter_days (newsletter_id, day, sent, unconfirmed)
     SELECT newsletter_id, substr(NEW.sent_at, 1, 10), NEW.status != 'unconfirmed', NEW.status = 'unconfirmed'
-    FROM issues WHERE id = NEW.issue_id AND NEW.sent_at IS NOT NULL
+    FROM issues WHERE NEW.sent_at IS NOT NULL AND id = NEW.issue_id
     ON CONFLICT DO UPDATE SET sent = sent + excluded.sent, unconfirmed = unconfirmed + excluded.unconfirmed;
 END;
 
