@@ -198,16 +198,22 @@ pub fn list(
         (None, None, None) => Shape::All,
     };
     let number = cursor.map_or(page.page, |c| c.page);
-    let snapshot = conn.unchecked_transaction()?;
+    // One read transaction for the counts and the rows (a caller's own transaction already is).
+    let snapshot = conn
+        .is_autocommit()
+        .then(|| conn.unchecked_transaction())
+        .transpose()?;
     let window = match cursor {
         Some(c) => Some(Window::below(c.before_id, page.fetch(), 0)),
-        None => window(&snapshot, newsletter_id, &shape, page)?,
+        None => window(conn, newsletter_id, &shape, page)?,
     };
     let rows = match window {
-        Some(window) => rows(&snapshot, newsletter_id, &shape, window)?,
+        Some(window) => rows(conn, newsletter_id, &shape, window)?,
         None => Vec::new(),
     };
-    snapshot.commit()?;
+    if let Some(snapshot) = snapshot {
+        snapshot.commit()?;
+    }
     let (rows, has_more) = page.finish(rows);
     let next_cursor = match rows.last() {
         Some(last) if has_more => Some(Cursor::after(number, last.id)),
