@@ -95,7 +95,8 @@ fn fill(conn: &rusqlite::Connection, newsletter_id: i64, subscribers: i64, issue
              SELECT ?1, printf('Issue %d', ?2), 'Hello **readers**.', '<p>Hello <strong>readers</strong>.</p>', 'sent', at,
                  printf('issue-%d', ?2), at, at, at
              FROM (SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('-%d days', ?3)) AS at)";
-        conn.execute(ISSUE, (newsletter_id, k + 1, days_ago)).unwrap();
+        conn.execute(ISSUE, (newsletter_id, k + 1, days_ago))
+            .unwrap();
         let issue_id = conn.last_insert_rowid();
         // Deliveries in subscriber order; a third opened (an hour after), a tenth clicked.
         const DELIVERIES: &str = "INSERT INTO deliveries (issue_id, subscriber_id, email, status, attempts, sent_at,
@@ -119,10 +120,7 @@ fn fill(conn: &rusqlite::Connection, newsletter_id: i64, subscribers: i64, issue
     // No ANALYZE: a database the service filled itself has no planner statistics either.
     conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
         .unwrap();
-    println!(
-        "checkpoint in {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
+    println!("checkpoint in {:.1} s", started.elapsed().as_secs_f64());
 }
 
 /// Bytes of the database and its WAL.
@@ -272,7 +270,12 @@ fn main() {
         Read {
             name: "dashboard stats page",
             bound_ms: 100.0,
-            run: page(port, &token, "/newsletters/1/stats".into(), "Issue 1".into()),
+            run: page(
+                port,
+                &token,
+                "/newsletters/1/stats".into(),
+                "Issue 1".into(),
+            ),
         },
         Read {
             name: "GET /api/v1/subscribers (page 1, per_page 100)",

@@ -6,9 +6,9 @@ use poem_openapi::payload::Json;
 use poem_openapi::types::MaybeUndefined;
 use poem_openapi::{ApiResponse, Object, OpenApi, Tags};
 
-use super::common::{ListMeta, Text, parse_id};
+use super::common::{Text, parse_id};
 use super::{ApiError, ApiKeyAuth, Principal, State};
-use crate::domain::pagination::Page;
+use crate::domain::pagination::{Cursor, Page};
 use crate::domain::subscribers::{self, Changes, Filter, NewSubscriber, Subscriber};
 
 #[derive(Tags)]
@@ -124,10 +124,25 @@ pub struct BulkResult {
     pub errors: Vec<BulkErrorObject>,
 }
 
+/// `meta` of the subscriber list: the common fields and where the next page starts.
+#[derive(Debug, Object)]
+pub struct SubscriberListMeta {
+    /// The page's number: the `page` asked for, or the one the cursor leads to.
+    pub page: u32,
+    pub per_page: u32,
+    /// Whether a next page exists.
+    pub has_more: bool,
+    /// Pass as `cursor` (without `page`) for the next page: it continues after this page's
+    /// last subscriber, so rows added or deleted meanwhile neither repeat nor skip any.
+    /// Null on the last page. Opaque.
+    #[oai(nullable)]
+    pub next_cursor: Option<String>,
+}
+
 #[derive(Debug, Object)]
 pub struct SubscriberList {
     pub subscribers: Vec<SubscriberObject>,
-    pub meta: ListMeta,
+    pub meta: SubscriberListMeta,
 }
 
 #[derive(ApiResponse)]
@@ -208,9 +223,13 @@ impl SubscribersApi {
         status: Query<Option<String>>,
         /// Only subscribers with this tag.
         tag: Query<Option<String>>,
+        /// `meta.next_cursor` of the previous page, instead of `page`: the next rows after
+        /// it, however the list changed meanwhile.
+        cursor: Query<Option<String>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
     ) -> Result<ListResponse, ApiError> {
+        let cursor = Cursor::from_query(page.0.as_deref(), cursor.0.as_deref())?;
         let page = Page::parse(page.0.as_deref(), per_page.0.as_deref())?;
         let (nid, filter) = (
             p.newsletter_id,
@@ -220,13 +239,18 @@ impl SubscribersApi {
                 search: None,
             },
         );
-        let (rows, has_more) = state
+        let listed = state
             .db
-            .run(move |conn| subscribers::list(conn, nid, page, &filter))
+            .run(move |conn| subscribers::list(conn, nid, page, cursor, &filter))
             .await?;
         Ok(ListResponse::Ok(Json(SubscriberList {
-            subscribers: rows.into_iter().map(Into::into).collect(),
-            meta: ListMeta::new(page, has_more),
+            subscribers: listed.rows.into_iter().map(Into::into).collect(),
+            meta: SubscriberListMeta {
+                page: listed.page,
+                per_page: page.per_page,
+                has_more: listed.has_more,
+                next_cursor: listed.next_cursor.map(|c| c.encode()),
+            },
         })))
     }
 

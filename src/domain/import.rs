@@ -1045,13 +1045,14 @@ mod tests {
             &conn,
             1,
             crate::domain::pagination::Page::parse(None, None).unwrap(),
+            None,
             &subscribers::Filter {
                 search: Some("ann@".into()),
                 ..Default::default()
             },
         )
         .unwrap()
-        .0
+        .rows
         .remove(0);
         assert_eq!(
             (ann.name.as_deref(), ann.tags),

@@ -809,8 +809,6 @@ pub fn send_now(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainRes
 /// messages not yet sent go out and nobody gets a second copy. `recipients` in the answer
 /// counts the messages still to send.
 pub fn resume(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainResult<Queued> {
-    const LEFT: &str =
-        "SELECT count(*) FROM deliveries WHERE issue_id = ?1 AND status IN ('pending', 'sending')";
     write_tx(conn, |tx| {
         let newsletter = newsletters::get(tx, newsletter_id)?;
         newsletter.ensure_writable()?;
@@ -836,7 +834,7 @@ pub fn resume(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainResul
                 "Sending e-mail needs the paid tier",
             ));
         }
-        let recipients = tx.query_row(LEFT, [id], |r| r.get(0))?;
+        let recipients = super::sending::progress(tx, id)?.remaining;
         start_sending(tx, &issue)?;
         Ok(Queued { issue, recipients })
     })

@@ -1,4 +1,5 @@
-//! Page/per_page as the API takes them: positive integers, `per_page` capped at 100.
+//! Page/per_page as the API takes them: positive integers, `per_page` capped at 100; and the
+//! opaque cursor of the subscriber list, which continues after the last row of a page.
 
 use super::{DomainError, DomainResult, FieldErrors};
 
@@ -55,6 +56,56 @@ impl Page {
     }
 }
 
+/// Where the next page of a newest-first list starts: below the last id shown. It also
+/// carries the number that page has, so `meta.page` keeps counting while a client follows
+/// cursors. Written `<page>.<id>`; clients treat it as opaque.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cursor {
+    pub page: u32,
+    pub before_id: i64,
+}
+
+impl Cursor {
+    /// The cursor of the page after `page`, whose last row has `last_id`.
+    pub fn after(page: u32, last_id: i64) -> Cursor {
+        Cursor {
+            page: page.saturating_add(1),
+            before_id: last_id,
+        }
+    }
+
+    pub fn parse(text: &str) -> DomainResult<Cursor> {
+        text.trim()
+            .split_once('.')
+            .and_then(|(page, id)| {
+                Some(Cursor {
+                    page: page.parse().ok().filter(|p| *p >= 1)?,
+                    before_id: id.parse().ok().filter(|id| *id >= 1)?,
+                })
+            })
+            .ok_or_else(|| {
+                DomainError::invalid("cursor", "is not one this list gave (use meta.next_cursor)")
+            })
+    }
+
+    pub fn encode(&self) -> String {
+        format!("{}.{}", self.page, self.before_id)
+    }
+
+    /// The `cursor` query value (empty is absent), refused together with `page`: they name
+    /// two different places to start.
+    pub fn from_query(page: Option<&str>, cursor: Option<&str>) -> DomainResult<Option<Cursor>> {
+        match cursor.map(str::trim).filter(|c| !c.is_empty()) {
+            None => Ok(None),
+            Some(_) if page.is_some() => Err(DomainError::invalid(
+                "cursor",
+                "cannot be combined with page (follow meta.next_cursor alone)",
+            )),
+            Some(text) => Cursor::parse(text).map(Some),
+        }
+    }
+}
+
 /// The unknown-value error for list filters.
 pub fn invalid_filter(field: &str, allowed: &str) -> DomainError {
     DomainError::invalid(field, format!("must be one of {allowed}"))
@@ -96,5 +147,26 @@ mod tests {
         assert_eq!(page.offset(), 2);
         assert_eq!(page.finish(vec![1, 2, 3]), (vec![1, 2], true));
         assert_eq!(page.finish(vec![1, 2]), (vec![1, 2], false));
+    }
+
+    #[test]
+    fn cursors_round_trip_and_refuse_junk() {
+        let cursor = Cursor::after(3, 999_901);
+        assert_eq!(cursor.encode(), "4.999901");
+        assert_eq!(Cursor::parse(&cursor.encode()).unwrap(), cursor);
+        for junk in [
+            "",
+            "4",
+            "4.",
+            ".5",
+            "0.5",
+            "4.0",
+            "4.-1",
+            "a.b",
+            "4.5.6",
+            "99999999999.1",
+        ] {
+            assert!(Cursor::parse(junk).is_err(), "{junk:?}");
+        }
     }
 }

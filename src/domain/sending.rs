@@ -215,8 +215,6 @@ pub struct Progress {
     pub failed: i64,
     /// Pending or in flight.
     pub remaining: i64,
-    /// When the earliest deferred delivery is due, if any waits.
-    pub next_due: Option<String>,
 }
 
 impl Progress {
@@ -261,23 +259,40 @@ impl Progress {
     }
 }
 
+/// The send's counts, from the issue's counters (`issue_counts`, kept by triggers).
 pub fn progress(conn: &Connection, issue_id: i64) -> DomainResult<Progress> {
-    const SQL: &str = "SELECT count(*), coalesce(sum(status = 'sent'), 0), coalesce(sum(status = 'unconfirmed'), 0),
-             coalesce(sum(status = 'bounced'), 0), coalesce(sum(status = 'failed'), 0),
-             coalesce(sum(status IN ('pending', 'sending')), 0),
-             min(CASE WHEN status = 'pending' THEN coalesce(next_attempt_at, '') END)
-         FROM deliveries WHERE issue_id = ?1";
-    Ok(conn.query_row(SQL, [issue_id], |r| {
-        Ok(Progress {
-            total: r.get(0)?,
-            sent: r.get(1)?,
-            unconfirmed: r.get(2)?,
-            bounced: r.get(3)?,
-            failed: r.get(4)?,
-            remaining: r.get(5)?,
-            next_due: r.get(6)?,
+    Ok(counts(conn, issue_id)?.0)
+}
+
+/// The issue's counters: its progress, then opened, clicked and unsubscribed.
+fn counts(conn: &Connection, issue_id: i64) -> DomainResult<(Progress, [i64; 3])> {
+    const SQL: &str =
+        "SELECT total, sent, unconfirmed, bounced, failed, remaining, opened, clicked, unsubscribed
+         FROM issue_counts WHERE issue_id = ?1";
+    Ok(conn
+        .query_row(SQL, [issue_id], |r| {
+            Ok((
+                Progress {
+                    total: r.get(0)?,
+                    sent: r.get(1)?,
+                    unconfirmed: r.get(2)?,
+                    bounced: r.get(3)?,
+                    failed: r.get(4)?,
+                    remaining: r.get(5)?,
+                },
+                [r.get(6)?, r.get(7)?, r.get(8)?],
+            ))
         })
-    })?)
+        .optional()?
+        .unwrap_or_default())
+}
+
+/// When the earliest pending delivery is due: `""` when one is due at once, `None` when none
+/// is pending. Only the sender asks, once a round, so it may read the pending rows.
+fn next_due(conn: &Connection, issue_id: i64) -> DomainResult<Option<String>> {
+    const SQL: &str = "SELECT min(coalesce(next_attempt_at, '')) FROM deliveries
+         WHERE issue_id = ?1 AND status = 'pending'";
+    Ok(conn.query_row(SQL, [issue_id], |r| r.get(0))?)
 }
 
 /// One issue's numbers after (or during) its send. Opens and clicks follow the newsletter
@@ -296,18 +311,7 @@ pub struct Report {
 
 /// The report of `issue` (loaded with [`issues::get`], so it is known to be the caller's).
 pub fn report(conn: &Connection, issue: &Issue) -> DomainResult<Report> {
-    const SQL: &str = "SELECT coalesce(sum(status = 'sent' AND opened_at IS NOT NULL), 0),
-             coalesce(sum(status = 'sent' AND clicked_at IS NOT NULL), 0),
-             coalesce(sum(unsubscribed_at IS NOT NULL), 0)
-         FROM deliveries WHERE issue_id = ?1";
-    let progress = progress(conn, issue.id)?;
-    let (opened, clicked, unsubscribed) = conn.query_row(SQL, [issue.id], |r| {
-        Ok((
-            r.get::<_, i64>(0)?,
-            r.get::<_, i64>(1)?,
-            r.get::<_, i64>(2)?,
-        ))
-    })?;
+    let (progress, [opened, clicked, unsubscribed]) = counts(conn, issue.id)?;
     Ok(Report {
         open_rate: rate(opened, progress.sent),
         click_rate: rate(clicked, progress.sent),
@@ -341,7 +345,7 @@ pub fn finish_or_wait(conn: &mut Connection, issue_id: i64) -> DomainResult<Next
     write_tx(conn, |tx| {
         let p = progress(tx, issue_id)?;
         if p.remaining > 0 {
-            let next = match p.next_due.as_deref().and_then(clock::parse) {
+            let next = match next_due(tx, issue_id)?.as_deref().and_then(clock::parse) {
                 Some(at) if at > clock::now() => Next::WaitUntil(at),
                 _ => Next::Continue,
             };
@@ -391,8 +395,6 @@ pub fn relay_unreachable(
     reason: &str,
     policy: &OutagePolicy,
 ) -> DomainResult<Next> {
-    const LEFT: &str =
-        "SELECT count(*) FROM deliveries WHERE issue_id = ?1 AND status IN ('pending', 'sending')";
     const WAIT: &str =
         "UPDATE issues SET relay_down_since = ?2, send_resumes_at = ?3, last_error = ?4
          WHERE id = ?1 AND status = 'sending'";
@@ -402,7 +404,7 @@ pub fn relay_unreachable(
     write_tx(conn, |tx| {
         let now = clock::now();
         if now - since >= policy.give_up_after {
-            let left: i64 = tx.query_row(LEFT, [issue_id], |r| r.get(0))?;
+            let left = progress(tx, issue_id)?.remaining;
             let message = format!(
                 "Sending stopped: the mail relay has been unreachable since {} ({reason}). \
                  {left} message(s) were not sent; resume the send once the relay works.",

@@ -1,7 +1,8 @@
-//! Newsletter statistics from real rows: subscribers, issues and deliveries. Rates are
-//! percentages (0-100, one decimal) of delivered messages.
+//! Newsletter statistics: subscribers, issues and deliveries, read from the counters that
+//! migration 0011's triggers keep in the transaction of every change (docs/statistics.md).
+//! Rates are percentages (0-100, one decimal) of delivered messages.
 
-use rusqlite::Connection;
+use rusqlite::{Connection, OptionalExtension};
 use time::Duration;
 
 use super::DomainResult;
@@ -64,21 +65,34 @@ pub fn rate(part: i64, whole: i64) -> f64 {
     }
 }
 
+/// The first UTC day of the "last 30 days" figures: today and the 29 days before it
+/// (`YYYY-MM-DD`, which compares with stored timestamps as a prefix).
+fn first_of_last_30_days() -> String {
+    clock::format(clock::now() - Duration::days(29))[..10].to_string()
+}
+
+/// Every figure of the newsletter's stats, read from the counters and daily rollups that
+/// migration 0011's triggers keep (a few dozen rows, whatever the size of the list).
 pub fn for_newsletter(conn: &Connection, newsletter_id: i64) -> DomainResult<Stats> {
-    let since = clock::format(clock::now() - Duration::days(30));
-    const SUBSCRIBERS: &str = "SELECT count(*),
-             coalesce(sum(status = 'active'), 0), coalesce(sum(status = 'unsubscribed'), 0), coalesce(sum(status = 'bounced'), 0),
-             coalesce(sum(created_at >= ?2), 0) - coalesce(sum(unsubscribed_at >= ?2), 0)
-         FROM subscribers WHERE newsletter_id = ?1";
-    let subscribers = conn.query_row(SUBSCRIBERS, (newsletter_id, &since), |r| {
-        Ok(SubscriberStats {
-            total: r.get(0)?,
-            active: r.get(1)?,
-            unsubscribed: r.get(2)?,
-            bounced: r.get(3)?,
-            growth_last_30_days: r.get(4)?,
+    let since = first_of_last_30_days();
+    const SUBSCRIBERS: &str = "SELECT t.active, t.unsubscribed, t.bounced,
+             (SELECT coalesce(sum(d.created) - sum(d.unsubscribed), 0) FROM newsletter_days d
+              WHERE d.newsletter_id = t.newsletter_id AND d.day >= ?2)
+         FROM subscriber_totals t WHERE t.newsletter_id = ?1";
+    let subscribers = conn
+        .query_row(SUBSCRIBERS, (newsletter_id, &since), |r| {
+            let (active, unsubscribed, bounced): (i64, i64, i64) =
+                (r.get(0)?, r.get(1)?, r.get(2)?);
+            Ok(SubscriberStats {
+                total: active + unsubscribed + bounced,
+                active,
+                unsubscribed,
+                bounced,
+                growth_last_30_days: r.get(3)?,
+            })
         })
-    })?;
+        .optional()?
+        .unwrap_or_default();
     const ISSUES: &str = "SELECT count(*), coalesce(sum(status = 'sent' AND sent_at >= ?2), 0) FROM issues WHERE newsletter_id = ?1";
     let issues = conn.query_row(ISSUES, (newsletter_id, &since), |r| {
         Ok(IssueStats {
@@ -86,32 +100,28 @@ pub fn for_newsletter(conn: &Connection, newsletter_id: i64) -> DomainResult<Sta
             sent_last_30_days: r.get(1)?,
         })
     })?;
-    const DELIVERIES: &str = "SELECT coalesce(sum(d.status = 'sent'), 0),
-             coalesce(sum(d.status = 'sent' AND d.opened_at IS NOT NULL), 0),
-             coalesce(sum(d.status = 'sent' AND d.clicked_at IS NOT NULL), 0),
-             coalesce(sum(d.sent_at >= ?2 AND d.status != 'unconfirmed'), 0), coalesce(sum(d.opened_at >= ?2), 0),
-             coalesce(sum(d.clicked_at >= ?2), 0), coalesce(sum(d.sent_at >= ?2 AND d.status = 'unconfirmed'), 0)
-         FROM deliveries d JOIN issues i ON i.id = d.issue_id WHERE i.newsletter_id = ?1";
-    let (delivered, opened, clicked, last_30_days) =
-        conn.query_row(DELIVERIES, (newsletter_id, &since), |r| {
-            Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, i64>(1)?,
-                r.get::<_, i64>(2)?,
-                Last30Days {
-                    emails_sent: r.get(3)?,
-                    emails_unconfirmed: r.get(6)?,
-                    opens: r.get(4)?,
-                    clicks: r.get(5)?,
-                },
-            ))
+    const DELIVERED: &str =
+        "SELECT coalesce(sum(c.sent), 0), coalesce(sum(c.opened), 0), coalesce(sum(c.clicked), 0)
+         FROM issues i JOIN issue_counts c ON c.issue_id = i.id WHERE i.newsletter_id = ?1";
+    let (delivered, opened, clicked): (i64, i64, i64) =
+        conn.query_row(DELIVERED, [newsletter_id], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
         })?;
-    const TOP: &str = "SELECT i.id, i.subject, sum(d.status = 'sent'),
-             sum(d.status = 'sent' AND d.opened_at IS NOT NULL), sum(d.status = 'sent' AND d.clicked_at IS NOT NULL)
-         FROM issues i JOIN deliveries d ON d.issue_id = i.id
-         WHERE i.newsletter_id = ?1 AND i.status = 'sent'
-         GROUP BY i.id HAVING sum(d.status = 'sent') > 0
-         ORDER BY CAST(sum(d.status = 'sent' AND d.opened_at IS NOT NULL) AS REAL) / sum(d.status = 'sent') DESC, i.id DESC
+    const LAST_30_DAYS: &str = "SELECT coalesce(sum(sent), 0), coalesce(sum(unconfirmed), 0),
+             coalesce(sum(opened), 0), coalesce(sum(clicked), 0)
+         FROM newsletter_days WHERE newsletter_id = ?1 AND day >= ?2";
+    let last_30_days = conn.query_row(LAST_30_DAYS, (newsletter_id, &since), |r| {
+        Ok(Last30Days {
+            emails_sent: r.get(0)?,
+            emails_unconfirmed: r.get(1)?,
+            opens: r.get(2)?,
+            clicks: r.get(3)?,
+        })
+    })?;
+    const TOP: &str = "SELECT i.id, i.subject, c.sent, c.opened, c.clicked
+         FROM issues i JOIN issue_counts c ON c.issue_id = i.id
+         WHERE i.newsletter_id = ?1 AND i.status = 'sent' AND c.sent > 0
+         ORDER BY CAST(c.opened AS REAL) / c.sent DESC, i.id DESC
          LIMIT 5";
     let mut stmt = conn.prepare_cached(TOP)?;
     let top_issues = stmt
@@ -149,54 +159,35 @@ pub struct DayCount {
 pub const GROWTH_DAYS: i64 = 90;
 
 /// Active subscribers at the end of each of the last `days` UTC days, oldest first, today
-/// last (so the last figure is today's active count). Rebuilt from the rows as they are: a
-/// subscriber counts from `subscribed_at` until it left (`unsubscribed_at`, or the bounce of
-/// its delivery, or its last update when neither is known). A subscriber who came back counts
-/// from the return only, because `subscribed_at` moves then.
+/// last (so the last figure is today's active count): today's count minus the changes
+/// recorded on the days after each day (`newsletter_days.active_change`, kept by triggers
+/// on every join, return, unsubscribe, bounce and deletion; history before migration 0011
+/// was rebuilt from the rows).
 pub fn active_by_day(
     conn: &Connection,
     newsletter_id: i64,
     days: i64,
 ) -> DomainResult<Vec<DayCount>> {
     let today = clock::now_string()[..10].to_string();
-    active_by_day_until(conn, newsletter_id, &today, days)
-}
-
-fn active_by_day_until(
-    conn: &Connection,
-    newsletter_id: i64,
-    last_day: &str,
-    days: i64,
-) -> DomainResult<Vec<DayCount>> {
-    // One pass over the subscribers: +1 on the day each joined, -1 on the day each left
-    // (anything before the window lands on its first day), summed per day, then a running
-    // total over the days.
+    // Newest day first, each day's figure is the active count now less the changes of the
+    // days after it in the window: a running sum over at most `days` rows.
     const SERIES: &str = "WITH RECURSIVE
          days(day) AS (
-             SELECT date(?2, '-' || (?3 - 1) || ' days')
-             UNION ALL SELECT date(day, '+1 day') FROM days WHERE day < ?2
+             SELECT ?2
+             UNION ALL SELECT date(day, '-1 day') FROM days WHERE day > date(?2, '-' || (?3 - 1) || ' days')
          ),
-         spans AS (
-             SELECT substr(s.subscribed_at, 1, 10) AS joined,
-                    CASE WHEN s.status = 'active' THEN NULL ELSE substr(coalesce(
-                        CASE s.status
-                            WHEN 'unsubscribed' THEN s.unsubscribed_at
-                            ELSE (SELECT max(d.bounced_at) FROM deliveries d WHERE d.subscriber_id = s.id)
-                        END, s.updated_at), 1, 10) END AS left_on
-             FROM subscribers s WHERE s.newsletter_id = ?1
-         ),
-         moves(day, delta) AS (
-             SELECT max(joined, date(?2, '-' || (?3 - 1) || ' days')), 1 FROM spans
-             UNION ALL
-             SELECT max(left_on, date(?2, '-' || (?3 - 1) || ' days')), -1 FROM spans WHERE left_on IS NOT NULL
-         ),
-         per_day AS (SELECT day, sum(delta) AS delta FROM moves GROUP BY day)
-         SELECT days.day, sum(coalesce(per_day.delta, 0)) OVER (ORDER BY days.day)
-         FROM days LEFT JOIN per_day ON per_day.day = days.day
-         ORDER BY days.day";
+         changes AS (
+             SELECT days.day, coalesce(n.active_change, 0) AS change
+             FROM days LEFT JOIN newsletter_days n ON n.newsletter_id = ?1 AND n.day = days.day
+         )
+         SELECT day,
+                coalesce((SELECT active FROM subscriber_totals WHERE newsletter_id = ?1), 0)
+                - coalesce(sum(change) OVER (ORDER BY day DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)
+         FROM changes
+         ORDER BY day";
     let mut stmt = conn.prepare_cached(SERIES)?;
     let series = stmt
-        .query_map((newsletter_id, last_day, days.max(1)), |r| {
+        .query_map((newsletter_id, &today, days.max(1)), |r| {
             Ok(DayCount {
                 day: r.get(0)?,
                 active: r.get(1)?,
@@ -228,12 +219,12 @@ pub fn recent_issues(
     newsletter_id: i64,
     limit: i64,
 ) -> DomainResult<Vec<IssueEngagement>> {
-    const RECENT: &str = "SELECT i.id, i.subject, i.sent_at, coalesce(sum(d.status = 'sent'), 0),
-             coalesce(sum(d.status = 'sent' AND d.opened_at IS NOT NULL), 0),
-             coalesce(sum(d.status = 'sent' AND d.clicked_at IS NOT NULL), 0)
-         FROM issues i LEFT JOIN deliveries d ON d.issue_id = i.id
+    const RECENT: &str =
+        "SELECT i.id, i.subject, i.sent_at, coalesce(c.sent, 0), coalesce(c.opened, 0),
+             coalesce(c.clicked, 0)
+         FROM issues i LEFT JOIN issue_counts c ON c.issue_id = i.id
          WHERE i.newsletter_id = ?1 AND i.status = 'sent'
-         GROUP BY i.id ORDER BY i.sent_at DESC, i.id DESC LIMIT ?2";
+         ORDER BY i.sent_at DESC, i.id DESC LIMIT ?2";
     let mut stmt = conn.prepare_cached(RECENT)?;
     let issues = stmt
         .query_map((newsletter_id, limit), |r| {
@@ -311,42 +302,205 @@ mod tests {
     #[test]
     fn active_by_day_follows_joins_and_departures() {
         let conn = crate::domain::testing::db_with_newsletter("paid");
-        conn.execute_batch(
+        let now = clock::now();
+        let ago = |days: i64| clock::format(now - Duration::days(days));
+        let (d400, d300, d4, d3, d2, d1) = (ago(400), ago(300), ago(4), ago(3), ago(2), ago(1));
+        conn.execute_batch(&format!(
             "INSERT INTO newsletters (owner_id, name, subdomain, bounce_token, created_at, updated_at) VALUES (1, 'M', 'm', 'bt2', 'n', 'n');
-             INSERT INTO subscribers (newsletter_id, email, status, resubscribed_at, unsubscribed_at, created_at, changed_at) VALUES
-               (1, 'old@x.co', 'active', '2025-01-01T10:00:00.000Z', NULL, 'n', '2025-01-01T10:00:00.000Z'),
-               (1, 'gone-early@x.co', 'unsubscribed', '2025-01-01T10:00:00.000Z', '2025-02-01T10:00:00.000Z', 'n', 'n'),
-               (1, 'day2@x.co', 'active', '2026-03-02T23:59:59.999Z', NULL, 'n', 'n'),
-               (1, 'left4@x.co', 'unsubscribed', '2026-03-01T08:00:00.000Z', '2026-03-04T08:00:00.000Z', 'n', 'n'),
-               (1, 'bounced3@x.co', 'bounced', '2026-03-01T08:00:00.000Z', NULL, 'n', '2026-03-05T08:00:00.000Z'),
-               (2, 'other@x.co', 'active', '2026-03-01T08:00:00.000Z', NULL, 'n', 'n');
-             INSERT INTO issues (newsletter_id, subject, status, path, created_at, updated_at) VALUES (1, 'S', 'sent', 's', 'n', 'n');
-             INSERT INTO deliveries (issue_id, subscriber_id, email, status, bounced_at, created_at) VALUES
-               (1, 5, 'bounced3@x.co', 'bounced', '2026-03-03T12:00:00.000Z', 'n');",
-        )
+             INSERT INTO subscribers (id, newsletter_id, email, status, resubscribed_at, unsubscribed_at, created_at, changed_at) VALUES
+               (1, 1, 'old@x.co', 'active', '{d400}', NULL, '{d400}', '{d400}'),
+               (2, 1, 'gone-early@x.co', 'unsubscribed', '{d400}', '{d300}', '{d400}', '{d300}'),
+               (3, 1, 'day3@x.co', 'active', '{d3}', NULL, '{d3}', '{d3}'),
+               (4, 1, 'left@x.co', 'active', '{d4}', NULL, '{d4}', '{d4}'),
+               (5, 1, 'bounced@x.co', 'active', '{d4}', NULL, '{d4}', '{d4}'),
+               (6, 1, 'deleted@x.co', 'active', '{d4}', NULL, '{d4}', '{d4}'),
+               (7, 1, 'back@x.co', 'unsubscribed', '{d400}', '{d300}', '{d400}', '{d300}'),
+               (8, 2, 'other@x.co', 'active', '{d4}', NULL, '{d4}', '{d4}');
+             UPDATE subscribers SET status = 'unsubscribed', unsubscribed_at = '{d1}', changed_at = '{d1}' WHERE id = 4;
+             UPDATE subscribers SET status = 'bounced', changed_at = '{d2}' WHERE id = 5;
+             DELETE FROM subscribers WHERE id = 6;
+             UPDATE subscribers SET status = 'active', unsubscribed_at = NULL, resubscribed_at = '{d1}', changed_at = '{d1}' WHERE id = 7;"
+        ))
         .unwrap();
-        let series = active_by_day_until(&conn, 1, "2026-03-05", 5).unwrap();
+        let series = active_by_day(&conn, 1, 5).unwrap();
         let days: Vec<&str> = series.iter().map(|d| d.day.as_str()).collect();
         assert_eq!(
             days,
-            [
-                "2026-03-01",
-                "2026-03-02",
-                "2026-03-03",
-                "2026-03-04",
-                "2026-03-05"
-            ]
+            [&d4[..10], &d3[..10], &d2[..10], &d1[..10], &ago(0)[..10]]
         );
         let active: Vec<i64> = series.iter().map(|d| d.active).collect();
-        // old + left4 + bounced3; + day2; - bounced3 (its delivery bounced); - left4.
-        assert_eq!(active, [3, 4, 3, 2, 2]);
+        // old + left + bounced + deleted; + day3; - bounced; - left + back; - deleted (today).
+        assert_eq!(active, [4, 5, 4, 4, 3]);
         // No subscribers: a flat zero line of the asked length, no error.
-        assert_eq!(
-            active_by_day_until(&conn, 9, "2026-03-05", 3)
+        let empty = active_by_day(&conn, 9, 3).unwrap();
+        assert_eq!(empty.len(), 3);
+        assert!(empty.iter().all(|d| d.active == 0));
+    }
+
+    /// Thousands of random changes straight in SQL, the way any door could make them (rows
+    /// with history, status moves both ways, deletions with cascades, every delivery
+    /// transition, opens and clicks on any day): every counter still equals a recount.
+    #[test]
+    fn counters_match_a_recount_after_random_changes() {
+        use rand::{Rng, SeedableRng};
+        let conn = crate::domain::testing::db_with_newsletter("paid");
+        conn.execute_batch(
+            "PRAGMA foreign_keys = ON;
+             INSERT INTO newsletters (owner_id, name, subdomain, bounce_token, created_at, updated_at)
+               VALUES (1, 'M', 'm', 'bt2', 'n', 'n');",
+        )
+        .unwrap();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(13);
+        const DAYS: [&str; 4] = [
+            "2026-03-01T10:00:00.000Z",
+            "2026-03-02T23:59:59.999Z",
+            "2026-03-03T00:00:00.000Z",
+            "2026-03-04T12:00:00.000Z",
+        ];
+        const STATUSES: [&str; 3] = ["active", "unsubscribed", "bounced"];
+        const DELIVERY: [&str; 6] = [
+            "pending",
+            "sending",
+            "sent",
+            "unconfirmed",
+            "bounced",
+            "failed",
+        ];
+        const TAGS: [&str; 3] = ["vip", "early", "x"];
+        let pick = |rng: &mut rand::rngs::StdRng, n: usize| rng.random_range(0..n);
+        // An existing row, chosen by the seeded generator (so a failure repeats).
+        let any_id = |table: &str, rng: &mut rand::rngs::StdRng| -> Option<i64> {
+            let count: i64 = conn
+                .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+                .unwrap();
+            (count > 0).then(|| {
+                conn.query_row(
+                    &format!("SELECT id FROM {table} ORDER BY id LIMIT 1 OFFSET ?1"),
+                    [rng.random_range(0..count)],
+                    |r| r.get(0),
+                )
                 .unwrap()
-                .len(),
-            3
-        );
+            })
+        };
+        for step in 0..4000 {
+            let day = DAYS[pick(&mut rng, 4)];
+            let later = DAYS[pick(&mut rng, 4)];
+            let newsletter = 1 + pick(&mut rng, 2) as i64;
+            match pick(&mut rng, 12) {
+                0..=2 => {
+                    let status = STATUSES[pick(&mut rng, 3)];
+                    conn.execute(
+                        "INSERT INTO subscribers (newsletter_id, email, status, resubscribed_at, unsubscribed_at, created_at, changed_at)
+                         VALUES (?1, ?2, ?3, ?4, CASE WHEN ?3 = 'unsubscribed' THEN ?5 END, ?6, ?5)",
+                        (newsletter, format!("s{step}@x.co"), status, day, later, DAYS[pick(&mut rng, 4)]),
+                    )
+                    .unwrap();
+                }
+                3 => {
+                    if let Some(id) = any_id("subscribers", &mut rng) {
+                        let status = STATUSES[pick(&mut rng, 3)];
+                        conn.execute(
+                            "UPDATE subscribers SET status = ?2, changed_at = ?3,
+                                 unsubscribed_at = CASE WHEN ?2 = 'unsubscribed' THEN coalesce(unsubscribed_at, ?3)
+                                                        WHEN ?2 = 'active' THEN NULL ELSE unsubscribed_at END
+                             WHERE id = ?1",
+                            (id, status, day),
+                        )
+                        .unwrap();
+                    }
+                }
+                4 => {
+                    if let Some(id) = any_id("subscribers", &mut rng) {
+                        conn.execute("DELETE FROM subscribers WHERE id = ?1", [id])
+                            .unwrap();
+                    }
+                }
+                5 => {
+                    if let Some(id) = any_id("subscribers", &mut rng) {
+                        let tag = TAGS[pick(&mut rng, 3)];
+                        let sql = if rng.random_bool(0.6) {
+                            "INSERT OR IGNORE INTO subscriber_tags (subscriber_id, tag) VALUES (?1, ?2)"
+                        } else {
+                            "DELETE FROM subscriber_tags WHERE subscriber_id = ?1 AND tag = ?2"
+                        };
+                        conn.execute(sql, (id, tag)).unwrap();
+                    }
+                }
+                6 => {
+                    conn.execute(
+                        "INSERT INTO issues (newsletter_id, subject, status, path, created_at, updated_at)
+                         VALUES (?1, 'S', 'sending', ?2, 'n', 'n')",
+                        (newsletter, format!("p{step}")),
+                    )
+                    .unwrap();
+                    let issue = conn.last_insert_rowid();
+                    conn.execute(
+                        "INSERT INTO deliveries (issue_id, subscriber_id, email, created_at)
+                         SELECT ?1, id, email, 'n' FROM subscribers WHERE newsletter_id = ?2 AND status = 'active'",
+                        (issue, newsletter),
+                    )
+                    .unwrap();
+                }
+                7..=8 => {
+                    if let Some(id) = any_id("deliveries", &mut rng) {
+                        let status = DELIVERY[pick(&mut rng, 6)];
+                        conn.execute(
+                            "UPDATE deliveries SET status = ?2,
+                                 sent_at = CASE WHEN ?2 IN ('sent', 'unconfirmed') THEN coalesce(sent_at, ?3) ELSE sent_at END
+                             WHERE id = ?1",
+                            (id, status, day),
+                        )
+                        .unwrap();
+                    }
+                }
+                9 => {
+                    if let Some(id) = any_id("deliveries", &mut rng) {
+                        let sql = match pick(&mut rng, 3) {
+                            0 => {
+                                "UPDATE deliveries SET opened_at = ?2 WHERE id = ?1 AND opened_at IS NULL"
+                            }
+                            1 => {
+                                "UPDATE deliveries SET clicked_at = ?2, opened_at = coalesce(opened_at, ?2) WHERE id = ?1 AND clicked_at IS NULL"
+                            }
+                            _ => {
+                                "UPDATE deliveries SET unsubscribed_at = coalesce(unsubscribed_at, ?2) WHERE id = ?1"
+                            }
+                        };
+                        conn.execute(sql, (id, day)).unwrap();
+                    }
+                }
+                10 => {
+                    if rng.random_bool(0.1)
+                        && let Some(id) = any_id("issues", &mut rng)
+                    {
+                        conn.execute("DELETE FROM issues WHERE id = ?1", [id])
+                            .unwrap();
+                    }
+                }
+                _ => {
+                    if let Some(id) = any_id("deliveries", &mut rng) {
+                        conn.execute(
+                            "INSERT INTO deliveries (issue_id, email, status, sent_at, opened_at, clicked_at, created_at)
+                             SELECT issue_id, 'h@x.co', ?2, ?3, ?4, CASE WHEN ?5 THEN ?4 END, 'n' FROM deliveries WHERE id = ?1",
+                            (id, DELIVERY[pick(&mut rng, 6)], day, later, rng.random_bool(0.5)),
+                        )
+                        .unwrap();
+                    }
+                }
+            }
+            if step % 500 == 499 {
+                let wrong = crate::domain::testing::counter_mismatches(&conn);
+                assert!(wrong.is_empty(), "after step {step}: {wrong:#?}");
+            }
+        }
+        let sizes: (i64, i64, i64) = conn
+            .query_row(
+                "SELECT (SELECT count(*) FROM subscribers), (SELECT count(*) FROM subscriber_tags), (SELECT count(*) FROM deliveries)",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap();
+        assert!(sizes.0 > 100 && sizes.1 > 50 && sizes.2 > 1000, "{sizes:?}");
     }
 
     #[test]

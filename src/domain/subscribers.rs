@@ -1,11 +1,11 @@
 //! Subscribers: create (idempotent by e-mail), list with filters, update, tag, delete for
 //! good, bulk create. Every change records its `subscriber.*` event in the same transaction.
 
-use rusqlite::{Connection, OptionalExtension, Row};
+use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde_json::{Value, json};
 
 use super::email::EmailAddress;
-use super::pagination::{Page, invalid_filter};
+use super::pagination::{Cursor, Page, invalid_filter};
 use super::{DomainError, DomainResult, ErrorCode, FieldErrors, events};
 use crate::clock;
 use crate::store::{StoreError, write_tx};
@@ -131,13 +131,45 @@ pub struct Filter {
     pub search: Option<String>,
 }
 
-/// A page of the newsletter's subscribers, newest first, and whether more follow.
+/// One page of the list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listed {
+    pub rows: Vec<Subscriber>,
+    /// The page's number: the one asked for, or the cursor's.
+    pub page: u32,
+    pub has_more: bool,
+    /// Where the next page starts, when there is one.
+    pub next_cursor: Option<Cursor>,
+}
+
+/// The list's filters, each shape with its own statement so that each gets its index.
+enum Shape<'a> {
+    All,
+    Status(Status),
+    Tag(&'a str),
+    TagStatus(&'a str, Status),
+    /// A substring of the address: no index helps, so the rows are read newest first until
+    /// the page is full.
+    Search(String, Option<Status>, Option<&'a str>),
+}
+
+/// `subscriber_blocks` counts the rows of each block of `1 << BLOCK_BITS` ids (the `id >> 10`
+/// of migration 0011).
+const BLOCK_BITS: u32 = 10;
+
+/// A page of the newsletter's subscribers, newest first: page `page`, or the page `cursor`
+/// (a previous answer's `next_cursor`) starts. Every read is bounded: a deep page without a
+/// filter or with a status finds its block by summing per-block counts (a thousand rows for
+/// a million subscribers) and skips at most a block's rows; a tag filter walks from the
+/// nearer end of the tag's rows; a cursor starts at its row. Counts and rows come from one
+/// snapshot, so a page is exactly the rows at its offset at that moment.
 pub fn list(
     conn: &Connection,
     newsletter_id: i64,
     page: Page,
+    cursor: Option<Cursor>,
     filter: &Filter,
-) -> DomainResult<(Vec<Subscriber>, bool)> {
+) -> DomainResult<Listed> {
     let status = match filter.status.as_deref().map(str::trim) {
         None | Some("") => None,
         Some(text) => Some(
@@ -156,27 +188,213 @@ pub fn list(
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(|s| s.to_lowercase());
-    const SQL: &str = select_subscriber!(
-        "WHERE s.newsletter_id = ?1 AND (?2 IS NULL OR s.status = ?2) "
-        "AND (?3 IS NULL OR EXISTS (SELECT 1 FROM subscriber_tags t WHERE t.subscriber_id = s.id AND t.tag = ?3)) "
-        "AND (?4 IS NULL OR instr(s.email, ?4) > 0) "
-        "ORDER BY s.id DESC LIMIT ?5 OFFSET ?6"
+    let shape = match (search, tag, status) {
+        (Some(text), tag, status) => Shape::Search(text, status, tag),
+        (None, Some(tag), Some(status)) => Shape::TagStatus(tag, status),
+        (None, Some(tag), None) => Shape::Tag(tag),
+        (None, None, Some(status)) => Shape::Status(status),
+        (None, None, None) => Shape::All,
+    };
+    let number = cursor.map_or(page.page, |c| c.page);
+    // One read transaction for the counts and the rows (a caller's own transaction already is).
+    let snapshot = conn
+        .is_autocommit()
+        .then(|| conn.unchecked_transaction())
+        .transpose()?;
+    let window = match cursor {
+        Some(c) => Some(Window::below(c.before_id, page.fetch(), 0)),
+        None => window(conn, newsletter_id, &shape, page)?,
+    };
+    let rows = match window {
+        Some(window) => rows(conn, newsletter_id, &shape, window)?,
+        None => Vec::new(),
+    };
+    if let Some(snapshot) = snapshot {
+        snapshot.commit()?;
+    }
+    let (rows, has_more) = page.finish(rows);
+    let next_cursor = match rows.last() {
+        Some(last) if has_more => Some(Cursor::after(number, last.id)),
+        _ => None,
+    };
+    Ok(Listed {
+        rows,
+        page: number,
+        has_more,
+        next_cursor,
+    })
+}
+
+/// Which rows of a shape to read: `limit` rows after skipping `skip`, among ids below
+/// `before`, newest first (or, `oldest_first`, from the oldest end).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Window {
+    before: i64,
+    limit: i64,
+    skip: i64,
+    oldest_first: bool,
+}
+
+impl Window {
+    fn below(before: i64, limit: i64, skip: i64) -> Window {
+        Window {
+            before,
+            limit,
+            skip,
+            oldest_first: false,
+        }
+    }
+}
+
+/// Where page `page` of `shape` starts; `None` past the last row.
+fn window(
+    conn: &Connection,
+    newsletter_id: i64,
+    shape: &Shape<'_>,
+    page: Page,
+) -> DomainResult<Option<Window>> {
+    let offset = page.offset();
+    if offset == 0 {
+        return Ok(Some(Window::below(i64::MAX, page.fetch(), 0)));
+    }
+    const ALL_BLOCKS: &str = "SELECT block, active + unsubscribed + bounced FROM subscriber_blocks
+         WHERE newsletter_id = ?1 ORDER BY block DESC";
+    const STATUS_BLOCKS: &str = "SELECT block,
+             CASE ?2 WHEN 'active' THEN active WHEN 'unsubscribed' THEN unsubscribed ELSE bounced END
+         FROM subscriber_blocks WHERE newsletter_id = ?1 ORDER BY block DESC";
+    const TAG_COUNT: &str =
+        "SELECT subscribers FROM tag_counts WHERE newsletter_id = ?1 AND tag = ?2";
+    let blocks = match shape {
+        Shape::All => Some(conn.prepare_cached(ALL_BLOCKS)?),
+        Shape::Status(_) => Some(conn.prepare_cached(STATUS_BLOCKS)?),
+        _ => None,
+    };
+    if let Some(mut blocks) = blocks {
+        let mut rows = match shape {
+            Shape::Status(status) => blocks.query((newsletter_id, status.as_str()))?,
+            _ => blocks.query([newsletter_id])?,
+        };
+        let mut passed = 0;
+        while let Some(row) = rows.next()? {
+            let (block, count): (i64, i64) = (row.get(0)?, row.get(1)?);
+            if passed + count > offset {
+                let before = (block + 1) << BLOCK_BITS;
+                return Ok(Some(Window::below(before, page.fetch(), offset - passed)));
+            }
+            passed += count;
+        }
+        return Ok(None);
+    }
+    if let Shape::Tag(tag) = shape {
+        let count: i64 = conn
+            .prepare_cached(TAG_COUNT)?
+            .query_row((newsletter_id, tag), |r| r.get(0))
+            .optional()?
+            .unwrap_or(0);
+        if offset >= count {
+            return Ok(None);
+        }
+        if offset > count / 2 {
+            // Nearer the oldest end: the same rows, counted from there.
+            let end = count - offset;
+            let start = (end - page.fetch()).max(0);
+            return Ok(Some(Window {
+                before: i64::MAX,
+                limit: end - start,
+                skip: start,
+                oldest_first: true,
+            }));
+        }
+    }
+    Ok(Some(Window::below(i64::MAX, page.fetch(), offset)))
+}
+
+/// The rows of `window` for `shape`, newest first.
+fn rows(
+    conn: &Connection,
+    newsletter_id: i64,
+    shape: &Shape<'_>,
+    window: Window,
+) -> DomainResult<Vec<Subscriber>> {
+    // Per status, through subscribers_list (newsletter_id, status, id); the three merged.
+    const ALL: &str = select_subscriber!(
+        "WHERE s.id IN (SELECT id FROM ("
+        "SELECT id FROM (SELECT id FROM subscribers WHERE newsletter_id = ?1 AND status = 'active' AND id < ?2 ORDER BY id DESC LIMIT ?3 + ?4) "
+        "UNION ALL SELECT id FROM (SELECT id FROM subscribers WHERE newsletter_id = ?1 AND status = 'unsubscribed' AND id < ?2 ORDER BY id DESC LIMIT ?3 + ?4) "
+        "UNION ALL SELECT id FROM (SELECT id FROM subscribers WHERE newsletter_id = ?1 AND status = 'bounced' AND id < ?2 ORDER BY id DESC LIMIT ?3 + ?4)"
+        ") ORDER BY id DESC LIMIT ?3 OFFSET ?4) "
+        "ORDER BY s.id DESC"
     );
-    let mut stmt = conn.prepare_cached(SQL)?;
-    let rows = stmt
-        .query_map(
-            (
-                newsletter_id,
+    const STATUS: &str = select_subscriber!(
+        "WHERE s.id IN (SELECT id FROM subscribers WHERE newsletter_id = ?1 AND status = ?5 AND id < ?2 "
+        "ORDER BY id DESC LIMIT ?3 OFFSET ?4) "
+        "ORDER BY s.id DESC"
+    );
+    // Through subscriber_tags_tag (tag, subscriber_id), keeping the newsletter's rows.
+    const TAG: &str = select_subscriber!(
+        "WHERE s.id IN (SELECT t.subscriber_id FROM subscriber_tags t CROSS JOIN subscribers m ON m.id = t.subscriber_id "
+        "WHERE t.tag = ?5 AND t.subscriber_id < ?2 AND m.newsletter_id = ?1 "
+        "ORDER BY t.subscriber_id DESC LIMIT ?3 OFFSET ?4) "
+        "ORDER BY s.id DESC"
+    );
+    const TAG_OLDEST_FIRST: &str = select_subscriber!(
+        "WHERE s.id IN (SELECT t.subscriber_id FROM subscriber_tags t CROSS JOIN subscribers m ON m.id = t.subscriber_id "
+        "WHERE t.tag = ?5 AND t.subscriber_id < ?2 AND m.newsletter_id = ?1 "
+        "ORDER BY t.subscriber_id LIMIT ?3 OFFSET ?4) "
+        "ORDER BY s.id DESC"
+    );
+    const TAG_STATUS: &str = select_subscriber!(
+        "WHERE s.id IN (SELECT t.subscriber_id FROM subscriber_tags t CROSS JOIN subscribers m ON m.id = t.subscriber_id "
+        "WHERE t.tag = ?5 AND t.subscriber_id < ?2 AND m.newsletter_id = ?1 AND m.status = ?6 "
+        "ORDER BY t.subscriber_id DESC LIMIT ?3 OFFSET ?4) "
+        "ORDER BY s.id DESC"
+    );
+    // Newest first by id (the unary + keeps the planner on that order), stopping once the
+    // page is full.
+    const SEARCH: &str = select_subscriber!(
+        "WHERE s.id IN (SELECT m.id FROM subscribers m WHERE +m.newsletter_id = ?1 AND m.id < ?2 "
+        "AND (?5 IS NULL OR m.status = ?5) "
+        "AND (?6 IS NULL OR EXISTS (SELECT 1 FROM subscriber_tags t WHERE t.subscriber_id = m.id AND t.tag = ?6)) "
+        "AND instr(m.email, ?7) > 0 "
+        "ORDER BY m.id DESC LIMIT ?3 OFFSET ?4) "
+        "ORDER BY s.id DESC"
+    );
+    let Window {
+        before,
+        limit,
+        skip,
+        oldest_first,
+    } = window;
+    let read = |sql: &str, params: &[&dyn rusqlite::ToSql]| -> DomainResult<Vec<Subscriber>> {
+        let mut stmt = conn.prepare_cached(sql)?;
+        let rows = stmt.query_map(params, from_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    };
+    let nid = newsletter_id;
+    match shape {
+        Shape::All => read(ALL, params![nid, before, limit, skip]),
+        Shape::Status(status) => read(STATUS, params![nid, before, limit, skip, status.as_str()]),
+        Shape::Tag(tag) if oldest_first => {
+            read(TAG_OLDEST_FIRST, params![nid, before, limit, skip, tag])
+        }
+        Shape::Tag(tag) => read(TAG, params![nid, before, limit, skip, tag]),
+        Shape::TagStatus(tag, status) => read(
+            TAG_STATUS,
+            params![nid, before, limit, skip, tag, status.as_str()],
+        ),
+        Shape::Search(text, status, tag) => read(
+            SEARCH,
+            params![
+                nid,
+                before,
+                limit,
+                skip,
                 status.map(Status::as_str),
                 tag,
-                search,
-                page.fetch(),
-                page.offset(),
-            ),
-            from_row,
-        )?
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(page.finish(rows))
+                text
+            ],
+        ),
+    }
 }
 
 /// What a create carries.
@@ -588,27 +806,31 @@ pub fn for_each(
 }
 
 /// The newsletter's tags with how many subscribers carry each, by name (the dashboard's tag
-/// filter offers these).
+/// filter offers these), from the counts migration 0011's triggers keep.
 pub fn tag_counts(conn: &Connection, newsletter_id: i64) -> DomainResult<Vec<(String, i64)>> {
-    const SQL: &str = "SELECT t.tag, count(*) FROM subscriber_tags t
-         JOIN subscribers s ON s.id = t.subscriber_id
-         WHERE s.newsletter_id = ?1 GROUP BY t.tag ORDER BY t.tag";
-    let mut stmt = conn.prepare(SQL)?;
+    const SQL: &str = "SELECT tag, subscribers FROM tag_counts
+         WHERE newsletter_id = ?1 AND subscribers > 0 ORDER BY tag";
+    let mut stmt = conn.prepare_cached(SQL)?;
     let tags = stmt
         .query_map([newsletter_id], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<Result<Vec<_>, _>>()?;
     Ok(tags)
 }
 
-/// Active subscribers of the newsletter.
+/// Active subscribers of the newsletter, from its counters.
 pub fn active_count(conn: &Connection, newsletter_id: i64) -> DomainResult<i64> {
-    const SQL: &str =
-        "SELECT count(*) FROM subscribers WHERE newsletter_id = ?1 AND status = 'active'";
-    Ok(conn.query_row(SQL, [newsletter_id], |r| r.get(0))?)
+    const SQL: &str = "SELECT active FROM subscriber_totals WHERE newsletter_id = ?1";
+    Ok(conn
+        .prepare_cached(SQL)?
+        .query_row([newsletter_id], |r| r.get(0))
+        .optional()?
+        .unwrap_or(0))
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashSet;
+
     use super::*;
 
     fn db_with_newsletter() -> Connection {
@@ -749,17 +971,18 @@ mod tests {
             tag: Some("paid".into()),
             ..Default::default()
         };
-        assert_eq!(list(&conn, 1, page, &filter).unwrap().0.len(), 1);
+        assert_eq!(list(&conn, 1, page, None, &filter).unwrap().rows.len(), 1);
         let filter = Filter {
             status: Some("active".into()),
             ..Default::default()
         };
-        assert_eq!(list(&conn, 1, page, &filter).unwrap().0.len(), 1);
+        assert_eq!(list(&conn, 1, page, None, &filter).unwrap().rows.len(), 1);
         assert!(
             list(
                 &conn,
                 1,
                 page,
+                None,
                 &Filter {
                     status: Some("gone".into()),
                     ..Default::default()
@@ -775,5 +998,188 @@ mod tests {
             matches!(get(&conn, 2, 1), Err(DomainError::NotFound(_))),
             "other newsletters see nothing"
         );
+    }
+
+    /// Newsletter 1's subscribers interleaved with newsletter 2's over several id blocks,
+    /// with every status and a few tags.
+    fn crowded() -> Connection {
+        let conn = db_with_newsletter();
+        conn.execute_batch(
+            "INSERT INTO newsletters (owner_id, name, subdomain, bounce_token, created_at, updated_at)
+               VALUES (1, 'M', 'm', 'bt2', 'n', 'n');
+             WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < 3500)
+             INSERT INTO subscribers (newsletter_id, email, status, created_at)
+             SELECT CASE WHEN i % 4 = 0 THEN 2 ELSE 1 END, 'r' || i || '@x.co',
+                    CASE WHEN i % 7 = 0 THEN 'unsubscribed' WHEN i % 11 = 0 THEN 'bounced' ELSE 'active' END,
+                    'n'
+             FROM k;
+             INSERT INTO subscriber_tags (subscriber_id, tag) SELECT id, 'vip' FROM subscribers WHERE id % 5 = 0;
+             INSERT INTO subscriber_tags (subscriber_id, tag) SELECT id, 'rare' FROM subscribers WHERE id % 301 = 0;",
+        )
+        .unwrap();
+        conn
+    }
+
+    /// Every id matching `filter`, newest first, the plain way.
+    fn all_ids(conn: &Connection, filter: &Filter) -> Vec<i64> {
+        const ALL: &str = "SELECT s.id FROM subscribers s WHERE s.newsletter_id = 1
+             AND (?1 IS NULL OR s.status = ?1)
+             AND (?2 IS NULL OR EXISTS (SELECT 1 FROM subscriber_tags t WHERE t.subscriber_id = s.id AND t.tag = ?2))
+             AND (?3 IS NULL OR instr(s.email, ?3) > 0)
+             ORDER BY s.id DESC";
+        conn.prepare(ALL)
+            .unwrap()
+            .query_map((&filter.status, &filter.tag, &filter.search), |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    /// The ids of page `page` the plain way (every row matching, then the offset).
+    fn reference(conn: &Connection, filter: &Filter, page: Page) -> (Vec<i64>, bool) {
+        let ids = all_ids(conn, filter);
+        let start = (page.offset() as usize).min(ids.len());
+        let end = (start + page.per_page as usize).min(ids.len());
+        (ids[start..end].to_vec(), ids.len() > end)
+    }
+
+    fn filters() -> Vec<Filter> {
+        let f = |status: Option<&str>, tag: Option<&str>, search: Option<&str>| Filter {
+            status: status.map(str::to_string),
+            tag: tag.map(str::to_string),
+            search: search.map(str::to_string),
+        };
+        vec![
+            f(None, None, None),
+            f(Some("active"), None, None),
+            f(Some("unsubscribed"), None, None),
+            f(Some("bounced"), None, None),
+            f(None, Some("vip"), None),
+            f(None, Some("rare"), None),
+            f(None, Some("nobody"), None),
+            f(Some("active"), Some("vip"), None),
+            f(None, None, Some("1")),
+            f(Some("bounced"), Some("vip"), Some("2")),
+        ]
+    }
+
+    #[test]
+    fn every_page_of_every_filter_is_the_rows_at_its_offset() {
+        let conn = crowded();
+        for filter in filters() {
+            for per_page in ["7", "100"] {
+                let mut page_no = 1;
+                loop {
+                    let page = Page::parse(Some(&page_no.to_string()), Some(per_page)).unwrap();
+                    let listed = list(&conn, 1, page, None, &filter).unwrap();
+                    let ids: Vec<i64> = listed.rows.iter().map(|s| s.id).collect();
+                    assert_eq!(
+                        (ids, listed.has_more),
+                        reference(&conn, &filter, page),
+                        "{filter:?} page {page_no} per_page {per_page}"
+                    );
+                    assert_eq!(listed.page, page_no);
+                    assert_eq!(listed.next_cursor.is_some(), listed.has_more);
+                    if !listed.has_more {
+                        break;
+                    }
+                    page_no += 1;
+                }
+                // Past the end: empty, no more.
+                let page = Page::parse(Some(&(page_no + 3).to_string()), Some(per_page)).unwrap();
+                let past = list(&conn, 1, page, None, &filter).unwrap();
+                assert!(past.rows.is_empty() && !past.has_more, "{filter:?}");
+            }
+        }
+    }
+
+    /// Following cursors while rows are added and deleted between pages: every row there
+    /// from start to end is listed exactly once, nothing newer than the first page shows up,
+    /// and each page's number counts on; a page asked by number is always the rows at its
+    /// offset at that moment.
+    #[test]
+    fn cursors_neither_lose_nor_repeat_rows_while_the_list_changes() {
+        let mut conn = crowded();
+        for filter in filters() {
+            let page = Page::parse(None, Some("50")).unwrap();
+            let before = all_ids(&conn, &filter);
+            let mut seen = Vec::new();
+            let mut deleted = Vec::new();
+            let mut cursor = None;
+            let mut number = 1;
+            loop {
+                let listed = list(&conn, 1, page, cursor, &filter).unwrap();
+                assert_eq!(listed.page, number);
+                seen.extend(listed.rows.iter().map(|s| s.id));
+                // Between pages: a new subscriber, and the deletion of one not yet listed
+                // (and of one already listed).
+                create(
+                    &mut conn,
+                    1,
+                    &new(&format!("n{number}-{}@x.co", seen.len())),
+                )
+                .unwrap();
+                let unseen = before
+                    .iter()
+                    .rev()
+                    .find(|id| !seen.contains(id) && !deleted.contains(*id));
+                if let Some(&id) = unseen.filter(|_| number % 3 == 0) {
+                    delete(&mut conn, 1, id).unwrap();
+                    deleted.push(id);
+                }
+                if let Some(&id) = seen.first().filter(|_| number % 4 == 0)
+                    && !deleted.contains(&id)
+                {
+                    delete(&mut conn, 1, id).unwrap();
+                    deleted.push(id);
+                }
+                // Page numbers meanwhile: the rows at that page's offset as the list is now.
+                let numbered = Page::parse(Some(&number.to_string()), Some("50")).unwrap();
+                let now = list(&conn, 1, numbered, None, &filter).unwrap();
+                assert_eq!(
+                    (
+                        now.rows.iter().map(|s| s.id).collect::<Vec<_>>(),
+                        now.has_more
+                    ),
+                    reference(&conn, &filter, numbered),
+                    "{filter:?} page {number} after changes"
+                );
+                match listed.next_cursor {
+                    Some(next) => {
+                        cursor = Some(next);
+                        number += 1;
+                    }
+                    None => break,
+                }
+            }
+            let kept: Vec<i64> = before
+                .iter()
+                .copied()
+                .filter(|id| !deleted.contains(id))
+                .collect();
+            let mut listed_kept: Vec<i64> = seen
+                .iter()
+                .copied()
+                .filter(|id| !deleted.contains(id))
+                .collect();
+            listed_kept.dedup();
+            assert_eq!(
+                listed_kept, kept,
+                "{filter:?}: every remaining row once, newest first"
+            );
+            assert_eq!(
+                seen.len(),
+                seen.iter().collect::<HashSet<_>>().len(),
+                "{filter:?}: no repeats"
+            );
+            assert!(
+                seen.iter().all(|id| before.contains(id)),
+                "{filter:?}: nothing newer"
+            );
+        }
+        assert!(matches!(
+            list(&conn, 1, Page::parse(None, None).unwrap(), Some(Cursor::after(1, 5)), &Filter::default()),
+            Ok(Listed { ref rows, .. }) if rows.iter().all(|s| s.id < 5)
+        ));
     }
 }

@@ -266,8 +266,11 @@ pub fn report_bounce(
         )
     })?;
     write_tx(conn, |tx| {
-        const LATEST: &str = "SELECT d.id FROM deliveries d JOIN issues i ON i.id = d.issue_id
-             WHERE i.newsletter_id = ?1 AND d.email = ?2 ORDER BY d.id DESC LIMIT 1";
+        // Through the subscriber (its address never changes, and its deliveries carry it):
+        // two index lookups, where matching deliveries by address would read them all.
+        const LATEST: &str =
+            "SELECT d.id FROM subscribers s JOIN deliveries d ON d.subscriber_id = s.id
+             WHERE s.newsletter_id = ?1 AND s.email = ?2 ORDER BY d.id DESC LIMIT 1";
         let latest: Option<i64> = tx
             .query_row(LATEST, (newsletter_id, email.as_str()), |r| r.get(0))
             .optional()?;

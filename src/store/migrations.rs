@@ -46,6 +46,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0010_lean_storage",
         include_str!("../../migrations/0010_lean_storage.sql"),
     ),
+    (
+        "0011_counters",
+        include_str!("../../migrations/0011_counters.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.
@@ -112,6 +116,85 @@ mod tests {
             .query_row("SELECT count(*) FROM schema_migrations", [], |r| r.get(0))
             .unwrap();
         assert_eq!(count as usize, MIGRATIONS.len());
+    }
+
+    /// Migration 0011 fills its counters from the rows already there: each equals a recount,
+    /// and the history of active subscribers is rebuilt as the growth chart rebuilt it.
+    #[test]
+    fn the_counters_start_from_the_rows_already_there() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.pragma_update(None, "foreign_keys", true).unwrap();
+        let before = MIGRATIONS
+            .iter()
+            .position(|(name, _)| *name == "0011_counters")
+            .unwrap();
+        let (old, _) = MIGRATIONS.split_at(before);
+        for (_, sql) in old {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.execute_batch(
+            "CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL);
+             INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('o@x.co', 'h', 'n', 'n');
+             INSERT INTO newsletters (owner_id, name, subdomain, tier, bounce_token, created_at, updated_at) VALUES
+               (1, 'N', 'n', 'paid', 'bt', 'n', 'n'), (1, 'Empty', 'e', 'free', 'bt2', 'n', 'n');
+             WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < 3000)
+             INSERT INTO subscribers (newsletter_id, email, status, resubscribed_at, unsubscribed_at, created_at, changed_at)
+             SELECT 1, 'r' || i || '@x.co', CASE i % 10 WHEN 0 THEN 'unsubscribed' WHEN 1 THEN 'bounced' ELSE 'active' END,
+                    '2026-03-0' || (1 + i % 5) || 'T10:00:00.000Z',
+                    CASE WHEN i % 10 = 0 THEN '2026-03-0' || (5 + i % 4) || 'T10:00:00.000Z' END,
+                    '2026-02-0' || (1 + i % 7) || 'T10:00:00.000Z', '2026-03-09T10:00:00.000Z'
+             FROM k;
+             INSERT INTO subscriber_tags (subscriber_id, tag) SELECT id, 'group-' || (id % 7) FROM subscribers;
+             INSERT INTO subscriber_tags (subscriber_id, tag) SELECT id, 'vip' FROM subscribers WHERE id % 20 = 0;
+             INSERT INTO issues (newsletter_id, subject, status, sent_at, path, created_at, updated_at) VALUES
+               (1, 'One', 'sent', '2026-03-06T09:00:00.000Z', 'one', 'n', 'n'),
+               (1, 'Two', 'sending', NULL, 'two', 'n', 'n'),
+               (1, 'Draft', 'draft', NULL, 'three', 'n', 'n');
+             INSERT INTO deliveries (issue_id, subscriber_id, email, status, sent_at, opened_at, clicked_at, bounced_at, unsubscribed_at, created_at)
+             SELECT 1, id, email, CASE WHEN status = 'bounced' THEN 'bounced' WHEN id % 50 = 3 THEN 'unconfirmed' ELSE 'sent' END,
+                    '2026-03-06T09:00:00.000Z',
+                    CASE WHEN id % 3 = 0 THEN '2026-03-0' || (6 + id % 3) || 'T11:00:00.000Z' END,
+                    CASE WHEN id % 9 = 0 THEN '2026-03-08T12:00:00.000Z' END,
+                    CASE WHEN status = 'bounced' THEN '2026-03-07T09:00:00.000Z' END,
+                    CASE WHEN status = 'unsubscribed' THEN unsubscribed_at END, 'n'
+             FROM subscribers;
+             INSERT INTO deliveries (issue_id, subscriber_id, email, status, created_at)
+             SELECT 2, id, email, CASE id % 4 WHEN 0 THEN 'sending' WHEN 1 THEN 'failed' ELSE 'pending' END, 'n'
+             FROM subscribers WHERE status = 'active';",
+        )
+        .unwrap();
+        for (name, _) in old {
+            conn.execute("INSERT INTO schema_migrations VALUES (?1, 'n')", [name])
+                .unwrap();
+        }
+        migrate(&mut conn).unwrap();
+        let wrong = crate::domain::testing::counter_mismatches(&conn);
+        assert!(wrong.is_empty(), "{wrong:#?}");
+        // Bounced subscribers left on their delivery's bounce (03-07), unsubscribed ones on
+        // their unsubscribed_at; everyone joined on subscribed_at.
+        let change = |day: &str| -> i64 {
+            conn.query_row(
+                "SELECT active_change FROM newsletter_days WHERE newsletter_id = 1 AND day = ?1",
+                [day],
+                |r| r.get(0),
+            )
+            .unwrap()
+        };
+        assert_eq!(
+            change("2026-03-07"),
+            -300 - 150,
+            "bounces, and unsubscribes of 03-07"
+        );
+        assert_eq!(change("2026-03-01"), 600);
+        let empty: (i64, i64) = conn
+            .query_row(
+                "SELECT active + unsubscribed + bounced, (SELECT count(*) FROM newsletter_days WHERE newsletter_id = 2)
+                 FROM subscriber_totals WHERE newsletter_id = 2",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(empty, (0, 0), "a newsletter without rows has zero counters");
     }
 
     #[test]

@@ -132,12 +132,15 @@ async fn load_listing(
                 tag: params.tag.clone(),
                 search: params.q.clone(),
             };
-            let listed = Page::parse(params.page.as_deref(), Some(PER_PAGE)).and_then(|page| {
-                subscribers::list(conn, nid, page, &filter)
-                    .map(|(rows, more)| (rows, more, page.page))
-            });
+            let listed = Page::parse(params.page.as_deref(), Some(PER_PAGE))
+                .and_then(|page| subscribers::list(conn, nid, page, None, &filter));
             let (rows, has_more, page, problems) = match listed {
-                Ok((rows, more, page)) => (rows, more, page, FieldErrors::new()),
+                Ok(listed) => (
+                    listed.rows,
+                    listed.has_more,
+                    listed.page,
+                    FieldErrors::new(),
+                ),
                 Err(DomainError::Invalid(_, problems)) => (Vec::new(), false, 1, problems),
                 Err(other) => return Err(other),
             };

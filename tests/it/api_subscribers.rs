@@ -292,19 +292,37 @@ fn api_subscribers_list_filters_and_pagination() {
     page1.expect(200);
     let page1 = page1.json();
     assert_eq!(ids(&page1), newest_first[..25]);
+    let cursor = page1["meta"]["next_cursor"]
+        .as_str()
+        .expect("a next_cursor while more follow")
+        .to_string();
     assert_eq!(
         page1["meta"],
-        json!({"page": 1, "per_page": 25, "has_more": true})
+        json!({"page": 1, "per_page": 25, "has_more": true, "next_cursor": cursor})
     );
     let page2 = owner.get("/subscribers?page=2").json();
     assert_eq!(ids(&page2), newest_first[25..]);
     assert_eq!(page2["meta"]["has_more"], false);
+    assert_eq!(page2["meta"]["next_cursor"], Value::Null);
+    // The cursor leads to the same page, numbered 2.
+    let by_cursor = owner.get(&format!("/subscribers?cursor={cursor}")).json();
+    assert_eq!(ids(&by_cursor), newest_first[25..]);
+    assert_eq!(
+        by_cursor["meta"],
+        json!({"page": 2, "per_page": 25, "has_more": false, "next_cursor": null})
+    );
     let small = owner.get("/subscribers?per_page=7&page=2").json();
     assert_eq!(ids(&small), newest_first[7..14]);
-    assert_eq!(
-        small["meta"],
-        json!({"page": 2, "per_page": 7, "has_more": true})
-    );
+    assert_eq!(small["meta"]["page"], 2);
+    assert_eq!(small["meta"]["has_more"], true);
+    let after_small = owner
+        .get(&format!(
+            "/subscribers?per_page=7&cursor={}",
+            small["meta"]["next_cursor"].as_str().unwrap()
+        ))
+        .json();
+    assert_eq!(ids(&after_small), newest_first[14..21]);
+    assert_eq!(after_small["meta"]["page"], 3);
     assert_eq!(
         owner.get("/subscribers?per_page=101").json()["meta"]["per_page"],
         100
@@ -340,6 +358,9 @@ fn api_subscribers_list_filters_and_pagination() {
         "per_page=0",
         "per_page=x",
         "page=-2",
+        "cursor=x",
+        "cursor=2.0",
+        "page=2&cursor=2.5",
     ] {
         assert_eq!(
             owner.get(&format!("/subscribers?{query}")).error_code(422),

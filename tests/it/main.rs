@@ -31,4 +31,5 @@ mod site;
 mod slow_clients;
 mod smtp_security;
 mod sql;
+mod stats_recount;
 mod webhooks;
