@@ -37,7 +37,24 @@ fn current(window_secs: i64, limit: u32) -> (i64, impl Fn(u32) -> Window) {
 
 /// Counts one hit on `bucket` in the current window of `window_secs`; refuses with
 /// `RateLimited` once `limit` hits were already counted (refused hits do not count).
+///
+/// Outside a transaction the count commits without waiting for the disk: losing the last
+/// counts in a power cut only hands a client a few extra requests, while an fsync per request
+/// would make every API read wait for the disk.
 pub fn hit(conn: &Connection, bucket: &str, window_secs: i64, limit: u32) -> DomainResult<Window> {
+    if conn.is_autocommit() {
+        crate::store::without_fsync(conn, |conn| count_hit(conn, bucket, window_secs, limit))
+    } else {
+        count_hit(conn, bucket, window_secs, limit)
+    }
+}
+
+fn count_hit(
+    conn: &Connection,
+    bucket: &str,
+    window_secs: i64,
+    limit: u32,
+) -> DomainResult<Window> {
     const COUNT: &str = "INSERT INTO rate_counters (bucket, window_start, count) VALUES (?1, ?2, 1)
          ON CONFLICT (bucket, window_start) DO UPDATE SET count = count + 1
          WHERE count < ?3

@@ -106,6 +106,22 @@ fn configure(conn: &mut Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// Runs `work` with commits that do not wait for the disk (`synchronous=NORMAL`, which in WAL
+/// mode skips the fsync at commit but keeps the database consistent), then restores FULL. For
+/// bookkeeping whose loss in a power cut is harmless, such as rate-limit counts, so that a read
+/// request does not pay an fsync; the next FULL commit of any connection makes it durable.
+/// Only outside a transaction: the setting applies to the commit `work` makes itself.
+pub fn without_fsync<T>(conn: &Connection, work: impl FnOnce(&Connection) -> T) -> T {
+    debug_assert!(conn.is_autocommit(), "without_fsync inside a transaction");
+    // Setting a pragma cannot fail on an open connection; were it to, FULL stays in force.
+    let relaxed = conn.pragma_update(None, "synchronous", "NORMAL").is_ok();
+    let result = work(conn);
+    if relaxed {
+        let _ = conn.pragma_update(None, "synchronous", "FULL");
+    }
+    result
+}
+
 /// Opens one configured connection (for the CLI and migrations).
 pub fn open(path: &Path) -> Result<Connection, StoreError> {
     if let Some(dir) = path.parent() {
