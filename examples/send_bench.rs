@@ -93,6 +93,17 @@ fn peak_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU seconds (user + system) a process has used so far.
+fn process_cpu(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |n: usize| fields.get(n).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0 // USER_HZ on Linux
+}
+
 /// CPU seconds (user + system) of each thread of `pid` so far, by thread id: (name, seconds).
 fn thread_cpu(pid: u32, seen: &mut std::collections::HashMap<u64, (String, f64)>) {
     let ticks = 100.0; // USER_HZ on Linux
@@ -192,7 +203,7 @@ fn main() {
     let (ceiling_before, ceiling_line_before) = measure_ceiling(&script);
 
     let sink_port = free_port();
-    let _sink = Guard(
+    let sink = Guard(
         Command::new(&script)
             .args(["--sink", &sink_port.to_string()])
             .stdout(Stdio::null())
@@ -244,6 +255,7 @@ fn main() {
     let mut before = std::collections::HashMap::new();
     thread_cpu(pid, &mut before);
     let mut during = before.clone();
+    let sink_cpu_before = process_cpu(sink.0.id());
     let started = Instant::now();
     let (status, queued) = api.call("POST", &format!("/issues/{issue_id}/send_now"), None);
     assert_eq!(status, 200, "send_now: {queued}");
@@ -273,6 +285,7 @@ fn main() {
     }
     thread_cpu(pid, &mut during);
     let elapsed = started.elapsed().as_secs_f64();
+    let sink_cpu = process_cpu(sink.0.id()) - sink_cpu_before;
     let peak_after = peak_kib(pid);
     let rate = args.subscribers as f64 / elapsed;
 
@@ -280,7 +293,8 @@ fn main() {
     let server_line = BufReader::new(log.as_bytes())
         .lines()
         .map_while(Result::ok)
-        .filter(|l| l.starts_with("send: issue"))
+        .filter(|l| l.starts_with("send: issue") || l.starts_with("zz"))
+        .inspect(|l| println!("{l}"))
         .last()
         .unwrap_or_default();
     let delivered: i64 = rusqlite::Connection::open(data.path().join("broadsheet.db"))
@@ -331,5 +345,9 @@ fn main() {
             .map(|(n, c)| format!("{n} {c:.2} s"))
             .collect::<Vec<_>>()
             .join(", ")
+    );
+    println!(
+        "smtp-sink CPU during the send: {sink_cpu:.2} s ({:.0} us per message)",
+        sink_cpu * 1e6 / args.subscribers as f64
     );
 }
