@@ -293,8 +293,7 @@ fn main() {
     let server_line = BufReader::new(log.as_bytes())
         .lines()
         .map_while(Result::ok)
-        .filter(|l| l.starts_with("send: issue") || l.starts_with("zz"))
-        .inspect(|l| println!("{l}"))
+        .filter(|l| l.starts_with("send: issue"))
         .last()
         .unwrap_or_default();
     let delivered: i64 = rusqlite::Connection::open(data.path().join("broadsheet.db"))

@@ -17,10 +17,29 @@ const LINE: usize = 76;
 /// would start a line.
 pub fn encode_piece(out: &mut Vec<u8>, text: &[u8], soft_end: bool) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    // Printable and never encoded (`.` only matters at the start of a line).
+    let plain = |byte: u8| matches!(byte, 33..=60 | 62..=126);
     out.reserve(text.len() + text.len() / 16 + 8);
     let mut column = 0;
-    for (i, &byte) in text.iter().enumerate() {
+    let mut i = 0;
+    while i < text.len() {
+        let byte = text[i];
+        // The common case: a run of plain bytes, as much of it as fits before a soft break.
+        if plain(byte) && !(byte == b'.' && column == 0) {
+            let run = text[i..]
+                .iter()
+                .take((LINE - 1).saturating_sub(column))
+                .take_while(|&&b| plain(b))
+                .count();
+            if run > 0 {
+                out.extend_from_slice(&text[i..i + run]);
+                column += run;
+                i += run;
+                continue;
+            }
+        }
         let next = text.get(i + 1).copied();
+        i += 1;
         if byte == b'\n' || (byte == b'\r' && next == Some(b'\n')) {
             if byte == b'\n' {
                 out.extend_from_slice(b"\r\n");
@@ -31,16 +50,20 @@ pub fn encode_piece(out: &mut Vec<u8>, text: &[u8], soft_end: bool) {
         let line_ends_here = match next {
             None => !soft_end,
             Some(b'\n') => true,
-            Some(b'\r') => text.get(i + 2) == Some(&b'\n'),
+            Some(b'\r') => text.get(i + 1) == Some(&b'\n'),
             Some(_) => false,
         };
-        let plain = match byte {
+        let literal = match byte {
             b' ' | b'\t' => !line_ends_here,
-            b'=' => false,
-            33..=126 => true,
-            _ => false,
+            _ => plain(byte),
         };
-        let width = |column: usize| if plain && !(byte == b'.' && column == 0) { 1 } else { 3 };
+        let width = |column: usize| {
+            if literal && !(byte == b'.' && column == 0) {
+                1
+            } else {
+                3
+            }
+        };
         // Room for this byte and, unless the line ends right after it, a soft break.
         let room = if line_ends_here { LINE } else { LINE - 1 };
         if column + width(column) > room {

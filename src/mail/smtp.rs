@@ -519,8 +519,11 @@ pub const END_OF_DATA: &[u8] = b"\r\n.\r\n";
 /// line (the first one included) is doubled. The end-of-data mark is not included. A body
 /// with no such dot (every issue message: see `qp`) is used as it is, without a copy.
 fn dot_stuff(body: &[u8]) -> Cow<'_, [u8]> {
-    let starts_line = |at: usize| at == 0 || matches!(body[at - 1], b'\n' | b'\r');
-    if !memchr::memchr_iter(b'.', body).any(starts_line) {
+    use memchr::memmem;
+    let dot_starts_a_line = body.first() == Some(&b'.')
+        || memmem::find(body, b"\n.").is_some()
+        || memmem::find(body, b"\r.").is_some();
+    if !dot_starts_a_line {
         return Cow::Borrowed(body);
     }
     let mut out = Vec::with_capacity(body.len() + body.len() / 64 + 8);
