@@ -4,6 +4,7 @@
 pub mod account;
 mod qp;
 pub mod render_budget;
+mod seven_bit;
 mod smtp;
 
 use std::path::PathBuf;

@@ -13,7 +13,7 @@ use mail_send::mail_builder::headers::raw::Raw;
 use mail_send::mail_builder::headers::text::Text;
 use maud::{DOCTYPE, PreEscaped, html};
 
-use super::{OutgoingMail, qp};
+use super::{OutgoingMail, qp, seven_bit};
 use crate::domain::issues::Issue;
 use crate::domain::newsletters::Newsletter;
 use crate::domain::tracking::Links;
@@ -108,6 +108,8 @@ enum BodyPiece {
 struct Template {
     bytes: Vec<u8>,
     segments: Vec<Segment>,
+    /// The HTML part is 7bit (see `seven_bit`), not quoted-printable.
+    html_7bit: bool,
 }
 
 #[derive(PartialEq)]
@@ -253,6 +255,7 @@ impl IssueEmail {
             template: Template {
                 bytes: Vec::new(),
                 segments: Vec::new(),
+                html_7bit: false,
             },
             text,
             subject: issue.subject.clone(),
@@ -290,6 +293,7 @@ impl IssueEmail {
         let mut template = Template {
             bytes: Vec::new(),
             segments: Vec::new(),
+            html_7bit: false,
         };
         let mut head = Vec::new();
         header(
@@ -313,19 +317,18 @@ impl IssueEmail {
             .as_bytes(),
         );
         template.fixed(&head);
-        let part_head = |kind: &str| {
+        let part_head = |kind: &str, encoding: &str| {
             format!(
                 "--{boundary}\r\nContent-Type: text/{kind}; charset=\"utf-8\"\r\n\
-                 Content-Transfer-Encoding: quoted-printable\r\n\r\n"
+                 Content-Transfer-Encoding: {encoding}\r\n\r\n"
             )
         };
-        template.fixed(part_head("plain").as_bytes());
+        template.fixed(part_head("plain", "quoted-printable").as_bytes());
         template.body(vec![
             BodyPiece::Fixed(format!("{}\n-- \nUnsubscribe: ", self.text)),
             BodyPiece::Slot(Slot::UnsubscribeText),
             BodyPiece::Fixed("\n".into()),
         ]);
-        template.fixed(format!("\r\n{}", part_head("html")).as_bytes());
         let mut html = Vec::new();
         for piece in &self.pieces {
             match piece {
@@ -349,7 +352,46 @@ impl IssueEmail {
                 }
             }
         }
-        template.body(html);
+        // The HTML as 7bit lines where it can be laid out so (the personal strings go in as
+        // they are), quoted-printable where not.
+        let widest = |slot: Slot| match slot {
+            Slot::ClickPrefix => escape_attr(&self.links.click_prefix(i64::MAX)),
+            Slot::Pixel => self
+                .links
+                .open_pixel(i64::MAX)
+                .map(|url| pixel_html(&url))
+                .unwrap_or_default(),
+            Slot::UnsubscribeHtml => escape_attr(&self.links.unsubscribe(i64::MAX)),
+            Slot::Headers | Slot::UnsubscribeText => String::new(),
+        };
+        let mut personal_ascii = true;
+        let pieces: Vec<seven_bit::Piece<Slot>> = html
+            .iter()
+            .map(|piece| match piece {
+                BodyPiece::Fixed(text) => seven_bit::Piece::Fixed(text.clone()),
+                BodyPiece::Slot(slot) => {
+                    let widest = widest(*slot);
+                    personal_ascii &= widest.is_ascii();
+                    seven_bit::Piece::Slot(*slot, widest.len())
+                }
+            })
+            .collect();
+        match seven_bit::lay_out(&pieces).filter(|_| personal_ascii) {
+            Some(laid) => {
+                template.html_7bit = true;
+                template.fixed(format!("\r\n{}", part_head("html", "7bit")).as_bytes());
+                for part in laid {
+                    match part {
+                        seven_bit::Laid::Fixed(bytes) => template.fixed(&bytes),
+                        seven_bit::Laid::Slot(slot) => template.segments.push(Segment::Slot(slot)),
+                    }
+                }
+            }
+            None => {
+                template.fixed(format!("\r\n{}", part_head("html", "quoted-printable")).as_bytes());
+                template.body(html);
+            }
+        }
         template.fixed(format!("\r\n--{boundary}--\r\n").as_bytes());
         template
     }
@@ -380,17 +422,25 @@ impl IssueEmail {
             "List-Unsubscribe",
             &Raw::new(format!("<{unsubscribe}>")),
         );
-        let unsubscribe_html = encoded(&escape_attr(&unsubscribe));
+        // The HTML part's personal strings go in as they are into 7bit lines.
+        let html_encoded = |text: String| {
+            if self.template.html_7bit {
+                text.into_bytes()
+            } else {
+                encoded(&text)
+            }
+        };
+        let unsubscribe_html = html_encoded(escape_attr(&unsubscribe));
         let unsubscribe_text = encoded(&unsubscribe);
         let click_prefix = if self.template.has(Slot::ClickPrefix) {
-            encoded(&escape_attr(&self.links.click_prefix(delivery_id)))
+            html_encoded(escape_attr(&self.links.click_prefix(delivery_id)))
         } else {
             Vec::new()
         };
         let pixel = self
             .links
             .open_pixel(delivery_id)
-            .map(|url| encoded(&pixel_html(&url)))
+            .map(|url| html_encoded(pixel_html(&url)))
             .unwrap_or_default();
         let mut out = Vec::with_capacity(self.template.bytes.len() + 4096);
         for segment in &self.template.segments {
@@ -546,53 +596,91 @@ mod tests {
     #[test]
     fn the_sent_message_is_the_personalised_mail_encoded_once() {
         use mail_parser::MimeHeaders;
-        let conn = crate::domain::testing::db_with_newsletter("paid");
-        conn.execute_batch(
-            "UPDATE newsletters SET name = 'Ünïcode News', sender_name = 'Zoë Writer', sender_email = 'zoe@example.org';
-             INSERT INTO issues (newsletter_id, subject, content_markdown, content_html, path, created_at, updated_at)
-               VALUES (1, 'Sübject long enough to be folded: and on and on and on and on past 78 characters',
-                       '.x\n\n# Héllo =_ \nsome text ', 
-                       '<p>.x a long line of text a long line of text a long line of text a long line <a href=\"https://example.org/a?b=1&amp;c=2\">x</a> é</p>\n.<pre>a  \n.b</pre><a href=\"mailto:a@b.c\">m</a>',
-                       's', 'n', 'n');",
-        )
-        .unwrap();
-        let newsletter = crate::domain::newsletters::get(&conn, 1).unwrap();
-        let issue = crate::domain::issues::get(&conn, 1, 1).unwrap();
-        let secret = crate::domain::secrets::ServerSecret::load_or_create(&conn).unwrap();
-        for tracking in [true, false] {
-            let links = Links::new("http://n.localhost", 1, secret.clone(), tracking);
-            let email = IssueEmail::new(&issue, &newsletter, links);
-            let mail = email.personalise(7, "r@x.co");
-            let bytes = email.message(7, "r@x.co");
-            let text = String::from_utf8(bytes.clone()).unwrap();
-            for line in text.split("\r\n") {
-                assert!(line.len() <= 998 && !line.starts_with('.'), "{line:?}");
-                assert!(!line.contains(['\r', '\n']), "a bare line break: {line:?}");
+        let long_paragraph = "words and more words, ".repeat(80);
+        // Content that lays out as 7bit lines, and content that needs quoted-printable (a dot
+        // that would start a line of a `<pre>`).
+        let contents = [
+            (
+                format!(
+                    "<p>.x {long_paragraph} <a href=\"https://example.org/a?b=1&amp;c=2\">x</a> é</p>\n.<p>y</p><a href=\"mailto:a@b.c\">m</a>"
+                ),
+                "7bit",
+            ),
+            (
+                "<p>.x <a href=\"https://example.org/a\">x</a> é</p>\n<pre>a  \n.b</pre>".to_string(),
+                "quoted-printable",
+            ),
+        ];
+        for (content_html, encoding) in contents {
+            let conn = crate::domain::testing::db_with_newsletter("paid");
+            conn.execute(
+                "UPDATE newsletters SET name = 'Ünïcode News', sender_name = 'Zoë Writer', sender_email = 'zoe@example.org'",
+                [],
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO issues (newsletter_id, subject, content_markdown, content_html, path, created_at, updated_at)
+                 VALUES (1, 'Sübject long enough to be folded: and on and on and on and on past 78 characters',
+                         '.x\n\n# Héllo =_ \nsome text ', ?1, 's', 'n', 'n')",
+                [&content_html],
+            )
+            .unwrap();
+            let newsletter = crate::domain::newsletters::get(&conn, 1).unwrap();
+            let issue = crate::domain::issues::get(&conn, 1, 1).unwrap();
+            let secret = crate::domain::secrets::ServerSecret::load_or_create(&conn).unwrap();
+            for tracking in [true, false] {
+                let links = Links::new("http://n.localhost", 1, secret.clone(), tracking);
+                let email = IssueEmail::new(&issue, &newsletter, links);
+                let mail = email.personalise(7, "r@x.co");
+                let bytes = email.message(7, "r@x.co");
+                let text = String::from_utf8(bytes.clone()).unwrap();
+                for line in text.split("\r\n") {
+                    assert!(line.len() <= 998 && !line.starts_with('.'), "{line:?}");
+                    assert!(!line.contains(['\r', '\n']), "a bare line break: {line:?}");
+                }
+                let parsed = mail_parser::MessageParser::default().parse(&bytes).unwrap();
+                let html_part = parsed.html_part(0).unwrap();
+                assert_eq!(html_part.content_transfer_encoding(), Some(encoding));
+                let normal = |s: &str| s.replace("\r\n", "\n");
+                let html = normal(&parsed.body_html(0).unwrap());
+                if encoding == "7bit" {
+                    assert!(html.is_ascii());
+                    // The same document once an HTML reader has read it: the characters
+                    // referenced, the line breaks where whitespace was or inside tags.
+                    let read = |s: &str| {
+                        s.replace("&#xE9;", "é")
+                            .replace("&#xDC;", "Ü")
+                            .replace("&#xEF;", "ï")
+                            .replace("&#xFC;", "ü")
+                            .split_whitespace()
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                            .replace(" >", ">")
+                    };
+                    assert_eq!(read(&html), read(&mail.html));
+                } else {
+                    assert_eq!(html, mail.html);
+                }
+                assert_eq!(normal(&parsed.body_text(0).unwrap()), mail.text);
+                assert_eq!(parsed.subject(), Some(issue.subject.as_str()));
+                let from = parsed.from().unwrap().first().unwrap();
+                assert_eq!(
+                    (from.name(), from.address()),
+                    (Some("Zoë Writer"), Some("zoe@example.org"))
+                );
+                let to = parsed.to().unwrap().first().unwrap();
+                assert_eq!(to.address(), Some("r@x.co"));
+                assert!(parsed.message_id().unwrap().starts_with("issue-d7."));
+                assert!(parsed.date().is_some());
+                for (name, value) in &mail.headers {
+                    let got = parsed.header_raw(name.as_str()).unwrap_or_default();
+                    assert_eq!(got.trim(), value, "{name}");
+                }
+                assert_eq!(html_part.content_type().unwrap().subtype(), Some("html"));
+                assert_eq!(html.contains("/o/7/"), tracking);
+                assert_eq!(html.contains("/c/7/"), tracking);
+                assert!(html.contains("/u/7/"));
             }
-            let parsed = mail_parser::MessageParser::default().parse(&bytes).unwrap();
-            let normal = |s: &str| s.replace("\r\n", "\n");
-            assert_eq!(normal(&parsed.body_html(0).unwrap()), mail.html);
-            assert_eq!(normal(&parsed.body_text(0).unwrap()), mail.text);
-            assert_eq!(parsed.subject(), Some(issue.subject.as_str()));
-            let from = parsed.from().unwrap().first().unwrap();
-            assert_eq!(
-                (from.name(), from.address()),
-                (Some("Zoë Writer"), Some("zoe@example.org"))
-            );
-            let to = parsed.to().unwrap().first().unwrap();
-            assert_eq!(to.address(), Some("r@x.co"));
-            assert!(parsed.message_id().unwrap().starts_with("issue-d7."));
-            assert!(parsed.date().is_some());
-            for (name, value) in &mail.headers {
-                let got = parsed.header_raw(name.as_str()).unwrap_or_default();
-                assert_eq!(got.trim(), value, "{name}");
-            }
-            assert_eq!(
-                parsed.html_part(0).unwrap().content_type().unwrap().subtype(),
-                Some("html")
-            );
-            assert_eq!(mail.html.contains("/o/7/"), tracking);
-            assert_eq!(mail.html.contains("/c/7/"), tracking);
         }
     }
 }
