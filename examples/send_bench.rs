@@ -69,9 +69,7 @@ fn ceiling(script: &str) -> (f64, String) {
     let line = text
         .lines()
         .find(|l| l.starts_with("smtp ceiling:"))
-        .unwrap_or_else(|| {
-            panic!("no ceiling line from {script} (its errors are above):\n{text}")
-        })
+        .unwrap_or_else(|| panic!("no ceiling line from {script} (its errors are above):\n{text}"))
         .to_string();
     let rate: f64 = line
         .rsplit("= ")
@@ -100,7 +98,12 @@ fn process_cpu(pid: u32) -> f64 {
         .rsplit_once(')')
         .map(|(_, rest)| rest.split_whitespace().collect())
         .unwrap_or_default();
-    let ticks = |n: usize| fields.get(n).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    let ticks = |n: usize| {
+        fields
+            .get(n)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
     (ticks(11) + ticks(12)) / 100.0 // USER_HZ on Linux
 }
 

@@ -483,10 +483,15 @@ async fn write_loop(
     stop: super::Stop,
 ) -> u64 {
     let conn = loop {
-        match pool.get() {
+        // The pool may make a caller wait for a connection: not on the send's only thread.
+        let pool = pool.clone();
+        let got = tokio::task::spawn_blocking(move || pool.get().map_err(|e| e.to_string()))
+            .await
+            .unwrap_or_else(|e| Err(e.to_string()));
+        match got {
             Ok(conn) => break conn,
             Err(e) => {
-                round.finish(RoundEnd::Storage(e.to_string()));
+                round.finish(RoundEnd::Storage(e));
                 if stop.pause(WRITE_RETRY).await {
                     refuse_all(writes).await;
                     return 0;
@@ -605,9 +610,7 @@ async fn write_groups(
                 flush_by
             };
             let next = match wait_until {
-                Some(at) => tokio::time::timeout_at(at.into(), writes.recv())
-                    .await
-                    .ok(),
+                Some(at) => tokio::time::timeout_at(at.into(), writes.recv()).await.ok(),
                 None => Some(writes.recv().await),
             };
             match next {
@@ -656,7 +659,9 @@ async fn write_groups(
             claims.iter().map(|(id, _, _)| *id).collect()
         };
         let Some(conn) = writer.conn.as_mut() else {
-            round.finish(RoundEnd::Storage("the send writer lost its connection".into()));
+            round.finish(RoundEnd::Storage(
+                "the send writer lost its connection".into(),
+            ));
             for (_, _, answer) in claims {
                 let _ = answer.send(Commit::Refused);
             }

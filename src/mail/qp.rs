@@ -166,7 +166,11 @@ mod tests {
 
     #[test]
     fn pieces_join_into_the_whole() {
-        let parts = ["<a href=\"", "https://x.example/c/1/ab", "?u=y&t=z\">. x</a> "];
+        let parts = [
+            "<a href=\"",
+            "https://x.example/c/1/ab",
+            "?u=y&t=z\">. x</a> ",
+        ];
         let mut out = Vec::new();
         for (n, part) in parts.iter().enumerate() {
             encode_piece(&mut out, part.as_bytes(), n + 1 < parts.len());

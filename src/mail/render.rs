@@ -128,9 +128,7 @@ impl Template {
         self.bytes.extend_from_slice(bytes);
         match self.segments.last_mut() {
             Some(Segment::Fixed(range)) if range.end == start => range.end = self.bytes.len(),
-            _ => self
-                .segments
-                .push(Segment::Fixed(start..self.bytes.len())),
+            _ => self.segments.push(Segment::Fixed(start..self.bytes.len())),
         }
     }
 
@@ -408,7 +406,11 @@ impl IssueEmail {
         };
         let mut headers = Vec::with_capacity(256);
         header(&mut headers, "To", &Address::new_address(None::<&str>, to));
-        header(&mut headers, "Date", &Date::new(crate::clock::now().unix_timestamp()));
+        header(
+            &mut headers,
+            "Date",
+            &Date::new(crate::clock::now().unix_timestamp()),
+        );
         headers.extend_from_slice(
             format!(
                 "Message-ID: <issue-d{delivery_id}.{}@{}>\r\n",
@@ -607,7 +609,8 @@ mod tests {
                 "7bit",
             ),
             (
-                "<p>.x <a href=\"https://example.org/a\">x</a> é</p>\n<pre>a  \n.b</pre>".to_string(),
+                "<p>.x <a href=\"https://example.org/a\">x</a> é</p>\n<pre>a  \n.b</pre>"
+                    .to_string(),
                 "quoted-printable",
             ),
         ];

@@ -34,7 +34,9 @@ pub fn lay_out<S: Copy>(pieces: &[Piece<S>]) -> Option<Vec<Laid<S>>> {
     let mut fixed = Vec::new();
     let mut next_break = breaks.iter().peekable();
     for (at, token) in tokens.iter().enumerate() {
-        let break_here = next_break.next_if(|(index, _)| *index == at).map(|(_, b)| *b);
+        let break_here = next_break
+            .next_if(|(index, _)| *index == at)
+            .map(|(_, b)| *b);
         match break_here {
             Some(Break::Replace) => {
                 fixed.extend_from_slice(b"\r\n");
@@ -70,9 +72,16 @@ fn tokens<S: Copy>(pieces: &[Piece<S>]) -> Option<Vec<Token<S>>> {
                 let lower = text.to_ascii_lowercase();
                 // Markup whose insides follow other rules (and that issue HTML never holds:
                 // its raw HTML is escaped when it is rendered).
-                if ["<!--", "<script", "<textarea", "<xmp", "<plaintext", "<![cdata["]
-                    .iter()
-                    .any(|tag| lower.contains(tag))
+                if [
+                    "<!--",
+                    "<script",
+                    "<textarea",
+                    "<xmp",
+                    "<plaintext",
+                    "<![cdata[",
+                ]
+                .iter()
+                .any(|tag| lower.contains(tag))
                 {
                     return None;
                 }
@@ -86,11 +95,7 @@ fn tokens<S: Copy>(pieces: &[Piece<S>]) -> Option<Vec<Token<S>>> {
                         }
                         '\n' | '\t' | ' '..='~' => tokens.push(Token::Byte(c as u8)),
                         c if c.is_ascii() => return None,
-                        c => tokens.extend(
-                            format!("&#x{:X};", c as u32)
-                                .bytes()
-                                .map(Token::Byte),
-                        ),
+                        c => tokens.extend(format!("&#x{:X};", c as u32).bytes().map(Token::Byte)),
                     }
                 }
             }
@@ -280,7 +285,9 @@ mod tests {
     fn long_lines_break_where_html_ignores_it() {
         let mut html = String::from("<div class=\"content\">");
         for n in 0..300 {
-            html.push_str(&format!("<a href=\"https://x.example/{n}\">link {n}</a> and text "));
+            html.push_str(&format!(
+                "<a href=\"https://x.example/{n}\">link {n}</a> and text "
+            ));
         }
         html.push_str("</div><pre>keep  these   spaces\n</pre>");
         let laid = laid_text(&fixed(&html), "").unwrap();
@@ -298,7 +305,10 @@ mod tests {
     fn a_long_paragraph_breaks_at_its_spaces_but_not_before_a_dot() {
         let html = format!("<p>{}</p>", "word .dot ".repeat(300));
         let laid = laid_text(&fixed(&html), "").unwrap();
-        assert!(laid.split("\r\n").all(|l| l.len() <= LINE && !l.starts_with('.')));
+        assert!(
+            laid.split("\r\n")
+                .all(|l| l.len() <= LINE && !l.starts_with('.'))
+        );
         assert_eq!(collapsed(&laid), collapsed(&html));
     }
 
