@@ -169,7 +169,8 @@ fn message_size(data_dir: &Path, issue_id: i64, tracking: bool, port: u16) -> us
     let started = Instant::now();
     let email = broadsheet::mail::render::IssueEmail::new(&issue, &newsletter, links);
     let prepared = started.elapsed();
-    let size = email.message(123_456, "reader99999@example.net").len();
+    let message = email.message(123_456, "reader99999@example.net");
+    let (size, lines) = (message.len(), message.split(|&b| b == b'\n').count());
     // The rendering part of the per-message cost, in this process.
     let rounds = 5000;
     let started = Instant::now();
@@ -177,7 +178,7 @@ fn message_size(data_dir: &Path, issue_id: i64, tracking: bool, port: u16) -> us
         .map(|n| email.message(n, "reader99999@example.net").len())
         .sum();
     eprintln!(
-        "render: {:.1} ms once per send, then {:.1} us per message ({} bytes)",
+        "render: {:.1} ms once per send, then {:.1} us per message ({} bytes, {lines} lines)",
         prepared.as_secs_f64() * 1e3,
         started.elapsed().as_secs_f64() * 1e6 / rounds as f64,
         bytes / rounds as usize
