@@ -517,7 +517,9 @@ async fn write_loop(
     }
     let mut writer = Writer {
         conn: Some(tuned),
+        pool,
         checkpointed: Instant::now(),
+        copying: None,
     };
     let commits = write_groups(&mut writer, &mut writes, retry_base, &round, &stop).await;
     refuse_all(writes).await;
@@ -537,34 +539,53 @@ impl Drop for Tuned {
 struct Writer {
     /// Away only while a checkpoint runs on a blocking thread.
     conn: Option<Tuned>,
+    pool: Pool,
+    /// When the last checkpoint finished.
     checkpointed: Instant,
+    /// The first part of a checkpoint, running beside the writer's commits.
+    copying: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Writer {
-    /// Every [`CHECKPOINT_EVERY`], a passive checkpoint of the WAL, after the last commit's
-    /// end-of-data marks went out and before the next commit. Run from here, where no commit
-    /// of the send lands while it runs, it copies every frame back, so the WAL starts over
-    /// at the next commit instead of growing for the whole send (a checkpointer beside a
-    /// writer that commits hundreds of times a second never catches up). Its fsyncs run on a
-    /// blocking thread; the connections go on meanwhile and only their next claims wait.
+    /// Every [`CHECKPOINT_EVERY`], a checkpoint of the WAL in two parts, both passive. The
+    /// first runs on a connection of its own beside the writer's commits and does the bulk:
+    /// it flushes the WAL to disk and copies what was committed until it started. The second
+    /// runs on the writer's connection after the last commit's end-of-data marks went out and
+    /// before the next commit, so no commit lands while it copies the few frames added
+    /// meanwhile: the WAL is then copied back whole and starts over at the next commit,
+    /// instead of growing for the whole send (a checkpointer beside a writer that commits
+    /// thousands of times a second never catches up). The connections go on while either
+    /// part runs; only their next claims wait for the second, short one.
     async fn checkpoint_when_due(&mut self) {
-        if self.checkpointed.elapsed() < CHECKPOINT_EVERY {
-            return;
+        match &self.copying {
+            None if self.checkpointed.elapsed() >= CHECKPOINT_EVERY => {
+                let pool = self.pool.clone();
+                self.copying = Some(tokio::task::spawn_blocking(move || {
+                    if let Ok(conn) = pool.get() {
+                        // Busy or a full disk: the second part tries anyway.
+                        let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                    }
+                }));
+            }
+            Some(copying) if copying.is_finished() => {
+                self.copying = None;
+                let Some(tuned) = self.conn.take() else {
+                    return;
+                };
+                let checkpointed = tokio::task::spawn_blocking(move || {
+                    let _ = tuned
+                        .0
+                        .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                    tuned
+                })
+                .await;
+                // A panicked checkpoint took the connection with it (and gave it back to the
+                // pool).
+                self.conn = checkpointed.ok();
+                self.checkpointed = Instant::now();
+            }
+            _ => {}
         }
-        self.checkpointed = Instant::now();
-        let Some(tuned) = self.conn.take() else {
-            return;
-        };
-        let checkpointed = tokio::task::spawn_blocking(move || {
-            // Busy (another checkpoint runs) or a full disk: try again next time.
-            let _ = tuned
-                .0
-                .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
-            tuned
-        })
-        .await;
-        // A panicked checkpoint took the connection with it (and gave it back to the pool).
-        self.conn = checkpointed.ok();
     }
 }
 
