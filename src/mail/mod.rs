@@ -72,6 +72,14 @@ pub struct Envelope<'a> {
     pub to: &'a str,
 }
 
+/// A MIME message to send.
+pub struct Mime {
+    pub bytes: Vec<u8>,
+    /// No line starts with a dot, so SMTP sends it as it is, without dot-stuffing (whoever
+    /// sets this has made sure of it).
+    pub dot_free: bool,
+}
+
 /// Why a message was not accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MailError {
@@ -176,7 +184,7 @@ impl Lane {
     pub async fn send<F, Fut>(
         &mut self,
         envelope: Envelope<'_>,
-        mime: &[u8],
+        mime: &Mime,
         commit: F,
     ) -> Result<(), MailError>
     where
@@ -192,7 +200,7 @@ impl Lane {
                     return Err(MailError::Abandoned("the message was not claimed".into()));
                 }
                 // A file that cannot be written (a full disk) was not handed over.
-                write_to_outbox(dir, envelope.to, None, mime)
+                write_to_outbox(dir, envelope.to, None, &mime.bytes)
                     .map_err(|e| MailError::Abandoned(e.to_string()))
             }
             Lane::Smtp { connection, .. } => {

@@ -13,7 +13,8 @@ use mail_send::mail_builder::headers::raw::Raw;
 use mail_send::mail_builder::headers::text::Text;
 use maud::{DOCTYPE, PreEscaped, html};
 
-use super::{OutgoingMail, qp, seven_bit};
+use super::smtp::dot_free;
+use super::{Mime, OutgoingMail, qp, seven_bit};
 use crate::domain::issues::Issue;
 use crate::domain::newsletters::Newsletter;
 use crate::domain::tracking::Links;
@@ -112,6 +113,17 @@ struct Template {
     html_7bit: bool,
 }
 
+impl Template {
+    /// No fixed segment has a line that starts with a dot (each segment's start counted as
+    /// the start of a line).
+    fn dot_free(&self) -> bool {
+        self.segments.iter().all(|segment| match segment {
+            Segment::Fixed(range) => dot_free(&self.bytes[range.clone()]),
+            Segment::Slot(_) => true,
+        })
+    }
+}
+
 #[derive(PartialEq)]
 enum Segment {
     Fixed(Range<usize>),
@@ -172,6 +184,8 @@ fn header(out: &mut Vec<u8>, name: &str, value: &impl Header) {
 pub struct IssueEmail {
     pieces: Vec<Piece>,
     template: Template,
+    /// See [`Template::dot_free`].
+    template_dot_free: bool,
     text: String,
     subject: String,
     from_name: String,
@@ -249,6 +263,7 @@ impl IssueEmail {
             })
             .collect();
         let mut email = IssueEmail {
+            template_dot_free: false,
             pieces,
             template: Template {
                 bytes: Vec::new(),
@@ -277,6 +292,7 @@ impl IssueEmail {
             links,
         };
         email.template = email.template();
+        email.template_dot_free = email.template.dot_free();
         email
     }
 
@@ -394,10 +410,11 @@ impl IssueEmail {
         template
     }
 
-    /// The MIME message for one recipient of delivery `delivery_id`, ready for SMTP's DATA
-    /// (no line starts with a dot): [`IssueEmail::personalise`]'s message, encoded from the
-    /// send's template.
-    pub fn message(&self, delivery_id: i64, to: &str) -> Vec<u8> {
+    /// The MIME message for one recipient of delivery `delivery_id`:
+    /// [`IssueEmail::personalise`]'s message, encoded from the send's template. Known to be
+    /// dot-free (no SMTP dot-stuffing needed) when the template and the personal parts are,
+    /// which the encodings make sure of, so SMTP need not look through every message.
+    pub fn message(&self, delivery_id: i64, to: &str) -> Mime {
         let unsubscribe = self.links.unsubscribe(delivery_id);
         let encoded = |text: &str| {
             let mut out = Vec::with_capacity(text.len() + 16);
@@ -444,19 +461,29 @@ impl IssueEmail {
             .open_pixel(delivery_id)
             .map(|url| html_encoded(pixel_html(&url)))
             .unwrap_or_default();
+        let personal = [
+            &headers,
+            &click_prefix,
+            &pixel,
+            &unsubscribe_html,
+            &unsubscribe_text,
+        ];
         let mut out = Vec::with_capacity(self.template.bytes.len() + 4096);
         for segment in &self.template.segments {
             let bytes: &[u8] = match segment {
                 Segment::Fixed(range) => &self.template.bytes[range.clone()],
-                Segment::Slot(Slot::Headers) => &headers,
-                Segment::Slot(Slot::ClickPrefix) => &click_prefix,
-                Segment::Slot(Slot::Pixel) => &pixel,
-                Segment::Slot(Slot::UnsubscribeHtml) => &unsubscribe_html,
-                Segment::Slot(Slot::UnsubscribeText) => &unsubscribe_text,
+                Segment::Slot(Slot::Headers) => personal[0],
+                Segment::Slot(Slot::ClickPrefix) => personal[1],
+                Segment::Slot(Slot::Pixel) => personal[2],
+                Segment::Slot(Slot::UnsubscribeHtml) => personal[3],
+                Segment::Slot(Slot::UnsubscribeText) => personal[4],
             };
             out.extend_from_slice(bytes);
         }
-        out
+        Mime {
+            bytes: out,
+            dot_free: self.template_dot_free && personal.iter().all(|part| dot_free(part)),
+        }
     }
 
     /// The message for one recipient of delivery `delivery_id`.
@@ -582,7 +609,7 @@ mod tests {
         let mail = email.personalise(1, "r@x.co");
         let (_, list_id) = mail.headers.iter().find(|(h, _)| h == "List-Id").unwrap();
         assert_eq!(list_id, "NewsBcc: all@example.com <n.n.localhost>");
-        let sent = String::from_utf8(email.message(1, "r@x.co")).unwrap();
+        let sent = String::from_utf8(email.message(1, "r@x.co").bytes).unwrap();
         let (head, _) = sent.split_once("\r\n\r\n").unwrap();
         assert!(head.contains("\r\nList-Id: NewsBcc: all@example.com <n.n.localhost>\r\n"));
         assert!(!head.contains("\nBcc"), "{head}");
@@ -635,7 +662,9 @@ mod tests {
                 let links = Links::new("http://n.localhost", 1, secret.clone(), tracking);
                 let email = IssueEmail::new(&issue, &newsletter, links);
                 let mail = email.personalise(7, "r@x.co");
-                let bytes = email.message(7, "r@x.co");
+                let message = email.message(7, "r@x.co");
+                assert!(message.dot_free);
+                let bytes = message.bytes;
                 let text = String::from_utf8(bytes.clone()).unwrap();
                 for line in text.split("\r\n") {
                     assert!(line.len() <= 998 && !line.starts_with('.'), "{line:?}");

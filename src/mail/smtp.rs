@@ -16,7 +16,7 @@ use mail_send::smtp::message::{Message, Parameters};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::{Envelope, MailError, OutgoingMail};
+use super::{Envelope, MailError, Mime, OutgoingMail};
 
 type TlsStream = tokio_rustls::client::TlsStream<TcpStream>;
 
@@ -273,7 +273,7 @@ impl SmtpConnection {
     /// message is on its way and answers whether to go on), and only then the end mark that
     /// lets the relay take the message. A stop before the mark leaves no message (a relay
     /// drops a transaction cut off mid-DATA); a stop after it leaves one that was recorded.
-    /// `body` is the MIME message; it is dot-stuffed here if it needs it.
+    /// `body` is the MIME message; it is dot-stuffed here unless it is known to be dot-free.
     ///
     /// `commit` gets a handle on the socket: on a plain connection whoever commits writes the
     /// end-of-data mark the moment the commit returns (see [`write_end_of_data`]) and answers
@@ -289,7 +289,7 @@ impl SmtpConnection {
     pub async fn send_committed<F, Fut>(
         &mut self,
         envelope: Envelope<'_>,
-        body: &[u8],
+        body: &Mime,
         commit: F,
     ) -> Result<(), MailError>
     where
@@ -385,7 +385,7 @@ async fn send_committed_on<T, F, Fut>(
     client: &mut mail_send::SmtpClient<T>,
     pipelining: bool,
     envelope: Envelope<'_>,
-    body: &[u8],
+    body: &Mime,
     commit: F,
 ) -> Result<(), MailError>
 where
@@ -399,7 +399,11 @@ where
         Ok(Err(e)) => return Err(classify(e)),
         Err(_) => return Err(MailError::Connection("no answer to the envelope".into())),
     }
-    let stuffed = dot_stuff(body);
+    let stuffed = if body.dot_free {
+        Cow::Borrowed(body.bytes.as_slice())
+    } else {
+        dot_stuff(&body.bytes)
+    };
     let written = tokio::time::timeout(timeout, async {
         client.stream.write_all(&stuffed).await?;
         client.stream.flush().await
@@ -515,14 +519,20 @@ pub fn write_end_of_data(socket: Option<&std::net::TcpStream>) -> Commit {
 /// The end-of-data mark that makes the server take a message.
 pub const END_OF_DATA: &[u8] = b"\r\n.\r\n";
 
+/// Whether no line of `text` starts with a dot (a line starts after CR or LF, as
+/// [`dot_stuff`] counts them).
+pub fn dot_free(text: &[u8]) -> bool {
+    text.first() != Some(&b'.')
+        && !text
+            .windows(2)
+            .any(|pair| matches!(pair[0], b'\n' | b'\r') && pair[1] == b'.')
+}
+
 /// The SMTP transparency procedure (RFC 5321 4.5.2) in one buffer: a dot at the start of a
 /// line (the first one included) is doubled. The end-of-data mark is not included. A body
-/// with no such dot (every issue message: see `qp`) is used as it is, without a copy.
+/// with no such dot is used as it is, without a copy.
 fn dot_stuff(body: &[u8]) -> Cow<'_, [u8]> {
-    // Line ends are few (every 76 to 990 bytes) and the SIMD search skips to each one.
-    let dot_starts_a_line = body.first() == Some(&b'.')
-        || memchr::memchr2_iter(b'\n', b'\r', body).any(|end| body.get(end + 1) == Some(&b'.'));
-    if !dot_starts_a_line {
+    if dot_free(body) {
         return Cow::Borrowed(body);
     }
     let mut out = Vec::with_capacity(body.len() + body.len() / 64 + 8);
