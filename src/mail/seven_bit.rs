@@ -1,14 +1,14 @@
 //! An issue's HTML as a `7bit` MIME part: plain ASCII (every other character becomes a
 //! numeric character reference, which HTML reads back as the same character) in lines of at
 //! most [`LINE`] characters, broken only where HTML ignores the break: inside a tag (before
-//! its `>` or at a space between attributes) or at a space of text outside `<pre>`, `<style>`,
-//! `<title>` and `<textarea>`.
+//! its `>` or at a space between attributes) or at a space of text outside `<pre>`, `<style>`
+//! and `<title>`.
 //!
-//! Compared with quoted-printable the message is about a tenth smaller and has a tenth of
-//! the lines, which is what relays spend their time on (Postfix reads a message line by
-//! line), and a recipient's personal strings go in as they are. HTML this cannot lay out
-//! that way (a `<pre>` line too long to break, a control character, a comment or script it
-//! does not look into) is refused, and the caller uses quoted-printable instead.
+//! Compared with quoted-printable the part has a fraction of the lines (a relay reads a
+//! message line by line) and no `=3D` escapes, and a recipient's personal strings go in as
+//! they are. HTML this cannot lay out that way (a `<pre>` line too long to break, a control
+//! character, a comment, script or textarea it does not look into) is refused, and the
+//! caller uses quoted-printable instead.
 
 /// The longest line, personal strings counted at their longest (RFC 5322 allows 998).
 const LINE: usize = 990;
