@@ -96,17 +96,23 @@ accepts "$port" || { say "smtp-sink did not start on port $port"; exit 1; }
 # CPU seconds (user + system) the sink has used so far.
 sink_cpu() { awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' "/proc/$sink_pid/stat"; }
 
+# CPU seconds of this shell's finished children, from the second line of `times` (written to
+# a file: in a $(...) subshell it would count nothing). The difference around the run is
+# smtp-source's; the sink still runs.
+times_file=$(mktemp)
+children_cpu() { awk 'NR == 2 { gsub(/[ms]/, " "); print $1 * 60 + $2 + $3 * 60 + $4 }' "$times_file"; }
+
 sink_before=$(sink_cpu)
+times >"$times_file"
+children_before=$(children_cpu)
 start=$(date +%s.%N)
 "$source" -d -s "$sessions" -m "$msgs" -l "$size" -f from@example.com -t to@example.com "127.0.0.1:$port"
 end=$(date +%s.%N)
-sink_after=$(sink_cpu)
-# The second line of `times`: the CPU time of this shell's finished children (smtp-source;
-# the sink still runs). Written to a file: in a $(...) subshell it would count nothing.
-times_file=$(mktemp)
 times >"$times_file"
-source_cpu=$(awk 'NR == 2 { gsub(/[ms]/, " "); print $1 * 60 + $2 + $3 * 60 + $4 }' "$times_file")
+children_after=$(children_cpu)
+sink_after=$(sink_cpu)
 rm -f "$times_file"
+source_cpu=$(awk -v a="$children_before" -v b="$children_after" 'BEGIN { print b - a }')
 awk -v m="$msgs" -v size="$size" -v s="$sessions" -v t0="$start" -v t1="$end" \
     -v sink="$(awk -v a="$sink_before" -v b="$sink_after" 'BEGIN { print b - a }')" -v src="$source_cpu" 'BEGIN {
   t = t1 - t0
