@@ -61,6 +61,14 @@ impl Stop {
         let _ = watching.wait_for(|stop| *stop).await;
     }
 
+    /// [`Stop::sleep`] for async tasks.
+    pub async fn pause(&self, wait: Duration) -> bool {
+        tokio::select! {
+            _ = self.wait() => true,
+            _ = tokio::time::sleep(wait) => self.requested(),
+        }
+    }
+
     /// Sleeps for `wait`, or less when a stop is requested meanwhile; true when it was.
     pub fn sleep(&self, wait: Duration) -> bool {
         let mut watching = self.0.subscribe();

@@ -6,13 +6,16 @@
 //! sent twice (`unconfirmed`), and one still `pending` was not taken and goes out after the
 //! restart.
 //!
+//! A round runs on one thread: the connections and the writer that commits for them are
+//! tasks of a single-threaded runtime, so handing a claim to the writer and its answer back
+//! costs no thread wake-up.
+//!
 //! A round ends when the work runs out, when every connection has given up (the relay is
 //! unreachable: the issue says so and the job comes back after a growing wait, or stops as
 //! `failed` past the outage limit), when the database cannot be written (a full disk: the job
 //! comes back by itself), or when the server stops (messages in flight finish first).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant};
 
@@ -27,8 +30,8 @@ use crate::domain::issues::{self, Issue};
 use crate::domain::sending::{self, Next, OutagePolicy, Outcome as Delivered, Recipient};
 use crate::domain::tracking::Links;
 use crate::mail::render::IssueEmail;
-use crate::mail::{Commit, Lane, MailError, MessageSocket, write_end_of_data};
-use crate::store::{Checkpointer, Pool, StoreError, write_tx};
+use crate::mail::{Commit, Envelope, Lane, MailError, MessageSocket, write_end_of_data};
+use crate::store::{Pool, PooledConnection, StoreError, write_tx};
 
 pub const KIND: &str = "send_issue";
 
@@ -38,11 +41,18 @@ const BATCH: i64 = 500;
 /// Transactions broken in a row after which a connection gives up for the round.
 const BROKEN_IN_A_ROW: u32 = 3;
 
-/// How often the WAL is checkpointed while a send runs.
+/// How often the writer checkpoints the WAL while a send runs, between two of its commits.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
 
 /// How long the writer waits before it tries again to record what it could not write.
 const WRITE_RETRY: Duration = Duration::from_secs(1);
+
+/// How long plain successes may wait for a commit: they go with the next claims, so most
+/// never need one of their own.
+const OUTCOMES_WAIT: Duration = Duration::from_millis(100);
+
+/// The most writes one commit takes.
+const GROUP_MAX: usize = 2000;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Payload {
@@ -139,16 +149,15 @@ fn send(ctx: &JobContext, issue_id: i64) -> Result<Next, String> {
         .as_deref()
         .and_then(clock::parse);
     let started = Instant::now();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    let (sent, end) = rt.block_on(deliver(ctx, issue_id, email, down_before))?;
+    let (sent, commits, end) = rt.block_on(deliver(ctx, issue_id, email, down_before))?;
     let elapsed = started.elapsed().as_secs_f64();
     if sent > 0 {
         eprintln!(
-            "send: issue {issue_id}: {sent} message(s) in {elapsed:.1} s ({:.0}/s)",
+            "send: issue {issue_id}: {sent} message(s) in {elapsed:.1} s ({:.0}/s, {commits} commits)",
             sent as f64 / elapsed.max(1e-9)
         );
     }
@@ -247,29 +256,24 @@ enum Write {
     Done(i64, Delivered, Option<oneshot::Sender<()>>),
 }
 
-/// Sends every due delivery once; returns how many went out and how the round ended.
+/// Sends every due delivery once; returns how many went out, in how many commits, and how
+/// the round ended.
 async fn deliver(
     ctx: &JobContext,
     issue_id: i64,
     email: Arc<IssueEmail>,
     down_before: Option<OffsetDateTime>,
-) -> Result<(usize, RoundEnd), String> {
+) -> Result<(usize, u64, RoundEnd), String> {
     let lanes = ctx.send.concurrency.max(1);
     let round = Arc::new(Round::new(lanes, down_before));
-    let (writes, write_rx) = std_mpsc::channel::<Write>();
-    let writer = {
-        let (pool, retry_base, round, stop) = (
-            ctx.pool.clone(),
-            ctx.send.retry_base,
-            round.clone(),
-            ctx.stop.clone(),
-        );
-        std::thread::Builder::new()
-            .name("send-writer".into())
-            .spawn(move || write_loop(&pool, write_rx, retry_base, &round, &stop))
-            .map_err(|e| e.to_string())?
-    };
-    let checkpointer = Checkpointer::start(ctx.pool.clone(), CHECKPOINT_EVERY);
+    let (writes, write_rx) = mpsc::unbounded_channel::<Write>();
+    let writer = tokio::spawn(write_loop(
+        ctx.pool.clone(),
+        write_rx,
+        ctx.send.retry_base,
+        round.clone(),
+        ctx.stop.clone(),
+    ));
     let stopping = {
         let (stop, round) = (ctx.stop.clone(), round.clone());
         tokio::spawn(async move {
@@ -303,17 +307,16 @@ async fn deliver(
     for handle in handles {
         sent += handle.await.map_err(|e| e.to_string())?;
     }
-    writer
-        .join()
+    let commits = writer
+        .await
         .map_err(|_| "the send writer panicked".to_string())?;
-    drop(checkpointer);
     round.finish(match fed {
         Ok(()) => RoundEnd::Drained,
         Err(e) => RoundEnd::Storage(e),
     });
     let _ = stopping.await;
     let end = round.end.borrow().clone().unwrap_or(RoundEnd::Drained);
-    Ok((sent, end))
+    Ok((sent, commits, end))
 }
 
 /// Reads due deliveries page by page and hands them to the connections, until they run out
@@ -357,7 +360,7 @@ struct SendLane {
     lane: Lane,
     work: Arc<Mutex<mpsc::Receiver<Recipient>>>,
     email: Arc<IssueEmail>,
-    writes: std_mpsc::Sender<Write>,
+    writes: mpsc::UnboundedSender<Write>,
     pacer: Arc<Pacer>,
     round: Arc<Round>,
 }
@@ -435,29 +438,17 @@ impl SendLane {
     /// Renders and sends one message; the claim goes to the writer at the last moment. With
     /// an abandoned message comes why, and this connection gives up for the round.
     async fn send_one(&mut self, recipient: &Recipient) -> (Delivered, Option<String>) {
-        // Rendering is the CPU-heavy part: off the async threads, so a connection whose claim
-        // was just committed is woken at once and writes its end-of-data mark without delay.
-        let rendered = {
-            let (email, id, to) = (
-                self.email.clone(),
-                recipient.delivery_id,
-                recipient.email.clone(),
-            );
-            tokio::task::spawn_blocking(move || {
-                let mail = email.personalise(id, &to);
-                let mime = mail.to_mime();
-                (mail, mime)
-            })
-            .await
-        };
-        let (mail, mime) = match rendered {
-            Ok(rendered) => rendered,
-            Err(e) => return (Delivered::Abandoned, Some(format!("rendering failed: {e}"))),
+        // A copy of the send's pre-encoded message with the personal parts filled in: a few
+        // microseconds, so it runs right here (see `IssueEmail::message`).
+        let mime = self.email.message(recipient.delivery_id, &recipient.email);
+        let envelope = Envelope {
+            from: self.email.from_email(),
+            to: &recipient.email,
         };
         let (writes, round, id) = (&self.writes, &self.round, recipient.delivery_id);
         let result = self
             .lane
-            .send(&mail, &mime, |socket| async move {
+            .send(envelope, &mime, |socket| async move {
                 // A round that ended (a stop, a full disk) claims nothing more: the message
                 // is dropped before its end mark and stays due.
                 if round.is_over() {
@@ -483,22 +474,27 @@ impl SendLane {
 }
 
 /// The database side of a send: drains waiting claims and outcomes and commits them together,
-/// so many connections share one commit.
-fn write_loop(
-    pool: &Pool,
-    writes: std_mpsc::Receiver<Write>,
+/// so many connections share one commit. Returns how many commits it made.
+async fn write_loop(
+    pool: Pool,
+    mut writes: mpsc::UnboundedReceiver<Write>,
     retry_base: time::Duration,
-    round: &Round,
-    stop: &super::Stop,
-) {
+    round: Arc<Round>,
+    stop: super::Stop,
+) -> u64 {
     let conn = loop {
-        match pool.get() {
+        // The pool may make a caller wait for a connection: not on the send's only thread.
+        let pool = pool.clone();
+        let got = tokio::task::spawn_blocking(move || pool.get().map_err(|e| e.to_string()))
+            .await
+            .unwrap_or_else(|e| Err(e.to_string()));
+        match got {
             Ok(conn) => break conn,
             Err(e) => {
-                round.finish(RoundEnd::Storage(e.to_string()));
-                if stop.sleep(WRITE_RETRY) {
-                    refuse_all(writes);
-                    return;
+                round.finish(RoundEnd::Storage(e));
+                if stop.pause(WRITE_RETRY).await {
+                    refuse_all(writes).await;
+                    return 0;
                 }
             }
         }
@@ -506,32 +502,96 @@ fn write_loop(
     // The send's bookkeeping commits without waiting for fsync (the WAL write itself is done,
     // so a killed process loses nothing) and never checkpoints inside a commit: either would
     // put an fsync between a claim becoming durable and its end-of-data mark, and a crash
-    // there leaves a message recorded but never sent. A [`Checkpointer`] keeps the WAL short
-    // meanwhile. The guard hands the connection back to the pool with the service's settings,
-    // even after a panic.
-    struct Tuned(crate::store::PooledConnection);
-    impl Drop for Tuned {
-        fn drop(&mut self) {
-            let _ = self.0.pragma_update(None, "synchronous", "FULL");
-            let _ = self.0.pragma_update(None, "wal_autocheckpoint", 1000);
-        }
-    }
-    let mut tuned = Tuned(conn);
+    // there leaves a message recorded but never sent. The writer checkpoints between its
+    // commits instead. The guard hands the connection back to the pool with the service's
+    // settings, even after a panic.
+    let tuned = Tuned(conn);
     let settings = tuned
         .0
         .pragma_update(None, "synchronous", "NORMAL")
         .and_then(|()| tuned.0.pragma_update(None, "wal_autocheckpoint", 0));
     if let Err(e) = settings {
         round.finish(RoundEnd::Storage(e.to_string()));
-        refuse_all(writes);
-        return;
+        refuse_all(writes).await;
+        return 0;
     }
-    write_groups(&mut tuned.0, writes, retry_base, round, stop);
+    let mut writer = Writer {
+        conn: Some(tuned),
+        pool,
+        checkpointed: Instant::now(),
+        copying: None,
+    };
+    let commits = write_groups(&mut writer, &mut writes, retry_base, &round, &stop).await;
+    refuse_all(writes).await;
+    commits
+}
+
+/// The writer's connection, with the send's settings while it holds it.
+struct Tuned(PooledConnection);
+
+impl Drop for Tuned {
+    fn drop(&mut self) {
+        let _ = self.0.pragma_update(None, "synchronous", "FULL");
+        let _ = self.0.pragma_update(None, "wal_autocheckpoint", 1000);
+    }
+}
+
+struct Writer {
+    /// Away only while a checkpoint runs on a blocking thread.
+    conn: Option<Tuned>,
+    pool: Pool,
+    /// When the last checkpoint finished.
+    checkpointed: Instant,
+    /// The first part of a checkpoint, running beside the writer's commits.
+    copying: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Writer {
+    /// Every [`CHECKPOINT_EVERY`], a checkpoint of the WAL in two parts, both passive. The
+    /// first runs on a connection of its own beside the writer's commits and does the bulk:
+    /// it flushes the WAL to disk and copies what was committed until it started. The second
+    /// runs on the writer's connection after the last commit's end-of-data marks went out and
+    /// before the next commit, so no commit lands while it copies the few frames added
+    /// meanwhile: the WAL is then copied back whole and starts over at the next commit,
+    /// instead of growing for the whole send (a checkpointer beside a writer that commits
+    /// thousands of times a second never catches up). The connections go on while either
+    /// part runs; only their next claims wait for the second, short one.
+    async fn checkpoint_when_due(&mut self) {
+        match &self.copying {
+            None if self.checkpointed.elapsed() >= CHECKPOINT_EVERY => {
+                let pool = self.pool.clone();
+                self.copying = Some(tokio::task::spawn_blocking(move || {
+                    if let Ok(conn) = pool.get() {
+                        // Busy or a full disk: the second part tries anyway.
+                        let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                    }
+                }));
+            }
+            Some(copying) if copying.is_finished() => {
+                self.copying = None;
+                let Some(tuned) = self.conn.take() else {
+                    return;
+                };
+                let checkpointed = tokio::task::spawn_blocking(move || {
+                    let _ = tuned
+                        .0
+                        .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                    tuned
+                })
+                .await;
+                // A panicked checkpoint took the connection with it (and gave it back to the
+                // pool).
+                self.conn = checkpointed.ok();
+                self.checkpointed = Instant::now();
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Answers every claim still coming with a refusal, until the connections are gone.
-fn refuse_all(writes: std_mpsc::Receiver<Write>) {
-    for write in writes {
+async fn refuse_all(mut writes: mpsc::UnboundedReceiver<Write>) {
+    while let Some(write) = writes.recv().await {
         match write {
             Write::Claim(_, _, answer) => {
                 let _ = answer.send(Commit::Refused);
@@ -541,38 +601,51 @@ fn refuse_all(writes: std_mpsc::Receiver<Write>) {
     }
 }
 
-fn write_groups(
-    conn: &mut rusqlite::Connection,
-    writes: std_mpsc::Receiver<Write>,
+async fn write_groups(
+    writer: &mut Writer,
+    writes: &mut mpsc::UnboundedReceiver<Write>,
     retry_base: time::Duration,
     round: &Round,
     stop: &super::Stop,
-) {
-    // Outcomes not yet committed; kept across a failed commit and written with the next one.
+) -> u64 {
+    let mut commits = 0;
+    // Outcomes not yet committed: plain successes waiting for the next claims, or anything
+    // a failed commit could not write, written with the next one.
     let mut unsaved: Vec<(i64, Delivered)> = Vec::new();
     let mut acks: Vec<oneshot::Sender<()>> = Vec::new();
+    // When the successes waiting alone must be committed anyway.
+    let mut flush_by: Option<Instant> = None;
     let mut closed = false;
-    let mut complained = false;
+    let mut failing = false;
     while !(closed && unsaved.is_empty()) {
         let mut group = Vec::new();
-        if unsaved.is_empty() {
-            match writes.recv() {
-                Ok(first) => group.push(first),
-                Err(_) => break,
-            }
-        } else if !closed {
-            match writes.recv_timeout(WRITE_RETRY) {
-                Ok(first) => group.push(first),
-                Err(std_mpsc::RecvTimeoutError::Timeout) => {}
-                Err(std_mpsc::RecvTimeoutError::Disconnected) => closed = true,
-            }
-        } else if stop.sleep(WRITE_RETRY) {
-            break;
-        }
-        while let Ok(more) = writes.try_recv() {
-            group.push(more);
-            if group.len() >= 2000 {
+        if closed {
+            // Only what a failing disk kept back is left: try again in a while.
+            if stop.pause(WRITE_RETRY).await {
                 break;
+            }
+        } else {
+            let wait_until = if failing {
+                Some(Instant::now() + WRITE_RETRY)
+            } else {
+                flush_by
+            };
+            let next = match wait_until {
+                Some(at) => tokio::time::timeout_at(at.into(), writes.recv()).await.ok(),
+                None => Some(writes.recv().await),
+            };
+            match next {
+                Some(Some(first)) => group.push(first),
+                Some(None) => closed = true,
+                None => {}
+            }
+            // Every connection ready to claim in this turn of the runtime joins the group.
+            tokio::task::yield_now().await;
+            while group.len() < GROUP_MAX {
+                match writes.try_recv() {
+                    Ok(more) => group.push(more),
+                    Err(_) => break,
+                }
             }
         }
         let mut claims = Vec::new();
@@ -585,6 +658,18 @@ fn write_groups(
                 }
             }
         }
+        let due = closed
+            || failing
+            || !claims.is_empty()
+            || !acks.is_empty()
+            || unsaved.len() >= GROUP_MAX
+            || flush_by.is_some_and(|at| Instant::now() >= at);
+        if !due {
+            if !unsaved.is_empty() {
+                flush_by.get_or_insert_with(|| Instant::now() + OUTCOMES_WAIT);
+            }
+            continue;
+        }
         // Once the round is over nothing new is claimed (a claim already asked for is still
         // honoured when the round ended because the server is stopping: the message is in
         // flight and finishes).
@@ -594,12 +679,22 @@ fn write_groups(
         } else {
             claims.iter().map(|(id, _, _)| *id).collect()
         };
-        let committed = write_tx(conn, |tx| {
+        let Some(conn) = writer.conn.as_mut() else {
+            round.finish(RoundEnd::Storage(
+                "the send writer lost its connection".into(),
+            ));
+            for (_, _, answer) in claims {
+                let _ = answer.send(Commit::Refused);
+            }
+            break;
+        };
+        let committed = write_tx(&mut conn.0, |tx| {
             sending::record_outcomes(tx, &unsaved, retry_base)?;
             sending::mark_sending(tx, &ids)
         });
         match committed {
             Ok(claimed) => {
+                commits += 1;
                 crash_point(claimed.len());
                 // Straight after the commit: the end-of-data marks, nothing in between.
                 for (id, socket, answer) in claims {
@@ -614,22 +709,24 @@ fn write_groups(
                     let _ = answer.send(commit);
                 }
                 unsaved.clear();
+                flush_by = None;
                 for ack in acks.drain(..) {
                     let _ = ack.send(());
                 }
-                if complained {
+                if failing {
                     eprintln!("send: the database can be written again");
-                    complained = false;
+                    failing = false;
                 }
+                writer.checkpoint_when_due().await;
             }
             Err(e) => {
                 let e: crate::domain::DomainError = e;
-                if !complained {
+                if !failing {
                     eprintln!(
                         "send: cannot record the send's progress ({e}); no new message goes out \
                          and the outcomes are kept until they can be written"
                     );
-                    complained = true;
+                    failing = true;
                 }
                 round.finish(RoundEnd::Storage(e.to_string()));
                 for (_, _, answer) in claims {
@@ -644,7 +741,7 @@ fn write_groups(
     }
     // What could not be written: answer the waiting connections so they can close.
     drop(acks);
-    refuse_all(writes);
+    commits
 }
 
 /// A crash point for fault trials (`examples/fault_soak.rs`): with

@@ -2,7 +2,9 @@
 //! through mail-send, or the `.eml` outbox that makes a fresh install work with no mail server).
 
 pub mod account;
+mod qp;
 pub mod render_budget;
+mod seven_bit;
 mod smtp;
 
 use std::path::PathBuf;
@@ -63,6 +65,21 @@ impl OutgoingMail {
     }
 }
 
+/// The SMTP envelope of one message: whose it is and who gets it.
+#[derive(Debug, Clone, Copy)]
+pub struct Envelope<'a> {
+    pub from: &'a str,
+    pub to: &'a str,
+}
+
+/// A MIME message to send.
+pub struct Mime {
+    pub bytes: Vec<u8>,
+    /// No line starts with a dot, so SMTP sends it as it is, without dot-stuffing (whoever
+    /// sets this has made sure of it).
+    pub dot_free: bool,
+}
+
 /// Why a message was not accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MailError {
@@ -113,7 +130,9 @@ impl Transport {
                 connection.close().await;
                 result
             }
-            Transport::Outbox(dir) => write_to_outbox(dir, mail, &mail.to_mime()),
+            Transport::Outbox(dir) => {
+                write_to_outbox(dir, &mail.to, mail.primary_link.as_deref(), &mail.to_mime())
+            }
         }
     }
 }
@@ -158,14 +177,14 @@ impl Lane {
         }
     }
 
-    /// Sends `mail` on the open connection, calling `commit` at the last moment before the
-    /// message is final (see [`SmtpConnection::send_committed`]). `mime` is `mail.to_mime()`,
-    /// rendered by the caller. After an error other than a refusal the connection is closed
-    /// and [`Lane::connect`] opens a new one; after a refusal call [`Lane::reset`].
+    /// Sends the message `mime` on the open connection, calling `commit` at the last moment
+    /// before the message is final (see [`SmtpConnection::send_committed`]). After an error
+    /// other than a refusal the connection is closed and [`Lane::connect`] opens a new one;
+    /// after a refusal call [`Lane::reset`].
     pub async fn send<F, Fut>(
         &mut self,
-        mail: &OutgoingMail,
-        mime: &[u8],
+        envelope: Envelope<'_>,
+        mime: &Mime,
         commit: F,
     ) -> Result<(), MailError>
     where
@@ -181,13 +200,14 @@ impl Lane {
                     return Err(MailError::Abandoned("the message was not claimed".into()));
                 }
                 // A file that cannot be written (a full disk) was not handed over.
-                write_to_outbox(dir, mail, mime).map_err(|e| MailError::Abandoned(e.to_string()))
+                write_to_outbox(dir, envelope.to, None, &mime.bytes)
+                    .map_err(|e| MailError::Abandoned(e.to_string()))
             }
             Lane::Smtp { connection, .. } => {
                 let Some(open) = connection.as_mut() else {
                     return Err(MailError::Connection("no connection is open".into()));
                 };
-                let result = open.send_committed(mail, mime, commit).await;
+                let result = open.send_committed(envelope, mime, commit).await;
                 if !matches!(
                     result,
                     Ok(()) | Err(MailError::Permanent(_) | MailError::Temporary(_))
@@ -226,7 +246,8 @@ impl Lane {
 /// Writes `<dir>/<timestamp>-<random>.eml` and logs its path and link.
 fn write_to_outbox(
     dir: &std::path::Path,
-    mail: &OutgoingMail,
+    to: &str,
+    primary_link: Option<&str>,
     mime: &[u8],
 ) -> Result<(), MailError> {
     std::fs::create_dir_all(dir).map_err(|e| MailError::Temporary(e.to_string()))?;
@@ -237,13 +258,9 @@ fn write_to_outbox(
     );
     let path = dir.join(name);
     std::fs::write(&path, mime).map_err(|e| MailError::Temporary(e.to_string()))?;
-    match &mail.primary_link {
-        Some(link) => eprintln!(
-            "outbox: wrote {} to {} (link: {link})",
-            path.display(),
-            mail.to
-        ),
-        None => eprintln!("outbox: wrote {} to {}", path.display(), mail.to),
+    match primary_link {
+        Some(link) => eprintln!("outbox: wrote {} to {to} (link: {link})", path.display()),
+        None => eprintln!("outbox: wrote {} to {to}", path.display()),
     }
     Ok(())
 }

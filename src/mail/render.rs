@@ -1,10 +1,20 @@
 //! Turns an issue into e-mail: its HTML (rendered from Markdown when the content was saved,
 //! GFM, raw HTML escaped) wrapped once per send, then per recipient only the personal parts:
-//! signed click links, the open pixel, the unsubscribe link.
+//! signed click links, the open pixel, the unsubscribe link. The MIME message itself is
+//! encoded once per send too (quoted-printable in pieces, see `qp`): a recipient's copy
+//! encodes only its personal strings and copies everything else.
 
+use std::ops::Range;
+
+use mail_send::mail_builder::headers::Header;
+use mail_send::mail_builder::headers::address::Address;
+use mail_send::mail_builder::headers::date::Date;
+use mail_send::mail_builder::headers::raw::Raw;
+use mail_send::mail_builder::headers::text::Text;
 use maud::{DOCTYPE, PreEscaped, html};
 
-use super::OutgoingMail;
+use super::smtp::dot_free;
+use super::{Mime, OutgoingMail, qp, seven_bit};
 use crate::domain::issues::Issue;
 use crate::domain::newsletters::Newsletter;
 use crate::domain::tracking::Links;
@@ -73,9 +83,109 @@ fn escape_attr(value: &str) -> String {
 /// renderer and the template escape every `<` of the author's content.
 const PIXEL_MARK: &str = "<!--broadsheet:pixel-->";
 
+/// A personal part of one recipient's message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    /// The `To`, `Date`, `Message-ID` and `List-Unsubscribe` headers.
+    Headers,
+    /// The delivery's part of a tracked link, in the HTML part.
+    ClickPrefix,
+    /// The open pixel, in the HTML part.
+    Pixel,
+    /// The unsubscribe address in the HTML part.
+    UnsubscribeHtml,
+    /// The unsubscribe address in the text part.
+    UnsubscribeText,
+}
+
+/// One part of a MIME body before it is encoded: text every recipient gets, or a slot.
+enum BodyPiece {
+    Fixed(String),
+    Slot(Slot),
+}
+
+/// The message every recipient of a send gets, encoded once: fixed bytes and, between them,
+/// the slots each copy fills in.
+struct Template {
+    bytes: Vec<u8>,
+    segments: Vec<Segment>,
+    /// The HTML part is 7bit (see `seven_bit`), not quoted-printable.
+    html_7bit: bool,
+}
+
+impl Template {
+    /// No fixed segment has a line that starts with a dot (each segment's start counted as
+    /// the start of a line).
+    fn dot_free(&self) -> bool {
+        self.segments.iter().all(|segment| match segment {
+            Segment::Fixed(range) => dot_free(&self.bytes[range.clone()]),
+            Segment::Slot(_) => true,
+        })
+    }
+}
+
+#[derive(PartialEq)]
+enum Segment {
+    Fixed(Range<usize>),
+    Slot(Slot),
+}
+
+impl Template {
+    fn has(&self, slot: Slot) -> bool {
+        self.segments.contains(&Segment::Slot(slot))
+    }
+
+    fn fixed(&mut self, bytes: &[u8]) {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(bytes);
+        match self.segments.last_mut() {
+            Some(Segment::Fixed(range)) if range.end == start => range.end = self.bytes.len(),
+            _ => self.segments.push(Segment::Fixed(start..self.bytes.len())),
+        }
+    }
+
+    /// A body part in quoted-printable: adjacent fixed text is encoded as one piece, and
+    /// every piece but the last ends with a soft line break, so each slot starts a line.
+    fn body(&mut self, pieces: Vec<BodyPiece>) {
+        let mut merged: Vec<BodyPiece> = Vec::with_capacity(pieces.len());
+        for piece in pieces {
+            match (merged.last_mut(), piece) {
+                (Some(BodyPiece::Fixed(text)), BodyPiece::Fixed(more)) => text.push_str(&more),
+                (_, piece) => merged.push(piece),
+            }
+        }
+        let last = merged.len().saturating_sub(1);
+        for (n, piece) in merged.into_iter().enumerate() {
+            match piece {
+                BodyPiece::Fixed(text) => {
+                    let mut encoded = Vec::new();
+                    qp::encode_piece(&mut encoded, text.as_bytes(), n < last);
+                    self.fixed(&encoded);
+                }
+                BodyPiece::Slot(slot) => self.segments.push(Segment::Slot(slot)),
+            }
+        }
+    }
+}
+
+/// A MIME boundary: `=_` never occurs in quoted-printable, so no body line can match it.
+fn boundary() -> String {
+    format!("bs=_{}", crate::domain::secrets::random_hex(16))
+}
+
+/// Writes one header with mail-builder's encoding and folding.
+fn header(out: &mut Vec<u8>, name: &str, value: &impl Header) {
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b": ");
+    value.write_header(out, name.len() + 2);
+}
+
 /// An issue ready to personalise, built once per send.
 pub struct IssueEmail {
     pieces: Vec<Piece>,
+    template: Template,
+    /// See [`Template::dot_free`].
+    template_dot_free: bool,
     text: String,
     subject: String,
     from_name: String,
@@ -152,8 +262,14 @@ impl IssueEmail {
                 other => other,
             })
             .collect();
-        IssueEmail {
+        let mut email = IssueEmail {
+            template_dot_free: false,
             pieces,
+            template: Template {
+                bytes: Vec::new(),
+                segments: Vec::new(),
+                html_7bit: false,
+            },
             text,
             subject: issue.subject.clone(),
             from_name: newsletter.sender_name.clone(),
@@ -174,6 +290,199 @@ impl IssueEmail {
             ),
             message_domain,
             links,
+        };
+        email.template = email.template();
+        email.template_dot_free = email.template.dot_free();
+        email
+    }
+
+    /// The sender's address, for the SMTP envelope.
+    pub fn from_email(&self) -> &str {
+        &self.from_email
+    }
+
+    /// The MIME message with a slot for each personal part, as [`IssueEmail::personalise`]
+    /// and [`OutgoingMail::to_mime`] would make it.
+    fn template(&self) -> Template {
+        let mut template = Template {
+            bytes: Vec::new(),
+            segments: Vec::new(),
+            html_7bit: false,
+        };
+        let mut head = Vec::new();
+        header(
+            &mut head,
+            "From",
+            &Address::from((self.from_name.as_str(), self.from_email.as_str())),
+        );
+        header(&mut head, "Subject", &Text::new(self.subject.as_str()));
+        template.fixed(&head);
+        template.segments.push(Segment::Slot(Slot::Headers));
+        let boundary = boundary();
+        let mut head = Vec::new();
+        header(&mut head, "List-Id", &Raw::new(self.list_id.as_str()));
+        head.extend_from_slice(
+            format!(
+                "List-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n\
+                 Precedence: bulk\r\n\
+                 MIME-Version: 1.0\r\n\
+                 Content-Type: multipart/alternative;\r\n boundary=\"{boundary}\"\r\n\r\n"
+            )
+            .as_bytes(),
+        );
+        template.fixed(&head);
+        let part_head = |kind: &str, encoding: &str| {
+            format!(
+                "--{boundary}\r\nContent-Type: text/{kind}; charset=\"utf-8\"\r\n\
+                 Content-Transfer-Encoding: {encoding}\r\n\r\n"
+            )
+        };
+        template.fixed(part_head("plain", "quoted-printable").as_bytes());
+        template.body(vec![
+            BodyPiece::Fixed(format!("{}\n-- \nUnsubscribe: ", self.text)),
+            BodyPiece::Slot(Slot::UnsubscribeText),
+            BodyPiece::Fixed("\n".into()),
+        ]);
+        let mut html = Vec::new();
+        for piece in &self.pieces {
+            match piece {
+                Piece::Text(text) => match text.split_once(PIXEL_MARK) {
+                    Some((before, after)) => {
+                        html.push(BodyPiece::Fixed(before.to_string()));
+                        if self.links.open_pixel(0).is_some() {
+                            html.push(BodyPiece::Slot(Slot::Pixel));
+                        }
+                        html.push(BodyPiece::Fixed(after.to_string()));
+                    }
+                    None => html.push(BodyPiece::Fixed(text.clone())),
+                },
+                Piece::Link(target) if target == "{{unsubscribe}}" => {
+                    html.push(BodyPiece::Slot(Slot::UnsubscribeHtml))
+                }
+                Piece::Link(target) => html.push(BodyPiece::Fixed(escape_attr(target))),
+                Piece::Tracked(query) => {
+                    html.push(BodyPiece::Slot(Slot::ClickPrefix));
+                    html.push(BodyPiece::Fixed(query.clone()));
+                }
+            }
+        }
+        // The HTML as 7bit lines where it can be laid out so (the personal strings go in as
+        // they are), quoted-printable where not.
+        let widest = |slot: Slot| match slot {
+            Slot::ClickPrefix => escape_attr(&self.links.click_prefix(i64::MAX)),
+            Slot::Pixel => self
+                .links
+                .open_pixel(i64::MAX)
+                .map(|url| pixel_html(&url))
+                .unwrap_or_default(),
+            Slot::UnsubscribeHtml => escape_attr(&self.links.unsubscribe(i64::MAX)),
+            Slot::Headers | Slot::UnsubscribeText => String::new(),
+        };
+        let mut personal_ascii = true;
+        let pieces: Vec<seven_bit::Piece<Slot>> = html
+            .iter()
+            .map(|piece| match piece {
+                BodyPiece::Fixed(text) => seven_bit::Piece::Fixed(text.clone()),
+                BodyPiece::Slot(slot) => {
+                    let widest = widest(*slot);
+                    personal_ascii &= widest.is_ascii();
+                    seven_bit::Piece::Slot(*slot, widest.len())
+                }
+            })
+            .collect();
+        match seven_bit::lay_out(&pieces).filter(|_| personal_ascii) {
+            Some(laid) => {
+                template.html_7bit = true;
+                template.fixed(format!("\r\n{}", part_head("html", "7bit")).as_bytes());
+                for part in laid {
+                    match part {
+                        seven_bit::Laid::Fixed(bytes) => template.fixed(&bytes),
+                        seven_bit::Laid::Slot(slot) => template.segments.push(Segment::Slot(slot)),
+                    }
+                }
+            }
+            None => {
+                template.fixed(format!("\r\n{}", part_head("html", "quoted-printable")).as_bytes());
+                template.body(html);
+            }
+        }
+        template.fixed(format!("\r\n--{boundary}--\r\n").as_bytes());
+        template
+    }
+
+    /// The MIME message for one recipient of delivery `delivery_id`:
+    /// [`IssueEmail::personalise`]'s message, encoded from the send's template. Known to be
+    /// dot-free (no SMTP dot-stuffing needed) when the template and the personal parts are,
+    /// which the encodings make sure of, so SMTP need not look through every message.
+    pub fn message(&self, delivery_id: i64, to: &str) -> Mime {
+        let unsubscribe = self.links.unsubscribe(delivery_id);
+        let encoded = |text: &str| {
+            let mut out = Vec::with_capacity(text.len() + 16);
+            qp::encode_piece(&mut out, text.as_bytes(), true);
+            out
+        };
+        let mut headers = Vec::with_capacity(256);
+        header(&mut headers, "To", &Address::new_address(None::<&str>, to));
+        header(
+            &mut headers,
+            "Date",
+            &Date::new(crate::clock::now().unix_timestamp()),
+        );
+        headers.extend_from_slice(
+            format!(
+                "Message-ID: <issue-d{delivery_id}.{}@{}>\r\n",
+                crate::domain::secrets::random_hex(6),
+                self.message_domain
+            )
+            .as_bytes(),
+        );
+        header(
+            &mut headers,
+            "List-Unsubscribe",
+            &Raw::new(format!("<{unsubscribe}>")),
+        );
+        // The HTML part's personal strings go in as they are into 7bit lines.
+        let html_encoded = |text: String| {
+            if self.template.html_7bit {
+                text.into_bytes()
+            } else {
+                encoded(&text)
+            }
+        };
+        let unsubscribe_html = html_encoded(escape_attr(&unsubscribe));
+        let unsubscribe_text = encoded(&unsubscribe);
+        let click_prefix = if self.template.has(Slot::ClickPrefix) {
+            html_encoded(escape_attr(&self.links.click_prefix(delivery_id)))
+        } else {
+            Vec::new()
+        };
+        let pixel = self
+            .links
+            .open_pixel(delivery_id)
+            .map(|url| html_encoded(pixel_html(&url)))
+            .unwrap_or_default();
+        let personal = [
+            &headers,
+            &click_prefix,
+            &pixel,
+            &unsubscribe_html,
+            &unsubscribe_text,
+        ];
+        let mut out = Vec::with_capacity(self.template.bytes.len() + 4096);
+        for segment in &self.template.segments {
+            let bytes: &[u8] = match segment {
+                Segment::Fixed(range) => &self.template.bytes[range.clone()],
+                Segment::Slot(Slot::Headers) => personal[0],
+                Segment::Slot(Slot::ClickPrefix) => personal[1],
+                Segment::Slot(Slot::Pixel) => personal[2],
+                Segment::Slot(Slot::UnsubscribeHtml) => personal[3],
+                Segment::Slot(Slot::UnsubscribeText) => personal[4],
+            };
+            out.extend_from_slice(bytes);
+        }
+        Mime {
+            bytes: out,
+            dot_free: self.template_dot_free && personal.iter().all(|part| dot_free(part)),
         }
     }
 
@@ -194,13 +503,11 @@ impl IssueEmail {
         for piece in &self.pieces {
             match piece {
                 Piece::Text(text) if text.contains(PIXEL_MARK) => {
-                    let pixel = match self.links.open_pixel(delivery_id) {
-                        Some(url) => format!(
-                            "<img src=\"{}\" width=\"1\" height=\"1\" alt=\"\" style=\"display:block;border:0\">",
-                            escape_attr(&url)
-                        ),
-                        None => String::new(),
-                    };
+                    let pixel = self
+                        .links
+                        .open_pixel(delivery_id)
+                        .map(|url| pixel_html(&url))
+                        .unwrap_or_default();
                     html.push_str(&text.replace(PIXEL_MARK, &pixel));
                 }
                 Piece::Text(text) => html.push_str(text),
@@ -241,6 +548,14 @@ impl IssueEmail {
             primary_link: None,
         }
     }
+}
+
+/// The open pixel's tag.
+fn pixel_html(url: &str) -> String {
+    format!(
+        "<img src=\"{}\" width=\"1\" height=\"1\" alt=\"\" style=\"display:block;border:0\">",
+        escape_attr(url)
+    )
 }
 
 const EMAIL_CSS: &str = "body{margin:0;padding:0;background:#f4f5f7;color:#1d2330;font:16px/1.6 -apple-system,'Segoe UI',Roboto,Helvetica,Arial,sans-serif}\
@@ -290,9 +605,14 @@ mod tests {
         let issue = crate::domain::issues::get(&conn, 1, 1).unwrap();
         let secret = crate::domain::secrets::ServerSecret::load_or_create(&conn).unwrap();
         let links = Links::new("http://n.localhost", 1, secret, false);
-        let mail = IssueEmail::new(&issue, &newsletter, links).personalise(1, "r@x.co");
+        let email = IssueEmail::new(&issue, &newsletter, links);
+        let mail = email.personalise(1, "r@x.co");
         let (_, list_id) = mail.headers.iter().find(|(h, _)| h == "List-Id").unwrap();
         assert_eq!(list_id, "NewsBcc: all@example.com <n.n.localhost>");
+        let sent = String::from_utf8(email.message(1, "r@x.co").bytes).unwrap();
+        let (head, _) = sent.split_once("\r\n\r\n").unwrap();
+        assert!(head.contains("\r\nList-Id: NewsBcc: all@example.com <n.n.localhost>\r\n"));
+        assert!(!head.contains("\nBcc"), "{head}");
     }
 
     #[test]
@@ -300,5 +620,99 @@ mod tests {
         let pieces = split_links("<p><a href=\"https://x.com/?a=1&amp;b=2\">x</a> y</p>");
         assert_eq!(pieces[1], Piece::Link("https://x.com/?a=1&b=2".into()));
         assert_eq!(pieces.len(), 3);
+    }
+
+    #[test]
+    fn the_sent_message_is_the_personalised_mail_encoded_once() {
+        use mail_parser::MimeHeaders;
+        let long_paragraph = "words and more words, ".repeat(80);
+        // Content that lays out as 7bit lines, and content that needs quoted-printable (a dot
+        // that would start a line of a `<pre>`).
+        let contents = [
+            (
+                format!(
+                    "<p>.x {long_paragraph} <a href=\"https://example.org/a?b=1&amp;c=2\">x</a> é</p>\n.<p>y</p><a href=\"mailto:a@b.c\">m</a>"
+                ),
+                "7bit",
+            ),
+            (
+                "<p>.x <a href=\"https://example.org/a\">x</a> é</p>\n<pre>a  \n.b</pre>"
+                    .to_string(),
+                "quoted-printable",
+            ),
+        ];
+        for (content_html, encoding) in contents {
+            let conn = crate::domain::testing::db_with_newsletter("paid");
+            conn.execute(
+                "UPDATE newsletters SET name = 'Ünïcode News', sender_name = 'Zoë Writer', sender_email = 'zoe@example.org'",
+                [],
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO issues (newsletter_id, subject, content_markdown, content_html, path, created_at, updated_at)
+                 VALUES (1, 'Sübject long enough to be folded: and on and on and on and on past 78 characters',
+                         '.x\n\n# Héllo =_ \nsome text ', ?1, 's', 'n', 'n')",
+                [&content_html],
+            )
+            .unwrap();
+            let newsletter = crate::domain::newsletters::get(&conn, 1).unwrap();
+            let issue = crate::domain::issues::get(&conn, 1, 1).unwrap();
+            let secret = crate::domain::secrets::ServerSecret::load_or_create(&conn).unwrap();
+            for tracking in [true, false] {
+                let links = Links::new("http://n.localhost", 1, secret.clone(), tracking);
+                let email = IssueEmail::new(&issue, &newsletter, links);
+                let mail = email.personalise(7, "r@x.co");
+                let message = email.message(7, "r@x.co");
+                assert!(message.dot_free);
+                let bytes = message.bytes;
+                let text = String::from_utf8(bytes.clone()).unwrap();
+                for line in text.split("\r\n") {
+                    assert!(line.len() <= 998 && !line.starts_with('.'), "{line:?}");
+                    assert!(!line.contains(['\r', '\n']), "a bare line break: {line:?}");
+                }
+                let parsed = mail_parser::MessageParser::default().parse(&bytes).unwrap();
+                let html_part = parsed.html_part(0).unwrap();
+                assert_eq!(html_part.content_transfer_encoding(), Some(encoding));
+                let normal = |s: &str| s.replace("\r\n", "\n");
+                let html = normal(&parsed.body_html(0).unwrap());
+                if encoding == "7bit" {
+                    assert!(html.is_ascii());
+                    // The same document once an HTML reader has read it: the characters
+                    // referenced, the line breaks where whitespace was or inside tags.
+                    let read = |s: &str| {
+                        s.replace("&#xE9;", "é")
+                            .replace("&#xDC;", "Ü")
+                            .replace("&#xEF;", "ï")
+                            .replace("&#xFC;", "ü")
+                            .split_whitespace()
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                            .replace(" >", ">")
+                    };
+                    assert_eq!(read(&html), read(&mail.html));
+                } else {
+                    assert_eq!(html, mail.html);
+                }
+                assert_eq!(normal(&parsed.body_text(0).unwrap()), mail.text);
+                assert_eq!(parsed.subject(), Some(issue.subject.as_str()));
+                let from = parsed.from().unwrap().first().unwrap();
+                assert_eq!(
+                    (from.name(), from.address()),
+                    (Some("Zoë Writer"), Some("zoe@example.org"))
+                );
+                let to = parsed.to().unwrap().first().unwrap();
+                assert_eq!(to.address(), Some("r@x.co"));
+                assert!(parsed.message_id().unwrap().starts_with("issue-d7."));
+                assert!(parsed.date().is_some());
+                for (name, value) in &mail.headers {
+                    let got = parsed.header_raw(name.as_str()).unwrap_or_default();
+                    assert_eq!(got.trim(), value, "{name}");
+                }
+                assert_eq!(html_part.content_type().unwrap().subtype(), Some("html"));
+                assert_eq!(html.contains("/o/7/"), tracking);
+                assert_eq!(html.contains("/c/7/"), tracking);
+                assert!(html.contains("/u/7/"));
+            }
+        }
     }
 }

@@ -5,6 +5,7 @@
 //! [`TlsTrust`]), and credentials never go over a connection without TLS unless the operator
 //! said so (`--smtp-allow-plaintext-auth`).
 
+use std::borrow::Cow;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +16,7 @@ use mail_send::smtp::message::{Message, Parameters};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::{MailError, OutgoingMail};
+use super::{Envelope, MailError, Mime, OutgoingMail};
 
 type TlsStream = tokio_rustls::client::TlsStream<TcpStream>;
 
@@ -272,7 +273,7 @@ impl SmtpConnection {
     /// message is on its way and answers whether to go on), and only then the end mark that
     /// lets the relay take the message. A stop before the mark leaves no message (a relay
     /// drops a transaction cut off mid-DATA); a stop after it leaves one that was recorded.
-    /// `body` is `mail` as MIME, rendered by the caller (off the async threads).
+    /// `body` is the MIME message; it is dot-stuffed here unless it is known to be dot-free.
     ///
     /// `commit` gets a handle on the socket: on a plain connection whoever commits writes the
     /// end-of-data mark the moment the commit returns (see [`write_end_of_data`]) and answers
@@ -287,8 +288,8 @@ impl SmtpConnection {
     /// a refusal the connection is no longer usable.
     pub async fn send_committed<F, Fut>(
         &mut self,
-        mail: &OutgoingMail,
-        body: &[u8],
+        envelope: Envelope<'_>,
+        body: &Mime,
         commit: F,
     ) -> Result<(), MailError>
     where
@@ -299,14 +300,14 @@ impl SmtpConnection {
         let socket = self.raw_socket();
         match &mut self.session {
             Session::Plain(client) => {
-                send_committed_on(client, pipelining, mail, body, || {
+                send_committed_on(client, pipelining, envelope, body, || {
                     commit(MessageSocket::Plain(socket))
                 })
                 .await
             }
             Session::Tls(client) => {
                 let peek = socket.clone();
-                send_committed_on(client, pipelining, mail, body, || async move {
+                send_committed_on(client, pipelining, envelope, body, || async move {
                     match commit(MessageSocket::NotShared).await {
                         // Claimed: check the relay is still there before the end mark.
                         Commit::Claimed { .. }
@@ -383,8 +384,8 @@ async fn send_on<T: AsyncRead + AsyncWrite + Unpin>(
 async fn send_committed_on<T, F, Fut>(
     client: &mut mail_send::SmtpClient<T>,
     pipelining: bool,
-    mail: &OutgoingMail,
-    body: &[u8],
+    envelope: Envelope<'_>,
+    body: &Mime,
     commit: F,
 ) -> Result<(), MailError>
 where
@@ -393,12 +394,16 @@ where
     Fut: std::future::Future<Output = Commit>,
 {
     let timeout = client.timeout;
-    match tokio::time::timeout(timeout, envelope(client, pipelining, mail)).await {
+    match tokio::time::timeout(timeout, send_envelope(client, pipelining, envelope)).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => return Err(classify(e)),
         Err(_) => return Err(MailError::Connection("no answer to the envelope".into())),
     }
-    let stuffed = dot_stuff(body);
+    let stuffed = if body.dot_free {
+        Cow::Borrowed(body.bytes.as_slice())
+    } else {
+        dot_stuff(&body.bytes)
+    };
     let written = tokio::time::timeout(timeout, async {
         client.stream.write_all(&stuffed).await?;
         client.stream.flush().await
@@ -514,9 +519,22 @@ pub fn write_end_of_data(socket: Option<&std::net::TcpStream>) -> Commit {
 /// The end-of-data mark that makes the server take a message.
 pub const END_OF_DATA: &[u8] = b"\r\n.\r\n";
 
+/// Whether no line of `text` starts with a dot (a line starts after CR or LF, as
+/// [`dot_stuff`] counts them).
+pub fn dot_free(text: &[u8]) -> bool {
+    text.first() != Some(&b'.')
+        && !text
+            .windows(2)
+            .any(|pair| matches!(pair[0], b'\n' | b'\r') && pair[1] == b'.')
+}
+
 /// The SMTP transparency procedure (RFC 5321 4.5.2) in one buffer: a dot at the start of a
-/// line (the first one included) is doubled. The end-of-data mark is not included.
-fn dot_stuff(body: &[u8]) -> Vec<u8> {
+/// line (the first one included) is doubled. The end-of-data mark is not included. A body
+/// with no such dot is used as it is, without a copy.
+fn dot_stuff(body: &[u8]) -> Cow<'_, [u8]> {
+    if dot_free(body) {
+        return Cow::Borrowed(body);
+    }
     let mut out = Vec::with_capacity(body.len() + body.len() / 64 + 8);
     for line in body.split_inclusive(|&b| b == b'\n' || b == b'\r') {
         if line.first() == Some(&b'.') {
@@ -524,25 +542,25 @@ fn dot_stuff(body: &[u8]) -> Vec<u8> {
         }
         out.extend_from_slice(line);
     }
-    out
+    Cow::Owned(out)
 }
 
 /// MAIL FROM, RCPT TO and DATA up to the server's 354: one write and one read of three
 /// replies where the server pipelines, three round trips where it does not.
-async fn envelope<T: AsyncRead + AsyncWrite + Unpin>(
+async fn send_envelope<T: AsyncRead + AsyncWrite + Unpin>(
     client: &mut mail_send::SmtpClient<T>,
     pipelining: bool,
-    mail: &OutgoingMail,
+    envelope: Envelope<'_>,
 ) -> mail_send::Result<()> {
     if !pipelining {
         let params = Parameters::default();
-        client.mail_from(&mail.from_email, &params).await?;
-        client.rcpt_to(&mail.to, &params).await?;
+        client.mail_from(envelope.from, &params).await?;
+        client.rcpt_to(envelope.to, &params).await?;
         return client.cmd(b"DATA\r\n").await?.assert_code(354);
     }
     let commands = format!(
         "MAIL FROM:<{}>\r\nRCPT TO:<{}>\r\nDATA\r\n",
-        mail.from_email, mail.to
+        envelope.from, envelope.to
     );
     client.stream.write_all(commands.as_bytes()).await?;
     client.stream.flush().await?;
@@ -660,11 +678,11 @@ mod tests {
 
     #[test]
     fn stuffs_dots_at_line_starts() {
-        assert_eq!(dot_stuff(b"a\r\n.b\r\n..c"), b"a\r\n..b\r\n...c".to_vec());
-        assert_eq!(dot_stuff(b".x"), b"..x".to_vec());
-        assert_eq!(dot_stuff(b"a\n.\r.\r\n"), b"a\n..\r..\r\n".to_vec());
-        assert_eq!(dot_stuff(b"a\r\n.\r\n"), b"a\r\n..\r\n".to_vec());
-        assert_eq!(dot_stuff(b"a.b\r\n"), b"a.b\r\n".to_vec());
-        assert_eq!(dot_stuff(b""), b"".to_vec());
+        assert_eq!(*dot_stuff(b"a\r\n.b\r\n..c"), *b"a\r\n..b\r\n...c");
+        assert_eq!(*dot_stuff(b".x"), *b"..x");
+        assert_eq!(*dot_stuff(b"a\n.\r.\r\n"), *b"a\n..\r..\r\n");
+        assert_eq!(*dot_stuff(b"a\r\n.\r\n"), *b"a\r\n..\r\n");
+        assert!(matches!(dot_stuff(b"a.b\r\n"), Cow::Borrowed(b"a.b\r\n")));
+        assert!(matches!(dot_stuff(b""), Cow::Borrowed(b"")));
     }
 }

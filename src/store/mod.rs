@@ -3,7 +3,6 @@
 //! it; this module owns only what every caller shares.
 
 mod backup;
-mod checkpoint;
 mod lock;
 mod migrations;
 
@@ -14,7 +13,6 @@ use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 pub use backup::{backup_to, restore_from};
-pub use checkpoint::Checkpointer;
 pub use lock::DataDirLock;
 pub use migrations::{MIGRATIONS, migrate};
 
