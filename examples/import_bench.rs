@@ -37,20 +37,11 @@ use broadsheet::domain::accounts::{self, SignUp};
 use broadsheet::domain::newsletters::{self, NewNewsletter, Tier};
 use broadsheet::domain::urls::SiteUrls;
 
-fn binary() -> PathBuf {
-    std::env::var_os("BROADSHEET_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/target/release/broadsheet"
-            ))
-        })
-}
+mod support;
 
 /// A migrated data directory with one newsletter; returns its subdomain.
 fn prepare(data_dir: &Path) -> String {
-    let status = Command::new(binary())
+    let status = Command::new(support::binary())
         .args(["migrate"])
         .env("BROADSHEET_DATA_DIR", data_dir)
         .stdout(Stdio::null())
@@ -171,7 +162,7 @@ fn measure(mut child: std::process::Child, started: Instant) -> Measured {
 /// Runs `broadsheet import`.
 fn import(data_dir: &Path, subdomain: &str, csv: &Path) -> Measured {
     let started = Instant::now();
-    let child = Command::new(binary())
+    let child = Command::new(support::binary())
         .args(["import", subdomain, csv.to_str().unwrap()])
         .env("BROADSHEET_DATA_DIR", data_dir)
         .stdout(Stdio::piped())
@@ -183,7 +174,7 @@ fn import(data_dir: &Path, subdomain: &str, csv: &Path) -> Measured {
 
 /// The sqlite3 shell, found or installed by `scripts/install-sqlite3.sh`.
 fn sqlite3() -> PathBuf {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/install-sqlite3.sh");
+    let script = support::repository().join("scripts/install-sqlite3.sh");
     let out = Command::new("sh")
         .arg(script)
         .stderr(Stdio::inherit())
@@ -374,11 +365,7 @@ fn main() {
     if sizes.is_empty() {
         sizes.push(1_000_000);
     }
-    assert!(
-        binary().is_file(),
-        "{} not found: cargo build --release --bin broadsheet",
-        binary().display()
-    );
+    support::binary(); // stops here, saying how to build it, when it is missing
     let shell = sqlite3();
     let mut runs = Vec::new();
     for rows in sizes {

@@ -34,7 +34,6 @@ mod support;
 use support::{Api, Guard, free_port, wait_connectable};
 
 /// The project's own ceiling script, found from the repository this example was built in.
-const CEILING_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/smtp-ceiling.sh");
 
 struct Args {
     subscribers: usize,
@@ -217,7 +216,12 @@ const USUAL_SIZE: usize = 20_000;
 
 fn main() {
     let args = args();
-    let script = std::env::var("SMTP_CEILING_SCRIPT").unwrap_or_else(|_| CEILING_SCRIPT.into());
+    let script = std::env::var("SMTP_CEILING_SCRIPT").unwrap_or_else(|_| {
+        support::repository()
+            .join("scripts/smtp-ceiling.sh")
+            .to_string_lossy()
+            .into_owned()
+    });
     let binary = support::binary();
 
     let sink_port = free_port();

@@ -11,11 +11,25 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// The release binary (`target/release/broadsheet`, or `$BROADSHEET_BIN`).
+/// The repository the running example was built in: the nearest folder holding `Cargo.toml`
+/// above the example's own executable (`target/release/examples/...`), found at run time so
+/// nothing of the building machine is baked in; the current directory when there is none.
+pub fn repository() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| {
+            exe.ancestors()
+                .find(|dir| dir.join("Cargo.toml").is_file())
+                .map(Path::to_path_buf)
+        })
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// The release binary (`target/release/broadsheet` of the repository, or `$BROADSHEET_BIN`).
 pub fn binary() -> PathBuf {
-    let binary = PathBuf::from(
-        std::env::var("BROADSHEET_BIN").unwrap_or_else(|_| "target/release/broadsheet".into()),
-    );
+    let binary = std::env::var_os("BROADSHEET_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repository().join("target/release/broadsheet"));
     assert!(
         binary.exists(),
         "{} missing: cargo build --release --bin broadsheet",
