@@ -874,6 +874,40 @@ mod tests {
         }
     }
 
+    /// Rows go in chunks of `INSERT_CHUNK`: an address repeated inside one chunk, across a
+    /// chunk boundary, or already stored counts as existing, and each new one keeps its tags.
+    #[test]
+    fn import_counts_repeats_within_and_across_chunks_as_existing() {
+        let mut conn = db_with_newsletter();
+        create(&mut conn, 1, &new("stored@x.co")).unwrap();
+        let mut entries: Vec<NewSubscriber> = (0..INSERT_CHUNK + 2)
+            .map(|i| NewSubscriber {
+                email: format!("r{i}@x.co"),
+                tags: vec!["t".into()],
+                ..Default::default()
+            })
+            .collect();
+        entries[1] = new("r0@x.co"); // inside the first chunk
+        entries[INSERT_CHUNK] = new("r2@x.co"); // across the boundary
+        entries[INSERT_CHUNK + 1] = new("Stored@x.co"); // already there
+        let tx = conn.transaction().unwrap();
+        let outcome = import(&tx, 1, entries.into_iter().enumerate()).unwrap();
+        tx.commit().unwrap();
+        assert_eq!((outcome.created, outcome.existing), (INSERT_CHUNK - 1, 3));
+        let (total, tagged): (i64, i64) = conn
+            .query_row(
+                "SELECT (SELECT count(*) FROM subscribers),
+                        (SELECT count(*) FROM subscriber_tags WHERE tag = 't')",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(
+            (total as usize, tagged as usize),
+            (INSERT_CHUNK, INSERT_CHUNK - 1)
+        );
+    }
+
     #[test]
     fn a_cancelled_newsletter_refuses_owner_changes_but_lets_readers_leave() {
         let mut conn = db_with_newsletter();

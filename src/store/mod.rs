@@ -211,6 +211,20 @@ impl Db {
 mod tests {
     use super::*;
 
+    /// The relaxed setting lasts for `work` only: later commits on the connection wait for
+    /// the disk again.
+    #[test]
+    fn without_fsync_restores_full_durability() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = open(&dir.path().join("t.db")).unwrap();
+        let level = |conn: &Connection| -> i64 {
+            conn.query_row("PRAGMA synchronous", [], |r| r.get(0))
+                .unwrap()
+        };
+        let inside = without_fsync(&conn, level);
+        assert_eq!((inside, level(&conn)), (1, 2), "NORMAL inside, FULL after");
+    }
+
     #[test]
     fn disk_full_is_sqlite_full_or_enospc() {
         let sqlite = |code| {
