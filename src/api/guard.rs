@@ -8,7 +8,7 @@ use poem::{Endpoint, IntoResponse, Request, Response};
 use super::error::{ApiError, into_json_response, retry_hint};
 use crate::app::AppState;
 use crate::domain::api_keys::{self, ApiKey, Permission};
-use crate::domain::rate_limit::{self, Window};
+use crate::domain::rate_limit::{self, ApiClass, Bucket, Window};
 use crate::domain::{DomainError, newsletters};
 
 /// The authenticated caller, available to operations as `Data<&Principal>`.
@@ -21,13 +21,13 @@ pub struct Principal {
 const HOUR: i64 = 3600;
 
 /// Which permission and which rate-limit bucket a request uses.
-fn classify(req: &Request) -> (Permission, &'static str) {
+fn classify(req: &Request) -> (Permission, ApiClass) {
     let bulk = req.uri().path().ends_with("/bulk_create");
     match *req.method() {
-        Method::GET | Method::HEAD | Method::OPTIONS => (Permission::Read, "get"),
-        Method::DELETE => (Permission::Delete, "write"),
-        _ if bulk => (Permission::Write, "bulk"),
-        _ => (Permission::Write, "write"),
+        Method::GET | Method::HEAD | Method::OPTIONS => (Permission::Read, ApiClass::Get),
+        Method::DELETE => (Permission::Delete, ApiClass::Write),
+        _ if bulk => (Permission::Write, ApiClass::Bulk),
+        _ => (Permission::Write, ApiClass::Write),
     }
 }
 
@@ -85,7 +85,7 @@ async fn checked<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Resp
         .data::<Arc<AppState>>()
         .expect("app state is installed")
         .clone();
-    let (permission, bucket) = classify(&req);
+    let (permission, class) = classify(&req);
     let token = bearer_token(&req);
     let limits = state.rate_limits;
     let writes = permission != Permission::Read;
@@ -99,12 +99,15 @@ async fn checked<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Resp
                     )
                 })?;
                 let key = api_keys::authenticate(conn, &token)?;
-                let limit = match bucket {
-                    "get" => limits.get,
-                    "bulk" => limits.bulk,
-                    _ => limits.write,
+                let limit = match class {
+                    ApiClass::Get => limits.get,
+                    ApiClass::Bulk => limits.bulk,
+                    ApiClass::Write => limits.write,
                 };
-                let bucket = format!("api:{bucket}:{}", key.id);
+                let bucket = Bucket::Api {
+                    class,
+                    key_id: key.id,
+                };
                 let window = match rate_limit::hit(conn, &bucket, HOUR, limit) {
                     // A full disk cannot take the count: the request is held to its bucket
                     // uncounted, so reads still work and a write answers 507 from its own

@@ -102,8 +102,8 @@ impl DeliveryObject {
             bounced: p.bounced,
             failed: p.failed,
             pending: p.remaining,
-            relay_unreachable_since: issue.relay_down_since.clone(),
-            next_attempt_at: issue.send_resumes_at.clone(),
+            relay_unreachable_since: issue.relay_down_since.map(|at| at.to_string()),
+            next_attempt_at: issue.send_resumes_at.map(|at| at.to_string()),
         }
     }
 }
@@ -115,11 +115,11 @@ impl IssueObject {
             newsletter_id: issue.newsletter_id,
             subject: issue.subject,
             status: issue.status.as_str().to_string(),
-            scheduled_for: issue.scheduled_for,
-            sent_at: issue.sent_at,
+            scheduled_for: issue.scheduled_for.map(|at| at.to_string()),
+            sent_at: issue.sent_at.map(|at| at.to_string()),
             articles_count: issue.articles_count,
             path: issue.path,
-            published_at: issue.published_at,
+            published_at: issue.published_at.map(|at| at.to_string()),
             web_url,
             last_error: issue.last_error,
             content_markdown: full.then_some(issue.content_markdown),
@@ -137,8 +137,8 @@ impl IssueObject {
                     .collect()
             }),
             delivery: None,
-            created_at: issue.created_at,
-            updated_at: issue.updated_at,
+            created_at: issue.created_at.to_string(),
+            updated_at: issue.updated_at.to_string(),
         }
     }
 }

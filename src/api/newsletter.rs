@@ -64,8 +64,8 @@ impl NewsletterObject {
             tier: n.tier.as_str().to_string(),
             subscriber_count: counts.0,
             issue_count: counts.1,
-            created_at: n.created_at.clone(),
-            updated_at: n.updated_at.clone(),
+            created_at: n.created_at.to_string(),
+            updated_at: n.updated_at.to_string(),
             urls: NewsletterUrls {
                 home: links.home,
                 subscribe: links.subscribe,

@@ -41,10 +41,10 @@ impl From<Subscriber> for SubscriberObject {
             name: s.name,
             status: s.status.as_str().to_string(),
             tags: s.tags,
-            subscribed_at: s.subscribed_at,
-            unsubscribed_at: s.unsubscribed_at,
-            created_at: s.created_at,
-            updated_at: s.updated_at,
+            subscribed_at: s.subscribed_at.to_string(),
+            unsubscribed_at: s.unsubscribed_at.map(|at| at.to_string()),
+            created_at: s.created_at.to_string(),
+            updated_at: s.updated_at.to_string(),
         }
     }
 }

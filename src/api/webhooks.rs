@@ -46,7 +46,7 @@ impl From<Subscription> for WebhookObject {
             url: s.url,
             events: s.events,
             enabled: s.enabled,
-            created_at: s.created_at,
+            created_at: s.created_at.to_string(),
         }
     }
 }
@@ -58,7 +58,7 @@ fn with_secret((s, secret): (Subscription, String)) -> WebhookWithSecret {
         events: s.events,
         enabled: s.enabled,
         secret,
-        created_at: s.created_at,
+        created_at: s.created_at.to_string(),
     }
 }
 

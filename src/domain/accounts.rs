@@ -11,10 +11,11 @@ use rusqlite::{Connection, OptionalExtension};
 use time::Duration;
 
 use super::email::EmailAddress;
+use super::rate_limit::{self, Bucket};
 use super::secrets::{random_hex, sha256_hex};
 use super::urls::SiteUrls;
-use super::{DomainError, DomainResult, FieldErrors, rate_limit};
-use crate::clock;
+use super::{DomainError, DomainResult, FieldErrors};
+use crate::clock::{self, Timestamp};
 use crate::jobs::send_mail;
 use crate::mail::account as account_mail;
 use crate::store::write_tx;
@@ -163,7 +164,7 @@ pub fn sign_up(
              ON CONFLICT (email) DO NOTHING";
         rate_limit::hit(
             tx,
-            &format!("sign_up:{client}"),
+            &Bucket::SignUp { client },
             3600,
             SIGN_UPS_PER_CLIENT_PER_HOUR,
         )?;
@@ -186,10 +187,10 @@ pub fn sign_up(
 
 /// Counts a mail of `kind` to `email`; false once the address had its share this hour. The
 /// bucket is named by a hash, so addresses typed into the forms are not stored.
-fn mail_allowed(conn: &Connection, kind: &str, email: &str) -> DomainResult<bool> {
+fn mail_allowed(conn: &Connection, purpose: TokenPurpose, email: &str) -> DomainResult<bool> {
     rate_limit::allow(
         conn,
-        &format!("{kind}_mail:{}", sha256_hex(email)),
+        &Bucket::AccountMail { purpose, email },
         3600,
         MAILS_PER_ADDRESS_PER_HOUR,
     )
@@ -197,19 +198,24 @@ fn mail_allowed(conn: &Connection, kind: &str, email: &str) -> DomainResult<bool
 
 /// Mails a new confirmation link, unless the address had its share this hour.
 fn send_confirmation(conn: &Connection, urls: &SiteUrls, user: &User) -> DomainResult<()> {
-    if !mail_allowed(conn, "confirm_email", &user.email)? {
+    if !mail_allowed(conn, TokenPurpose::ConfirmEmail, &user.email)? {
         return Ok(());
     }
-    let token = issue_token(conn, user.id, "confirm_email", CONFIRMATION_TTL)?;
+    let token = issue_token(conn, user.id, TokenPurpose::ConfirmEmail, CONFIRMATION_TTL)?;
     let link = urls.service(&format!("/email_confirmations/{token}"));
     send_mail::enqueue(conn, &user.email, account_mail::confirmation(&link))?;
     Ok(())
 }
 
+crate::string_enum!(
+    /// What a mailed account link does (`user_tokens.purpose`).
+    pub TokenPurpose { ConfirmEmail => "confirm_email", ResetPassword => "reset_password" }
+);
+
 fn issue_token(
     conn: &Connection,
     user_id: i64,
-    purpose: &str,
+    purpose: TokenPurpose,
     ttl: Duration,
 ) -> DomainResult<String> {
     const INSERT: &str =
@@ -231,7 +237,11 @@ fn issue_token(
 }
 
 /// Finds a live (unused, unexpired) token of `purpose`; returns its id and user.
-fn live_token(conn: &Connection, token: &str, purpose: &str) -> DomainResult<Option<(i64, i64)>> {
+fn live_token(
+    conn: &Connection,
+    token: &str,
+    purpose: TokenPurpose,
+) -> DomainResult<Option<(i64, i64)>> {
     const FIND: &str = "SELECT id, user_id FROM user_tokens
          WHERE token_hash = ?1 AND purpose = ?2 AND used_at IS NULL AND expires_at > ?3";
     Ok(conn
@@ -266,7 +276,7 @@ pub fn confirm_email(
     lifetimes: &SessionLifetimes,
 ) -> DomainResult<NewSession> {
     write_tx(conn, |tx| {
-        let (token_id, user_id) = live_token(tx, token, "confirm_email")?
+        let (token_id, user_id) = live_token(tx, token, TokenPurpose::ConfirmEmail)?
             .ok_or(DomainError::NotFound("confirmation link"))?;
         if !use_token(tx, token_id)? {
             return Err(DomainError::NotFound("confirmation link"));
@@ -333,11 +343,12 @@ pub fn sign_in(
 ) -> DomainResult<SignIn> {
     rate_limit::hit(
         conn,
-        &format!("sign_in:{client}"),
+        &Bucket::SignIn { client },
         SIGN_IN_WINDOW_SECS,
         SIGN_IN_CLIENT_LIMIT,
     )?;
-    let account_bucket = sign_in_bucket(&email.trim().to_lowercase());
+    let typed = email.trim().to_lowercase();
+    let account_bucket = Bucket::SignInAccount { email: &typed };
     rate_limit::hit(
         conn,
         &account_bucket,
@@ -361,12 +372,6 @@ pub fn sign_in(
         return Ok(SignIn::Unconfirmed);
     }
     Ok(SignIn::SignedIn(start_session(conn, user.id, lifetimes)?))
-}
-
-/// The per-account sign-in bucket of an address as typed, trimmed and lowercased (as
-/// accounts store it). Named by a hash: what people type into the field is not stored.
-fn sign_in_bucket(email: &str) -> String {
-    format!("sign_in_account:{}", sha256_hex(email))
 }
 
 /// Starts a session, deleting the sessions (anyone's) that have run out meanwhile.
@@ -436,8 +441,8 @@ pub fn sign_out(conn: &Connection, token: &str) -> DomainResult<()> {
 /// One live session of a user, for the account page.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionInfo {
-    pub created_at: String,
-    pub last_seen_at: String,
+    pub created_at: Timestamp,
+    pub last_seen_at: Timestamp,
     /// The session of the request asking.
     pub current: bool,
 }
@@ -495,9 +500,9 @@ pub fn request_password_reset(
     };
     write_tx(conn, |tx| {
         if let Some((user, _)) = find_user_by_email(tx, email.as_str())?
-            && mail_allowed(tx, "reset_password", &user.email)?
+            && mail_allowed(tx, TokenPurpose::ResetPassword, &user.email)?
         {
-            let token = issue_token(tx, user.id, "reset_password", RESET_TTL)?;
+            let token = issue_token(tx, user.id, TokenPurpose::ResetPassword, RESET_TTL)?;
             let link = urls.service(&format!("/passwords/{token}/edit"));
             send_mail::enqueue(tx, &user.email, account_mail::password_reset(&link))?;
         }
@@ -507,7 +512,7 @@ pub fn request_password_reset(
 
 /// Whether a reset link still works (to show its form or send the user back).
 pub fn reset_link_is_live(conn: &Connection, token: &str) -> DomainResult<bool> {
-    Ok(live_token(conn, token, "reset_password")?.is_some())
+    Ok(live_token(conn, token, TokenPurpose::ResetPassword)?.is_some())
 }
 
 /// Sets a new password through a reset link, spends the account's other reset links, ends
@@ -524,14 +529,14 @@ pub fn reset_password(
     errors.into_result()?;
     let password_hash = hash_password(password);
     write_tx(conn, |tx| {
-        let (token_id, user_id) = live_token(tx, token, "reset_password")?
+        let (token_id, user_id) = live_token(tx, token, TokenPurpose::ResetPassword)?
             .ok_or(DomainError::NotFound("password reset link"))?;
         use_token(tx, token_id)?;
         let email: String =
             tx.query_row("SELECT email FROM users WHERE id = ?1", [user_id], |r| {
                 r.get(0)
             })?;
-        rate_limit::clear(tx, &sign_in_bucket(&email))?;
+        rate_limit::clear(tx, &Bucket::SignInAccount { email: &email })?;
         // Following the mailed link proves the address too.
         const UPDATE: &str = "UPDATE users SET password_hash = ?2, confirmed_at = coalesce(confirmed_at, ?3), updated_at = ?3 WHERE id = ?1";
         tx.execute(UPDATE, (user_id, &password_hash, clock::now_string()))?;

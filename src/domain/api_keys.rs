@@ -6,35 +6,16 @@ use rusqlite::{Connection, OptionalExtension};
 
 use super::secrets::{constant_time_eq, random_hex, sha256_hex};
 use super::{DomainError, DomainResult, FieldErrors, clean_text};
-use crate::clock;
+use crate::clock::{self, Timestamp};
 use crate::store::StoreError;
 
 pub const PREFIX_LEN: usize = 8;
 pub const KEY_LEN: usize = 72;
 
-/// What a key may do; the API asks for one per HTTP method.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Permission {
-    Read,
-    Write,
-    Delete,
-}
-
-impl Permission {
-    pub const ALL: [Permission; 3] = [Permission::Read, Permission::Write, Permission::Delete];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Permission::Read => "read",
-            Permission::Write => "write",
-            Permission::Delete => "delete",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        Permission::ALL.into_iter().find(|p| p.as_str() == text)
-    }
-}
+crate::string_enum!(
+    /// What a key may do; the API asks for one per HTTP method.
+    pub Permission { Read => "read", Write => "write", Delete => "delete" }
+);
 
 /// A key as listed (never with its secret part).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,8 +25,8 @@ pub struct ApiKey {
     pub name: String,
     pub prefix: String,
     pub permissions: Vec<Permission>,
-    pub created_at: String,
-    pub last_used_at: Option<String>,
+    pub created_at: Timestamp,
+    pub last_used_at: Option<Timestamp>,
 }
 
 impl ApiKey {
@@ -65,7 +46,7 @@ fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ApiKey> {
             .into_iter()
             .zip(flags)
             .filter(|(_, on)| *on)
-            .map(|(p, _)| p)
+            .map(|(p, _)| *p)
             .collect(),
         created_at: row.get(7)?,
         last_used_at: row.get(8)?,

@@ -21,7 +21,7 @@ use super::newsletters::{self, Newsletter};
 use super::secrets::random_hex;
 use super::urls::{SiteUrls, split_port, subdomain_of};
 use super::{DomainError, DomainResult, FieldErrors};
-use crate::clock;
+use crate::clock::{self, Timestamp};
 use crate::store::{Db, write_tx};
 
 /// The label in front of the domain that holds the verification token.
@@ -35,30 +35,18 @@ const SPECIAL_USE: &[&str] = &["localhost", "local", "invalid", "onion", "arpa"]
 /// The form field the messages belong to.
 const FIELD: &str = "domain";
 
-/// How the domain points at the service.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Method {
-    /// A CNAME to `<subdomain>.<public-host>` (www.example.com, news.example.com).
-    Subdomain,
-    /// A/AAAA records with the addresses of `<subdomain>.<public-host>` (example.com, where
-    /// DNS allows no CNAME).
-    Apex,
-}
+crate::string_enum!(
+    /// How the domain points at the service.
+    pub Method {
+        /// A CNAME to `<subdomain>.<public-host>` (www.example.com, news.example.com).
+        Subdomain => "subdomain",
+        /// A/AAAA records with the addresses of `<subdomain>.<public-host>` (example.com,
+        /// where DNS allows no CNAME).
+        Apex => "apex",
+    }
+);
 
 impl Method {
-    pub const ALL: [Method; 2] = [Method::Subdomain, Method::Apex];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Method::Subdomain => "subdomain",
-            Method::Apex => "apex",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        Method::ALL.into_iter().find(|m| m.as_str() == text)
-    }
-
     /// What the choose-method page says about each choice.
     pub fn describe(self) -> &'static str {
         match self {
@@ -80,21 +68,10 @@ impl Method {
     }
 }
 
-/// `pending` until verified, then `active`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    Pending,
-    Active,
-}
-
-impl Status {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Pending => "pending",
-            Status::Active => "active",
-        }
-    }
-}
+crate::string_enum!(
+    /// `pending` until verified, then `active`.
+    pub Status { Pending => "pending", Active => "active" }
+);
 
 /// A custom domain as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,9 +84,9 @@ pub struct CustomDomain {
     pub verification_token: String,
     /// Why the last verification failed; `None` before the first check and once active.
     pub reason: Option<String>,
-    pub checked_at: Option<String>,
-    pub verified_at: Option<String>,
-    pub created_at: String,
+    pub checked_at: Option<Timestamp>,
+    pub verified_at: Option<Timestamp>,
+    pub created_at: Timestamp,
 }
 
 impl CustomDomain {
@@ -140,20 +117,12 @@ macro_rules! select_domain {
 }
 
 fn from_row(row: &Row<'_>) -> rusqlite::Result<CustomDomain> {
-    let bad =
-        |i: usize, v: String| rusqlite::Error::InvalidColumnType(i, v, rusqlite::types::Type::Text);
-    let method: String = row.get(3)?;
-    let status: String = row.get(4)?;
     Ok(CustomDomain {
         id: row.get(0)?,
         newsletter_id: row.get(1)?,
         domain: row.get(2)?,
-        method: Method::parse(&method).ok_or_else(|| bad(3, method.clone()))?,
-        status: match status.as_str() {
-            "pending" => Status::Pending,
-            "active" => Status::Active,
-            _ => return Err(bad(4, status)),
-        },
+        method: row.get(3)?,
+        status: row.get(4)?,
         verification_token: row.get(5)?,
         reason: row.get(6)?,
         checked_at: row.get(7)?,
@@ -319,7 +288,7 @@ pub fn create(
 
 /// A pending claim older than [`STALE_CLAIM_DAYS`].
 fn is_stale_claim(domain: &CustomDomain) -> bool {
-    let cutoff = clock::format(clock::now() - time::Duration::days(STALE_CLAIM_DAYS));
+    let cutoff = Timestamp::now() - time::Duration::days(STALE_CLAIM_DAYS);
     domain.status == Status::Pending && domain.created_at < cutoff
 }
 
@@ -811,7 +780,7 @@ mod tests {
         let mut conn = db_with_newsletter("free");
         conn.execute_batch(
             "INSERT INTO newsletters (owner_id, name, subdomain, tier, bounce_token, created_at, updated_at)
-             VALUES (1, 'M', 'm', 'free', 'bt2', 'n', 'n')",
+             VALUES (1, 'M', 'm', 'free', 'bt2', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z')",
         )
         .unwrap();
         let urls = urls();
@@ -860,7 +829,7 @@ mod tests {
             reason: None,
             checked_at: None,
             verified_at: None,
-            created_at: "n".into(),
+            created_at: Timestamp::now(),
         }
     }
 
@@ -958,7 +927,7 @@ mod tests {
             !tls_allowed(&conn, &urls, "n.news.example.net").unwrap(),
             "not live yet"
         );
-        conn.execute("UPDATE newsletters SET live_at = 'n'", [])
+        conn.execute("UPDATE newsletters SET live_at = '2026-01-01T00:00:00.000Z'", [])
             .unwrap();
         assert!(tls_allowed(&conn, &urls, "N.news.example.net.").unwrap());
         assert!(!tls_allowed(&conn, &urls, "x.news.example.net").unwrap());

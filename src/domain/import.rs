@@ -22,7 +22,7 @@ use rusqlite::{Connection, OptionalExtension, Row};
 
 use super::subscribers::{self, NewSubscriber};
 use super::{DomainError, DomainResult, ErrorCode, FieldErrors, newsletters};
-use crate::clock;
+use crate::clock::{self, Timestamp};
 use crate::store::{StoreError, write_tx};
 
 /// Separates the tags inside a row's tags field (the comma already separates fields).
@@ -502,15 +502,16 @@ pub fn export_csv<W: Write>(conn: &Connection, newsletter_id: i64, out: W) -> Do
     let mut count = 0;
     subscribers::for_each(conn, newsletter_id, |s| {
         let tags = s.tags.join(&TAG_SEPARATOR.to_string());
+        let unsubscribed_at = s.unsubscribed_at.map(|at| at.to_string());
         writer
             .write_record([
                 escape_formula(&s.email).as_ref(),
                 escape_formula(s.name.as_deref().unwrap_or("")).as_ref(),
                 escape_formula(&tags).as_ref(),
                 s.status.as_str(),
-                &s.subscribed_at,
-                s.unsubscribed_at.as_deref().unwrap_or(""),
-                &s.created_at,
+                &s.subscribed_at.to_string(),
+                unsubscribed_at.as_deref().unwrap_or(""),
+                &s.created_at.to_string(),
             ])
             .map_err(csv_error)?;
         count += 1;
@@ -522,40 +523,19 @@ pub fn export_csv<W: Write>(conn: &Connection, newsletter_id: i64, out: W) -> Do
     Ok(count)
 }
 
-/// Where a dashboard upload waits for its import.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UploadState {
-    /// Previewed; waits for the owner to start it.
-    Uploaded,
-    Queued,
-    Running,
-    Done,
-    Failed,
-}
+crate::string_enum!(
+    /// Where a dashboard upload waits for its import.
+    pub UploadState {
+        /// Previewed; waits for the owner to start it.
+        Uploaded => "uploaded",
+        Queued => "queued",
+        Running => "running",
+        Done => "done",
+        Failed => "failed",
+    }
+);
 
 impl UploadState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            UploadState::Uploaded => "uploaded",
-            UploadState::Queued => "queued",
-            UploadState::Running => "running",
-            UploadState::Done => "done",
-            UploadState::Failed => "failed",
-        }
-    }
-
-    fn parse(text: &str) -> Option<Self> {
-        [
-            UploadState::Uploaded,
-            UploadState::Queued,
-            UploadState::Running,
-            UploadState::Done,
-            UploadState::Failed,
-        ]
-        .into_iter()
-        .find(|s| s.as_str() == text)
-    }
-
     /// Still to finish: the pages keep refreshing.
     pub fn in_progress(self) -> bool {
         matches!(self, UploadState::Queued | UploadState::Running)
@@ -575,8 +555,8 @@ pub struct Upload {
     /// Counts committed so far (without the refused rows: see [`upload_errors`]).
     pub totals: Totals,
     pub failure: Option<String>,
-    pub created_at: String,
-    pub finished_at: Option<String>,
+    pub created_at: Timestamp,
+    pub finished_at: Option<Timestamp>,
 }
 
 /// The columns `upload_from_row` reads, spliced into each SELECT at compile time.
@@ -596,16 +576,13 @@ fn count(row: &Row<'_>, at: usize) -> rusqlite::Result<u64> {
 }
 
 fn upload_from_row(row: &Row<'_>) -> rusqlite::Result<Upload> {
-    let state: String = row.get(5)?;
     Ok(Upload {
         id: row.get(0)?,
         newsletter_id: row.get(1)?,
         file_name: row.get(2)?,
         stored_name: row.get(3)?,
         size_bytes: count(row, 4)?,
-        state: UploadState::parse(&state).ok_or_else(|| {
-            rusqlite::Error::InvalidColumnType(5, state.clone(), rusqlite::types::Type::Text)
-        })?,
+        state: row.get(5)?,
         bytes_done: count(row, 6)?,
         totals: Totals {
             rows: count(row, 7)?,
@@ -1156,7 +1133,7 @@ mod tests {
         assert!(text.contains("'=SUM(1)"), "formulas are defused: {text}");
         conn.execute(
             "INSERT INTO newsletters (owner_id, name, subdomain, tier, bounce_token, created_at, updated_at)
-             VALUES (1, 'M', 'm', 'free', 'bt2', 'n', 'n')",
+             VALUES (1, 'M', 'm', 'free', 'bt2', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z')",
             [],
         )
         .unwrap();
@@ -1206,9 +1183,9 @@ mod tests {
         let mut conn = crate::store::open(&dir.path().join("broadsheet.db")).unwrap();
         crate::store::migrate(&mut conn).unwrap();
         conn.execute_batch(
-            "INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('o@x.co', 'h', 'n', 'n');
+            "INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('o@x.co', 'h', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z');
              INSERT INTO newsletters (owner_id, name, subdomain, tier, bounce_token, created_at, updated_at)
-             VALUES (1, 'N', 'n', 'free', 'bt', 'n', 'n');",
+             VALUES (1, 'N', 'n', 'free', 'bt', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z');",
         )
         .unwrap();
         let imports = uploads_dir(&conn).unwrap();
@@ -1300,11 +1277,11 @@ mod tests {
         let mut conn = crate::store::open(&dir.path().join("broadsheet.db")).unwrap();
         crate::store::migrate(&mut conn).unwrap();
         conn.execute_batch(
-            "INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('o@x.co', 'h', 'n', 'n');
-             INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('p@x.co', 'h', 'n', 'n');
+            "INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('o@x.co', 'h', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z');
+             INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('p@x.co', 'h', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z');
              INSERT INTO newsletters (owner_id, name, subdomain, tier, bounce_token, created_at, updated_at)
-             VALUES (1, 'N', 'n', 'free', 'bt', 'n', 'n'), (1, 'M', 'm', 'free', 'bt2', 'n', 'n'),
-                    (2, 'P', 'p', 'free', 'bt3', 'n', 'n');",
+             VALUES (1, 'N', 'n', 'free', 'bt', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z'), (1, 'M', 'm', 'free', 'bt2', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z'),
+                    (2, 'P', 'p', 'free', 'bt3', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z');",
         )
         .unwrap();
         let imports = uploads_dir(&conn).unwrap();

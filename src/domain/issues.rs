@@ -13,7 +13,7 @@ use super::urls::SiteUrls;
 use super::{
     DomainError, DomainResult, ErrorCode, FieldErrors, clean_text, content, events, subscribers,
 };
-use crate::clock;
+use crate::clock::{self, Timestamp};
 use crate::mail::render::plain_paragraphs;
 use crate::store::write_tx;
 
@@ -24,43 +24,21 @@ const ARTICLES_MAX: usize = 100;
 const SUMMARY_MAX: usize = 2_000;
 const PATH_MAX: usize = 80;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    Draft,
-    Scheduled,
-    Approved,
-    Sending,
-    Sent,
-    /// The send stopped because the mail relay stayed unreachable past the outage limit; the
-    /// messages not yet sent wait for the owner to resume it.
-    Failed,
-}
+crate::string_enum!(
+    /// Where an issue is on its way from draft to sent.
+    pub Status {
+        Draft => "draft",
+        Scheduled => "scheduled",
+        Approved => "approved",
+        Sending => "sending",
+        Sent => "sent",
+        /// The send stopped because the mail relay stayed unreachable past the outage limit;
+        /// the messages not yet sent wait for the owner to resume it.
+        Failed => "failed",
+    }
+);
 
 impl Status {
-    pub const ALL: [Status; 6] = [
-        Status::Draft,
-        Status::Scheduled,
-        Status::Approved,
-        Status::Sending,
-        Status::Sent,
-        Status::Failed,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Draft => "draft",
-            Status::Scheduled => "scheduled",
-            Status::Approved => "approved",
-            Status::Sending => "sending",
-            Status::Sent => "sent",
-            Status::Failed => "failed",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        Status::ALL.into_iter().find(|s| s.as_str() == text)
-    }
-
     /// Draft, scheduled and approved issues can still be edited.
     pub fn is_editable(self) -> bool {
         matches!(self, Status::Draft | Status::Scheduled | Status::Approved)
@@ -88,20 +66,20 @@ pub struct Issue {
     /// [`Issue::body_html`].
     pub content_html: Option<String>,
     pub status: Status,
-    pub scheduled_for: Option<String>,
-    pub sent_at: Option<String>,
+    pub scheduled_for: Option<Timestamp>,
+    pub sent_at: Option<Timestamp>,
     pub path: String,
-    pub published_at: Option<String>,
+    pub published_at: Option<Timestamp>,
     pub last_error: Option<String>,
     pub articles_count: i64,
     /// Loaded by [`get`]; empty in lists.
     pub articles: Vec<Article>,
-    pub created_at: String,
-    pub updated_at: String,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
     /// While a send waits for an unreachable mail relay: since when it has been unreachable.
-    pub relay_down_since: Option<String>,
+    pub relay_down_since: Option<Timestamp>,
     /// While a send waits (for the relay, or for deferred messages): when it tries again.
-    pub send_resumes_at: Option<String>,
+    pub send_resumes_at: Option<Timestamp>,
 }
 
 impl Issue {
@@ -152,16 +130,13 @@ macro_rules! select_issue {
 }
 
 fn from_row(row: &Row<'_>) -> rusqlite::Result<Issue> {
-    let status: String = row.get(4)?;
     Ok(Issue {
         id: row.get(0)?,
         newsletter_id: row.get(1)?,
         subject: row.get(2)?,
         content_markdown: row.get(3)?,
         content_html: row.get(15)?,
-        status: Status::parse(&status).ok_or_else(|| {
-            rusqlite::Error::InvalidColumnType(4, status.clone(), rusqlite::types::Type::Text)
-        })?,
+        status: row.get(4)?,
         scheduled_for: row.get(5)?,
         sent_at: row.get(6)?,
         path: row.get(7)?,
@@ -473,25 +448,25 @@ pub fn next_slot(frequency: Frequency, after: OffsetDateTime) -> Option<OffsetDa
 fn settle_schedule(
     status: Status,
     requested: Option<Option<OffsetDateTime>>,
-    current: Option<&str>,
+    current: Option<Timestamp>,
     newsletter: &Newsletter,
-) -> DomainResult<Option<String>> {
+) -> DomainResult<Option<Timestamp>> {
     let now = clock::now();
     let chosen = match requested {
         Some(value) => value,
-        None => current.and_then(clock::parse),
+        None => current.map(Timestamp::datetime),
     };
     if status != Status::Scheduled {
-        return Ok(chosen.map(clock::format));
+        return Ok(chosen.map(Timestamp::from));
     }
     match chosen {
-        Some(at) if at > now => Ok(Some(clock::format(at))),
+        Some(at) if at > now => Ok(Some(Timestamp::from(at))),
         Some(_) if requested.is_some() => Err(DomainError::invalid(
             "scheduled_for",
             "must be in the future",
         )),
         _ => match newsletter.frequency.and_then(|f| next_slot(f, now)) {
-            Some(slot) => Ok(Some(clock::format(slot))),
+            Some(slot) => Ok(Some(Timestamp::from(slot))),
             None => Err(DomainError::invalid(
                 "scheduled_for",
                 "is required for a scheduled issue (the newsletter has no publishing frequency to pick a slot from)",
@@ -579,7 +554,7 @@ fn check(input: &IssueInput, creating: bool) -> DomainResult<Checked> {
 /// [`check_new`]).
 pub fn preview(newsletter_id: i64, current: Option<&Issue>, changes: Checked) -> Issue {
     let Checked(valid) = changes;
-    let now = clock::now_string();
+    let now = Timestamp::now();
     let mut issue = current.cloned().unwrap_or_else(|| Issue {
         id: 0,
         newsletter_id,
@@ -594,7 +569,7 @@ pub fn preview(newsletter_id: i64, current: Option<&Issue>, changes: Checked) ->
         last_error: None,
         articles_count: 0,
         articles: Vec::new(),
-        created_at: now.clone(),
+        created_at: now,
         updated_at: now,
         relay_down_since: None,
         send_resumes_at: None,
@@ -679,7 +654,7 @@ pub fn update(
         let scheduled_for = settle_schedule(
             status,
             valid.scheduled_for,
-            issue.scheduled_for.as_deref(),
+            issue.scheduled_for,
             &newsletter,
         )?;
         let subject = valid
@@ -1067,7 +1042,7 @@ mod tests {
             Err(DomainError::Rejected(ErrorCode::NoActiveSubscribers, _))
         ));
         conn.execute(
-            "INSERT INTO subscribers (newsletter_id, email, created_at) VALUES (1, 'r@x.co', 'n')",
+            "INSERT INTO subscribers (newsletter_id, email, created_at) VALUES (1, 'r@x.co', '2026-01-01T00:00:00.000Z')",
             [],
         )
         .unwrap();

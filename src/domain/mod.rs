@@ -16,6 +16,7 @@ pub mod pagination;
 pub mod rate_limit;
 pub mod secrets;
 pub mod sending;
+pub mod states;
 pub mod stats;
 pub mod subscribers;
 pub mod tracking;

@@ -6,7 +6,7 @@ use rusqlite::{Connection, OptionalExtension, Row};
 use super::email::EmailAddress;
 use super::urls::SiteUrls;
 use super::{DomainError, DomainResult, FieldErrors, clean_line, clean_text};
-use crate::clock;
+use crate::clock::{self, Timestamp};
 use crate::store::write_tx;
 
 /// Subdomains a newsletter may not take: they belong to the service or mislead readers.
@@ -48,48 +48,22 @@ pub const RESERVED_SUBDOMAINS: &[&str] = &[
 ];
 const SUBDOMAIN_MAX: usize = 63;
 
-macro_rules! string_enum {
-    ($(#[$meta:meta])* $name:ident { $($variant:ident => $text:literal),+ $(,)? }) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-        pub enum $name { $($variant),+ }
-
-        impl $name {
-            pub const ALL: &'static [$name] = &[$($name::$variant),+];
-
-            pub fn as_str(self) -> &'static str {
-                match self { $($name::$variant => $text),+ }
-            }
-
-            pub fn parse(text: &str) -> Option<Self> {
-                match text { $($text => Some($name::$variant),)+ _ => None }
-            }
-        }
-
-        impl std::fmt::Display for $name {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-    };
-}
-
-string_enum!(
+crate::string_enum!(
     /// `active` can send, `paused` holds sending, `cancelled` is read-only.
-    Status { Active => "active", Paused => "paused", Cancelled => "cancelled" }
+    pub Status { Active => "active", Paused => "paused", Cancelled => "cancelled" }
 );
-string_enum!(
+crate::string_enum!(
     /// Only `paid` may send e-mail.
-    Tier { Free => "free", Pending => "pending", Paid => "paid" }
+    pub Tier { Free => "free", Pending => "pending", Paid => "paid" }
 );
-string_enum!(
+crate::string_enum!(
     /// Publishing rhythm; slots are at 09:00 UTC.
-    Frequency { Daily => "daily", ThreeTimes => "three_times", Weekly => "weekly", Skip => "skip" }
+    pub Frequency { Daily => "daily", ThreeTimes => "three_times", Weekly => "weekly", Skip => "skip" }
 );
-string_enum!(ContentTone {
+crate::string_enum!(pub ContentTone {
     Professional => "professional", Casual => "casual", Friendly => "friendly", Formal => "formal", Humorous => "humorous"
 });
-string_enum!(NewsletterLength { Short => "short", Medium => "medium", Long => "long" });
+crate::string_enum!(pub NewsletterLength { Short => "short", Medium => "medium", Long => "long" });
 
 impl Frequency {
     /// What the setup page says about each choice.
@@ -121,12 +95,12 @@ pub struct Newsletter {
     pub content_tone: Option<ContentTone>,
     pub newsletter_length: Option<NewsletterLength>,
     /// When the public site went live (the preferences step); `None` before.
-    pub live_at: Option<String>,
+    pub live_at: Option<Timestamp>,
     pub tracking_enabled: bool,
     /// The verified custom domain (`www.example.com`), once it is active: the site's address.
     pub custom_domain: Option<String>,
-    pub created_at: String,
-    pub updated_at: String,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
 }
 
 /// Absolute addresses of a newsletter's public site.
@@ -182,10 +156,6 @@ macro_rules! select_newsletter {
 }
 
 fn from_row(row: &Row<'_>) -> rusqlite::Result<Newsletter> {
-    let bad =
-        |i: usize, v: String| rusqlite::Error::InvalidColumnType(i, v, rusqlite::types::Type::Text);
-    let status: String = row.get(8)?;
-    let tier: String = row.get(9)?;
     Ok(Newsletter {
         id: row.get(0)?,
         owner_id: row.get(1)?,
@@ -195,21 +165,12 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Newsletter> {
         sender_name: row.get(5)?,
         sender_email: row.get(6)?,
         subdomain: row.get(7)?,
-        status: Status::parse(&status).ok_or_else(|| bad(8, status.clone()))?,
-        tier: Tier::parse(&tier).ok_or_else(|| bad(9, tier.clone()))?,
-        frequency: row
-            .get::<_, Option<String>>(10)?
-            .as_deref()
-            .and_then(Frequency::parse),
+        status: row.get(8)?,
+        tier: row.get(9)?,
+        frequency: row.get(10)?,
         target_audience: row.get(11)?,
-        content_tone: row
-            .get::<_, Option<String>>(12)?
-            .as_deref()
-            .and_then(ContentTone::parse),
-        newsletter_length: row
-            .get::<_, Option<String>>(13)?
-            .as_deref()
-            .and_then(NewsletterLength::parse),
+        content_tone: row.get(12)?,
+        newsletter_length: row.get(13)?,
         live_at: row.get(14)?,
         tracking_enabled: row.get(15)?,
         created_at: row.get(16)?,

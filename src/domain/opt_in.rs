@@ -8,10 +8,11 @@ use rusqlite::{Connection, OptionalExtension};
 use time::Duration;
 
 use super::newsletters::Newsletter;
+use super::rate_limit::{self, Bucket};
 use super::secrets::{random_hex, sha256_hex};
 use super::subscribers::{self, NewSubscriber, Status, Subscriber};
 use super::urls::SiteUrls;
-use super::{DomainError, DomainResult, events, rate_limit};
+use super::{DomainError, DomainResult, events};
 use crate::clock;
 use crate::jobs::send_mail;
 use crate::mail::account as account_mail;
@@ -54,12 +55,7 @@ pub fn request(
         tags: Vec::new(),
     })?;
     write_tx(conn, |tx| {
-        rate_limit::hit(
-            tx,
-            &format!("subscribe:{client}"),
-            3600,
-            PER_CLIENT_PER_HOUR,
-        )?;
+        rate_limit::hit(tx, &Bucket::Subscribe { client }, 3600, PER_CLIENT_PER_HOUR)?;
         const EXISTING: &str =
             "SELECT status FROM subscribers WHERE newsletter_id = ?1 AND email = ?2";
         let status: Option<String> = tx
@@ -70,10 +66,11 @@ pub fn request(
         if status.as_deref() == Some(Status::Active.as_str()) {
             return Ok(Requested::AlreadySubscribed);
         }
-        // Named by a hash, so addresses typed into the form are not stored here.
         if !rate_limit::allow(
             tx,
-            &format!("subscribe_mail:{}", sha256_hex(valid.email.as_str())),
+            &Bucket::SubscribeMail {
+                email: valid.email.as_str(),
+            },
             3600,
             MAILS_PER_ADDRESS_PER_HOUR,
         )? {

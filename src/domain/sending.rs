@@ -553,8 +553,8 @@ mod tests {
         let now = clock::now();
         conn.execute_batch(
             "INSERT INTO issues (newsletter_id, subject, content_markdown, status, path, created_at, updated_at)
-               VALUES (1, 'S', 'x', 'sending', 's', 'n', 'n');
-             INSERT INTO deliveries (issue_id, email, created_at) VALUES (1, 'a@x.co', 'n');",
+               VALUES (1, 'S', 'x', 'sending', 's', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z');
+             INSERT INTO deliveries (issue_id, email, created_at) VALUES (1, 'a@x.co', '2026-01-01T00:00:00.000Z');",
         )
         .unwrap();
         let policy = OutagePolicy {

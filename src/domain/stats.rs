@@ -6,7 +6,7 @@ use rusqlite::{Connection, OptionalExtension};
 use time::Duration;
 
 use super::DomainResult;
-use crate::clock;
+use crate::clock::{self, Timestamp};
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SubscriberStats {
@@ -68,7 +68,7 @@ pub fn rate(part: i64, whole: i64) -> f64 {
 /// The first UTC day of the "last 30 days" figures: today and the 29 days before it
 /// (`YYYY-MM-DD`, which compares with stored timestamps as a prefix).
 fn first_of_last_30_days() -> String {
-    clock::format(clock::now() - Duration::days(29))[..10].to_string()
+    (clock::now().date() - Duration::days(29)).to_string()
 }
 
 /// Every figure of the newsletter's stats, read from the counters and daily rollups that
@@ -168,7 +168,7 @@ pub fn active_by_day(
     newsletter_id: i64,
     days: i64,
 ) -> DomainResult<Vec<DayCount>> {
-    let today = clock::now_string()[..10].to_string();
+    let today = clock::now().date().to_string();
     // Newest day first, each day's figure is the active count now less the changes of the
     // days after it in the window: a running sum over at most `days` rows.
     const SERIES: &str = "WITH RECURSIVE
@@ -202,7 +202,7 @@ pub fn active_by_day(
 pub struct IssueEngagement {
     pub id: i64,
     pub subject: String,
-    pub sent_at: Option<String>,
+    pub sent_at: Option<Timestamp>,
     pub delivered: i64,
     pub opens: i64,
     pub clicks: i64,
@@ -306,7 +306,7 @@ mod tests {
         let ago = |days: i64| clock::format(now - Duration::days(days));
         let (d400, d300, d4, d3, d2, d1) = (ago(400), ago(300), ago(4), ago(3), ago(2), ago(1));
         conn.execute_batch(&format!(
-            "INSERT INTO newsletters (owner_id, name, subdomain, bounce_token, created_at, updated_at) VALUES (1, 'M', 'm', 'bt2', 'n', 'n');
+            "INSERT INTO newsletters (owner_id, name, subdomain, bounce_token, created_at, updated_at) VALUES (1, 'M', 'm', 'bt2', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z');
              INSERT INTO subscribers (id, newsletter_id, email, status, resubscribed_at, unsubscribed_at, created_at, changed_at) VALUES
                (1, 1, 'old@x.co', 'active', '{d400}', NULL, '{d400}', '{d400}'),
                (2, 1, 'gone-early@x.co', 'unsubscribed', '{d400}', '{d300}', '{d400}', '{d300}'),
@@ -324,9 +324,10 @@ mod tests {
         .unwrap();
         let series = active_by_day(&conn, 1, 5).unwrap();
         let days: Vec<&str> = series.iter().map(|d| d.day.as_str()).collect();
+        let day_ago = |days: i64| (now - Duration::days(days)).date().to_string();
         assert_eq!(
             days,
-            [&d4[..10], &d3[..10], &d2[..10], &d1[..10], &ago(0)[..10]]
+            [day_ago(4), day_ago(3), day_ago(2), day_ago(1), day_ago(0)]
         );
         let active: Vec<i64> = series.iter().map(|d| d.active).collect();
         // old + left + bounced + deleted; + day3; - bounced; - left + back; - deleted (today).
@@ -347,7 +348,7 @@ mod tests {
         conn.execute_batch(
             "PRAGMA foreign_keys = ON;
              INSERT INTO newsletters (owner_id, name, subdomain, bounce_token, created_at, updated_at)
-               VALUES (1, 'M', 'm', 'bt2', 'n', 'n');",
+               VALUES (1, 'M', 'm', 'bt2', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z');",
         )
         .unwrap();
         let mut rng = rand::rngs::StdRng::seed_from_u64(13);
@@ -429,14 +430,14 @@ mod tests {
                 6 => {
                     conn.execute(
                         "INSERT INTO issues (newsletter_id, subject, status, path, created_at, updated_at)
-                         VALUES (?1, 'S', 'sending', ?2, 'n', 'n')",
+                         VALUES (?1, 'S', 'sending', ?2, '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z')",
                         (newsletter, format!("p{step}")),
                     )
                     .unwrap();
                     let issue = conn.last_insert_rowid();
                     conn.execute(
                         "INSERT INTO deliveries (issue_id, subscriber_id, email, created_at)
-                         SELECT ?1, id, email, 'n' FROM subscribers WHERE newsletter_id = ?2 AND status = 'active'",
+                         SELECT ?1, id, email, '2026-01-01T00:00:00.000Z' FROM subscribers WHERE newsletter_id = ?2 AND status = 'active'",
                         (issue, newsletter),
                     )
                     .unwrap();
@@ -481,7 +482,7 @@ mod tests {
                     if let Some(id) = any_id("deliveries", &mut rng) {
                         conn.execute(
                             "INSERT INTO deliveries (issue_id, email, status, sent_at, opened_at, clicked_at, created_at)
-                             SELECT issue_id, 'h@x.co', ?2, ?3, ?4, CASE WHEN ?5 THEN ?4 END, 'n' FROM deliveries WHERE id = ?1",
+                             SELECT issue_id, 'h@x.co', ?2, ?3, ?4, CASE WHEN ?5 THEN ?4 END, '2026-01-01T00:00:00.000Z' FROM deliveries WHERE id = ?1",
                             (id, DELIVERY[pick(&mut rng, 6)], day, later, rng.random_bool(0.5)),
                         )
                         .unwrap();
@@ -508,14 +509,14 @@ mod tests {
         let conn = crate::domain::testing::db_with_newsletter("paid");
         conn.execute_batch(
             "INSERT INTO issues (newsletter_id, subject, status, sent_at, path, created_at, updated_at) VALUES
-               (1, 'First', 'sent', '2026-03-01T09:00:00.000Z', 'a', 'n', 'n'),
-               (1, 'Second', 'sent', '2026-03-02T09:00:00.000Z', 'b', 'n', 'n'),
-               (1, 'Draft', 'draft', NULL, 'c', 'n', 'n');
+               (1, 'First', 'sent', '2026-03-01T09:00:00.000Z', 'a', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z'),
+               (1, 'Second', 'sent', '2026-03-02T09:00:00.000Z', 'b', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z'),
+               (1, 'Draft', 'draft', NULL, 'c', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z');
              INSERT INTO deliveries (issue_id, subscriber_id, email, status, sent_at, opened_at, clicked_at, created_at) VALUES
-               (1, NULL, 'a@x.co', 'sent', 'n', 'n', 'n', 'n'),
-               (1, NULL, 'b@x.co', 'sent', 'n', 'n', NULL, 'n'),
-               (1, NULL, 'c@x.co', 'sent', 'n', NULL, NULL, 'n'),
-               (1, NULL, 'd@x.co', 'bounced', NULL, NULL, NULL, 'n');",
+               (1, NULL, 'a@x.co', 'sent', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z'),
+               (1, NULL, 'b@x.co', 'sent', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z', NULL, '2026-01-01T00:00:00.000Z'),
+               (1, NULL, 'c@x.co', 'sent', '2026-01-01T00:00:00.000Z', NULL, NULL, '2026-01-01T00:00:00.000Z'),
+               (1, NULL, 'd@x.co', 'bounced', NULL, NULL, NULL, '2026-01-01T00:00:00.000Z');",
         )
         .unwrap();
         let recent = recent_issues(&conn, 1, 10).unwrap();

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::email::EmailAddress;
 use super::pagination::{Cursor, Page, invalid_filter};
 use super::{DomainError, DomainResult, ErrorCode, FieldErrors, events};
-use crate::clock;
+use crate::clock::{self, Timestamp};
 use crate::store::{StoreError, write_tx};
 
 /// Most entries one bulk request may carry.
@@ -18,31 +18,10 @@ const NAME_MAX: usize = 100;
 const TAG_MAX: usize = 50;
 const TAGS_PER_SUBSCRIBER: usize = 100;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    Active,
-    Unsubscribed,
-    Bounced,
-}
-
-impl Status {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Active => "active",
-            Status::Unsubscribed => "unsubscribed",
-            Status::Bounced => "bounced",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "active" => Some(Status::Active),
-            "unsubscribed" => Some(Status::Unsubscribed),
-            "bounced" => Some(Status::Bounced),
-            _ => None,
-        }
-    }
-}
+crate::string_enum!(
+    /// Only `active` subscribers get issues; `bounced` is set by bounce reports.
+    pub Status { Active => "active", Unsubscribed => "unsubscribed", Bounced => "bounced" }
+);
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Subscriber {
@@ -52,10 +31,10 @@ pub struct Subscriber {
     pub name: Option<String>,
     pub status: Status,
     pub tags: Vec<String>,
-    pub subscribed_at: String,
-    pub unsubscribed_at: Option<String>,
-    pub created_at: String,
-    pub updated_at: String,
+    pub subscribed_at: Timestamp,
+    pub unsubscribed_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
 }
 
 impl Subscriber {
@@ -83,16 +62,13 @@ macro_rules! select_subscriber {
 }
 
 fn from_row(row: &Row<'_>) -> rusqlite::Result<Subscriber> {
-    let status: String = row.get(4)?;
     let tags: Option<String> = row.get(9)?;
     Ok(Subscriber {
         id: row.get(0)?,
         newsletter_id: row.get(1)?,
         email: row.get(2)?,
         name: row.get(3)?,
-        status: Status::parse(&status).ok_or_else(|| {
-            rusqlite::Error::InvalidColumnType(4, status.clone(), rusqlite::types::Type::Text)
-        })?,
+        status: row.get(4)?,
         subscribed_at: row.get(5)?,
         unsubscribed_at: row.get(6)?,
         created_at: row.get(7)?,
@@ -479,7 +455,7 @@ pub(super) fn validate(input: &NewSubscriber) -> DomainResult<Valid> {
 pub(super) struct Inserter<'c> {
     conn: &'c Connection,
     newsletter_id: i64,
-    now: String,
+    now: Timestamp,
     announce: bool,
 }
 
@@ -491,7 +467,7 @@ impl<'c> Inserter<'c> {
         Ok(Inserter {
             conn,
             newsletter_id,
-            now: clock::now_string(),
+            now: Timestamp::now(),
             announce: events::wanted(conn, newsletter_id, CREATED)?,
         })
     }
@@ -559,10 +535,10 @@ impl<'c> Inserter<'c> {
             name: valid.name.clone(),
             status: Status::Active,
             tags,
-            subscribed_at: self.now.clone(),
+            subscribed_at: self.now,
             unsubscribed_at: None,
-            created_at: self.now.clone(),
-            updated_at: self.now.clone(),
+            created_at: self.now,
+            updated_at: self.now,
         }
     }
 }
@@ -689,12 +665,13 @@ pub fn update(
     let mut errors = FieldErrors::new();
     let status = match changes.status.as_deref().map(str::trim) {
         None => None,
-        Some("active") => Some(Status::Active),
-        Some("unsubscribed") => Some(Status::Unsubscribed),
-        Some(_) => {
-            errors.add("status", "must be active or unsubscribed");
-            None
-        }
+        Some(text) => match Status::parse(text) {
+            Some(status @ (Status::Active | Status::Unsubscribed)) => Some(status),
+            _ => {
+                errors.add("status", "must be active or unsubscribed");
+                None
+            }
+        },
     };
     let name = changes
         .name
@@ -1070,12 +1047,12 @@ mod tests {
         let conn = db_with_newsletter();
         conn.execute_batch(
             "INSERT INTO newsletters (owner_id, name, subdomain, bounce_token, created_at, updated_at)
-               VALUES (1, 'M', 'm', 'bt2', 'n', 'n');
+               VALUES (1, 'M', 'm', 'bt2', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z');
              WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < 3500)
              INSERT INTO subscribers (newsletter_id, email, status, created_at)
              SELECT CASE WHEN i % 4 = 0 THEN 2 ELSE 1 END, 'r' || i || '@x.co',
                     CASE WHEN i % 7 = 0 THEN 'unsubscribed' WHEN i % 11 = 0 THEN 'bounced' ELSE 'active' END,
-                    'n'
+                    '2026-01-01T00:00:00.000Z'
              FROM k;
              INSERT INTO subscriber_tags (subscriber_id, tag) SELECT id, 'vip' FROM subscribers WHERE id % 5 = 0;
              INSERT INTO subscriber_tags (subscriber_id, tag) SELECT id, 'rare' FROM subscribers WHERE id % 301 = 0;",

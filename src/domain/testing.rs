@@ -12,12 +12,12 @@ pub fn db() -> Connection {
 pub fn db_with_newsletter(tier: &str) -> Connection {
     let conn = db();
     conn.execute_batch(
-        "INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('o@x.co', 'h', 'n', 'n');",
+        "INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('o@x.co', 'h', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z');",
     )
     .unwrap();
     conn.execute(
         "INSERT INTO newsletters (owner_id, name, subdomain, tier, bounce_token, created_at, updated_at)
-         VALUES (1, 'N', 'n', ?1, 'bt', 'n', 'n')",
+         VALUES (1, 'N', 'n', ?1, 'bt', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z')",
         [tier],
     )
     .unwrap();

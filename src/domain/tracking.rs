@@ -8,7 +8,7 @@ use serde_json::json;
 use super::secrets::{ServerSecret, Signer};
 use super::subscribers::{self, Status};
 use super::{DomainError, DomainResult, events};
-use crate::clock;
+use crate::clock::{self, Timestamp};
 use crate::store::write_tx;
 
 /// Hex characters of signature kept in URLs (128 bits).
@@ -147,8 +147,8 @@ pub struct Delivery {
     pub newsletter_id: i64,
     pub subscriber_id: Option<i64>,
     pub email: String,
-    pub opened_at: Option<String>,
-    pub clicked_at: Option<String>,
+    pub opened_at: Option<Timestamp>,
+    pub clicked_at: Option<Timestamp>,
 }
 
 impl Delivery {

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use time::{Duration, OffsetDateTime};
 
 use super::{DomainError, DomainResult, ErrorCode, FieldErrors, events};
-use crate::clock;
+use crate::clock::{self, Timestamp};
 use crate::store::write_tx;
 
 /// Subscriptions one newsletter may have.
@@ -29,7 +29,7 @@ pub struct Subscription {
     pub enabled: bool,
     pub consecutive_failures: i64,
     pub disabled_reason: Option<String>,
-    pub created_at: String,
+    pub created_at: Timestamp,
 }
 
 /// Fields of a new subscription.
@@ -415,12 +415,12 @@ pub struct DeliveryLog {
     pub id: i64,
     pub uid: String,
     pub event: String,
-    pub state: String,
+    pub state: DeliveryState,
     pub attempts: i64,
     pub response_status: Option<i64>,
     pub response_excerpt: Option<String>,
     pub last_error: Option<String>,
-    pub updated_at: String,
+    pub updated_at: Timestamp,
 }
 
 /// The latest deliveries of a subscription, newest first.
@@ -501,6 +501,71 @@ pub enum Attempt {
     Skipped,
 }
 
+crate::string_enum!(
+    /// A delivery waits (`pending`) until it is `delivered` or has `failed` for good.
+    pub DeliveryState { Pending => "pending", Delivered => "delivered", Failed => "failed" }
+);
+
+/// What an attempt leaves on its delivery's row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Outcome<'a> {
+    state: DeliveryState,
+    attempts: i64,
+    response_status: Option<u16>,
+    response_excerpt: Option<&'a str>,
+    last_error: Option<&'a str>,
+    next_attempt_at: Option<Timestamp>,
+}
+
+impl<'a> Outcome<'a> {
+    fn new(state: DeliveryState, attempts: i64, response_status: Option<u16>) -> Self {
+        Outcome {
+            state,
+            attempts,
+            response_status,
+            response_excerpt: None,
+            last_error: None,
+            next_attempt_at: None,
+        }
+    }
+
+    fn excerpt(self, excerpt: &'a str) -> Self {
+        Outcome {
+            response_excerpt: Some(excerpt),
+            ..self
+        }
+    }
+
+    fn error(self, error: &'a str) -> Self {
+        Outcome {
+            last_error: Some(error),
+            ..self
+        }
+    }
+
+    /// Writes the outcome; a delivered one also records when.
+    fn record(&self, conn: &Connection, delivery_id: i64, now: Timestamp) -> DomainResult<()> {
+        const FINISH: &str = "UPDATE webhook_deliveries SET state = ?2, attempts = ?3, response_status = ?4,
+             response_excerpt = ?5, last_error = ?6, next_attempt_at = ?7,
+             delivered_at = CASE WHEN ?2 = 'delivered' THEN ?8 ELSE delivered_at END, updated_at = ?8
+             WHERE id = ?1";
+        conn.execute(
+            FINISH,
+            (
+                delivery_id,
+                self.state,
+                self.attempts,
+                self.response_status,
+                self.response_excerpt,
+                self.last_error,
+                self.next_attempt_at,
+                now,
+            ),
+        )?;
+        Ok(())
+    }
+}
+
 /// Records an attempt; returns when to try again, or `None` when the delivery is final.
 pub fn record_attempt(
     conn: &mut Connection,
@@ -520,11 +585,6 @@ pub fn record_attempt(
             return Ok(None);
         };
         let now = clock::now();
-        let now_text = clock::format(now);
-        const FINISH: &str = "UPDATE webhook_deliveries SET state = ?2, attempts = ?3, response_status = ?4,
-             response_excerpt = ?5, last_error = ?6, next_attempt_at = ?7,
-             delivered_at = CASE WHEN ?2 = 'delivered' THEN ?8 ELSE delivered_at END, updated_at = ?8
-             WHERE id = ?1";
         const RESET_FAILURES: &str =
             "UPDATE webhook_subscriptions SET consecutive_failures = 0 WHERE id = ?1";
         const COUNT_FAILURE: &str = "UPDATE webhook_subscriptions SET consecutive_failures = consecutive_failures + 1,
@@ -533,102 +593,55 @@ pub fn record_attempt(
              WHERE id = ?1";
         const DISABLE: &str =
             "UPDATE webhook_subscriptions SET enabled = 0, disabled_reason = ?2 WHERE id = ?1";
+        const GONE: &str = "the endpoint answered 410 Gone";
         let attempts = attempts + 1;
         let mut next = None;
-        match attempt {
+        let outcome = match attempt {
             Attempt::Acknowledged { status, excerpt } => {
-                tx.execute(
-                    FINISH,
-                    (
-                        delivery_id,
-                        "delivered",
-                        attempts,
-                        status,
-                        excerpt,
-                        None::<String>,
-                        None::<String>,
-                        &now_text,
-                    ),
-                )?;
                 tx.execute(RESET_FAILURES, [subscription_id])?;
+                Outcome::new(DeliveryState::Delivered, attempts, Some(*status)).excerpt(excerpt)
             }
             Attempt::Gone { excerpt } => {
-                tx.execute(
-                    FINISH,
-                    (
-                        delivery_id,
-                        "failed",
-                        attempts,
-                        410,
-                        excerpt,
-                        "the endpoint answered 410 Gone",
-                        None::<String>,
-                        &now_text,
-                    ),
-                )?;
-                tx.execute(DISABLE, (subscription_id, "the endpoint answered 410 Gone"))?;
+                tx.execute(DISABLE, (subscription_id, GONE))?;
+                Outcome::new(DeliveryState::Failed, attempts, Some(410))
+                    .excerpt(excerpt)
+                    .error(GONE)
+            }
+            Attempt::Failed {
+                status,
+                excerpt,
+                error,
+            } if attempts <= MAX_RETRIES => {
+                let at = now + retry_base * (attempts as i32).pow(4);
+                next = Some(at);
+                Outcome {
+                    next_attempt_at: Some(Timestamp::from(at)),
+                    ..Outcome::new(DeliveryState::Pending, attempts, *status)
+                        .excerpt(excerpt)
+                        .error(error)
+                }
             }
             Attempt::Failed {
                 status,
                 excerpt,
                 error,
             } => {
-                if attempts <= MAX_RETRIES {
-                    let at = now + retry_base * (attempts as i32).pow(4);
-                    next = Some(at);
-                    tx.execute(
-                        FINISH,
-                        (
-                            delivery_id,
-                            "pending",
-                            attempts,
-                            status,
-                            excerpt,
-                            error,
-                            clock::format(at),
-                            &now_text,
-                        ),
-                    )?;
-                } else {
-                    tx.execute(
-                        FINISH,
-                        (
-                            delivery_id,
-                            "failed",
-                            attempts,
-                            status,
-                            excerpt,
-                            error,
-                            None::<String>,
-                            &now_text,
-                        ),
-                    )?;
-                    tx.execute(
-                        COUNT_FAILURE,
-                        (
-                            subscription_id,
-                            DISABLE_AFTER,
-                            format!("{DISABLE_AFTER} deliveries in a row failed"),
-                        ),
-                    )?;
-                }
-            }
-            Attempt::Skipped => {
                 tx.execute(
-                    FINISH,
+                    COUNT_FAILURE,
                     (
-                        delivery_id,
-                        "failed",
-                        attempts - 1,
-                        None::<u16>,
-                        None::<String>,
-                        "the subscription is disabled",
-                        None::<String>,
-                        &now_text,
+                        subscription_id,
+                        DISABLE_AFTER,
+                        format!("{DISABLE_AFTER} deliveries in a row failed"),
                     ),
                 )?;
+                Outcome::new(DeliveryState::Failed, attempts, *status)
+                    .excerpt(excerpt)
+                    .error(error)
             }
-        }
+            Attempt::Skipped => Outcome::new(DeliveryState::Failed, attempts - 1, None)
+                .error("the subscription is disabled"),
+        };
+        outcome.record(tx, delivery_id, Timestamp::from(now))?;
         Ok(next)
     })
 }

@@ -24,7 +24,7 @@ use time::OffsetDateTime;
 use tokio::sync::{Mutex, mpsc, oneshot, watch};
 
 use super::{JobContext, Outcome, queue};
-use crate::clock;
+use crate::clock::{self, Timestamp};
 use crate::domain::content;
 use crate::domain::issues::{self, Issue};
 use crate::domain::sending::{self, Next, OutagePolicy, Outcome as Delivered, Recipient};
@@ -143,11 +143,7 @@ fn send(ctx: &JobContext, issue_id: i64) -> Result<Next, String> {
         plan.newsletter.tracking_enabled,
     );
     let email = Arc::new(IssueEmail::new(&plan.issue, &plan.newsletter, links));
-    let down_before = plan
-        .issue
-        .relay_down_since
-        .as_deref()
-        .and_then(clock::parse);
+    let down_before = plan.issue.relay_down_since.map(Timestamp::datetime);
     let started = Instant::now();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -598,7 +598,7 @@ mod tests {
         conn.execute_batch(
             "UPDATE newsletters SET name = 'News\r\nBcc: all@example.com';
              INSERT INTO issues (newsletter_id, subject, content_markdown, content_html, path, created_at, updated_at)
-               VALUES (1, 'S', 'x', '<p>x</p>', 's', 'n', 'n');",
+               VALUES (1, 'S', 'x', '<p>x</p>', 's', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z');",
         )
         .unwrap();
         let newsletter = crate::domain::newsletters::get(&conn, 1).unwrap();
@@ -651,7 +651,7 @@ mod tests {
             conn.execute(
                 "INSERT INTO issues (newsletter_id, subject, content_markdown, content_html, path, created_at, updated_at)
                  VALUES (1, 'Sübject long enough to be folded: and on and on and on and on past 78 characters',
-                         '.x\n\n# Héllo =_ \nsome text ', ?1, 's', 'n', 'n')",
+                         '.x\n\n# Héllo =_ \nsome text ', ?1, 's', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z')",
                 [&content_html],
             )
             .unwrap();

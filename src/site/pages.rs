@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 use super::{Meta, Site, not_found, page_response, page_with};
 use crate::app::AppState;
+use crate::clock::Timestamp;
 use crate::domain::issues::{self, Issue};
 use crate::domain::opt_in;
 use crate::domain::pagination::Page;
@@ -33,9 +34,14 @@ fn issue_url(state: &State, site: &Site, issue: &Issue) -> String {
     format!("{}/p/{}", origin(state, site), issue.path)
 }
 
-/// The date part of a timestamp, for people.
-fn day(timestamp: Option<&str>) -> &str {
-    timestamp.map(|t| &t[..10.min(t.len())]).unwrap_or("")
+/// The day (UTC) of an instant, for people: `2026-11-22`.
+fn day(at: Option<Timestamp>) -> String {
+    at.map(|at| at.date().to_string()).unwrap_or_default()
+}
+
+/// An instant as the `datetime` of a `<time>` element and in the feed; empty when absent.
+fn machine_time(at: Option<Timestamp>) -> String {
+    at.map(|at| at.to_string()).unwrap_or_default()
 }
 
 async fn published(state: &State, site: &Site, page: Page) -> Result<(Vec<Issue>, bool), Response> {
@@ -72,7 +78,7 @@ fn issue_list(state: &State, site: &Site, issues: &[Issue]) -> Markup {
                 @for issue in issues {
                     li {
                         a href=(issue_url(state, site, issue)) { (issue.subject) }
-                        " " time.muted datetime=(issue.published_at.as_deref().unwrap_or("")) { (day(issue.published_at.as_deref())) }
+                        " " time.muted datetime=(machine_time(issue.published_at)) { (day(issue.published_at)) }
                     }
                 }
             }
@@ -401,7 +407,7 @@ pub fn issue_document(state: &State, site: &Site, issue: &Issue) -> Markup {
             p { a href="/" { "← " (n.name) } }
             article {
                 h1 { (issue.subject) }
-                p.muted { time datetime=(issue.published_at.as_deref().unwrap_or("")) { (day(issue.published_at.as_deref())) } }
+                p.muted { time datetime=(machine_time(issue.published_at)) { (day(issue.published_at)) } }
                 (PreEscaped(&*content))
                 @if !issue.articles.is_empty() {
                     section.articles aria-label="Articles" {
@@ -456,8 +462,8 @@ fn feed_document(state: &State, site: &Site, issues: &[Issue]) -> String {
     let home_url = format!("{}/", origin(state, site));
     let updated = issues
         .first()
-        .and_then(|i| i.published_at.clone())
-        .unwrap_or_else(|| n.updated_at.clone());
+        .and_then(|i| i.published_at)
+        .unwrap_or(n.updated_at);
     let xml = html! {
         (PreEscaped("<?xml version=\"1.0\" encoding=\"utf-8\"?>\n"))
         feed xmlns="http://www.w3.org/2005/Atom" {
@@ -474,8 +480,8 @@ fn feed_document(state: &State, site: &Site, issues: &[Issue]) -> String {
                     title { (issue.subject) }
                     link rel="alternate" type="text/html" href=(url) {}
                     id { (url) }
-                    published { (issue.published_at.as_deref().unwrap_or("")) }
-                    updated { (issue.published_at.as_deref().unwrap_or(&issue.updated_at)) }
+                    published { (machine_time(issue.published_at)) }
+                    updated { (issue.published_at.unwrap_or(issue.updated_at)) }
                     content type="html" { (issue.body_html()) }
                 }
             }

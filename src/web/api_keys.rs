@@ -39,7 +39,7 @@ pub async fn index(req: &Request, Path(id): Path<String>, Data(state): Data<&Sta
                                     td { code { (key.prefix) } }
                                     td { (key.permissions.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(", ")) }
                                     td { (key.created_at) }
-                                    td { (key.last_used_at.as_deref().unwrap_or("never")) }
+                                    td { (key.last_used_at.map_or("never".to_string(), |at| at.to_string())) }
                                     td {
                                         form.inline method="post" action={ "/newsletters/" (n.id) "/api_keys/" (key.id) } {
                                             (csrf_field(&ctx))

@@ -249,11 +249,11 @@ pub async fn show(
                     p { "Status: " span id="domain-status" { (status_badge(&d)) } }
                     @if d.status == Status::Active {
                         @let url = format!("{}/", n.site_origin(&state.urls));
-                        p { "Verified " (d.verified_at.as_deref().unwrap_or("")) ". Your site answers at " a href=(url) { (url) } "; the archive, the feed, the API's URLs and new e-mails use it." }
+                        p { "Verified " (d.verified_at.map(|at| at.to_string()).unwrap_or_default()) ". Your site answers at " a href=(url) { (url) } "; the archive, the feed, the API's URLs and new e-mails use it." }
                     } @else {
                         @if let Some(reason) = &d.reason {
                             p.reason role="status" { strong { "Not verified yet: " } (reason) }
-                            p.muted { "Last checked " (d.checked_at.as_deref().unwrap_or("")) "." }
+                            p.muted { "Last checked " (d.checked_at.map(|at| at.to_string()).unwrap_or_default()) "." }
                         } @else {
                             p { "Not checked yet. Add the records below, then verify." }
                         }

@@ -188,7 +188,7 @@ fn engagement_chart(recent: &[IssueEngagement]) -> Markup {
                     @for i in recent {
                         tr data-issue=(i.id) {
                             td { (i.subject) }
-                            td { (i.sent_at.as_deref().unwrap_or("")) }
+                            td { (i.sent_at.map(|at| at.to_string()).unwrap_or_default()) }
                             td { (i.delivered) }
                             td { (i.opens) }
                             td data-rate="open" { (rate(i.open_rate)) }

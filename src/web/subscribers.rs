@@ -214,7 +214,7 @@ fn list_page(
                                 td { (s.name.as_deref().unwrap_or("")) }
                                 td { span class={ "status " (s.status.as_str()) } { (s.status.as_str()) } }
                                 td { @for t in &s.tags { span.tag { (t) } " " } }
-                                td { (s.subscribed_at.get(..10).unwrap_or(&s.subscribed_at)) }
+                                td { (s.subscribed_at.date()) }
                             }
                         }
                     }
@@ -579,8 +579,8 @@ pub async fn export(req: &Request, Path(id): Path<String>, Data(state): Data<&St
             Err(e) => eprintln!("export: newsletter {nid}: {e}"),
         }
     });
-    let day = crate::clock::now_string();
-    let file_name = format!("{}-subscribers-{}.csv", n.subdomain, &day[..10]);
+    let day = crate::clock::now().date();
+    let file_name = format!("{}-subscribers-{day}.csv", n.subdomain);
     Ok(Response::builder()
         .content_type("text/csv; charset=utf-8")
         .header(

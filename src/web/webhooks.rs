@@ -85,7 +85,7 @@ pub async fn index(req: &Request, Path(id): Path<String>, Data(state): Data<&Sta
                                                 td { (d.updated_at) }
                                                 td { small { (d.response_excerpt.as_deref().or(d.last_error.as_deref()).unwrap_or("")) } }
                                                 td {
-                                                    @if d.state != "pending" {
+                                                    @if d.state != webhooks::DeliveryState::Pending {
                                                         form.inline method="post" action={ "/newsletters/" (nid) "/webhooks/deliveries/" (d.id) "/redeliver" } {
                                                             (csrf_field(&ctx))
                                                             button.link type="submit" { "Redeliver" }

@@ -87,7 +87,7 @@ pub async fn schedule(
         let issue = issues::update(conn, nid, iid, &issues::check_changes(&input)?)?;
         Ok(format!(
             "Scheduled for {}.",
-            when(issue.scheduled_for.as_deref().unwrap_or(""))
+            issue.scheduled_for.map(when).unwrap_or_default()
         ))
     })
     .await

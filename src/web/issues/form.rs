@@ -10,7 +10,7 @@ use super::pages::preview_block;
 use super::{
     Posted, issue_url, list_url, local_input, problems, render, utc_from_local, viewed, when,
 };
-use crate::clock;
+use crate::clock::{self, Timestamp};
 use crate::domain::issues::{self, ArticleInput, Issue, IssueInput, Status};
 use crate::domain::newsletters::Newsletter;
 use crate::domain::{DomainError, FieldErrors};
@@ -72,11 +72,7 @@ impl IssueForm {
             subject: issue.subject.clone(),
             content_markdown: issue.content_markdown.clone(),
             status: issue.status.as_str().to_string(),
-            scheduled_for: issue
-                .scheduled_for
-                .as_deref()
-                .map(local_input)
-                .unwrap_or_default(),
+            scheduled_for: issue.scheduled_for.map(local_input).unwrap_or_default(),
             articles: issue
                 .articles
                 .iter()
@@ -233,7 +229,7 @@ fn form_page(
     let next_slot = n
         .frequency
         .and_then(|f| issues::next_slot(f, clock::now()))
-        .map(clock::format);
+        .map(Timestamp::from);
     let blank = ArticleRow::default();
     newsletter_page(
         ctx,
@@ -273,7 +269,7 @@ fn form_page(
                     label { "Send time (UTC)" input type="datetime-local" name="issue[scheduled_for]" value=(form.scheduled_for); }
                     p.muted {
                         "All times are UTC. A scheduled issue needs a time in the future"
-                        @if let Some(slot) = &next_slot { "; left empty, it takes the next slot of your frequency, " strong { (when(slot)) } }
+                        @if let Some(slot) = &next_slot { "; left empty, it takes the next slot of your frequency, " strong { (when(*slot)) } }
                         "."
                     }
                 }

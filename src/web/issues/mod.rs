@@ -12,10 +12,13 @@ use poem::{Body, Request, Response, handler};
 
 use super::newsletters::{owned, parse_id};
 use super::{Ctx, FormData, State, WebError, WebResult};
+use crate::clock::Timestamp;
 use crate::domain::issues::{self, Issue};
 use crate::domain::newsletters::Newsletter;
 use crate::domain::{DomainError, FieldErrors};
 use crate::http::headers::Policy;
+use time::format_description::BorrowedFormatItem;
+use time::macros::format_description;
 
 pub use actions::{
     approve, delete_confirm, progress, publish, resume, schedule, script, send_confirm, send_now,
@@ -98,12 +101,14 @@ fn render(status: poem::http::StatusCode, markup: maud::Markup) -> WebResult {
     Ok(response)
 }
 
-/// The value of an `<input type=datetime-local>` (minutes, no zone) for a stored UTC
-/// timestamp; the dashboard shows and takes times in UTC.
-fn local_input(stored: &str) -> String {
-    crate::clock::parse(stored)
-        .map(|at| crate::clock::format(at)[..16].to_string())
-        .unwrap_or_default()
+/// The value of an `<input type=datetime-local>` (minutes, no zone) for an instant; the
+/// dashboard shows and takes times in UTC.
+fn local_input(at: Timestamp) -> String {
+    const INPUT: &[BorrowedFormatItem<'static>] =
+        format_description!("[year]-[month]-[day]T[hour]:[minute]");
+    at.datetime()
+        .format(INPUT)
+        .expect("a UTC instant always formats")
 }
 
 /// A datetime-local value read as UTC, in the form the domain parses (RFC 3339); anything
@@ -117,12 +122,13 @@ fn utc_from_local(text: &str) -> String {
     }
 }
 
-/// A stored timestamp for people: `2026-11-24 09:00 UTC`.
-fn when(stored: &str) -> String {
-    match local_input(stored) {
-        s if s.is_empty() => stored.to_string(),
-        s => format!("{} UTC", s.replace('T', " ")),
-    }
+/// An instant for people: `2026-11-24 09:00 UTC`.
+fn when(at: Timestamp) -> String {
+    const WHEN: &[BorrowedFormatItem<'static>] =
+        format_description!("[year]-[month]-[day] [hour]:[minute] UTC");
+    at.datetime()
+        .format(WHEN)
+        .expect("a UTC instant always formats")
 }
 
 /// `POST /newsletters/:id/issues/:issue_id`: an update (`_method=patch`) or a delete
@@ -159,8 +165,8 @@ mod tests {
             "2026-12-01T09:00:30Z"
         );
         assert_eq!(utc_from_local(" soon "), "soon");
-        assert_eq!(local_input("2026-12-01T09:00:00.000Z"), "2026-12-01T09:00");
-        assert_eq!(when("2026-12-01T09:00:00.000Z"), "2026-12-01 09:00 UTC");
-        assert_eq!(local_input("never"), "");
+        let at = Timestamp::parse("2026-12-01T09:00:00.000Z").unwrap();
+        assert_eq!(local_input(at), "2026-12-01T09:00");
+        assert_eq!(when(at), "2026-12-01 09:00 UTC");
     }
 }

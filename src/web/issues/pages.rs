@@ -9,7 +9,7 @@ use poem::{Request, handler, http::StatusCode};
 use serde::Deserialize;
 
 use super::{issue_url, list_url, local_input, render, viewed, when};
-use crate::clock;
+use crate::clock::{self, Timestamp};
 use crate::domain::issues::{self, Issue, Status};
 use crate::domain::newsletters::Newsletter;
 use crate::domain::pagination::Page;
@@ -115,10 +115,10 @@ pub async fn index(
                                 tr data-issue-id=(issue.id) {
                                     td { a href=(issue_url(nid, issue.id)) { (issue.subject) } }
                                     td { (status_badge(issue.status)) }
-                                    td { (when(&issue.created_at)) }
+                                    td { (when(issue.created_at)) }
                                     td {
-                                        @if let Some(sent) = &issue.sent_at { "sent " (when(sent)) }
-                                        @else if let Some(at) = &issue.scheduled_for { (when(at)) }
+                                        @if let Some(sent) = &issue.sent_at { "sent " (when(*sent)) }
+                                        @else if let Some(at) = &issue.scheduled_for { (when(*at)) }
                                     }
                                     td {
                                         @if let Some(url) = issue.web_url(&n, &state.urls) { a href=(url) { "published" } }
@@ -160,11 +160,11 @@ async fn load_view(state: &State, n: &Newsletter, issue: Issue) -> Result<IssueV
         _ => None,
     };
     let schedule_default = match (&issue.scheduled_for, issue.status) {
-        (Some(at), Status::Scheduled) => local_input(at),
+        (Some(at), Status::Scheduled) => local_input(*at),
         _ => n
             .frequency
             .and_then(|f| issues::next_slot(f, clock::now()))
-            .map(|slot| local_input(&clock::format(slot)))
+            .map(|slot| local_input(Timestamp::from(slot)))
             .unwrap_or_default(),
     };
     Ok(IssueView {
@@ -257,14 +257,14 @@ fn show_page(
             p { a href=(list_url(n.id)) { "← Issues" } }
             h1 { (issue.subject) }
             (errors(found))
-            p #issue-status { (status_badge(issue.status)) " · created " (when(&issue.created_at)) " · updated " (when(&issue.updated_at)) }
+            p #issue-status { (status_badge(issue.status)) " · created " (when(issue.created_at)) " · updated " (when(issue.updated_at)) }
             dl.facts {
-                @if let Some(at) = &issue.scheduled_for { dt { "Send time" } dd { (when(at)) } }
-                @if let Some(at) = &issue.sent_at { dt { "Sent" } dd { (when(at)) } }
+                @if let Some(at) = &issue.scheduled_for { dt { "Send time" } dd { (when(*at)) } }
+                @if let Some(at) = &issue.sent_at { dt { "Sent" } dd { (when(*at)) } }
                 dt { "Articles" } dd { (issue.articles_count) }
                 dt { "Web page" }
                 dd {
-                    @if let Some(url) = &web_url { a #web-url href=(url) { (url) } " (published " (when(issue.published_at.as_deref().unwrap_or(""))) ")" }
+                    @if let Some(url) = &web_url { a #web-url href=(url) { (url) } " (published " (issue.published_at.map(when).unwrap_or_default()) ")" }
                     @else { "not published; it will be at " code { "/p/" (issue.path) } }
                 }
             }
@@ -302,7 +302,7 @@ fn show_page(
                         button type="submit" { "Schedule" }
                     }
                     p.muted {
-                        "Times are in UTC (now " (when(&clock::now_string())) "). "
+                        "Times are in UTC (now " (when(Timestamp::now())) "). "
                         @match n.frequency.filter(|f| *f != crate::domain::newsletters::Frequency::Skip) {
                             Some(f) => { "The default is the next slot of your frequency (" (f.describe()) "), at 09:00 UTC." }
                             None => { "Set a frequency to get a default slot." }
@@ -361,7 +361,7 @@ pub(super) fn preview_block(state: &State, n: &Newsletter, issue: &Issue) -> Mar
     let links = Links::new(&origin, n.id, state.secret.clone(), false);
     let mail = IssueEmail::new(issue, n, links).personalise(0, "subscriber@example.com");
     let mut on_web = issue.clone();
-    on_web.published_at = on_web.published_at.or_else(|| Some(clock::now_string()));
+    on_web.published_at = on_web.published_at.or_else(|| Some(Timestamp::now()));
     let page = crate::site::issue_document(state, &crate::site::Site(Arc::new(n.clone())), &on_web);
     html! {
         div.previews {
