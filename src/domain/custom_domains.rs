@@ -927,8 +927,11 @@ mod tests {
             !tls_allowed(&conn, &urls, "n.news.example.net").unwrap(),
             "not live yet"
         );
-        conn.execute("UPDATE newsletters SET live_at = '2026-01-01T00:00:00.000Z'", [])
-            .unwrap();
+        conn.execute(
+            "UPDATE newsletters SET live_at = '2026-01-01T00:00:00.000Z'",
+            [],
+        )
+        .unwrap();
         assert!(tls_allowed(&conn, &urls, "N.news.example.net.").unwrap());
         assert!(!tls_allowed(&conn, &urls, "x.news.example.net").unwrap());
         let d = create(&mut conn, &urls, 1, "www.example.com", "").unwrap();
