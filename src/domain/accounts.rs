@@ -69,11 +69,11 @@ impl Default for SessionLifetimes {
 
 impl SessionLifetimes {
     /// The oldest `last_seen_at` and `created_at` a live session may have now.
-    fn cutoffs(&self) -> (String, String) {
+    fn cutoffs(&self) -> (Timestamp, Timestamp) {
         let now = clock::now();
         (
-            clock::format(now - self.idle),
-            clock::format(now - self.absolute),
+            Timestamp::from(now - self.idle),
+            Timestamp::from(now - self.absolute),
         )
     }
 }
@@ -168,7 +168,7 @@ pub fn sign_up(
             3600,
             SIGN_UPS_PER_CLIENT_PER_HOUR,
         )?;
-        let now = clock::now_string();
+        let now = Timestamp::now();
         if tx.execute(INSERT, (email.as_str(), &password_hash, &now))? == 0 {
             return Err(DomainError::invalid(
                 "email_address",
@@ -229,8 +229,8 @@ fn issue_token(
             user_id,
             purpose,
             sha256_hex(&token),
-            clock::format(now + ttl),
-            clock::format(now),
+            Timestamp::from(now + ttl),
+            Timestamp::from(now),
         ),
     )?;
     Ok(token)
@@ -245,11 +245,9 @@ fn live_token(
     const FIND: &str = "SELECT id, user_id FROM user_tokens
          WHERE token_hash = ?1 AND purpose = ?2 AND used_at IS NULL AND expires_at > ?3";
     Ok(conn
-        .query_row(
-            FIND,
-            (sha256_hex(token), purpose, clock::now_string()),
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
+        .query_row(FIND, (sha256_hex(token), purpose, Timestamp::now()), |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
         .optional()?)
 }
 
@@ -260,7 +258,7 @@ fn use_token(conn: &Connection, token_id: i64) -> DomainResult<bool> {
     const USE: &str = "UPDATE user_tokens SET used_at = ?2 WHERE id = ?1 AND used_at IS NULL";
     const SPEND_OTHERS: &str = "UPDATE user_tokens SET used_at = ?2
          WHERE used_at IS NULL AND (user_id, purpose) = (SELECT user_id, purpose FROM user_tokens WHERE id = ?1)";
-    let now = clock::now_string();
+    let now = Timestamp::now();
     if conn.execute(USE, (token_id, &now))? != 1 {
         return Ok(false);
     }
@@ -282,7 +280,7 @@ pub fn confirm_email(
             return Err(DomainError::NotFound("confirmation link"));
         }
         const CONFIRM: &str = "UPDATE users SET confirmed_at = coalesce(confirmed_at, ?2), updated_at = ?2 WHERE id = ?1";
-        tx.execute(CONFIRM, (user_id, clock::now_string()))?;
+        tx.execute(CONFIRM, (user_id, Timestamp::now()))?;
         start_session(tx, user_id, lifetimes)
     })
 }
@@ -385,7 +383,7 @@ fn start_session(
     let (idle_cutoff, absolute_cutoff) = lifetimes.cutoffs();
     conn.execute(PRUNE, (&idle_cutoff, &absolute_cutoff))?;
     let token = random_hex(32);
-    conn.execute(INSERT, (sha256_hex(&token), user_id, clock::now_string()))?;
+    conn.execute(INSERT, (sha256_hex(&token), user_id, Timestamp::now()))?;
     Ok(NewSession { token, user_id })
 }
 
@@ -408,7 +406,7 @@ pub fn session_user(
             |r| {
                 Ok((
                     r.get::<_, i64>(0)?,
-                    r.get::<_, String>(1)?,
+                    r.get::<_, Timestamp>(1)?,
                     User {
                         id: r.get(2)?,
                         email: r.get(3)?,
@@ -422,10 +420,10 @@ pub fn session_user(
         return Ok(None);
     };
     let now = clock::now();
-    if last_seen_at < clock::format(now - TOUCH_EVERY) {
+    if last_seen_at < Timestamp::from(now - TOUCH_EVERY) {
         // Best effort: a page is a read and must work on a full disk; a missed touch costs the
         // session at most a minute of its idle time.
-        let _ = conn.execute(TOUCH, (session_id, clock::format(now)));
+        let _ = conn.execute(TOUCH, (session_id, Timestamp::from(now)));
     }
     Ok(Some(user))
 }
@@ -539,7 +537,7 @@ pub fn reset_password(
         rate_limit::clear(tx, &Bucket::SignInAccount { email: &email })?;
         // Following the mailed link proves the address too.
         const UPDATE: &str = "UPDATE users SET password_hash = ?2, confirmed_at = coalesce(confirmed_at, ?3), updated_at = ?3 WHERE id = ?1";
-        tx.execute(UPDATE, (user_id, &password_hash, clock::now_string()))?;
+        tx.execute(UPDATE, (user_id, &password_hash, Timestamp::now()))?;
         tx.execute("DELETE FROM sessions WHERE user_id = ?1", [user_id])?;
         Ok(())
     })
@@ -943,7 +941,7 @@ mod tests {
         let mut conn = db();
         let session = confirmed(&mut conn, "s@example.com");
         let hash = sha256_hex(&session.token);
-        let last_seen = |conn: &Connection| -> String {
+        let last_seen = |conn: &Connection| -> Timestamp {
             conn.query_row(
                 "SELECT last_seen_at FROM sessions WHERE token_hash = ?1",
                 [&hash],
@@ -951,7 +949,7 @@ mod tests {
             )
             .unwrap()
         };
-        let ago = |d: Duration| clock::format(clock::now() - d);
+        let ago = |d: Duration| Timestamp::from(clock::now() - d);
 
         // Used within the minute: no write.
         let fresh = last_seen(&conn);
@@ -987,7 +985,7 @@ mod tests {
             &conn,
             &format!(
                 "UPDATE sessions SET last_seen_at = '{}', created_at = '{old}'",
-                clock::now_string()
+                Timestamp::now()
             ),
         );
         assert!(
@@ -1000,7 +998,7 @@ mod tests {
             &conn,
             &format!(
                 "UPDATE sessions SET created_at = '{}', last_seen_at = '{before}'",
-                clock::now_string()
+                Timestamp::now()
             ),
         );
         let short = SessionLifetimes {

@@ -93,7 +93,7 @@ pub fn create(
                 has(Permission::Read),
                 has(Permission::Write),
                 has(Permission::Delete),
-                clock::now_string(),
+                Timestamp::now(),
             ),
         )?;
         if inserted == 1 {
@@ -133,7 +133,7 @@ fn find(conn: &Connection, newsletter_id: i64, id: i64) -> DomainResult<ApiKey> 
 /// Revokes a key of `newsletter_id`; it answers 401 from then on.
 pub fn revoke(conn: &Connection, newsletter_id: i64, id: i64) -> DomainResult<()> {
     const REVOKE: &str = "UPDATE api_keys SET revoked_at = ?3 WHERE newsletter_id = ?1 AND id = ?2 AND revoked_at IS NULL";
-    match conn.execute(REVOKE, (newsletter_id, id, clock::now_string()))? {
+    match conn.execute(REVOKE, (newsletter_id, id, Timestamp::now()))? {
         0 => Err(DomainError::NotFound("API key")),
         _ => Ok(()),
     }
@@ -167,8 +167,8 @@ pub fn authenticate(conn: &Connection, token: &str) -> DomainResult<ApiKey> {
         TOUCH,
         (
             key.id,
-            clock::format(now),
-            clock::format(now - time::Duration::minutes(1)),
+            Timestamp::from(now),
+            Timestamp::from(now - time::Duration::minutes(1)),
         ),
     );
     // Noting the use is bookkeeping: on a full disk the request goes on without it (a read

@@ -21,7 +21,7 @@ use super::newsletters::{self, Newsletter};
 use super::secrets::random_hex;
 use super::urls::{SiteUrls, split_port, subdomain_of};
 use super::{DomainError, DomainResult, FieldErrors};
-use crate::clock::{self, Timestamp};
+use crate::clock::Timestamp;
 use crate::store::{Db, write_tx};
 
 /// The label in front of the domain that holds the verification token.
@@ -277,9 +277,9 @@ pub fn create(
             (
                 newsletter_id,
                 &domain,
-                method.as_str(),
+                method,
                 format!("broadsheet-verify={}", random_hex(16)),
-                clock::now_string(),
+                Timestamp::now(),
             ),
         )?;
         get(tx, newsletter_id, tx.last_insert_rowid())
@@ -693,7 +693,7 @@ fn record_outcome(
     outcome: Result<(), String>,
 ) -> DomainResult<CustomDomain> {
     write_tx(conn, |tx| {
-        let now = clock::now_string();
+        let now = Timestamp::now();
         // The token guards against a domain removed and added again meanwhile.
         const UPDATE: &str = "UPDATE custom_domains
              SET status = ?4, reason = ?5, checked_at = ?6, updated_at = ?6,
@@ -709,7 +709,7 @@ fn record_outcome(
                 domain.id,
                 domain.newsletter_id,
                 &domain.verification_token,
-                status.as_str(),
+                status,
                 reason,
                 &now,
             ),

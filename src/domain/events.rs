@@ -7,7 +7,7 @@ use rusqlite::Connection;
 use serde_json::{Value, json};
 
 use super::DomainResult;
-use crate::clock;
+use crate::clock::Timestamp;
 
 /// Every event kind of the interface.
 pub const KINDS: &[&str] = &[
@@ -28,7 +28,7 @@ pub fn envelope(
     conn: &Connection,
     newsletter_id: i64,
     kind: &str,
-    timestamp: &str,
+    timestamp: Timestamp,
     data: Value,
 ) -> DomainResult<Value> {
     const NEWSLETTER: &str = "SELECT name, subdomain FROM newsletters WHERE id = ?1";
@@ -59,8 +59,8 @@ pub fn record(
     }
     const INSERT: &str =
         "INSERT INTO events (newsletter_id, kind, payload, created_at) VALUES (?1, ?2, ?3, ?4)";
-    let now = clock::now_string();
-    let body = envelope(conn, newsletter_id, kind, &now, data)?.to_string();
+    let now = Timestamp::now();
+    let body = envelope(conn, newsletter_id, kind, now, data)?.to_string();
     conn.prepare_cached(INSERT)?
         .execute((newsletter_id, kind, &body, &now))?;
     let id = conn.last_insert_rowid();

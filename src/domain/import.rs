@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use csv::{ByteRecord, Reader, ReaderBuilder, WriterBuilder};
 use rusqlite::{Connection, OptionalExtension, Row};
 
-use super::subscribers::{self, NewSubscriber};
+use super::subscribers::{self, NewSubscriber, Status};
 use super::{DomainError, DomainResult, ErrorCode, FieldErrors, newsletters};
 use crate::clock::{self, Timestamp};
 use crate::store::{StoreError, write_tx};
@@ -298,10 +298,12 @@ fn parse_row(columns: &Columns, record: &ByteRecord) -> Parsed {
             reason: "The line is not UTF-8 text".to_string(),
         };
     };
-    match status.trim().to_lowercase().as_str() {
-        "" | "active" => {}
-        "unsubscribed" | "bounced" => return Parsed::Skipped,
-        _ => {
+    let status = status.trim().to_lowercase();
+    match Status::parse(&status) {
+        Some(Status::Active) => {}
+        None if status.is_empty() => {}
+        Some(Status::Unsubscribed | Status::Bounced) => return Parsed::Skipped,
+        None => {
             return Parsed::Refused {
                 email: email.trim().to_string(),
                 reason: "Status must be active, unsubscribed or bounced".to_string(),
@@ -727,7 +729,7 @@ pub fn record_upload(
                 &file_name,
                 stored_name,
                 size as i64,
-                clock::now_string(),
+                Timestamp::now(),
             ),
         )?;
         get_upload(tx, newsletter_id, tx.last_insert_rowid())
@@ -785,7 +787,7 @@ pub fn upload_path(conn: &Connection, upload: &Upload) -> DomainResult<PathBuf> 
 fn not_waiting(upload: &Upload) -> DomainError {
     DomainError::rejected(
         ErrorCode::InvalidState,
-        format!("This import is {} already", upload.state.as_str()),
+        format!("This import is {} already", upload.state),
     )
 }
 
@@ -799,7 +801,7 @@ pub fn start_upload(conn: &mut Connection, newsletter_id: i64, id: i64) -> Domai
         if upload.state != UploadState::Uploaded {
             return Err(not_waiting(&upload));
         }
-        tx.execute(QUEUE, (id, clock::now_string()))?;
+        tx.execute(QUEUE, (id, Timestamp::now()))?;
         crate::jobs::import_subscribers::enqueue(tx, id)?;
         get_upload(tx, newsletter_id, id)
     })
@@ -835,7 +837,7 @@ const STALE_AFTER: time::Duration = time::Duration::hours(24);
 pub fn purge_stale_uploads(conn: &mut Connection) -> DomainResult<usize> {
     const STALE: &str = select_upload!("WHERE state = 'uploaded' AND created_at < ?1");
     const DELETE: &str = "DELETE FROM subscriber_imports WHERE id = ?1";
-    let cutoff = clock::format(clock::now() - STALE_AFTER);
+    let cutoff = Timestamp::from(clock::now() - STALE_AFTER);
     let stale = conn
         .prepare(STALE)?
         .query_map([&cutoff], upload_from_row)?
@@ -881,7 +883,7 @@ impl Observer for Recorder<'_> {
                 totals.existing as i64,
                 totals.skipped as i64,
                 totals.error_count as i64,
-                clock::now_string(),
+                Timestamp::now(),
             ),
         )?;
         let mut insert = tx.prepare_cached(ERROR)?;
@@ -901,7 +903,7 @@ pub fn finish_upload(conn: &Connection, id: i64, failure: Option<&str>) -> Domai
         None => UploadState::Done,
         Some(_) => UploadState::Failed,
     };
-    conn.execute(FINISH, (id, state.as_str(), failure, clock::now_string()))?;
+    conn.execute(FINISH, (id, state, failure, Timestamp::now()))?;
     if let Some(upload) = conn.query_row(SQL, [id], upload_from_row).optional()? {
         remove_file(conn, &upload);
     }
@@ -928,7 +930,7 @@ pub fn run_upload(
     if !upload.state.in_progress() {
         return Ok(Some(upload));
     }
-    conn.execute(RUNNING, (id, clock::now_string()))?;
+    conn.execute(RUNNING, (id, Timestamp::now()))?;
     let path = upload_path(conn, &upload)?;
     let result = File::open(&path)
         .map_err(|e| {

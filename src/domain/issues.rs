@@ -617,10 +617,10 @@ pub fn create(conn: &mut Connection, newsletter_id: i64, issue: &Checked) -> Dom
                 &subject,
                 valid.content.as_deref().unwrap_or(""),
                 valid.content_html.as_deref().unwrap_or(""),
-                status.as_str(),
+                status,
                 &scheduled_for,
                 &path,
-                clock::now_string(),
+                Timestamp::now(),
             ),
         )?;
         let id = tx.last_insert_rowid();
@@ -647,7 +647,7 @@ pub fn update(
         if !issue.status.is_editable() {
             return Err(DomainError::rejected(
                 ErrorCode::InvalidState,
-                format!("A {} issue cannot be changed", issue.status.as_str()),
+                format!("A {} issue cannot be changed", issue.status),
             ));
         }
         let status = valid.status.unwrap_or(issue.status);
@@ -680,10 +680,10 @@ pub fn update(
                 &subject,
                 content,
                 html,
-                status.as_str(),
+                status,
                 &scheduled_for,
                 &path,
-                clock::now_string(),
+                Timestamp::now(),
             ),
         )?;
         if let Some(articles) = &valid.articles {
@@ -820,7 +820,7 @@ fn start_sending(conn: &Connection, issue: &Issue) -> DomainResult<()> {
     const SENDING: &str =
         "UPDATE issues SET status = 'sending', last_error = NULL, relay_down_since = NULL,
          send_resumes_at = NULL, updated_at = ?2 WHERE id = ?1";
-    conn.execute(SENDING, (issue.id, clock::now_string()))?;
+    conn.execute(SENDING, (issue.id, Timestamp::now()))?;
     crate::jobs::send_issue::enqueue(conn, issue.id)?;
     Ok(())
 }
@@ -833,7 +833,7 @@ pub fn start_due_scheduled(conn: &mut Connection) -> DomainResult<usize> {
          WHERE i.status = 'scheduled' AND i.scheduled_for <= ?1 AND n.status != 'paused' ORDER BY i.scheduled_for LIMIT 100";
     let due: Vec<(i64, i64)> = {
         let mut stmt = conn.prepare_cached(DUE)?;
-        stmt.query_map([clock::now_string()], |r| Ok((r.get(0)?, r.get(1)?)))?
+        stmt.query_map([Timestamp::now()], |r| Ok((r.get(0)?, r.get(1)?)))?
             .collect::<Result<_, _>>()?
     };
     let mut started = 0;
@@ -859,7 +859,7 @@ pub fn start_due_scheduled(conn: &mut Connection) -> DomainResult<usize> {
                         (
                             id,
                             format!("The scheduled send could not start: {reason}"),
-                            clock::now_string(),
+                            Timestamp::now(),
                         ),
                     )?;
                     Ok(0)
@@ -882,7 +882,7 @@ pub fn mark_sent(
     const SENT: &str =
         "UPDATE issues SET status = 'sent', sent_at = ?2, updated_at = ?2, last_error = ?3,
          relay_down_since = NULL, send_resumes_at = NULL WHERE id = ?1 AND status = 'sending'";
-    if conn.execute(SENT, (id, clock::now_string(), shortfall))? == 0 {
+    if conn.execute(SENT, (id, Timestamp::now(), shortfall))? == 0 {
         return Ok(false);
     }
     let issue = get(conn, newsletter_id, id)?;
@@ -927,7 +927,7 @@ pub fn publish(
         if first_time {
             const PUBLISH: &str =
                 "UPDATE issues SET published_at = ?2, updated_at = ?2 WHERE id = ?1";
-            tx.execute(PUBLISH, (id, clock::now_string()))?;
+            tx.execute(PUBLISH, (id, Timestamp::now()))?;
         }
         let issue = get(tx, newsletter_id, id)?;
         if first_time {

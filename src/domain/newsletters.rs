@@ -6,7 +6,7 @@ use rusqlite::{Connection, OptionalExtension, Row};
 use super::email::EmailAddress;
 use super::urls::SiteUrls;
 use super::{DomainError, DomainResult, FieldErrors, clean_line, clean_text};
-use crate::clock::{self, Timestamp};
+use crate::clock::Timestamp;
 use crate::store::write_tx;
 
 /// Subdomains a newsletter may not take: they belong to the service or mislead readers.
@@ -270,9 +270,9 @@ pub fn create(
                 &sender_name,
                 &from_email,
                 &subdomain,
-                tier.as_str(),
+                tier,
                 super::secrets::random_hex(16),
-                clock::now_string(),
+                Timestamp::now(),
             ),
         )?;
         get(tx, tx.last_insert_rowid())
@@ -363,7 +363,7 @@ pub fn apply_frequency(
     write_tx(conn, |tx| {
         get_owned(tx, owner_id, id)?.ensure_writable()?;
         const UPDATE: &str = "UPDATE newsletters SET frequency = ?2, updated_at = ?3 WHERE id = ?1";
-        tx.execute(UPDATE, (id, frequency.as_str(), clock::now_string()))?;
+        tx.execute(UPDATE, (id, frequency, Timestamp::now()))?;
         get(tx, id)
     })
 }
@@ -411,7 +411,7 @@ pub fn update_preferences(
             tone.map(ContentTone::as_str),
             length.map(NewsletterLength::as_str),
         );
-        tx.execute(UPDATE, (id, &audience, tone, length, clock::now_string()))?;
+        tx.execute(UPDATE, (id, &audience, tone, length, Timestamp::now()))?;
         get(tx, id)
     })
 }
@@ -479,7 +479,7 @@ pub fn update_details(
              WHERE id = ?1";
         tx.execute(
             UPDATE,
-            (id, next.0, next.1, next.2, next.3, clock::now_string()),
+            (id, next.0, next.1, next.2, next.3, Timestamp::now()),
         )?;
         get(tx, id)
     })
@@ -495,7 +495,7 @@ pub fn set_tier(conn: &mut Connection, subdomain: &str, tier: Tier) -> DomainRes
 
 fn write_tier(conn: &Connection, id: i64, tier: Tier) -> DomainResult<Newsletter> {
     const UPDATE: &str = "UPDATE newsletters SET tier = ?2, updated_at = ?3 WHERE id = ?1";
-    conn.execute(UPDATE, (id, tier.as_str(), clock::now_string()))?;
+    conn.execute(UPDATE, (id, tier, Timestamp::now()))?;
     get(conn, id)
 }
 
@@ -533,7 +533,7 @@ pub fn set_status(
 
 fn write_status(conn: &Connection, id: i64, status: Status) -> DomainResult<Newsletter> {
     const UPDATE: &str = "UPDATE newsletters SET status = ?2, updated_at = ?3 WHERE id = ?1";
-    conn.execute(UPDATE, (id, status.as_str(), clock::now_string()))?;
+    conn.execute(UPDATE, (id, status, Timestamp::now()))?;
     get(conn, id)
 }
 
@@ -584,7 +584,7 @@ pub fn set_tracking(
 fn write_tracking(conn: &Connection, id: i64, enabled: bool) -> DomainResult<Newsletter> {
     const UPDATE: &str =
         "UPDATE newsletters SET tracking_enabled = ?2, updated_at = ?3 WHERE id = ?1";
-    conn.execute(UPDATE, (id, enabled, clock::now_string()))?;
+    conn.execute(UPDATE, (id, enabled, Timestamp::now()))?;
     get(conn, id)
 }
 

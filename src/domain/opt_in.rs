@@ -13,7 +13,7 @@ use super::secrets::{random_hex, sha256_hex};
 use super::subscribers::{self, NewSubscriber, Status, Subscriber};
 use super::urls::SiteUrls;
 use super::{DomainError, DomainResult, events};
-use crate::clock;
+use crate::clock::{self, Timestamp};
 use crate::jobs::send_mail;
 use crate::mail::account as account_mail;
 use crate::store::write_tx;
@@ -58,12 +58,12 @@ pub fn request(
         rate_limit::hit(tx, &Bucket::Subscribe { client }, 3600, PER_CLIENT_PER_HOUR)?;
         const EXISTING: &str =
             "SELECT status FROM subscribers WHERE newsletter_id = ?1 AND email = ?2";
-        let status: Option<String> = tx
+        let status: Option<Status> = tx
             .query_row(EXISTING, (newsletter.id, valid.email.as_str()), |r| {
                 r.get(0)
             })
             .optional()?;
-        if status.as_deref() == Some(Status::Active.as_str()) {
+        if status == Some(Status::Active) {
             return Ok(Requested::AlreadySubscribed);
         }
         if !rate_limit::allow(
@@ -89,8 +89,8 @@ pub fn request(
                 valid.email.as_str(),
                 valid.name.as_deref(),
                 sha256_hex(&token),
-                clock::format(now + LINK_LIFETIME),
-                clock::format(now),
+                Timestamp::from(now + LINK_LIFETIME),
+                Timestamp::from(now),
             ),
         )?;
         let link = format!("{}/subscribe/confirm/{token}", newsletter.site_origin(urls));
@@ -114,7 +114,7 @@ pub fn confirm(conn: &mut Connection, newsletter_id: i64, token: &str) -> Domain
         let (request_id, email, name): (i64, String, Option<String>) = tx
             .query_row(
                 FIND,
-                (newsletter_id, sha256_hex(token), clock::now_string()),
+                (newsletter_id, sha256_hex(token), Timestamp::now()),
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .optional()?
@@ -135,7 +135,7 @@ pub fn confirm(conn: &mut Connection, newsletter_id: i64, token: &str) -> Domain
         const RESUBSCRIBE: &str =
             "UPDATE subscribers SET status = 'active', unsubscribed_at = NULL,
              resubscribed_at = ?2, changed_at = ?2 WHERE id = ?1";
-        tx.execute(RESUBSCRIBE, (subscriber.id, clock::now_string()))?;
+        tx.execute(RESUBSCRIBE, (subscriber.id, Timestamp::now()))?;
         let subscriber = subscribers::get(tx, newsletter_id, subscriber.id)?;
         events::record(
             tx,

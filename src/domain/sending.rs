@@ -12,7 +12,7 @@ use super::issues::{self, Issue, Status};
 use super::newsletters::{self, Newsletter};
 use super::stats::rate;
 use super::{DomainResult, tracking};
-use crate::clock;
+use crate::clock::{self, Timestamp};
 use crate::store::write_tx;
 
 /// Attempts before a temporarily failing delivery is given up.
@@ -45,7 +45,7 @@ pub fn prepare(conn: &mut Connection, issue_id: i64) -> DomainResult<Option<Send
             return Ok(None);
         };
         let issue = issues::get(tx, newsletter_id, issue_id)?;
-        let now = clock::now_string();
+        let now = Timestamp::now();
         if issue_recipients_pending(tx, issue_id)? {
             const RECIPIENTS: &str = "INSERT OR IGNORE INTO deliveries (issue_id, subscriber_id, email, created_at)
                  SELECT ?1, id, email, ?2 FROM subscribers WHERE newsletter_id = ?3 AND status = 'active' ORDER BY id";
@@ -98,7 +98,7 @@ pub fn due_batch(
          WHERE issue_id = ?1 AND status = 'pending' AND id > ?2 AND (next_attempt_at IS NULL OR next_attempt_at <= ?3)
          ORDER BY id LIMIT ?4";
     let mut stmt = conn.prepare_cached(SQL)?;
-    let rows = stmt.query_map((issue_id, after, clock::now_string(), limit), |r| {
+    let rows = stmt.query_map((issue_id, after, Timestamp::now(), limit), |r| {
         Ok(Recipient {
             delivery_id: r.get(0)?,
             email: r.get(1)?,
@@ -165,7 +165,7 @@ pub fn record_outcomes(
     const ATTEMPTS: &str = "SELECT attempts FROM deliveries WHERE id = ?1";
     const ATTEMPT: &str = "UPDATE deliveries SET attempts = attempts + 1 WHERE id = ?1";
     let now = clock::now();
-    let now_text = clock::format(now);
+    let now_text = Timestamp::from(now);
     for (id, outcome) in outcomes {
         match outcome {
             Outcome::Sent => {
@@ -187,7 +187,7 @@ pub fn record_outcomes(
                 let wait = retry_base * 4i32.pow((attempts.clamp(1, 6) - 1) as u32);
                 conn.prepare_cached(RETRY)?.execute((
                     id,
-                    Some(clock::format(now + wait)),
+                    Some(Timestamp::from(now + wait)),
                     reason,
                     MAX_ATTEMPTS,
                 ))?;
@@ -350,7 +350,7 @@ pub fn finish_or_wait(conn: &mut Connection, issue_id: i64) -> DomainResult<Next
                 _ => Next::Continue,
             };
             let resumes = match next {
-                Next::WaitUntil(at) => Some(clock::format(at)),
+                Next::WaitUntil(at) => Some(Timestamp::from(at)),
                 _ => None,
             };
             tx.execute(WAITING, (issue_id, resumes))?;
@@ -412,7 +412,12 @@ pub fn relay_unreachable(
             );
             tx.execute(
                 GIVE_UP,
-                (issue_id, clock::format(since), message, clock::format(now)),
+                (
+                    issue_id,
+                    Timestamp::from(since),
+                    message,
+                    Timestamp::from(now),
+                ),
             )?;
             return Ok(Next::GaveUp);
         }
@@ -424,7 +429,12 @@ pub fn relay_unreachable(
         );
         tx.execute(
             WAIT,
-            (issue_id, clock::format(since), clock::format(next), message),
+            (
+                issue_id,
+                Timestamp::from(since),
+                Timestamp::from(next),
+                message,
+            ),
         )?;
         Ok(Next::WaitUntil(next))
     })
@@ -432,12 +442,12 @@ pub fn relay_unreachable(
 
 /// The issue's status, to stop a send whose issue was changed meanwhile.
 pub fn still_sending(conn: &Connection, issue_id: i64) -> DomainResult<bool> {
-    let status: Option<String> = conn
+    let status: Option<Status> = conn
         .query_row("SELECT status FROM issues WHERE id = ?1", [issue_id], |r| {
             r.get(0)
         })
         .optional()?;
-    Ok(status.as_deref() == Some(Status::Sending.as_str()))
+    Ok(status == Some(Status::Sending))
 }
 
 #[cfg(test)]
@@ -448,7 +458,7 @@ mod tests {
     fn records_recipients_once_and_settles_in_flight() {
         let mut conn = crate::domain::testing::db_with_newsletter("paid");
         crate::domain::testing::listen(&mut conn, 1, &["email.bounced", "issue.sent"]);
-        let now = clock::now_string();
+        let now = Timestamp::now();
         conn.execute_batch(&format!(
             "INSERT INTO subscribers (newsletter_id, email, status, created_at) VALUES
                (1, 'a@x.co', 'active', '{now}'), (1, 'b@x.co', 'unsubscribed', '{now}'),
@@ -603,7 +613,7 @@ mod tests {
     #[test]
     fn report_counts_like_the_stats() {
         let conn = crate::domain::testing::db_with_newsletter("paid");
-        let now = clock::now_string();
+        let now = Timestamp::now();
         conn.execute_batch(&format!(
             "INSERT INTO issues (newsletter_id, subject, status, sent_at, path, created_at, updated_at)
                VALUES (1, 'S', 'sent', '{now}', 's', '{now}', '{now}');

@@ -259,7 +259,7 @@ mod tests {
     #[test]
     fn counts_from_deliveries() {
         let conn = crate::domain::testing::db_with_newsletter("paid");
-        let now = clock::now_string();
+        let now = Timestamp::now();
         conn.execute_batch(&format!(
             "INSERT INTO subscribers (newsletter_id, email, status, created_at) VALUES
                (1, 'a@x.co', 'active', '{now}'), (1, 'b@x.co', 'bounced', '{now}');
@@ -303,7 +303,7 @@ mod tests {
     fn active_by_day_follows_joins_and_departures() {
         let conn = crate::domain::testing::db_with_newsletter("paid");
         let now = clock::now();
-        let ago = |days: i64| clock::format(now - Duration::days(days));
+        let ago = |days: i64| Timestamp::from(now - Duration::days(days));
         let (d400, d300, d4, d3, d2, d1) = (ago(400), ago(300), ago(4), ago(3), ago(2), ago(1));
         conn.execute_batch(&format!(
             "INSERT INTO newsletters (owner_id, name, subdomain, bounce_token, created_at, updated_at) VALUES (1, 'M', 'm', 'bt2', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z');

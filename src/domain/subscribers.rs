@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::email::EmailAddress;
 use super::pagination::{Cursor, Page, invalid_filter};
 use super::{DomainError, DomainResult, ErrorCode, FieldErrors, events};
-use crate::clock::{self, Timestamp};
+use crate::clock::Timestamp;
 use crate::store::{StoreError, write_tx};
 
 /// Most entries one bulk request may carry.
@@ -44,7 +44,7 @@ impl Subscriber {
             "subscription_id": self.id,
             "email": self.email,
             "name": self.name,
-            "status": self.status.as_str(),
+            "status": self.status,
             "subscribed_at": self.subscribed_at,
             "tags": self.tags,
         })
@@ -249,7 +249,7 @@ fn window(
     };
     if let Some(mut blocks) = blocks {
         let mut rows = match shape {
-            Shape::Status(status) => blocks.query((newsletter_id, status.as_str()))?,
+            Shape::Status(status) => blocks.query((newsletter_id, status))?,
             _ => blocks.query([newsletter_id])?,
         };
         let mut passed = 0;
@@ -351,15 +351,14 @@ fn rows(
     let nid = newsletter_id;
     match shape {
         Shape::All => read(ALL, params![nid, before, limit, skip]),
-        Shape::Status(status) => read(STATUS, params![nid, before, limit, skip, status.as_str()]),
+        Shape::Status(status) => read(STATUS, params![nid, before, limit, skip, status]),
         Shape::Tag(tag) if oldest_first => {
             read(TAG_OLDEST_FIRST, params![nid, before, limit, skip, tag])
         }
         Shape::Tag(tag) => read(TAG, params![nid, before, limit, skip, tag]),
-        Shape::TagStatus(tag, status) => read(
-            TAG_STATUS,
-            params![nid, before, limit, skip, tag, status.as_str()],
-        ),
+        Shape::TagStatus(tag, status) => {
+            read(TAG_STATUS, params![nid, before, limit, skip, tag, status])
+        }
         Shape::Search(text, status, tag) => read(
             SEARCH,
             params![
@@ -681,9 +680,9 @@ pub fn update(
     write_tx(conn, |tx| {
         ensure_open(tx, newsletter_id)?;
         let before = get(tx, newsletter_id, id)?;
-        let now = clock::now_string();
+        let now = Timestamp::now();
         if let Some(status) = status.filter(|s| *s != before.status) {
-            set_status(tx, &before, status, &now)?;
+            set_status(tx, &before, status, now)?;
         }
         if let Some(name) = &name {
             const NAME: &str = "UPDATE subscribers SET name = ?2, changed_at = ?3 WHERE id = ?1";
@@ -699,14 +698,14 @@ pub fn set_status(
     conn: &Connection,
     subscriber: &Subscriber,
     status: Status,
-    now: &str,
+    now: Timestamp,
 ) -> Result<(), StoreError> {
     const SET: &str = "UPDATE subscribers SET status = ?2, changed_at = ?3,
          unsubscribed_at = CASE WHEN ?2 = 'unsubscribed' THEN coalesce(unsubscribed_at, ?3)
                                 WHEN ?2 = 'active' THEN NULL ELSE unsubscribed_at END,
          resubscribed_at = CASE WHEN ?2 = 'active' AND status != 'active' THEN ?3 ELSE resubscribed_at END
          WHERE id = ?1";
-    conn.execute(SET, (subscriber.id, status.as_str(), now))?;
+    conn.execute(SET, (subscriber.id, status, now))?;
     Ok(())
 }
 
@@ -748,7 +747,7 @@ pub fn add_tag(
         )?;
         tx.execute(
             "UPDATE subscribers SET changed_at = ?2 WHERE id = ?1",
-            (id, clock::now_string()),
+            (id, Timestamp::now()),
         )?;
         changed(tx, before)
     })
@@ -771,7 +770,7 @@ pub fn remove_tag(
         {
             tx.execute(
                 "UPDATE subscribers SET changed_at = ?2 WHERE id = ?1",
-                (id, clock::now_string()),
+                (id, Timestamp::now()),
             )?;
         }
         changed(tx, before)
@@ -913,7 +912,7 @@ mod tests {
         assert!(refused(delete(&mut conn, 1, kept.id)));
         assert_eq!(active_count(&conn, 1).unwrap(), 1, "nothing changed");
         // The reader's own way out (unsubscribe links, bounces) is not the owner's change.
-        set_status(&conn, &kept, Status::Unsubscribed, "now").unwrap();
+        set_status(&conn, &kept, Status::Unsubscribed, Timestamp::now()).unwrap();
         assert_eq!(active_count(&conn, 1).unwrap(), 0);
     }
 

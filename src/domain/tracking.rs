@@ -8,7 +8,7 @@ use serde_json::json;
 use super::secrets::{ServerSecret, Signer};
 use super::subscribers::{self, Status};
 use super::{DomainError, DomainResult, events};
-use crate::clock::{self, Timestamp};
+use crate::clock::Timestamp;
 use crate::store::write_tx;
 
 /// Hex characters of signature kept in URLs (128 bits).
@@ -184,7 +184,7 @@ pub fn delivery(conn: &Connection, id: i64) -> DomainResult<Delivery> {
 /// Notes the first open of a delivery and fires `email.opened` once.
 pub fn record_open(conn: &mut Connection, delivery_id: i64) -> DomainResult<()> {
     write_tx(conn, |tx| {
-        let now = clock::now_string();
+        let now = Timestamp::now();
         if tx.execute(
             "UPDATE deliveries SET opened_at = ?2 WHERE id = ?1 AND opened_at IS NULL",
             (delivery_id, &now),
@@ -200,7 +200,7 @@ pub fn record_open(conn: &mut Connection, delivery_id: i64) -> DomainResult<()> 
 /// Notes the first click of a delivery (a click implies an open) and fires `email.clicked` once.
 pub fn record_click(conn: &mut Connection, delivery_id: i64, target: &str) -> DomainResult<()> {
     write_tx(conn, |tx| {
-        let now = clock::now_string();
+        let now = Timestamp::now();
         const CLICK: &str = "UPDATE deliveries SET clicked_at = ?2, opened_at = coalesce(opened_at, ?2) WHERE id = ?1 AND clicked_at IS NULL";
         if tx.execute(CLICK, (delivery_id, &now))? == 1 {
             let d = delivery(tx, delivery_id)?;
@@ -222,8 +222,8 @@ pub fn unsubscribe(conn: &mut Connection, delivery_id: i64) -> DomainResult<Deli
         };
         let subscriber = subscribers::get(tx, d.newsletter_id, subscriber_id)?;
         if subscriber.status != Status::Unsubscribed {
-            let now = clock::now_string();
-            subscribers::set_status(tx, &subscriber, Status::Unsubscribed, &now)?;
+            let now = Timestamp::now();
+            subscribers::set_status(tx, &subscriber, Status::Unsubscribed, now)?;
             tx.execute("UPDATE deliveries SET unsubscribed_at = coalesce(unsubscribed_at, ?2) WHERE id = ?1", (delivery_id, &now))?;
             events::record(tx, d.newsletter_id, "email.unsubscribed", d.event_data())?;
         }
@@ -234,7 +234,7 @@ pub fn unsubscribe(conn: &mut Connection, delivery_id: i64) -> DomainResult<Deli
 /// A hard bounce of one delivery: the delivery is `bounced`, the subscriber `bounced`, and
 /// `email.bounced` fires. Called by the sender on a 5xx and by bounce reports.
 pub fn bounce(conn: &Connection, delivery_id: i64, reason: &str) -> DomainResult<()> {
-    let now = clock::now_string();
+    let now = Timestamp::now();
     const BOUNCE: &str = "UPDATE deliveries SET status = 'bounced', bounced_at = coalesce(bounced_at, ?2), last_error = ?3
          WHERE id = ?1 AND bounced_at IS NULL";
     if conn.execute(BOUNCE, (delivery_id, &now, reason))? == 0 {
@@ -244,7 +244,7 @@ pub fn bounce(conn: &Connection, delivery_id: i64, reason: &str) -> DomainResult
     if let Some(subscriber_id) = d.subscriber_id {
         let subscriber = subscribers::get(conn, d.newsletter_id, subscriber_id)?;
         if subscriber.status == Status::Active {
-            subscribers::set_status(conn, &subscriber, Status::Bounced, &now)?;
+            subscribers::set_status(conn, &subscriber, Status::Bounced, now)?;
         }
     }
     events::record(conn, d.newsletter_id, "email.bounced", d.event_data())?;
@@ -284,7 +284,7 @@ pub fn report_bounce(
                     .optional()?
                     .ok_or(DomainError::NotFound("subscriber"))?;
                 let subscriber = subscribers::get(tx, newsletter_id, id)?;
-                subscribers::set_status(tx, &subscriber, Status::Bounced, &clock::now_string())?;
+                subscribers::set_status(tx, &subscriber, Status::Bounced, Timestamp::now())?;
                 Ok(())
             }
         }

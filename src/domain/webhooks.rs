@@ -173,7 +173,7 @@ pub fn create(
         let events = serde_json::to_string(&events).expect("strings serialise");
         tx.execute(
             INSERT,
-            (newsletter_id, &url, &events, &secret, clock::now_string()),
+            (newsletter_id, &url, &events, &secret, Timestamp::now()),
         )?;
         Ok((get(tx, newsletter_id, tx.last_insert_rowid())?, secret))
     })
@@ -218,7 +218,7 @@ pub fn update(
                 url.as_ref().unwrap_or(&current.url),
                 events,
                 changes.enabled.unwrap_or(current.enabled),
-                clock::now_string(),
+                Timestamp::now(),
             ),
         )?;
         get(tx, newsletter_id, id)
@@ -236,7 +236,7 @@ pub fn rotate_secret(
         let secret = new_secret();
         const ROTATE: &str =
             "UPDATE webhook_subscriptions SET secret = ?2, updated_at = ?3 WHERE id = ?1";
-        tx.execute(ROTATE, (id, &secret, clock::now_string()))?;
+        tx.execute(ROTATE, (id, &secret, Timestamp::now()))?;
         Ok((get(tx, newsletter_id, id)?, secret))
     })
 }
@@ -268,7 +268,7 @@ fn queue_delivery(
             &uid,
             kind,
             body,
-            clock::now_string(),
+            Timestamp::now(),
         ),
     )?;
     let delivery_id = conn.last_insert_rowid();
@@ -317,20 +317,14 @@ pub fn send_test_event(
     }
     write_tx(conn, |tx| {
         get(tx, newsletter_id, subscription_id)?;
-        let body = events::envelope(
-            tx,
-            newsletter_id,
-            kind,
-            &clock::now_string(),
-            sample_data(kind),
-        )?;
+        let body = events::envelope(tx, newsletter_id, kind, Timestamp::now(), sample_data(kind))?;
         queue_delivery(tx, subscription_id, None, kind, &body.to_string())
     })
 }
 
 /// Data shaped like the real event's, marked as a test.
 fn sample_data(kind: &str) -> Value {
-    let now = clock::now_string();
+    let now = Timestamp::now();
     match kind.split('.').next() {
         Some("subscriber") => json!({
             "subscription_id": 0, "email": "test@example.com", "name": "Test Subscriber",
@@ -340,14 +334,14 @@ fn sample_data(kind: &str) -> Value {
         Some("issue") => json!({
             "issue_id": 0, "subject": "A test issue", "path": "a-test-issue",
             "status": if kind == "issue.published" { "published" } else { "sent" },
-            "sent_at": now, "published_at": if kind == "issue.published" { Value::from(now.clone()) } else { Value::Null },
+            "sent_at": now, "published_at": if kind == "issue.published" { json!(now) } else { Value::Null },
             "article_count": 0, "test": true,
         }),
         _ => {
             let mut data = json!({
                 "delivery_id": 0, "issue_id": 0, "email": "test@example.com",
-                "opened_at": if kind == "email.opened" || kind == "email.clicked" { Value::from(now.clone()) } else { Value::Null },
-                "clicked_at": if kind == "email.clicked" { Value::from(now.clone()) } else { Value::Null },
+                "opened_at": if kind == "email.opened" || kind == "email.clicked" { json!(now) } else { Value::Null },
+                "clicked_at": if kind == "email.clicked" { json!(now) } else { Value::Null },
                 "test": true,
             });
             if kind == "email.clicked" {
@@ -369,7 +363,7 @@ pub fn redeliver(conn: &mut Connection, newsletter_id: i64, delivery_id: i64) ->
         const RESET: &str =
             "UPDATE webhook_deliveries SET state = 'pending', attempts = 0, next_attempt_at = NULL,
              last_error = NULL, updated_at = ?2 WHERE id = ?1";
-        tx.execute(RESET, (delivery_id, clock::now_string()))?;
+        tx.execute(RESET, (delivery_id, Timestamp::now()))?;
         crate::jobs::deliver_webhook::enqueue(tx, delivery_id)?;
         Ok(())
     })
@@ -400,7 +394,7 @@ pub fn prune(conn: &mut Connection, now: OffsetDateTime, limit: i64) -> DomainRe
            AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d
                            WHERE d.event_id = e.id AND d.state = 'pending')
          ORDER BY e.created_at LIMIT ?2)";
-    let cutoff = clock::format(now - RETENTION);
+    let cutoff = Timestamp::from(now - RETENTION);
     write_tx(conn, |tx| {
         Ok(Pruned {
             deliveries: tx.execute(DELIVERIES, (&cutoff, limit))?,
@@ -751,7 +745,7 @@ mod tests {
         };
         create(&mut conn, 1, &input, &allow).unwrap();
         let now = clock::now();
-        let at = |days: i64| clock::format(now - Duration::days(days));
+        let at = |days: i64| Timestamp::from(now - Duration::days(days));
         // (event age, delivery state, delivery last change) in days before now.
         let rows = [
             (40, "delivered", 40), // 1: both go

@@ -186,8 +186,8 @@ fn list_page(
                 label { "Status"
                     select name="status" {
                         option value="" { "any" }
-                        @for s in ["active", "unsubscribed", "bounced"] {
-                            option value=(s) selected[chosen(&params.status, s)] { (s) }
+                        @for s in Status::ALL {
+                            option value=(s) selected[chosen(&params.status, s.as_str())] { (s) }
                         }
                     }
                 }

@@ -314,7 +314,7 @@ fn content_limits_issues_saved_before_html_was_stored_are_rendered_once() {
         .unwrap();
         db.execute(
             "INSERT INTO issues (newsletter_id, subject, content_markdown, status, path, published_at, created_at, updated_at)
-             VALUES (?1, 'Hostile', ?2, 'approved', 'hostile', 'n', 'n', 'n')",
+             VALUES (?1, 'Hostile', ?2, 'approved', 'hostile', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z')",
             (owner.newsletter_id, "* ".repeat(8000) + "a"),
         )
         .unwrap();
