@@ -124,11 +124,7 @@ fn utc_from_local(text: &str) -> String {
 
 /// An instant for people: `2026-11-24 09:00 UTC`.
 fn when(at: Timestamp) -> String {
-    const WHEN: &[BorrowedFormatItem<'static>] =
-        format_description!("[year]-[month]-[day] [hour]:[minute] UTC");
-    at.datetime()
-        .format(WHEN)
-        .expect("a UTC instant always formats")
+    format!("{} UTC", local_input(at).replace('T', " "))
 }
 
 /// `POST /newsletters/:id/issues/:issue_id`: an update (`_method=patch`) or a delete
