@@ -272,7 +272,7 @@ fn queue_delivery(
         ),
     )?;
     let delivery_id = conn.last_insert_rowid();
-    crate::jobs::deliver_webhook::enqueue(conn, delivery_id)?;
+    crate::store::jobs::queue_webhook_delivery(conn, delivery_id)?;
     Ok(delivery_id)
 }
 
@@ -370,7 +370,7 @@ pub fn redeliver(conn: &mut Connection, newsletter_id: i64, delivery_id: i64) ->
             "UPDATE webhook_deliveries SET state = 'pending', attempts = 0, next_attempt_at = NULL,
              last_error = NULL, updated_at = ?2 WHERE id = ?1";
         tx.execute(RESET, (delivery_id, clock::now_string()))?;
-        crate::jobs::deliver_webhook::enqueue(tx, delivery_id)?;
+        crate::store::jobs::queue_webhook_delivery(tx, delivery_id)?;
         Ok(())
     })
 }
