@@ -1,6 +1,8 @@
-//! The SQLite store: connection pool, pragmas, embedded migrations, the data-dir lock and
-//! online backup. SQL that belongs to one resource lives beside the domain function that runs
-//! it; this module owns only what every caller shares.
+//! The SQLite store: connection pool, pragmas (and the [`Tuned`] guard that relaxes them for
+//! a while), embedded migrations, the data-dir lock, online backup, and the job table's
+//! writer side ([`jobs`]) through which the domain records work for the job runner. SQL that
+//! belongs to one resource lives beside the domain function that runs it; this module owns
+//! only what every caller shares.
 
 mod backup;
 pub mod jobs;
