@@ -16,8 +16,7 @@ use super::secrets::{random_hex, sha256_hex};
 use super::urls::SiteUrls;
 use super::{DomainError, DomainResult, FieldErrors};
 use crate::clock::{self, Timestamp};
-use crate::jobs::send_mail;
-use crate::mail::account as account_mail;
+use crate::store::jobs::{AccountMail, AccountMailKind, queue_account_mail};
 use crate::store::write_tx;
 
 /// How long an e-mail confirmation link works.
@@ -203,7 +202,14 @@ fn send_confirmation(conn: &Connection, urls: &SiteUrls, user: &User) -> DomainR
     }
     let token = issue_token(conn, user.id, TokenPurpose::ConfirmEmail, CONFIRMATION_TTL)?;
     let link = urls.service(&format!("/email_confirmations/{token}"));
-    send_mail::enqueue(conn, &user.email, account_mail::confirmation(&link))?;
+    queue_account_mail(
+        conn,
+        &AccountMail {
+            to: user.email.clone(),
+            link,
+            kind: AccountMailKind::Confirmation,
+        },
+    )?;
     Ok(())
 }
 
@@ -502,7 +508,14 @@ pub fn request_password_reset(
         {
             let token = issue_token(tx, user.id, TokenPurpose::ResetPassword, RESET_TTL)?;
             let link = urls.service(&format!("/passwords/{token}/edit"));
-            send_mail::enqueue(tx, &user.email, account_mail::password_reset(&link))?;
+            queue_account_mail(
+                tx,
+                &AccountMail {
+                    to: user.email.clone(),
+                    link,
+                    kind: AccountMailKind::PasswordReset,
+                },
+            )?;
         }
         Ok(())
     })

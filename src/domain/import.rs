@@ -802,7 +802,7 @@ pub fn start_upload(conn: &mut Connection, newsletter_id: i64, id: i64) -> Domai
             return Err(not_waiting(&upload));
         }
         tx.execute(QUEUE, (id, Timestamp::now()))?;
-        crate::jobs::import_subscribers::enqueue(tx, id)?;
+        crate::store::jobs::queue_subscriber_import(tx, id)?;
         get_upload(tx, newsletter_id, id)
     })
 }

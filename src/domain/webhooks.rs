@@ -272,7 +272,7 @@ fn queue_delivery(
         ),
     )?;
     let delivery_id = conn.last_insert_rowid();
-    crate::jobs::deliver_webhook::enqueue(conn, delivery_id)?;
+    crate::store::jobs::queue_webhook_delivery(conn, delivery_id)?;
     Ok(delivery_id)
 }
 
@@ -364,7 +364,7 @@ pub fn redeliver(conn: &mut Connection, newsletter_id: i64, delivery_id: i64) ->
             "UPDATE webhook_deliveries SET state = 'pending', attempts = 0, next_attempt_at = NULL,
              last_error = NULL, updated_at = ?2 WHERE id = ?1";
         tx.execute(RESET, (delivery_id, Timestamp::now()))?;
-        crate::jobs::deliver_webhook::enqueue(tx, delivery_id)?;
+        crate::store::jobs::queue_webhook_delivery(tx, delivery_id)?;
         Ok(())
     })
 }
@@ -500,50 +500,24 @@ crate::string_enum!(
     pub DeliveryState { Pending => "pending", Delivered => "delivered", Failed => "failed" }
 );
 
-/// What an attempt leaves on its delivery's row.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Outcome<'a> {
+/// What one attempt leaves on its delivery row.
+struct AttemptRecord<'a> {
+    /// `pending` (tried again at `next_attempt_at`), `delivered` or `failed`.
     state: DeliveryState,
     attempts: i64,
     response_status: Option<u16>,
     response_excerpt: Option<&'a str>,
     last_error: Option<&'a str>,
-    next_attempt_at: Option<Timestamp>,
+    next_attempt_at: Option<OffsetDateTime>,
 }
 
-impl<'a> Outcome<'a> {
-    fn new(state: DeliveryState, attempts: i64, response_status: Option<u16>) -> Self {
-        Outcome {
-            state,
-            attempts,
-            response_status,
-            response_excerpt: None,
-            last_error: None,
-            next_attempt_at: None,
-        }
-    }
-
-    fn excerpt(self, excerpt: &'a str) -> Self {
-        Outcome {
-            response_excerpt: Some(excerpt),
-            ..self
-        }
-    }
-
-    fn error(self, error: &'a str) -> Self {
-        Outcome {
-            last_error: Some(error),
-            ..self
-        }
-    }
-
-    /// Writes the outcome; a delivered one also records when.
-    fn record(&self, conn: &Connection, delivery_id: i64, now: Timestamp) -> DomainResult<()> {
+impl AttemptRecord<'_> {
+    fn write(&self, tx: &Connection, delivery_id: i64, now: OffsetDateTime) -> DomainResult<()> {
         const FINISH: &str = "UPDATE webhook_deliveries SET state = ?2, attempts = ?3, response_status = ?4,
              response_excerpt = ?5, last_error = ?6, next_attempt_at = ?7,
              delivered_at = CASE WHEN ?2 = 'delivered' THEN ?8 ELSE delivered_at END, updated_at = ?8
              WHERE id = ?1";
-        conn.execute(
+        tx.execute(
             FINISH,
             (
                 delivery_id,
@@ -552,8 +526,8 @@ impl<'a> Outcome<'a> {
                 self.response_status,
                 self.response_excerpt,
                 self.last_error,
-                self.next_attempt_at,
-                now,
+                self.next_attempt_at.map(Timestamp::from),
+                Timestamp::from(now),
             ),
         )?;
         Ok(())
@@ -590,52 +564,74 @@ pub fn record_attempt(
         const GONE: &str = "the endpoint answered 410 Gone";
         let attempts = attempts + 1;
         let mut next = None;
-        let outcome = match attempt {
+        match attempt {
             Attempt::Acknowledged { status, excerpt } => {
+                AttemptRecord {
+                    state: DeliveryState::Delivered,
+                    attempts,
+                    response_status: Some(*status),
+                    response_excerpt: Some(excerpt),
+                    last_error: None,
+                    next_attempt_at: None,
+                }
+                .write(tx, delivery_id, now)?;
                 tx.execute(RESET_FAILURES, [subscription_id])?;
-                Outcome::new(DeliveryState::Delivered, attempts, Some(*status)).excerpt(excerpt)
             }
             Attempt::Gone { excerpt } => {
-                tx.execute(DISABLE, (subscription_id, GONE))?;
-                Outcome::new(DeliveryState::Failed, attempts, Some(410))
-                    .excerpt(excerpt)
-                    .error(GONE)
-            }
-            Attempt::Failed {
-                status,
-                excerpt,
-                error,
-            } if attempts <= MAX_RETRIES => {
-                let at = now + retry_base * (attempts as i32).pow(4);
-                next = Some(at);
-                Outcome {
-                    next_attempt_at: Some(Timestamp::from(at)),
-                    ..Outcome::new(DeliveryState::Pending, attempts, *status)
-                        .excerpt(excerpt)
-                        .error(error)
+                AttemptRecord {
+                    state: DeliveryState::Failed,
+                    attempts,
+                    response_status: Some(410),
+                    response_excerpt: Some(excerpt),
+                    last_error: Some(GONE),
+                    next_attempt_at: None,
                 }
+                .write(tx, delivery_id, now)?;
+                tx.execute(DISABLE, (subscription_id, GONE))?;
             }
             Attempt::Failed {
                 status,
                 excerpt,
                 error,
             } => {
-                tx.execute(
-                    COUNT_FAILURE,
-                    (
-                        subscription_id,
-                        DISABLE_AFTER,
-                        format!("{DISABLE_AFTER} deliveries in a row failed"),
-                    ),
-                )?;
-                Outcome::new(DeliveryState::Failed, attempts, *status)
-                    .excerpt(excerpt)
-                    .error(error)
+                let retry = attempts <= MAX_RETRIES;
+                next = retry.then(|| now + retry_base * (attempts as i32).pow(4));
+                AttemptRecord {
+                    state: if retry {
+                        DeliveryState::Pending
+                    } else {
+                        DeliveryState::Failed
+                    },
+                    attempts,
+                    response_status: *status,
+                    response_excerpt: Some(excerpt),
+                    last_error: Some(error),
+                    next_attempt_at: next,
+                }
+                .write(tx, delivery_id, now)?;
+                if !retry {
+                    tx.execute(
+                        COUNT_FAILURE,
+                        (
+                            subscription_id,
+                            DISABLE_AFTER,
+                            format!("{DISABLE_AFTER} deliveries in a row failed"),
+                        ),
+                    )?;
+                }
             }
-            Attempt::Skipped => Outcome::new(DeliveryState::Failed, attempts - 1, None)
-                .error("the subscription is disabled"),
-        };
-        outcome.record(tx, delivery_id, Timestamp::from(now))?;
+            Attempt::Skipped => {
+                AttemptRecord {
+                    state: DeliveryState::Failed,
+                    attempts: attempts - 1,
+                    response_status: None,
+                    response_excerpt: None,
+                    last_error: Some("the subscription is disabled"),
+                    next_attempt_at: None,
+                }
+                .write(tx, delivery_id, now)?;
+            }
+        }
         Ok(next)
     })
 }
