@@ -43,10 +43,11 @@ fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ApiKey> {
         name: row.get(2)?,
         prefix: row.get(3)?,
         permissions: Permission::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .zip(flags)
             .filter(|(_, on)| *on)
-            .map(|(p, _)| *p)
+            .map(|(p, _)| p)
             .collect(),
         created_at: row.get(7)?,
         last_used_at: row.get(8)?,
