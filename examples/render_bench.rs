@@ -17,8 +17,8 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use broadsheet::domain::content::markdown_to_html;
 use broadsheet::domain::content::{MAX_BYTES, RENDER_BUDGET, shape_problem};
-use broadsheet::mail::render::markdown_to_html;
 
 /// How long one render may run before the table says "over 30 s".
 const PATIENCE: Duration = Duration::from_secs(30);

@@ -96,10 +96,12 @@ pub fn main() -> ExitCode {
             println!("{}", crate::api::openapi_document());
             Ok(())
         }
-        Command::RenderMarkdown => crate::mail::render_budget::child_main().map_err(|e| Failure {
-            code: EXIT_FAILURE,
-            message: format!("render-markdown: {e}"),
-        }),
+        Command::RenderMarkdown => {
+            crate::domain::render_budget::child_main().map_err(|e| Failure {
+                code: EXIT_FAILURE,
+                message: format!("render-markdown: {e}"),
+            })
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -15,6 +15,7 @@ pub mod http;
 pub mod jobs;
 pub mod mail;
 pub mod site;
+pub mod state;
 pub mod store;
 pub mod web;
 pub mod webhooks;

@@ -13,10 +13,12 @@ mod webhooks;
 
 use std::sync::LazyLock;
 
-use poem::http::{Method, StatusCode};
+use poem::http::{HeaderValue, Method, StatusCode};
 use poem::{Endpoint, EndpointExt, IntoResponse, Route};
 use poem_openapi::auth::Bearer;
 use poem_openapi::{OpenApiService, SecurityScheme};
+
+use crate::http::headers::Policy;
 
 pub use error::{ApiError, ErrorBody};
 pub use guard::Principal;
@@ -39,7 +41,7 @@ type Apis = (
 );
 
 /// The shared application state, as operations receive it.
-pub type State = std::sync::Arc<crate::app::AppState>;
+pub type State = std::sync::Arc<crate::state::AppState>;
 
 fn service() -> OpenApiService<Apis, ()> {
     OpenApiService::new(
@@ -71,13 +73,16 @@ pub fn reference_page() -> String {
     service().swagger_ui_html()
 }
 
+/// The reference page's Content-Security-Policy, hashed once, on the first visit.
+static DOCS_POLICY: LazyLock<HeaderValue> = LazyLock::new(|| Policy::api_docs(&reference_page()));
+
 /// Everything under `/api/v1`.
 pub fn routes() -> impl Endpoint {
     let service = service();
     let spec = service.spec_endpoint();
     let docs = service.swagger_ui().map(|page| async move {
         let mut page = page.into_response();
-        page.set_data(crate::http::headers::Policy::ApiDocs);
+        page.set_data(Policy::ApiDocs(&DOCS_POLICY));
         page
     });
     Route::new()
