@@ -2,6 +2,37 @@
 //! code that answers. A guard in front of every operation authenticates the key, checks the
 //! permission its method needs, counts the rate-limit bucket and adds its headers.
 
+/// `#[OpenApi]` for one group of operations (`tag`, then the `impl`), with the rate-limit
+/// headers that the guard adds to each of their answers documented once, here.
+macro_rules! rate_limited_api {
+    ($tag:tt, $($api:tt)*) => {
+        #[poem_openapi::OpenApi(
+            tag = $tag,
+            response_header(
+                name = "X-RateLimit-Limit",
+                ty = "Option<u32>",
+                description = "Requests allowed per hour in the bucket this request counted in (GET, writes or bulk); absent on 401"
+            ),
+            response_header(
+                name = "X-RateLimit-Remaining",
+                ty = "Option<u32>",
+                description = "Requests left in the bucket this hour; absent on 401"
+            ),
+            response_header(
+                name = "X-RateLimit-Reset",
+                ty = "Option<i64>",
+                description = "Unix seconds at which the hourly window ends; absent on 401"
+            ),
+            response_header(
+                name = "Retry-After",
+                ty = "Option<i64>",
+                description = "On 429: seconds until the window ends; on 507 (the server's disk is full): seconds to wait before trying again"
+            )
+        )]
+        $($api)*
+    };
+}
+
 pub mod bounces;
 mod common;
 mod error;

@@ -2,7 +2,7 @@
 
 use poem::web::Data;
 use poem_openapi::payload::Json;
-use poem_openapi::{ApiResponse, Object, OpenApi, Tags};
+use poem_openapi::{ApiResponse, Object, Tags};
 
 use super::common::Text;
 use super::{ApiError, ApiKeyAuth, Principal, State};
@@ -212,95 +212,75 @@ fn envelope(state: &State, (n, counts): (Newsletter, (i64, i64))) -> NewsletterR
 
 pub struct NewsletterApi;
 
-#[OpenApi(
-    tag = "ApiTags::Newsletter",
-    response_header(
-        name = "X-RateLimit-Limit",
-        ty = "Option<u32>",
-        description = "Requests allowed per hour in the bucket this request counted in (GET, writes or bulk); absent on 401"
-    ),
-    response_header(
-        name = "X-RateLimit-Remaining",
-        ty = "Option<u32>",
-        description = "Requests left in the bucket this hour; absent on 401"
-    ),
-    response_header(
-        name = "X-RateLimit-Reset",
-        ty = "Option<i64>",
-        description = "Unix seconds at which the hourly window ends; absent on 401"
-    ),
-    response_header(
-        name = "Retry-After",
-        ty = "Option<i64>",
-        description = "On 429: seconds until the window ends; on 507 (the server's disk is full): seconds to wait before trying again"
-    )
-)]
-impl NewsletterApi {
-    /// The newsletter this API key belongs to.
-    #[oai(path = "/newsletter", method = "get", operation_id = "getNewsletter")]
-    async fn get_newsletter(
-        &self,
-        _auth: ApiKeyAuth,
-        Data(p): Data<&Principal>,
-        Data(state): Data<&State>,
-    ) -> Result<NewsletterResponse, ApiError> {
-        let id = p.newsletter_id;
-        Ok(envelope(
-            state,
-            state.db.run(move |conn| load(conn, id)).await?,
-        ))
-    }
+rate_limited_api! {
+    "ApiTags::Newsletter",
+    impl NewsletterApi {
+        /// The newsletter this API key belongs to.
+        #[oai(path = "/newsletter", method = "get", operation_id = "getNewsletter")]
+        async fn get_newsletter(
+            &self,
+            _auth: ApiKeyAuth,
+            Data(p): Data<&Principal>,
+            Data(state): Data<&State>,
+        ) -> Result<NewsletterResponse, ApiError> {
+            let id = p.newsletter_id;
+            Ok(envelope(
+                state,
+                state.db.run(move |conn| load(conn, id)).await?,
+            ))
+        }
 
-    /// Changes the name, tagline or sender; answers like `GET /newsletter`.
-    #[oai(
-        path = "/newsletter",
-        method = "patch",
-        operation_id = "updateNewsletter"
-    )]
-    async fn update_newsletter(
-        &self,
-        _auth: ApiKeyAuth,
-        body: Json<NewsletterPatch>,
-        Data(p): Data<&Principal>,
-        Data(state): Data<&State>,
-    ) -> Result<NewsletterResponse, ApiError> {
-        let id = p.newsletter_id;
-        let Json(patch) = body;
-        let changes = newsletters::Details {
-            name: patch.name.map(String::from),
-            tagline: patch.tagline.map(String::from),
-            sender_name: patch.sender_name.map(String::from),
-            sender_email: patch.sender_email.map(String::from),
-        };
-        let loaded = state
-            .db
-            .run(move |conn| {
-                newsletters::update_details(conn, id, &changes)?;
-                load(conn, id)
-            })
-            .await?;
-        Ok(envelope(state, loaded))
-    }
+        /// Changes the name, tagline or sender; answers like `GET /newsletter`.
+        #[oai(
+            path = "/newsletter",
+            method = "patch",
+            operation_id = "updateNewsletter"
+        )]
+        async fn update_newsletter(
+            &self,
+            _auth: ApiKeyAuth,
+            body: Json<NewsletterPatch>,
+            Data(p): Data<&Principal>,
+            Data(state): Data<&State>,
+        ) -> Result<NewsletterResponse, ApiError> {
+            let id = p.newsletter_id;
+            let Json(patch) = body;
+            let changes = newsletters::Details {
+                name: patch.name.map(String::from),
+                tagline: patch.tagline.map(String::from),
+                sender_name: patch.sender_name.map(String::from),
+                sender_email: patch.sender_email.map(String::from),
+            };
+            let loaded = state
+                .db
+                .run(move |conn| {
+                    newsletters::update_details(conn, id, &changes)?;
+                    load(conn, id)
+                })
+                .await?;
+            Ok(envelope(state, loaded))
+        }
 
-    /// Subscriber, issue and engagement figures from real deliveries.
-    #[oai(
-        path = "/newsletter/stats",
-        method = "get",
-        operation_id = "getNewsletterStats"
-    )]
-    async fn get_stats(
-        &self,
-        _auth: ApiKeyAuth,
-        Data(p): Data<&Principal>,
-        Data(state): Data<&State>,
-    ) -> Result<StatsResponse, ApiError> {
-        let id = p.newsletter_id;
-        let stats = state
-            .db
-            .run(move |conn| Ok::<_, DomainError>(stats::for_newsletter(conn, id)?))
-            .await?;
-        Ok(StatsResponse::Ok(Json(StatsEnvelope {
-            data: stats.into(),
-        })))
+        /// Subscriber, issue and engagement figures from real deliveries.
+        #[oai(
+            path = "/newsletter/stats",
+            method = "get",
+            operation_id = "getNewsletterStats"
+        )]
+        async fn get_stats(
+            &self,
+            _auth: ApiKeyAuth,
+            Data(p): Data<&Principal>,
+            Data(state): Data<&State>,
+        ) -> Result<StatsResponse, ApiError> {
+            let id = p.newsletter_id;
+            let stats = state
+                .db
+                .run(move |conn| Ok::<_, DomainError>(stats::for_newsletter(conn, id)?))
+                .await?;
+            Ok(StatsResponse::Ok(Json(StatsEnvelope {
+                data: stats.into(),
+            })))
+        }
     }
 }
