@@ -285,241 +285,241 @@ pub struct IssuesApi;
 
 rate_limited_api! {
     "ApiTags::Issues",
-    impl IssuesApi {
-        /// Issues, newest first.
-        #[oai(path = "/issues", method = "get", operation_id = "listIssues")]
-        async fn list(
-            &self,
-            _auth: ApiKeyAuth,
-            /// Page number, from 1.
-            page: Query<Option<String>>,
-            /// Items per page (default 25, at most 100).
-            per_page: Query<Option<String>>,
-            /// Only issues of this status: draft, approved, scheduled, sending, sent or failed.
-            status: Query<Option<String>>,
-            Data(p): Data<&Principal>,
-            Data(state): Data<&State>,
-        ) -> Result<ListResponse, ApiError> {
-            let page = Page::parse(page.0.as_deref(), per_page.0.as_deref())?;
-            let (nid, state2) = (p.newsletter_id, state.clone());
-            let (issues, has_more) = state
-                .db
-                .run(move |conn| {
-                    let (rows, has_more) = issues::list(conn, nid, page, status.0.as_deref())?;
-                    let rows = rows
-                        .into_iter()
-                        .map(|i| with_url(conn, &state2, nid, i, false))
-                        .collect::<DomainResult<Vec<_>>>()?;
-                    Ok::<_, DomainError>((rows, has_more))
-                })
-                .await?;
-            Ok(ListResponse::Ok(Json(IssueList {
-                issues,
-                meta: ListMeta::new(page, has_more),
-            })))
-        }
-
-        /// One issue with its Markdown and articles.
-        #[oai(path = "/issues/:id", method = "get", operation_id = "getIssue")]
-        async fn show(
-            &self,
-            _auth: ApiKeyAuth,
-            id: Path<String>,
-            Data(p): Data<&Principal>,
-            Data(state): Data<&State>,
-        ) -> Result<IssueResponse, ApiError> {
-            let (nid, id, state2) = (p.newsletter_id, parse_id(&id.0)?, state.clone());
-            let issue = state
-                .db
-                .run(move |conn| {
-                    let issue = issues::get(conn, nid, id)?;
-                    let delivery = match issue.status {
-                        Status::Sending | Status::Sent | Status::Failed => {
-                            Some(DeliveryObject::new(sending::progress(conn, id)?, &issue))
-                        }
-                        _ => None,
-                    };
-                    let mut shown = with_url(conn, &state2, nid, issue, true)?;
-                    shown.delivery = delivery;
-                    Ok::<_, DomainError>(shown)
-                })
-                .await?;
-            Ok(IssueResponse::Ok(Json(issue)))
-        }
-
-        /// Creates an issue (a draft unless `status` says otherwise).
-        #[oai(path = "/issues", method = "post", operation_id = "createIssue")]
-        async fn create(
-            &self,
-            _auth: ApiKeyAuth,
-            body: Json<IssueBody>,
-            Data(p): Data<&Principal>,
-            Data(state): Data<&State>,
-        ) -> Result<CreatedResponse, ApiError> {
-            let (nid, state2, input) = (
-                p.newsletter_id,
-                state.clone(),
-                IssueInput::from(body.0.issue),
-            );
-            let issue = state
-                .db
-                .run_after(
-                    move || issues::check_new(&input),
-                    move |conn, checked| {
-                        let issue = issues::create(conn, nid, &checked)?;
-                        with_url(conn, &state2, nid, issue, true)
-                    },
-                )
-                .await?;
-            Ok(CreatedResponse::Created(Json(issue)))
-        }
-
-        /// Updates a draft, scheduled or approved issue.
-        #[oai(path = "/issues/:id", method = "patch", operation_id = "updateIssue")]
-        async fn update(
-            &self,
-            _auth: ApiKeyAuth,
-            id: Path<String>,
-            body: Json<IssueBody>,
-            Data(p): Data<&Principal>,
-            Data(state): Data<&State>,
-        ) -> Result<IssueResponse, ApiError> {
-            let (nid, id, state2, input) = (
-                p.newsletter_id,
-                parse_id(&id.0)?,
-                state.clone(),
-                IssueInput::from(body.0.issue),
-            );
-            let issue = state
-                .db
-                .run_after(
-                    move || issues::check_changes(&input),
-                    move |conn, checked| {
-                        let issue = issues::update(conn, nid, id, &checked)?;
-                        with_url(conn, &state2, nid, issue, true)
-                    },
-                )
-                .await?;
-            Ok(IssueResponse::Ok(Json(issue)))
-        }
-
-        /// Deletes a draft.
-        #[oai(path = "/issues/:id", method = "delete", operation_id = "deleteIssue")]
-        async fn delete(
-            &self,
-            _auth: ApiKeyAuth,
-            id: Path<String>,
-            Data(p): Data<&Principal>,
-            Data(state): Data<&State>,
-        ) -> Result<DeletedResponse, ApiError> {
-            let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
-            state
-                .db
-                .run(move |conn| issues::delete(conn, nid, id))
-                .await?;
-            Ok(DeletedResponse::NoContent)
-        }
-
-        /// Queues an approved or scheduled issue for sending to every active subscriber now.
-        #[oai(
-            path = "/issues/:id/send_now",
-            method = "post",
-            operation_id = "sendIssueNow"
-        )]
-        async fn send_now(
-            &self,
-            _auth: ApiKeyAuth,
-            id: Path<String>,
-            Data(p): Data<&Principal>,
-            Data(state): Data<&State>,
-        ) -> Result<SendNowResponse, ApiError> {
-            let (nid, id, state2) = (p.newsletter_id, parse_id(&id.0)?, state.clone());
-            let (issue, recipients) = state
-                .db
-                .run(move |conn| {
-                    let queued = issues::send_now(conn, nid, id)?;
-                    Ok::<_, DomainError>((
-                        with_url(conn, &state2, nid, queued.issue, false)?,
-                        queued.recipients,
-                    ))
-                })
-                .await?;
-            Ok(SendNowResponse::Ok(Json(SendNowResult {
-                message: format!("Issue queued for sending to {recipients} subscriber(s)"),
-                issue,
-                subscribers: recipients,
-            })))
-        }
-
-        /// Resumes a send that stopped (`failed`) because the mail relay stayed unreachable: the
-        /// messages not yet sent go out; nobody gets a second copy.
-        #[oai(
-            path = "/issues/:id/resume",
-            method = "post",
-            operation_id = "resumeIssueSend"
-        )]
-        async fn resume(
-            &self,
-            _auth: ApiKeyAuth,
-            id: Path<String>,
-            Data(p): Data<&Principal>,
-            Data(state): Data<&State>,
-        ) -> Result<ResumeResponse, ApiError> {
-            let (nid, id, state2) = (p.newsletter_id, parse_id(&id.0)?, state.clone());
-            let (issue, remaining) = state
-                .db
-                .run(move |conn| {
-                    let queued = issues::resume(conn, nid, id)?;
-                    Ok::<_, DomainError>((
-                        with_url(conn, &state2, nid, queued.issue, false)?,
-                        queued.recipients,
-                    ))
-                })
-                .await?;
-            Ok(ResumeResponse::Ok(Json(ResumeResult {
-                message: format!("Sending resumed: {remaining} message(s) to go"),
-                issue,
-                remaining,
-            })))
-        }
-
-        /// Publishes the issue to the newsletter's web archive.
-        #[oai(
-            path = "/issues/:id/publish",
-            method = "post",
-            operation_id = "publishIssue"
-        )]
-        async fn publish(
-            &self,
-            _auth: ApiKeyAuth,
-            id: Path<String>,
-            Data(p): Data<&Principal>,
-            Data(state): Data<&State>,
-        ) -> Result<PublishResponse, ApiError> {
-            let (nid, id, state2) = (p.newsletter_id, parse_id(&id.0)?, state.clone());
-            let (issue, web_url, first) = state
-                .db
-                .run(move |conn| {
-                    let published = issues::publish(conn, &state2.urls, nid, id)?;
-                    let web_url = published.web_url.clone();
-                    Ok::<_, DomainError>((
-                        with_url(conn, &state2, nid, published.issue, false)?,
-                        web_url,
-                        published.first_time,
-                    ))
-                })
-                .await?;
-            let message = if first {
-                "Issue published"
-            } else {
-                "Issue was already published"
-            }
-            .to_string();
-            Ok(PublishResponse::Ok(Json(PublishResult {
-                message,
-                issue,
-                web_url,
-            })))
-        }
+impl IssuesApi {
+    /// Issues, newest first.
+    #[oai(path = "/issues", method = "get", operation_id = "listIssues")]
+    async fn list(
+        &self,
+        _auth: ApiKeyAuth,
+        /// Page number, from 1.
+        page: Query<Option<String>>,
+        /// Items per page (default 25, at most 100).
+        per_page: Query<Option<String>>,
+        /// Only issues of this status: draft, approved, scheduled, sending, sent or failed.
+        status: Query<Option<String>>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<ListResponse, ApiError> {
+        let page = Page::parse(page.0.as_deref(), per_page.0.as_deref())?;
+        let (nid, state2) = (p.newsletter_id, state.clone());
+        let (issues, has_more) = state
+            .db
+            .run(move |conn| {
+                let (rows, has_more) = issues::list(conn, nid, page, status.0.as_deref())?;
+                let rows = rows
+                    .into_iter()
+                    .map(|i| with_url(conn, &state2, nid, i, false))
+                    .collect::<DomainResult<Vec<_>>>()?;
+                Ok::<_, DomainError>((rows, has_more))
+            })
+            .await?;
+        Ok(ListResponse::Ok(Json(IssueList {
+            issues,
+            meta: ListMeta::new(page, has_more),
+        })))
     }
+
+    /// One issue with its Markdown and articles.
+    #[oai(path = "/issues/:id", method = "get", operation_id = "getIssue")]
+    async fn show(
+        &self,
+        _auth: ApiKeyAuth,
+        id: Path<String>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<IssueResponse, ApiError> {
+        let (nid, id, state2) = (p.newsletter_id, parse_id(&id.0)?, state.clone());
+        let issue = state
+            .db
+            .run(move |conn| {
+                let issue = issues::get(conn, nid, id)?;
+                let delivery = match issue.status {
+                    Status::Sending | Status::Sent | Status::Failed => {
+                        Some(DeliveryObject::new(sending::progress(conn, id)?, &issue))
+                    }
+                    _ => None,
+                };
+                let mut shown = with_url(conn, &state2, nid, issue, true)?;
+                shown.delivery = delivery;
+                Ok::<_, DomainError>(shown)
+            })
+            .await?;
+        Ok(IssueResponse::Ok(Json(issue)))
+    }
+
+    /// Creates an issue (a draft unless `status` says otherwise).
+    #[oai(path = "/issues", method = "post", operation_id = "createIssue")]
+    async fn create(
+        &self,
+        _auth: ApiKeyAuth,
+        body: Json<IssueBody>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<CreatedResponse, ApiError> {
+        let (nid, state2, input) = (
+            p.newsletter_id,
+            state.clone(),
+            IssueInput::from(body.0.issue),
+        );
+        let issue = state
+            .db
+            .run_after(
+                move || issues::check_new(&input),
+                move |conn, checked| {
+                    let issue = issues::create(conn, nid, &checked)?;
+                    with_url(conn, &state2, nid, issue, true)
+                },
+            )
+            .await?;
+        Ok(CreatedResponse::Created(Json(issue)))
+    }
+
+    /// Updates a draft, scheduled or approved issue.
+    #[oai(path = "/issues/:id", method = "patch", operation_id = "updateIssue")]
+    async fn update(
+        &self,
+        _auth: ApiKeyAuth,
+        id: Path<String>,
+        body: Json<IssueBody>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<IssueResponse, ApiError> {
+        let (nid, id, state2, input) = (
+            p.newsletter_id,
+            parse_id(&id.0)?,
+            state.clone(),
+            IssueInput::from(body.0.issue),
+        );
+        let issue = state
+            .db
+            .run_after(
+                move || issues::check_changes(&input),
+                move |conn, checked| {
+                    let issue = issues::update(conn, nid, id, &checked)?;
+                    with_url(conn, &state2, nid, issue, true)
+                },
+            )
+            .await?;
+        Ok(IssueResponse::Ok(Json(issue)))
+    }
+
+    /// Deletes a draft.
+    #[oai(path = "/issues/:id", method = "delete", operation_id = "deleteIssue")]
+    async fn delete(
+        &self,
+        _auth: ApiKeyAuth,
+        id: Path<String>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<DeletedResponse, ApiError> {
+        let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
+        state
+            .db
+            .run(move |conn| issues::delete(conn, nid, id))
+            .await?;
+        Ok(DeletedResponse::NoContent)
+    }
+
+    /// Queues an approved or scheduled issue for sending to every active subscriber now.
+    #[oai(
+        path = "/issues/:id/send_now",
+        method = "post",
+        operation_id = "sendIssueNow"
+    )]
+    async fn send_now(
+        &self,
+        _auth: ApiKeyAuth,
+        id: Path<String>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<SendNowResponse, ApiError> {
+        let (nid, id, state2) = (p.newsletter_id, parse_id(&id.0)?, state.clone());
+        let (issue, recipients) = state
+            .db
+            .run(move |conn| {
+                let queued = issues::send_now(conn, nid, id)?;
+                Ok::<_, DomainError>((
+                    with_url(conn, &state2, nid, queued.issue, false)?,
+                    queued.recipients,
+                ))
+            })
+            .await?;
+        Ok(SendNowResponse::Ok(Json(SendNowResult {
+            message: format!("Issue queued for sending to {recipients} subscriber(s)"),
+            issue,
+            subscribers: recipients,
+        })))
+    }
+
+    /// Resumes a send that stopped (`failed`) because the mail relay stayed unreachable: the
+    /// messages not yet sent go out; nobody gets a second copy.
+    #[oai(
+        path = "/issues/:id/resume",
+        method = "post",
+        operation_id = "resumeIssueSend"
+    )]
+    async fn resume(
+        &self,
+        _auth: ApiKeyAuth,
+        id: Path<String>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<ResumeResponse, ApiError> {
+        let (nid, id, state2) = (p.newsletter_id, parse_id(&id.0)?, state.clone());
+        let (issue, remaining) = state
+            .db
+            .run(move |conn| {
+                let queued = issues::resume(conn, nid, id)?;
+                Ok::<_, DomainError>((
+                    with_url(conn, &state2, nid, queued.issue, false)?,
+                    queued.recipients,
+                ))
+            })
+            .await?;
+        Ok(ResumeResponse::Ok(Json(ResumeResult {
+            message: format!("Sending resumed: {remaining} message(s) to go"),
+            issue,
+            remaining,
+        })))
+    }
+
+    /// Publishes the issue to the newsletter's web archive.
+    #[oai(
+        path = "/issues/:id/publish",
+        method = "post",
+        operation_id = "publishIssue"
+    )]
+    async fn publish(
+        &self,
+        _auth: ApiKeyAuth,
+        id: Path<String>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<PublishResponse, ApiError> {
+        let (nid, id, state2) = (p.newsletter_id, parse_id(&id.0)?, state.clone());
+        let (issue, web_url, first) = state
+            .db
+            .run(move |conn| {
+                let published = issues::publish(conn, &state2.urls, nid, id)?;
+                let web_url = published.web_url.clone();
+                Ok::<_, DomainError>((
+                    with_url(conn, &state2, nid, published.issue, false)?,
+                    web_url,
+                    published.first_time,
+                ))
+            })
+            .await?;
+        let message = if first {
+            "Issue published"
+        } else {
+            "Issue was already published"
+        }
+        .to_string();
+        Ok(PublishResponse::Ok(Json(PublishResult {
+            message,
+            issue,
+            web_url,
+        })))
+    }
+}
 }

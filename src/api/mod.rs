@@ -3,7 +3,8 @@
 //! permission its method needs, counts the rate-limit bucket and adds its headers.
 
 /// `#[OpenApi]` for one group of operations (`tag`, then the `impl`), with the rate-limit
-/// headers that the guard adds to each of their answers documented once, here.
+/// headers that the guard adds to each of their answers documented once, here. The `impl`
+/// inside stays at the left margin, as it was before it moved into the macro.
 macro_rules! rate_limited_api {
     ($tag:tt, $($api:tt)*) => {
         #[poem_openapi::OpenApi(

@@ -214,73 +214,73 @@ pub struct NewsletterApi;
 
 rate_limited_api! {
     "ApiTags::Newsletter",
-    impl NewsletterApi {
-        /// The newsletter this API key belongs to.
-        #[oai(path = "/newsletter", method = "get", operation_id = "getNewsletter")]
-        async fn get_newsletter(
-            &self,
-            _auth: ApiKeyAuth,
-            Data(p): Data<&Principal>,
-            Data(state): Data<&State>,
-        ) -> Result<NewsletterResponse, ApiError> {
-            let id = p.newsletter_id;
-            Ok(envelope(
-                state,
-                state.db.run(move |conn| load(conn, id)).await?,
-            ))
-        }
-
-        /// Changes the name, tagline or sender; answers like `GET /newsletter`.
-        #[oai(
-            path = "/newsletter",
-            method = "patch",
-            operation_id = "updateNewsletter"
-        )]
-        async fn update_newsletter(
-            &self,
-            _auth: ApiKeyAuth,
-            body: Json<NewsletterPatch>,
-            Data(p): Data<&Principal>,
-            Data(state): Data<&State>,
-        ) -> Result<NewsletterResponse, ApiError> {
-            let id = p.newsletter_id;
-            let Json(patch) = body;
-            let changes = newsletters::Details {
-                name: patch.name.map(String::from),
-                tagline: patch.tagline.map(String::from),
-                sender_name: patch.sender_name.map(String::from),
-                sender_email: patch.sender_email.map(String::from),
-            };
-            let loaded = state
-                .db
-                .run(move |conn| {
-                    newsletters::update_details(conn, id, &changes)?;
-                    load(conn, id)
-                })
-                .await?;
-            Ok(envelope(state, loaded))
-        }
-
-        /// Subscriber, issue and engagement figures from real deliveries.
-        #[oai(
-            path = "/newsletter/stats",
-            method = "get",
-            operation_id = "getNewsletterStats"
-        )]
-        async fn get_stats(
-            &self,
-            _auth: ApiKeyAuth,
-            Data(p): Data<&Principal>,
-            Data(state): Data<&State>,
-        ) -> Result<StatsResponse, ApiError> {
-            let id = p.newsletter_id;
-            let stats = state
-                .db
-                .run(move |conn| Ok::<_, DomainError>(stats::for_newsletter(conn, id)?))
-                .await?;
-            Ok(StatsResponse::Ok(Json(StatsEnvelope {
-                data: stats.into(),
-            })))
-        }
+impl NewsletterApi {
+    /// The newsletter this API key belongs to.
+    #[oai(path = "/newsletter", method = "get", operation_id = "getNewsletter")]
+    async fn get_newsletter(
+        &self,
+        _auth: ApiKeyAuth,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<NewsletterResponse, ApiError> {
+        let id = p.newsletter_id;
+        Ok(envelope(
+            state,
+            state.db.run(move |conn| load(conn, id)).await?,
+        ))
     }
+
+    /// Changes the name, tagline or sender; answers like `GET /newsletter`.
+    #[oai(
+        path = "/newsletter",
+        method = "patch",
+        operation_id = "updateNewsletter"
+    )]
+    async fn update_newsletter(
+        &self,
+        _auth: ApiKeyAuth,
+        body: Json<NewsletterPatch>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<NewsletterResponse, ApiError> {
+        let id = p.newsletter_id;
+        let Json(patch) = body;
+        let changes = newsletters::Details {
+            name: patch.name.map(String::from),
+            tagline: patch.tagline.map(String::from),
+            sender_name: patch.sender_name.map(String::from),
+            sender_email: patch.sender_email.map(String::from),
+        };
+        let loaded = state
+            .db
+            .run(move |conn| {
+                newsletters::update_details(conn, id, &changes)?;
+                load(conn, id)
+            })
+            .await?;
+        Ok(envelope(state, loaded))
+    }
+
+    /// Subscriber, issue and engagement figures from real deliveries.
+    #[oai(
+        path = "/newsletter/stats",
+        method = "get",
+        operation_id = "getNewsletterStats"
+    )]
+    async fn get_stats(
+        &self,
+        _auth: ApiKeyAuth,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<StatsResponse, ApiError> {
+        let id = p.newsletter_id;
+        let stats = state
+            .db
+            .run(move |conn| Ok::<_, DomainError>(stats::for_newsletter(conn, id)?))
+            .await?;
+        Ok(StatsResponse::Ok(Json(StatsEnvelope {
+            data: stats.into(),
+        })))
+    }
+}
 }

@@ -183,241 +183,241 @@ pub struct SubscribersApi;
 
 rate_limited_api! {
     "ApiTags::Subscribers",
-    impl SubscribersApi {
-        /// Subscribers, newest first.
-        #[oai(
-            path = "/subscribers",
-            method = "get",
-            operation_id = "listSubscribers"
-        )]
-        #[allow(clippy::too_many_arguments)]
-        async fn list(
-            &self,
-            _auth: ApiKeyAuth,
-            /// Page number, from 1.
-            page: Query<Option<String>>,
-            /// Items per page (default 25, at most 100).
-            per_page: Query<Option<String>>,
-            /// Only subscribers of this status: active, unsubscribed or bounced.
-            status: Query<Option<String>>,
-            /// Only subscribers with this tag.
-            tag: Query<Option<String>>,
-            /// `meta.next_cursor` of the previous page, instead of `page`: the next rows after
-            /// it, however the list changed meanwhile.
-            cursor: Query<Option<String>>,
-            Data(p): Data<&Principal>,
-            Data(state): Data<&State>,
-        ) -> Result<ListResponse, ApiError> {
-            let cursor = Cursor::from_query(page.0.as_deref(), cursor.0.as_deref())?;
-            let page = Page::parse(page.0.as_deref(), per_page.0.as_deref())?;
-            let (nid, filter) = (
-                p.newsletter_id,
-                Filter {
-                    status: status.0,
-                    tag: tag.0,
-                    search: None,
-                },
-            );
-            let listed = state
-                .db
-                .run(move |conn| subscribers::list(conn, nid, page, cursor, &filter))
-                .await?;
-            Ok(ListResponse::Ok(Json(SubscriberList {
-                subscribers: listed.rows.into_iter().map(Into::into).collect(),
-                meta: SubscriberListMeta {
-                    page: listed.page,
-                    per_page: page.per_page,
-                    has_more: listed.has_more,
-                    next_cursor: listed.next_cursor.map(|c| c.encode()),
-                },
-            })))
-        }
-
-        /// One subscriber.
-        #[oai(
-            path = "/subscribers/:id",
-            method = "get",
-            operation_id = "getSubscriber"
-        )]
-        async fn show(
-            &self,
-            _auth: ApiKeyAuth,
-            id: Path<String>,
-            Data(p): Data<&Principal>,
-            Data(state): Data<&State>,
-        ) -> Result<SubscriberResponse, ApiError> {
-            let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
-            let s = state
-                .db
-                .run(move |conn| subscribers::get(conn, nid, id))
-                .await?;
-            Ok(SubscriberResponse::Ok(Json(s.into())))
-        }
-
-        /// Adds a subscriber; an address already present answers 200 with the existing record.
-        #[oai(
-            path = "/subscribers",
-            method = "post",
-            operation_id = "createSubscriber"
-        )]
-        async fn create(
-            &self,
-            _auth: ApiKeyAuth,
-            body: Json<CreateBody>,
-            Data(p): Data<&Principal>,
-            Data(state): Data<&State>,
-        ) -> Result<CreateResponse, ApiError> {
-            let Json(body) = body;
-            let input: NewSubscriber = match body.subscriber {
-                Some(inner) => inner.into(),
-                None => SubscriberFields {
-                    email: body.email,
-                    name: body.name,
-                    tags: body.tags,
-                }
-                .into(),
-            };
-            let nid = p.newsletter_id;
-            let (s, created) = state
-                .db
-                .run(move |conn| subscribers::create(conn, nid, &input))
-                .await?;
-            Ok(if created {
-                CreateResponse::Created(Json(s.into()))
-            } else {
-                CreateResponse::Existing(Json(s.into()))
-            })
-        }
-
-        /// Changes the status (active or unsubscribed) or the name.
-        #[oai(
-            path = "/subscribers/:id",
-            method = "patch",
-            operation_id = "updateSubscriber"
-        )]
-        async fn update(
-            &self,
-            _auth: ApiKeyAuth,
-            id: Path<String>,
-            body: Json<UpdateBody>,
-            Data(p): Data<&Principal>,
-            Data(state): Data<&State>,
-        ) -> Result<SubscriberResponse, ApiError> {
-            let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
-            let fields = body.0.subscriber;
-            let changes = Changes {
-                status: fields.status.map(String::from),
-                name: match fields.name {
-                    MaybeUndefined::Undefined => None,
-                    MaybeUndefined::Null => Some(None),
-                    MaybeUndefined::Value(v) => Some(Some(v.0)),
-                },
-            };
-            let s = state
-                .db
-                .run(move |conn| subscribers::update(conn, nid, id, &changes))
-                .await?;
-            Ok(SubscriberResponse::Ok(Json(s.into())))
-        }
-
-        /// Removes the subscriber and its tags for good.
-        #[oai(
-            path = "/subscribers/:id",
-            method = "delete",
-            operation_id = "deleteSubscriber"
-        )]
-        async fn delete(
-            &self,
-            _auth: ApiKeyAuth,
-            id: Path<String>,
-            Data(p): Data<&Principal>,
-            Data(state): Data<&State>,
-        ) -> Result<DeletedResponse, ApiError> {
-            let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
-            state
-                .db
-                .run(move |conn| subscribers::delete(conn, nid, id))
-                .await?;
-            Ok(DeletedResponse::NoContent)
-        }
-
-        /// Adds a tag (1-50 characters; adding one twice changes nothing).
-        #[oai(
-            path = "/subscribers/:id/add_tag",
-            method = "post",
-            operation_id = "addSubscriberTag"
-        )]
-        async fn add_tag(
-            &self,
-            _auth: ApiKeyAuth,
-            id: Path<String>,
-            body: Json<TagBody>,
-            Data(p): Data<&Principal>,
-            Data(state): Data<&State>,
-        ) -> Result<SubscriberResponse, ApiError> {
-            let (nid, id, tag) = (p.newsletter_id, parse_id(&id.0)?, body.0.tag.0);
-            let s = state
-                .db
-                .run(move |conn| subscribers::add_tag(conn, nid, id, &tag))
-                .await?;
-            Ok(SubscriberResponse::Ok(Json(s.into())))
-        }
-
-        /// Removes a tag.
-        #[oai(
-            path = "/subscribers/:id/remove_tag",
-            method = "delete",
-            operation_id = "removeSubscriberTag"
-        )]
-        async fn remove_tag(
-            &self,
-            _auth: ApiKeyAuth,
-            id: Path<String>,
-            tag: Query<Option<String>>,
-            Data(p): Data<&Principal>,
-            Data(state): Data<&State>,
-        ) -> Result<SubscriberResponse, ApiError> {
-            let (nid, id, tag) = (p.newsletter_id, parse_id(&id.0)?, tag.0.unwrap_or_default());
-            let s = state
-                .db
-                .run(move |conn| subscribers::remove_tag(conn, nid, id, &tag))
-                .await?;
-            Ok(SubscriberResponse::Ok(Json(s.into())))
-        }
-
-        /// Adds up to 1000 subscribers at once (counts in the bulk rate-limit bucket).
-        #[oai(
-            path = "/subscribers/bulk_create",
-            method = "post",
-            operation_id = "bulkCreateSubscribers"
-        )]
-        async fn bulk_create(
-            &self,
-            _auth: ApiKeyAuth,
-            body: Json<BulkBody>,
-            Data(p): Data<&Principal>,
-            Data(state): Data<&State>,
-        ) -> Result<BulkResponse, ApiError> {
-            let nid = p.newsletter_id;
-            let entries: Vec<NewSubscriber> = body.0.subscribers.into_iter().map(Into::into).collect();
-            let outcome = state
-                .db
-                .run(move |conn| subscribers::bulk_create(conn, nid, &entries))
-                .await?;
-            Ok(BulkResponse::Ok(Json(BulkResult {
-                created: outcome.created as u64,
-                existing: outcome.existing as u64,
-                errors: outcome
-                    .errors
-                    .into_iter()
-                    .map(|e| BulkErrorObject {
-                        index: e.index as u64,
-                        email: e.email,
-                        code: e.code.to_string(),
-                        message: e.message,
-                    })
-                    .collect(),
-            })))
-        }
+impl SubscribersApi {
+    /// Subscribers, newest first.
+    #[oai(
+        path = "/subscribers",
+        method = "get",
+        operation_id = "listSubscribers"
+    )]
+    #[allow(clippy::too_many_arguments)]
+    async fn list(
+        &self,
+        _auth: ApiKeyAuth,
+        /// Page number, from 1.
+        page: Query<Option<String>>,
+        /// Items per page (default 25, at most 100).
+        per_page: Query<Option<String>>,
+        /// Only subscribers of this status: active, unsubscribed or bounced.
+        status: Query<Option<String>>,
+        /// Only subscribers with this tag.
+        tag: Query<Option<String>>,
+        /// `meta.next_cursor` of the previous page, instead of `page`: the next rows after
+        /// it, however the list changed meanwhile.
+        cursor: Query<Option<String>>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<ListResponse, ApiError> {
+        let cursor = Cursor::from_query(page.0.as_deref(), cursor.0.as_deref())?;
+        let page = Page::parse(page.0.as_deref(), per_page.0.as_deref())?;
+        let (nid, filter) = (
+            p.newsletter_id,
+            Filter {
+                status: status.0,
+                tag: tag.0,
+                search: None,
+            },
+        );
+        let listed = state
+            .db
+            .run(move |conn| subscribers::list(conn, nid, page, cursor, &filter))
+            .await?;
+        Ok(ListResponse::Ok(Json(SubscriberList {
+            subscribers: listed.rows.into_iter().map(Into::into).collect(),
+            meta: SubscriberListMeta {
+                page: listed.page,
+                per_page: page.per_page,
+                has_more: listed.has_more,
+                next_cursor: listed.next_cursor.map(|c| c.encode()),
+            },
+        })))
     }
+
+    /// One subscriber.
+    #[oai(
+        path = "/subscribers/:id",
+        method = "get",
+        operation_id = "getSubscriber"
+    )]
+    async fn show(
+        &self,
+        _auth: ApiKeyAuth,
+        id: Path<String>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<SubscriberResponse, ApiError> {
+        let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
+        let s = state
+            .db
+            .run(move |conn| subscribers::get(conn, nid, id))
+            .await?;
+        Ok(SubscriberResponse::Ok(Json(s.into())))
+    }
+
+    /// Adds a subscriber; an address already present answers 200 with the existing record.
+    #[oai(
+        path = "/subscribers",
+        method = "post",
+        operation_id = "createSubscriber"
+    )]
+    async fn create(
+        &self,
+        _auth: ApiKeyAuth,
+        body: Json<CreateBody>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<CreateResponse, ApiError> {
+        let Json(body) = body;
+        let input: NewSubscriber = match body.subscriber {
+            Some(inner) => inner.into(),
+            None => SubscriberFields {
+                email: body.email,
+                name: body.name,
+                tags: body.tags,
+            }
+            .into(),
+        };
+        let nid = p.newsletter_id;
+        let (s, created) = state
+            .db
+            .run(move |conn| subscribers::create(conn, nid, &input))
+            .await?;
+        Ok(if created {
+            CreateResponse::Created(Json(s.into()))
+        } else {
+            CreateResponse::Existing(Json(s.into()))
+        })
+    }
+
+    /// Changes the status (active or unsubscribed) or the name.
+    #[oai(
+        path = "/subscribers/:id",
+        method = "patch",
+        operation_id = "updateSubscriber"
+    )]
+    async fn update(
+        &self,
+        _auth: ApiKeyAuth,
+        id: Path<String>,
+        body: Json<UpdateBody>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<SubscriberResponse, ApiError> {
+        let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
+        let fields = body.0.subscriber;
+        let changes = Changes {
+            status: fields.status.map(String::from),
+            name: match fields.name {
+                MaybeUndefined::Undefined => None,
+                MaybeUndefined::Null => Some(None),
+                MaybeUndefined::Value(v) => Some(Some(v.0)),
+            },
+        };
+        let s = state
+            .db
+            .run(move |conn| subscribers::update(conn, nid, id, &changes))
+            .await?;
+        Ok(SubscriberResponse::Ok(Json(s.into())))
+    }
+
+    /// Removes the subscriber and its tags for good.
+    #[oai(
+        path = "/subscribers/:id",
+        method = "delete",
+        operation_id = "deleteSubscriber"
+    )]
+    async fn delete(
+        &self,
+        _auth: ApiKeyAuth,
+        id: Path<String>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<DeletedResponse, ApiError> {
+        let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
+        state
+            .db
+            .run(move |conn| subscribers::delete(conn, nid, id))
+            .await?;
+        Ok(DeletedResponse::NoContent)
+    }
+
+    /// Adds a tag (1-50 characters; adding one twice changes nothing).
+    #[oai(
+        path = "/subscribers/:id/add_tag",
+        method = "post",
+        operation_id = "addSubscriberTag"
+    )]
+    async fn add_tag(
+        &self,
+        _auth: ApiKeyAuth,
+        id: Path<String>,
+        body: Json<TagBody>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<SubscriberResponse, ApiError> {
+        let (nid, id, tag) = (p.newsletter_id, parse_id(&id.0)?, body.0.tag.0);
+        let s = state
+            .db
+            .run(move |conn| subscribers::add_tag(conn, nid, id, &tag))
+            .await?;
+        Ok(SubscriberResponse::Ok(Json(s.into())))
+    }
+
+    /// Removes a tag.
+    #[oai(
+        path = "/subscribers/:id/remove_tag",
+        method = "delete",
+        operation_id = "removeSubscriberTag"
+    )]
+    async fn remove_tag(
+        &self,
+        _auth: ApiKeyAuth,
+        id: Path<String>,
+        tag: Query<Option<String>>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<SubscriberResponse, ApiError> {
+        let (nid, id, tag) = (p.newsletter_id, parse_id(&id.0)?, tag.0.unwrap_or_default());
+        let s = state
+            .db
+            .run(move |conn| subscribers::remove_tag(conn, nid, id, &tag))
+            .await?;
+        Ok(SubscriberResponse::Ok(Json(s.into())))
+    }
+
+    /// Adds up to 1000 subscribers at once (counts in the bulk rate-limit bucket).
+    #[oai(
+        path = "/subscribers/bulk_create",
+        method = "post",
+        operation_id = "bulkCreateSubscribers"
+    )]
+    async fn bulk_create(
+        &self,
+        _auth: ApiKeyAuth,
+        body: Json<BulkBody>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<BulkResponse, ApiError> {
+        let nid = p.newsletter_id;
+        let entries: Vec<NewSubscriber> = body.0.subscribers.into_iter().map(Into::into).collect();
+        let outcome = state
+            .db
+            .run(move |conn| subscribers::bulk_create(conn, nid, &entries))
+            .await?;
+        Ok(BulkResponse::Ok(Json(BulkResult {
+            created: outcome.created as u64,
+            existing: outcome.existing as u64,
+            errors: outcome
+                .errors
+                .into_iter()
+                .map(|e| BulkErrorObject {
+                    index: e.index as u64,
+                    email: e.email,
+                    code: e.code.to_string(),
+                    message: e.message,
+                })
+                .collect(),
+        })))
+    }
+}
 }

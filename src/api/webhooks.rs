@@ -127,123 +127,123 @@ fn url_policy(state: &State) -> impl Fn(&str) -> Result<(), String> + Send + 'st
 
 rate_limited_api! {
     "ApiTags::WebhookSubscriptions",
-    impl WebhooksApi {
-        /// The newsletter's webhook subscriptions (secrets are never listed).
-        #[oai(
-            path = "/webhook_subscriptions",
-            method = "get",
-            operation_id = "listWebhookSubscriptions"
-        )]
-        async fn list(
-            &self,
-            _auth: ApiKeyAuth,
-            Data(p): Data<&Principal>,
-            Data(state): Data<&State>,
-        ) -> Result<ListResponse, ApiError> {
-            let nid = p.newsletter_id;
-            let rows = state.db.run(move |conn| webhooks::list(conn, nid)).await?;
-            Ok(ListResponse::Ok(Json(WebhookList {
-                webhook_subscriptions: rows.into_iter().map(Into::into).collect(),
-            })))
-        }
-
-        /// Subscribes a URL to events; the answer carries the signing secret, once. At most 16.
-        #[oai(
-            path = "/webhook_subscriptions",
-            method = "post",
-            operation_id = "createWebhookSubscription"
-        )]
-        async fn create(
-            &self,
-            _auth: ApiKeyAuth,
-            body: Json<WebhookCreateBody>,
-            Data(p): Data<&Principal>,
-            Data(state): Data<&State>,
-        ) -> Result<CreatedResponse, ApiError> {
-            let nid = p.newsletter_id;
-            let input = NewSubscription {
-                url: body.0.url.into(),
-                events: body.0.events.into_iter().map(Into::into).collect(),
-            };
-            let policy = url_policy(state);
-            let created = state
-                .db
-                .run(move |conn| webhooks::create(conn, nid, &input, &policy))
-                .await?;
-            Ok(CreatedResponse::Created(Json(with_secret(created))))
-        }
-
-        /// Changes the URL or the events, or re-enables with `enabled: true`.
-        #[oai(
-            path = "/webhook_subscriptions/:id",
-            method = "patch",
-            operation_id = "updateWebhookSubscription"
-        )]
-        async fn update(
-            &self,
-            _auth: ApiKeyAuth,
-            id: Path<String>,
-            body: Json<WebhookUpdateBody>,
-            Data(p): Data<&Principal>,
-            Data(state): Data<&State>,
-        ) -> Result<UpdatedResponse, ApiError> {
-            let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
-            let changes = Changes {
-                url: body.0.url.map(Into::into),
-                events: body
-                    .0
-                    .events
-                    .map(|e| e.into_iter().map(Into::into).collect()),
-                enabled: body.0.enabled,
-            };
-            let policy = url_policy(state);
-            let updated = state
-                .db
-                .run(move |conn| webhooks::update(conn, nid, id, &changes, &policy))
-                .await?;
-            Ok(UpdatedResponse::Ok(Json(updated.into())))
-        }
-
-        /// Issues a new secret; the old one stops verifying at once.
-        #[oai(
-            path = "/webhook_subscriptions/:id/rotate_secret",
-            method = "post",
-            operation_id = "rotateWebhookSecret"
-        )]
-        async fn rotate_secret(
-            &self,
-            _auth: ApiKeyAuth,
-            id: Path<String>,
-            Data(p): Data<&Principal>,
-            Data(state): Data<&State>,
-        ) -> Result<SecretResponse, ApiError> {
-            let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
-            let rotated = state
-                .db
-                .run(move |conn| webhooks::rotate_secret(conn, nid, id))
-                .await?;
-            Ok(SecretResponse::Ok(Json(with_secret(rotated))))
-        }
-
-        /// Removes the subscription and its delivery log.
-        #[oai(
-            path = "/webhook_subscriptions/:id",
-            method = "delete",
-            operation_id = "deleteWebhookSubscription"
-        )]
-        async fn delete(
-            &self,
-            _auth: ApiKeyAuth,
-            id: Path<String>,
-            Data(p): Data<&Principal>,
-            Data(state): Data<&State>,
-        ) -> Result<DeletedResponse, ApiError> {
-            let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
-            state
-                .db
-                .run(move |conn| webhooks::delete(conn, nid, id))
-                .await?;
-            Ok(DeletedResponse::NoContent)
-        }
+impl WebhooksApi {
+    /// The newsletter's webhook subscriptions (secrets are never listed).
+    #[oai(
+        path = "/webhook_subscriptions",
+        method = "get",
+        operation_id = "listWebhookSubscriptions"
+    )]
+    async fn list(
+        &self,
+        _auth: ApiKeyAuth,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<ListResponse, ApiError> {
+        let nid = p.newsletter_id;
+        let rows = state.db.run(move |conn| webhooks::list(conn, nid)).await?;
+        Ok(ListResponse::Ok(Json(WebhookList {
+            webhook_subscriptions: rows.into_iter().map(Into::into).collect(),
+        })))
     }
+
+    /// Subscribes a URL to events; the answer carries the signing secret, once. At most 16.
+    #[oai(
+        path = "/webhook_subscriptions",
+        method = "post",
+        operation_id = "createWebhookSubscription"
+    )]
+    async fn create(
+        &self,
+        _auth: ApiKeyAuth,
+        body: Json<WebhookCreateBody>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<CreatedResponse, ApiError> {
+        let nid = p.newsletter_id;
+        let input = NewSubscription {
+            url: body.0.url.into(),
+            events: body.0.events.into_iter().map(Into::into).collect(),
+        };
+        let policy = url_policy(state);
+        let created = state
+            .db
+            .run(move |conn| webhooks::create(conn, nid, &input, &policy))
+            .await?;
+        Ok(CreatedResponse::Created(Json(with_secret(created))))
+    }
+
+    /// Changes the URL or the events, or re-enables with `enabled: true`.
+    #[oai(
+        path = "/webhook_subscriptions/:id",
+        method = "patch",
+        operation_id = "updateWebhookSubscription"
+    )]
+    async fn update(
+        &self,
+        _auth: ApiKeyAuth,
+        id: Path<String>,
+        body: Json<WebhookUpdateBody>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<UpdatedResponse, ApiError> {
+        let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
+        let changes = Changes {
+            url: body.0.url.map(Into::into),
+            events: body
+                .0
+                .events
+                .map(|e| e.into_iter().map(Into::into).collect()),
+            enabled: body.0.enabled,
+        };
+        let policy = url_policy(state);
+        let updated = state
+            .db
+            .run(move |conn| webhooks::update(conn, nid, id, &changes, &policy))
+            .await?;
+        Ok(UpdatedResponse::Ok(Json(updated.into())))
+    }
+
+    /// Issues a new secret; the old one stops verifying at once.
+    #[oai(
+        path = "/webhook_subscriptions/:id/rotate_secret",
+        method = "post",
+        operation_id = "rotateWebhookSecret"
+    )]
+    async fn rotate_secret(
+        &self,
+        _auth: ApiKeyAuth,
+        id: Path<String>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<SecretResponse, ApiError> {
+        let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
+        let rotated = state
+            .db
+            .run(move |conn| webhooks::rotate_secret(conn, nid, id))
+            .await?;
+        Ok(SecretResponse::Ok(Json(with_secret(rotated))))
+    }
+
+    /// Removes the subscription and its delivery log.
+    #[oai(
+        path = "/webhook_subscriptions/:id",
+        method = "delete",
+        operation_id = "deleteWebhookSubscription"
+    )]
+    async fn delete(
+        &self,
+        _auth: ApiKeyAuth,
+        id: Path<String>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<DeletedResponse, ApiError> {
+        let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
+        state
+            .db
+            .run(move |conn| webhooks::delete(conn, nid, id))
+            .await?;
+        Ok(DeletedResponse::NoContent)
+    }
+}
 }
