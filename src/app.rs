@@ -13,6 +13,7 @@ use crate::config::ServeArgs;
 use crate::domain::accounts::SessionLifetimes;
 use crate::domain::custom_domains::Dns;
 use crate::domain::newsletters::Tier;
+use crate::domain::render_budget;
 use crate::domain::secrets::ServerSecret;
 use crate::domain::sending::OutagePolicy;
 use crate::domain::urls::SiteUrls;
@@ -21,33 +22,9 @@ use crate::http::routing::{get, post};
 use crate::http::server::ReadLimits;
 use crate::jobs::send_issue::SendSettings;
 use crate::jobs::{JobContext, Runner, Stop};
-use crate::mail::{SmtpSettings, TlsTrust, Transport, render_budget};
+use crate::mail::{SmtpSettings, TlsTrust, Transport};
+use crate::state::{AppState, RateLimits};
 use crate::store::{self, DataDirLock, Db, StoreError};
-
-/// Hourly request limits of the API's three buckets.
-#[derive(Debug, Clone, Copy)]
-pub struct RateLimits {
-    pub get: u32,
-    pub write: u32,
-    pub bulk: u32,
-}
-
-/// What every request handler shares.
-pub struct AppState {
-    pub db: Db,
-    pub urls: SiteUrls,
-    pub secret: ServerSecret,
-    pub default_tier: Tier,
-    pub rate_limits: RateLimits,
-    /// Permit webhook URLs on private networks (`--allow-private-webhooks`).
-    pub allow_private_webhooks: bool,
-    /// The resolver that verifies custom domains (`--dns-server`).
-    pub dns: Dns,
-    /// Peers whose `X-Forwarded-For` names the client (`--trusted-proxy`).
-    pub trusted_proxies: Vec<std::net::IpAddr>,
-    /// How long browser sessions last (`--session-idle-minutes`, `--session-absolute-minutes`).
-    pub sessions: SessionLifetimes,
-}
 
 fn invalid(message: String) -> StoreError {
     StoreError::Io(std::io::Error::new(

@@ -1,9 +1,11 @@
 //! Broadsheet: a self-hostable newsletter publishing service in one binary.
 //!
-//! Layers, outermost first: `cli` (operator commands) and `app` (the HTTP server, with its
-//! connections and response headers in `http`) call `web` (dashboard and account pages),
-//! `api` (REST) and `jobs` (background work), which all call the rules in `domain`, which
-//! keeps its data through `store` and sends through `mail`.
+//! Layers, outermost first: `cli` (operator commands) and `app` (the HTTP server's wiring)
+//! mount the doors `web` (dashboard and account pages), `site` (public sites) and `api`
+//! (REST), which share `http` (connections, headers, forms, CSRF, the public page frame) and
+//! `state`, and start `jobs` (background work, sending through `mail` and `webhooks`). They
+//! all call the rules in `domain`, which keeps its data through `store`. The allowed imports
+//! between these modules are a table in `tests/it/layers.rs`.
 
 pub mod api;
 pub mod app;
@@ -15,6 +17,7 @@ pub mod http;
 pub mod jobs;
 pub mod mail;
 pub mod site;
+pub mod state;
 pub mod store;
 pub mod web;
 pub mod webhooks;

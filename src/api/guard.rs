@@ -6,10 +6,10 @@ use poem::http::{HeaderValue, Method};
 use poem::{Endpoint, IntoResponse, Request, Response};
 
 use super::error::{ApiError, into_json_response, retry_hint};
-use crate::app::AppState;
 use crate::domain::api_keys::{self, ApiKey, Permission};
 use crate::domain::rate_limit::{self, ApiClass, Bucket, Window};
 use crate::domain::{DomainError, newsletters};
+use crate::state::AppState;
 
 /// The authenticated caller, available to operations as `Data<&Principal>`.
 #[derive(Debug, Clone)]

@@ -4,7 +4,7 @@ use poem::web::Data;
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
 use poem_openapi::types::MaybeUndefined;
-use poem_openapi::{ApiResponse, Object, OpenApi, Tags};
+use poem_openapi::{ApiResponse, Object, Tags};
 
 use super::common::{ListMeta, Text, parse_id};
 use super::{ApiError, ApiKeyAuth, Principal, State};
@@ -283,29 +283,8 @@ fn with_url(
 
 pub struct IssuesApi;
 
-#[OpenApi(
-    tag = "ApiTags::Issues",
-    response_header(
-        name = "X-RateLimit-Limit",
-        ty = "Option<u32>",
-        description = "Requests allowed per hour in the bucket this request counted in (GET, writes or bulk); absent on 401"
-    ),
-    response_header(
-        name = "X-RateLimit-Remaining",
-        ty = "Option<u32>",
-        description = "Requests left in the bucket this hour; absent on 401"
-    ),
-    response_header(
-        name = "X-RateLimit-Reset",
-        ty = "Option<i64>",
-        description = "Unix seconds at which the hourly window ends; absent on 401"
-    ),
-    response_header(
-        name = "Retry-After",
-        ty = "Option<i64>",
-        description = "On 429: seconds until the window ends; on 507 (the server's disk is full): seconds to wait before trying again"
-    )
-)]
+rate_limited_api! {
+    "ApiTags::Issues",
 impl IssuesApi {
     /// Issues, newest first.
     #[oai(path = "/issues", method = "get", operation_id = "listIssues")]
@@ -542,4 +521,5 @@ impl IssuesApi {
             web_url,
         })))
     }
+}
 }

@@ -2,7 +2,7 @@
 
 use poem::web::Data;
 use poem_openapi::payload::Json;
-use poem_openapi::{ApiResponse, Object, OpenApi, Tags};
+use poem_openapi::{ApiResponse, Object, Tags};
 
 use super::common::Text;
 use super::{ApiError, ApiKeyAuth, Principal, State};
@@ -212,29 +212,8 @@ fn envelope(state: &State, (n, counts): (Newsletter, (i64, i64))) -> NewsletterR
 
 pub struct NewsletterApi;
 
-#[OpenApi(
-    tag = "ApiTags::Newsletter",
-    response_header(
-        name = "X-RateLimit-Limit",
-        ty = "Option<u32>",
-        description = "Requests allowed per hour in the bucket this request counted in (GET, writes or bulk); absent on 401"
-    ),
-    response_header(
-        name = "X-RateLimit-Remaining",
-        ty = "Option<u32>",
-        description = "Requests left in the bucket this hour; absent on 401"
-    ),
-    response_header(
-        name = "X-RateLimit-Reset",
-        ty = "Option<i64>",
-        description = "Unix seconds at which the hourly window ends; absent on 401"
-    ),
-    response_header(
-        name = "Retry-After",
-        ty = "Option<i64>",
-        description = "On 429: seconds until the window ends; on 507 (the server's disk is full): seconds to wait before trying again"
-    )
-)]
+rate_limited_api! {
+    "ApiTags::Newsletter",
 impl NewsletterApi {
     /// The newsletter this API key belongs to.
     #[oai(path = "/newsletter", method = "get", operation_id = "getNewsletter")]
@@ -303,4 +282,5 @@ impl NewsletterApi {
             data: stats.into(),
         })))
     }
+}
 }

@@ -4,7 +4,7 @@ use poem::web::Data;
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
 use poem_openapi::types::MaybeUndefined;
-use poem_openapi::{ApiResponse, Object, OpenApi, Tags};
+use poem_openapi::{ApiResponse, Object, Tags};
 
 use super::common::{Text, parse_id};
 use super::{ApiError, ApiKeyAuth, Principal, State};
@@ -181,29 +181,8 @@ pub enum BulkResponse {
 
 pub struct SubscribersApi;
 
-#[OpenApi(
-    tag = "ApiTags::Subscribers",
-    response_header(
-        name = "X-RateLimit-Limit",
-        ty = "Option<u32>",
-        description = "Requests allowed per hour in the bucket this request counted in (GET, writes or bulk); absent on 401"
-    ),
-    response_header(
-        name = "X-RateLimit-Remaining",
-        ty = "Option<u32>",
-        description = "Requests left in the bucket this hour; absent on 401"
-    ),
-    response_header(
-        name = "X-RateLimit-Reset",
-        ty = "Option<i64>",
-        description = "Unix seconds at which the hourly window ends; absent on 401"
-    ),
-    response_header(
-        name = "Retry-After",
-        ty = "Option<i64>",
-        description = "On 429: seconds until the window ends; on 507 (the server's disk is full): seconds to wait before trying again"
-    )
-)]
+rate_limited_api! {
+    "ApiTags::Subscribers",
 impl SubscribersApi {
     /// Subscribers, newest first.
     #[oai(
@@ -440,4 +419,5 @@ impl SubscribersApi {
                 .collect(),
         })))
     }
+}
 }

@@ -3,7 +3,7 @@
 use poem::web::Data;
 use poem_openapi::param::Path;
 use poem_openapi::payload::Json;
-use poem_openapi::{ApiResponse, Object, OpenApi, Tags};
+use poem_openapi::{ApiResponse, Object, Tags};
 
 use super::common::{Text, parse_id};
 use super::{ApiError, ApiKeyAuth, Principal, State};
@@ -125,29 +125,8 @@ fn url_policy(state: &State) -> impl Fn(&str) -> Result<(), String> + Send + 'st
     move |url: &str| crate::webhooks::check_url(url, allow_private, &dns)
 }
 
-#[OpenApi(
-    tag = "ApiTags::WebhookSubscriptions",
-    response_header(
-        name = "X-RateLimit-Limit",
-        ty = "Option<u32>",
-        description = "Requests allowed per hour in the bucket this request counted in (GET, writes or bulk); absent on 401"
-    ),
-    response_header(
-        name = "X-RateLimit-Remaining",
-        ty = "Option<u32>",
-        description = "Requests left in the bucket this hour; absent on 401"
-    ),
-    response_header(
-        name = "X-RateLimit-Reset",
-        ty = "Option<i64>",
-        description = "Unix seconds at which the hourly window ends; absent on 401"
-    ),
-    response_header(
-        name = "Retry-After",
-        ty = "Option<i64>",
-        description = "On 429: seconds until the window ends; on 507 (the server's disk is full): seconds to wait before trying again"
-    )
-)]
+rate_limited_api! {
+    "ApiTags::WebhookSubscriptions",
 impl WebhooksApi {
     /// The newsletter's webhook subscriptions (secrets are never listed).
     #[oai(
@@ -266,4 +245,5 @@ impl WebhooksApi {
             .await?;
         Ok(DeletedResponse::NoContent)
     }
+}
 }

@@ -5,7 +5,7 @@
 use super::{EXIT_FAILURE, Failure};
 
 pub(super) fn run() -> Result<(), Failure> {
-    crate::mail::render_budget::child_main().map_err(|e| Failure {
+    crate::domain::render_budget::child_main().map_err(|e| Failure {
         code: EXIT_FAILURE,
         message: format!("render-markdown: {e}"),
     })

@@ -8,10 +8,25 @@
 
 use std::time::Duration;
 
+use maud::html;
+
+use super::render_budget::{self, RenderFailure};
 use super::{DomainError, DomainResult};
-use crate::mail::render::plain_paragraphs;
-use crate::mail::render_budget::{self, RenderFailure};
 use crate::store::StoreError;
+
+/// Markdown to HTML as everywhere in Broadsheet: GitHub-flavoured, raw HTML escaped,
+/// dangerous link schemes emptied.
+pub fn markdown_to_html(source: &str) -> String {
+    markdown::to_html_with_options(source, &markdown::Options::gfm())
+        .unwrap_or_else(|_| markdown::to_html(source))
+}
+
+/// Text as HTML paragraphs (split at blank lines), escaped, without rendering any Markdown:
+/// the body of an issue whose HTML is not stored (docs/security.md). Linear in the text.
+pub fn plain_paragraphs(text: &str) -> String {
+    let paragraphs = text.split("\n\n").map(str::trim).filter(|p| !p.is_empty());
+    html! { @for paragraph in paragraphs { p { (paragraph) } } }.into_string()
+}
 
 /// The longest `content_markdown`, in bytes: about 30,000 words, several times the longest
 /// newsletter issue, and a size whose ordinary Markdown renders in well under the budget.
@@ -263,6 +278,22 @@ fn with_commas(n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn markdown_escapes_raw_html_and_dangerous_links() {
+        let html = markdown_to_html("<script>alert(1)</script>\n\n[x](javascript:alert(1)) **b**");
+        assert!(!html.contains("<script>"));
+        assert!(!html.contains("javascript:"));
+        assert!(html.contains("<strong>b</strong>"));
+    }
+
+    #[test]
+    fn plain_paragraphs_escape_and_render_nothing() {
+        assert_eq!(
+            plain_paragraphs("**a** <b>\n\n\n# c\n"),
+            "<p>**a** &lt;b&gt;</p><p># c</p>"
+        );
+    }
 
     fn refused(markdown: &str) -> String {
         shape_problem(markdown).unwrap_or_else(|| panic!("not refused: {markdown:.80?}"))

@@ -7,6 +7,7 @@ use rusqlite::{Connection, OptionalExtension, Row};
 use serde_json::json;
 use time::{OffsetDateTime, Weekday};
 
+use super::content::plain_paragraphs;
 use super::newsletters::{self, Frequency, Newsletter};
 use super::pagination::{Page, invalid_filter};
 use super::urls::SiteUrls;
@@ -14,7 +15,6 @@ use super::{
     DomainError, DomainResult, ErrorCode, FieldErrors, clean_text, content, events, subscribers,
 };
 use crate::clock::{self, Timestamp};
-use crate::mail::render::plain_paragraphs;
 use crate::store::write_tx;
 
 const SUBJECT_MAX: usize = 200;

@@ -14,6 +14,7 @@ pub mod newsletters;
 pub mod opt_in;
 pub mod pagination;
 pub mod rate_limit;
+pub mod render_budget;
 pub mod secrets;
 pub mod sending;
 pub mod states;

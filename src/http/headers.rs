@@ -29,8 +29,9 @@ pub enum Policy {
     /// need (inline styles, images from anywhere) and still no script but the dashboard's.
     Preview,
     /// The API reference (Swagger UI), whose page inlines its script and stylesheet:
-    /// allowed by their hashes, nothing else inline.
-    ApiDocs,
+    /// allowed by their hashes, nothing else inline. The API makes the value once from its
+    /// page ([`Policy::api_docs`]), so this module needs nothing from the API.
+    ApiDocs(&'static HeaderValue),
 }
 
 /// Answers that are not HTML (JSON, CSV, the feed, scripts): nothing in them may load or
@@ -50,26 +51,7 @@ static SITE: LazyLock<HeaderValue> = LazyLock::new(|| {
     header(&format!(
         "default-src 'none'; style-src {}; img-src 'self' https: data:; form-action 'self'; \
          base-uri 'none'; frame-ancestors 'none'",
-        source_hash(crate::site::STYLESHEET)
-    ))
-});
-
-/// Hashed once, on the first visit to the reference: its page never changes while the
-/// server runs (the OpenAPI document is built into the binary).
-static API_DOCS: LazyLock<HeaderValue> = LazyLock::new(|| {
-    let page = crate::api::reference_page();
-    let hashes = |tag| {
-        inline_blocks(&page, tag)
-            .into_iter()
-            .map(source_hash)
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
-    header(&format!(
-        "default-src 'none'; script-src {}; style-src {}; img-src 'self' data:; \
-         connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
-        hashes("script"),
-        hashes("style"),
+        source_hash(super::public_page::STYLESHEET)
     ))
 });
 
@@ -91,8 +73,27 @@ impl Policy {
             Policy::Dashboard => HeaderValue::from_static(DASHBOARD),
             Policy::Preview => HeaderValue::from_static(PREVIEW),
             Policy::Site => SITE.clone(),
-            Policy::ApiDocs => API_DOCS.clone(),
+            Policy::ApiDocs(value) => value.clone(),
         }
+    }
+
+    /// The value of [`Policy::ApiDocs`] for the reference `page`: its inline scripts and
+    /// styles allowed by their hashes. The caller keeps it (the page never changes while the
+    /// server runs: the OpenAPI document is built into the binary).
+    pub fn api_docs(page: &str) -> HeaderValue {
+        let hashes = |tag| {
+            inline_blocks(page, tag)
+                .into_iter()
+                .map(source_hash)
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        header(&format!(
+            "default-src 'none'; script-src {}; style-src {}; img-src 'self' data:; \
+             connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+            hashes("script"),
+            hashes("style"),
+        ))
     }
 }
 

@@ -3,7 +3,6 @@
 
 pub mod account;
 mod qp;
-pub mod render_budget;
 mod seven_bit;
 mod smtp;
 

@@ -19,20 +19,6 @@ use crate::domain::issues::Issue;
 use crate::domain::newsletters::Newsletter;
 use crate::domain::tracking::Links;
 
-/// Markdown to HTML as everywhere in Broadsheet: GitHub-flavoured, raw HTML escaped,
-/// dangerous link schemes emptied.
-pub fn markdown_to_html(source: &str) -> String {
-    markdown::to_html_with_options(source, &markdown::Options::gfm())
-        .unwrap_or_else(|_| markdown::to_html(source))
-}
-
-/// Text as HTML paragraphs (split at blank lines), escaped, without rendering any Markdown:
-/// the body of an issue whose HTML is not stored (docs/security.md). Linear in the text.
-pub fn plain_paragraphs(text: &str) -> String {
-    let paragraphs = text.split("\n\n").map(str::trim).filter(|p| !p.is_empty());
-    html! { @for paragraph in paragraphs { p { (paragraph) } } }.into_string()
-}
-
 /// A piece of the rendered body: fixed text, or a link target to personalise.
 #[derive(Debug, Clone, PartialEq)]
 enum Piece {
@@ -569,27 +555,12 @@ a{color:#1d4ed8}img{max-width:100%;height:auto}pre{overflow-x:auto;background:#f
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn markdown_escapes_raw_html_and_dangerous_links() {
-        let html = markdown_to_html("<script>alert(1)</script>\n\n[x](javascript:alert(1)) **b**");
-        assert!(!html.contains("<script>"));
-        assert!(!html.contains("javascript:"));
-        assert!(html.contains("<strong>b</strong>"));
-    }
+    use crate::domain::content::markdown_to_html;
 
     #[test]
     fn placeholder_lookalikes_in_content_stay_text() {
         let html = markdown_to_html("a {{pixel}} b <!--broadsheet:pixel--> c");
         assert!(!html.contains(PIXEL_MARK), "{html}");
-    }
-
-    #[test]
-    fn plain_paragraphs_escape_and_render_nothing() {
-        assert_eq!(
-            plain_paragraphs("**a** <b>\n\n\n# c\n"),
-            "<p>**a** &lt;b&gt;</p><p># c</p>"
-        );
     }
 
     #[test]

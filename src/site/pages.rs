@@ -7,15 +7,18 @@ use poem::web::{Data, Path, Query};
 use poem::{Body, IntoResponse, Request, Response, handler};
 use serde::Deserialize;
 
-use super::{Meta, Site, not_found, page_response, page_with};
-use crate::app::AppState;
-use crate::clock::Timestamp;
+use super::{Site, SiteError, SiteResult};
 use crate::domain::issues::{self, Issue};
 use crate::domain::opt_in;
 use crate::domain::pagination::Page;
 use crate::domain::{DomainError, FieldErrors};
+use crate::http::client::client_address;
+use crate::http::cookies::{csrf_cookie_value, read_cookie};
+use crate::http::csrf;
+use crate::http::form::FormData;
+use crate::http::public_page::{Meta, day, issue_document, machine_time, page_response, page_with};
+use crate::state::AppState;
 use crate::store::StoreError;
-use crate::web::{FormData, client_address, csrf_cookie_value, read_cookie};
 
 type State = std::sync::Arc<AppState>;
 
@@ -34,27 +37,17 @@ fn issue_url(state: &State, site: &Site, issue: &Issue) -> String {
     format!("{}/p/{}", origin(state, site), issue.path)
 }
 
-/// The day (UTC) of an instant, for people: `2026-11-22`.
-fn day(at: Option<Timestamp>) -> String {
-    at.map(|at| at.date().to_string()).unwrap_or_default()
-}
-
-/// An instant as the `datetime` of a `<time>` element and in the feed; empty when absent.
-fn machine_time(at: Option<Timestamp>) -> String {
-    at.map(|at| at.to_string()).unwrap_or_default()
-}
-
-async fn published(state: &State, site: &Site, page: Page) -> Result<(Vec<Issue>, bool), Response> {
+async fn published(
+    state: &State,
+    site: &Site,
+    page: Page,
+) -> Result<(Vec<Issue>, bool), SiteError> {
     let nid = site.0.id;
     state
         .db
         .run(move |conn| issues::list_published(conn, nid, page))
         .await
-        .map_err(|e| internal("listing issues", &e))
-}
-
-fn internal(what: &str, e: &DomainError) -> Response {
-    super::failure(what, e, "Please try again in a moment.")
+        .map_err(|e| SiteError::domain(e, site, "listing issues"))
 }
 
 /// Runs `build` on a blocking thread: an issue's page wraps up to a megabyte of stored HTML,
@@ -63,10 +56,10 @@ fn internal(what: &str, e: &DomainError) -> Response {
 async fn built_off_the_async_threads<T: Send + 'static>(
     what: &str,
     build: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, Response> {
+) -> Result<T, SiteError> {
     tokio::task::spawn_blocking(build)
         .await
-        .map_err(|e| internal(what, &DomainError::Store(StoreError::Task(e.to_string()))))
+        .map_err(|e| SiteError::failed(what, &DomainError::Store(StoreError::Task(e.to_string()))))
 }
 
 fn issue_list(state: &State, site: &Site, issues: &[Issue]) -> Markup {
@@ -90,18 +83,28 @@ fn issue_list(state: &State, site: &Site, issues: &[Issue]) -> Markup {
 // cookie, `__Host-` on https, and an HMAC of it), on the newsletter's own host. Sites have no
 // sessions, so the token binds the cookie alone.
 fn csrf_token(req: &Request, state: &State) -> String {
-    crate::web::csrf::token_for(&state.secret, &csrf_cookie_value(req, state), None)
+    csrf::token_for(&state.secret, &csrf_cookie_value(req, state), None)
 }
 
-/// Whether a site form's token fits the browser's CSRF cookie.
-fn csrf_ok(req: &Request, state: &State, form: &FormData) -> bool {
-    let cookie = read_cookie(req, state, crate::web::csrf::COOKIE);
-    crate::web::csrf::verify(
+/// The posted form, once its token fits the browser's CSRF cookie; `expired_hint` tells the
+/// visitor what to do when it does not.
+async fn verified_form(
+    req: &Request,
+    state: &State,
+    body: Body,
+    expired_hint: &'static str,
+) -> Result<FormData, SiteError> {
+    let form = FormData::read(body).await?;
+    let cookie = read_cookie(req, state, csrf::COOKIE);
+    match csrf::verify(
         &state.secret,
         cookie.as_deref(),
         None,
-        form.get(crate::web::csrf::FIELD),
-    )
+        form.get(csrf::FIELD),
+    ) {
+        true => Ok(form),
+        false => Err(SiteError::FormExpired(expired_hint)),
+    }
 }
 
 fn subscribe_form(
@@ -117,7 +120,7 @@ fn subscribe_form(
             ul.errors role="alert" { @for sentence in problems.sentences() { li { (sentence) } } }
         }
         form.subscribe method="post" action="/subscribe" {
-            input type="hidden" name=(crate::web::csrf::FIELD) value=(token);
+            input type="hidden" name=(csrf::FIELD) value=(token);
             label { "E-mail address" input type="email" name="email" value=(email) required autocomplete="email" maxlength="254"; }
             label { "Name (optional)" input type="text" name="name" value=(name) autocomplete="name" maxlength="100"; }
             button type="submit" { "Subscribe" }
@@ -126,27 +129,18 @@ fn subscribe_form(
 }
 
 fn meta<'a>(state: &State, site: &'a Site, path: &str, og_type: &'a str) -> Meta<'a> {
-    Meta {
-        description: &site.0.tagline,
-        canonical: format!("{}{path}", origin(state, site)),
-        og_type,
-        site_name: &site.0.name,
-        feed: format!("{}/feed.xml", origin(state, site)),
-    }
+    Meta::of(&state.urls, &site.0, path, og_type)
 }
 
 #[handler]
-pub async fn home(req: &Request, Data(state): Data<&State>, Data(site): Data<&Site>) -> Response {
+pub async fn home(req: &Request, Data(state): Data<&State>, Data(site): Data<&Site>) -> SiteResult {
     let latest = Page {
         page: 1,
         per_page: LATEST,
     };
-    let (issues, more) = match published(state, site, latest).await {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
+    let (issues, more) = published(state, site, latest).await?;
     let n = &site.0;
-    page_with(
+    Ok(page_with(
         &n.name,
         Some(&meta(state, site, "/", "website")),
         html! {
@@ -166,7 +160,7 @@ pub async fn home(req: &Request, Data(state): Data<&State>, Data(site): Data<&Si
             footer.muted { a href="/archive" { "Archive" } " · " a href="/feed.xml" { "Feed" } }
         },
     )
-    .into_response()
+    .into_response())
 }
 
 #[handler]
@@ -174,9 +168,9 @@ pub async fn subscribe_page(
     req: &Request,
     Data(state): Data<&State>,
     Data(site): Data<&Site>,
-) -> Response {
+) -> SiteResult {
     let n = &site.0;
-    page_with(
+    Ok(page_with(
         &format!("Subscribe to {}", n.name),
         Some(&meta(state, site, "/subscribe", "website")),
         html! {
@@ -186,7 +180,7 @@ pub async fn subscribe_page(
             p.muted { "We will e-mail you a link to confirm. Nothing is sent until you follow it." }
         },
     )
-    .into_response()
+    .into_response())
 }
 
 #[handler]
@@ -195,21 +189,14 @@ pub async fn subscribe(
     body: Body,
     Data(state): Data<&State>,
     Data(site): Data<&Site>,
-) -> Response {
-    let Ok(form) = FormData::read(body).await else {
-        return page_response(
-            StatusCode::BAD_REQUEST,
-            "Bad request",
-            html! { p { "That form could not be read." } },
-        );
-    };
-    if !csrf_ok(req, state, &form) {
-        return page_response(
-            StatusCode::FORBIDDEN,
-            "Form expired",
-            html! { p { "Please go back, reload the page and try again." } },
-        );
-    }
+) -> SiteResult {
+    let form = verified_form(
+        req,
+        state,
+        body,
+        "Please go back, reload the page and try again.",
+    )
+    .await?;
     let (email, name) = (form.get("email").to_string(), form.get("name").to_string());
     let (urls, newsletter) = (state.urls.clone(), site.0.clone());
     let client = client_address(req, state);
@@ -221,14 +208,14 @@ pub async fn subscribe(
     let title = format!("Subscribe to {}", site.0.name);
     match requested {
         // Mailed, already subscribed or capped: the same page, so it tells nothing.
-        Ok(_) => page_response(
+        Ok(_) => Ok(page_response(
             StatusCode::OK,
             "Check your inbox",
             html! {
                 p { "If " strong { (email.trim()) } " is not subscribed yet, a confirmation link is on its way. Follow it to start receiving " (site.0.name) "." }
                 p { a href="/" { "← Back to " (site.0.name) } }
             },
-        ),
+        )),
         Err(DomainError::Invalid(_, problems)) => {
             let mut response = page_with(
                 &title,
@@ -240,32 +227,10 @@ pub async fn subscribe(
             )
             .into_response();
             response.set_status(StatusCode::UNPROCESSABLE_ENTITY);
-            response
+            Ok(response)
         }
-        Err(DomainError::RateLimited(window)) => {
-            let mut response = page_response(
-                StatusCode::TOO_MANY_REQUESTS,
-                "Too many requests",
-                html! { p { "Please wait a little and try again." } },
-            );
-            response
-                .headers_mut()
-                .insert("Retry-After", window.retry_after.into());
-            response
-        }
-        Err(DomainError::Rejected(..)) => not_taking_subscribers(&site.0.name),
-        Err(e) => internal("subscribing", &e),
+        Err(e) => Err(SiteError::domain(e, site, "subscribing")),
     }
-}
-
-/// The answer to subscribing to a cancelled newsletter: its archive stays readable, but it
-/// takes no one new.
-fn not_taking_subscribers(name: &str) -> Response {
-    page_response(
-        StatusCode::FORBIDDEN,
-        "Not taking subscribers",
-        html! { p { (name) " no longer takes new subscribers. " a href="/archive" { "Its past issues" } " are still here." } },
-    )
 }
 
 #[handler]
@@ -274,18 +239,18 @@ pub async fn confirm_page(
     Path(token): Path<String>,
     Data(state): Data<&State>,
     Data(site): Data<&Site>,
-) -> Response {
+) -> SiteResult {
     let csrf = csrf_token(req, state);
-    page_response(
+    Ok(page_response(
         StatusCode::OK,
         &format!("Confirm your subscription to {}", site.0.name),
         html! {
             form method="post" action={ "/subscribe/confirm/" (token) } {
-                input type="hidden" name=(crate::web::csrf::FIELD) value=(csrf);
+                input type="hidden" name=(csrf::FIELD) value=(csrf);
                 button type="submit" { "Yes, subscribe me" }
             }
         },
-    )
+    ))
 }
 
 #[handler]
@@ -295,36 +260,30 @@ pub async fn confirm(
     body: Body,
     Data(state): Data<&State>,
     Data(site): Data<&Site>,
-) -> Response {
-    let form = FormData::read(body).await.unwrap_or_default();
-    if !csrf_ok(req, state, &form) {
-        return page_response(
-            StatusCode::FORBIDDEN,
-            "Form expired",
-            html! { p { "Please follow the link in the e-mail again." } },
-        );
-    }
+) -> SiteResult {
+    verified_form(
+        req,
+        state,
+        body,
+        "Please follow the link in the e-mail again.",
+    )
+    .await?;
     let nid = site.0.id;
     match state
         .db
         .run(move |conn| opt_in::confirm(conn, nid, &token))
         .await
     {
-        Ok(subscriber) => page_response(
+        Ok(subscriber) => Ok(page_response(
             StatusCode::OK,
             "You are subscribed",
             html! {
                 p { strong { (subscriber.email) } " will receive " (site.0.name) ". Welcome!" }
                 p { a href="/" { "← Back to " (site.0.name) } }
             },
-        ),
-        Err(DomainError::NotFound(_)) => page_response(
-            StatusCode::NOT_FOUND,
-            "This link has expired",
-            html! { p { "The link was already used or is more than 7 days old. " a href="/subscribe" { "Subscribe again" } "." } },
-        ),
-        Err(DomainError::Rejected(..)) => not_taking_subscribers(&site.0.name),
-        Err(e) => internal("confirming a subscription", &e),
+        )),
+        Err(DomainError::NotFound(_)) => Err(SiteError::LinkExpired),
+        Err(e) => Err(SiteError::domain(e, site, "confirming a subscription")),
     }
 }
 
@@ -338,19 +297,16 @@ pub async fn archive(
     Query(query): Query<ArchiveQuery>,
     Data(state): Data<&State>,
     Data(site): Data<&Site>,
-) -> Response {
+) -> SiteResult {
     let Ok(page) = Page::parse(query.page.as_deref(), Some(&ARCHIVE_PAGE.to_string())) else {
-        return not_found();
+        return Err(SiteError::NotFound);
     };
-    let (issues, more) = match published(state, site, page).await {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
+    let (issues, more) = published(state, site, page).await?;
     if issues.is_empty() && page.page > 1 {
-        return not_found();
+        return Err(SiteError::NotFound);
     }
     let n = &site.0;
-    page_with(
+    Ok(page_with(
         &format!("Archive · {}", n.name),
         Some(&meta(state, site, "/archive", "website")),
         html! {
@@ -363,7 +319,7 @@ pub async fn archive(
             }
         },
     )
-    .into_response()
+    .into_response())
 }
 
 #[handler]
@@ -371,89 +327,40 @@ pub async fn issue_page(
     Path(path): Path<String>,
     Data(state): Data<&State>,
     Data(site): Data<&Site>,
-) -> Response {
+) -> SiteResult {
     let nid = site.0.id;
-    let found = state
+    let issue = state
         .db
         .run(move |conn| issues::get_published_by_path(conn, nid, &path))
-        .await;
-    let issue = match found {
-        Ok(issue) => issue,
-        Err(DomainError::NotFound(_)) => return not_found(),
-        Err(e) => return internal("showing an issue", &e),
-    };
+        .await
+        .map_err(|e| SiteError::domain(e, site, "showing an issue"))?;
     let (state, site) = (state.clone(), site.clone());
     built_off_the_async_threads("showing an issue", move || {
-        issue_document(&state, &site, &issue).into_response()
+        issue_document(&state.urls, &site.0, &issue).into_response()
     })
     .await
-    .unwrap_or_else(|failure| failure)
-}
-
-/// The public page of one issue, around its stored HTML; the dashboard previews an issue
-/// with this same page.
-pub fn issue_document(state: &State, site: &Site, issue: &Issue) -> Markup {
-    let n = &site.0;
-    let content = issue.body_html();
-    let mut page_meta = meta(state, site, &format!("/p/{}", issue.path), "article");
-    let summary: String = issue.content_markdown.chars().take(160).collect();
-    if !summary.trim().is_empty() {
-        page_meta.description = summary.as_str();
-    }
-    page_with(
-        &format!("{} · {}", issue.subject, n.name),
-        Some(&page_meta),
-        html! {
-            p { a href="/" { "← " (n.name) } }
-            article {
-                h1 { (issue.subject) }
-                p.muted { time datetime=(machine_time(issue.published_at)) { (day(issue.published_at)) } }
-                (PreEscaped(&*content))
-                @if !issue.articles.is_empty() {
-                    section.articles aria-label="Articles" {
-                        @for article in &issue.articles {
-                            div.article {
-                                h2 { a href=(article.url) rel="noopener" { (article.title) } }
-                                @if !article.summarized_article.is_empty() { p { (article.summarized_article) } }
-                            }
-                        }
-                    }
-                }
-            }
-            section aria-labelledby="subscribe" {
-                h2 id="subscribe" { "Get the next issue by e-mail" }
-                a.button href="/subscribe" { "Subscribe to " (n.name) }
-            }
-        },
-    )
 }
 
 #[handler]
-pub async fn feed(Data(state): Data<&State>, Data(site): Data<&Site>) -> Response {
+pub async fn feed(Data(state): Data<&State>, Data(site): Data<&Site>) -> SiteResult {
     let first = Page {
         page: 1,
         per_page: FEED_ENTRIES,
     };
     let nid = site.0.id;
-    let found = state
+    let (issues, _) = state
         .db
         .run(move |conn| issues::list_published_with_content(conn, nid, first))
-        .await;
-    let issues = match found {
-        Ok((issues, _)) => issues,
-        Err(e) => return internal("listing issues", &e),
-    };
+        .await
+        .map_err(|e| SiteError::domain(e, site, "listing issues"))?;
     let (state, site) = (state.clone(), site.clone());
     let xml = built_off_the_async_threads("building the feed", move || {
         feed_document(&state, &site, &issues)
     })
-    .await;
-    match xml {
-        Ok(xml) => Response::builder()
-            .content_type("application/atom+xml; charset=utf-8")
-            .body(xml),
-        Err(failure) => failure,
-    }
+    .await?;
+    Ok(Response::builder()
+        .content_type("application/atom+xml; charset=utf-8")
+        .body(xml))
 }
 
 /// The Atom feed of `issues`, with their stored HTML as content.

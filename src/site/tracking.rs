@@ -7,9 +7,10 @@ use poem::web::{Data, Path, Query};
 use poem::{IntoResponse, Response, handler};
 use serde::Deserialize;
 
-use super::{Site, not_found, page_response};
-use crate::app::AppState;
+use super::{Site, SiteError, SiteResult};
 use crate::domain::tracking;
+use crate::http::public_page::page_response;
+use crate::state::AppState;
 
 type State = std::sync::Arc<AppState>;
 
@@ -38,16 +39,16 @@ pub async fn unsubscribe_page(
     Path((delivery, sig)): Path<(String, String)>,
     Data(state): Data<&State>,
     Data(site): Data<&Site>,
-) -> Response {
+) -> SiteResult {
     let secret = state.secret.clone();
     let Some(_) = checked_delivery(state, site, &delivery, |id| {
         tracking::verify_unsubscribe(&secret, id, &sig)
     })
     .await
     else {
-        return not_found();
+        return Err(SiteError::NotFound);
     };
-    page_response(
+    Ok(page_response(
         StatusCode::OK,
         &format!("Unsubscribe from {}", site.0.name),
         html! {
@@ -56,7 +57,7 @@ pub async fn unsubscribe_page(
                 button type="submit" { "Unsubscribe" }
             }
         },
-    )
+    ))
 }
 
 /// One-click unsubscribe (RFC 8058) and the confirm page's button.
@@ -65,33 +66,30 @@ pub async fn unsubscribe(
     Path((delivery, sig)): Path<(String, String)>,
     Data(state): Data<&State>,
     Data(site): Data<&Site>,
-) -> Response {
+) -> SiteResult {
     let secret = state.secret.clone();
     let Some(id) = checked_delivery(state, site, &delivery, |id| {
         tracking::verify_unsubscribe(&secret, id, &sig)
     })
     .await
     else {
-        return not_found();
+        return Err(SiteError::NotFound);
     };
-    match state
+    state
         .db
         .run(move |conn| tracking::unsubscribe(conn, id))
         .await
-    {
-        Ok(_) => page_response(
-            StatusCode::OK,
-            "You are unsubscribed",
-            html! {
-                p { "You will receive no more issues of " (site.0.name) "." }
-            },
-        ),
-        Err(e) => super::failure(
-            &format!("unsubscribe of delivery {id} failed"),
-            &e,
-            "Please try the link again.",
-        ),
-    }
+        .map_err(|e| {
+            SiteError::failed(&format!("unsubscribe of delivery {id} failed"), &e)
+                .with_hint("Please try the link again.")
+        })?;
+    Ok(page_response(
+        StatusCode::OK,
+        "You are unsubscribed",
+        html! {
+            p { "You will receive no more issues of " (site.0.name) "." }
+        },
+    ))
 }
 
 /// A transparent 1x1 GIF.
@@ -106,9 +104,9 @@ pub async fn open_pixel(
     Path((delivery, file)): Path<(String, String)>,
     Data(state): Data<&State>,
     Data(site): Data<&Site>,
-) -> Response {
+) -> SiteResult {
     let Some(sig) = file.strip_suffix(".gif").map(str::to_string) else {
-        return not_found();
+        return Err(SiteError::NotFound);
     };
     let secret = state.secret.clone();
     let Some(id) = checked_delivery(state, site, &delivery, |id| {
@@ -116,7 +114,7 @@ pub async fn open_pixel(
     })
     .await
     else {
-        return not_found();
+        return Err(SiteError::NotFound);
     };
     if let Err(e) = state
         .db
@@ -125,10 +123,10 @@ pub async fn open_pixel(
     {
         eprintln!("site: recording an open of delivery {id} failed: {e}");
     }
-    Response::builder()
+    Ok(Response::builder()
         .content_type("image/gif")
         .header("Cache-Control", "no-store, max-age=0")
-        .body(PIXEL)
+        .body(PIXEL))
 }
 
 #[derive(Deserialize)]
@@ -145,12 +143,12 @@ pub async fn click(
     Query(query): Query<ClickQuery>,
     Data(state): Data<&State>,
     Data(site): Data<&Site>,
-) -> Response {
+) -> SiteResult {
     let Some(target) = query
         .u
         .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
     else {
-        return not_found();
+        return Err(SiteError::NotFound);
     };
     let (secret, newsletter_id) = (state.secret.clone(), site.0.id);
     let target_sig = query.t.unwrap_or_default();
@@ -167,7 +165,7 @@ pub async fn click(
     })
     .await
     else {
-        return not_found();
+        return Err(SiteError::NotFound);
     };
     let recorded = target.clone();
     if let Err(e) = state
@@ -179,5 +177,5 @@ pub async fn click(
     }
     let mut response = poem::web::Redirect::temporary(target).into_response();
     response.set_status(StatusCode::FOUND);
-    response
+    Ok(response)
 }

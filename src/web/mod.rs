@@ -4,10 +4,7 @@
 mod accounts;
 mod api_keys;
 mod charts;
-mod client;
-pub(crate) mod csrf;
 mod custom_domains;
-mod form;
 mod issues;
 mod layout;
 mod newsletters;
@@ -24,13 +21,15 @@ use poem::middleware::CookieJarManager;
 use poem::web::Redirect;
 use poem::{EndpointExt, IntoResponse, Response, Route};
 
-use crate::app::AppState;
 use crate::domain::DomainError;
+use crate::http::client::client_address;
+use crate::http::csrf;
+use crate::http::form::{FormData, UnreadableForm};
+use crate::http::public_page::no_favicon;
 use crate::http::routing::{get, post};
+use crate::state::AppState;
 
-pub use client::client_address;
-pub use form::FormData;
-pub use session::{Ctx, csrf_cookie_value, read_cookie};
+pub use session::Ctx;
 
 /// The base host's browser routes.
 pub fn routes() -> impl poem::Endpoint {
@@ -182,7 +181,7 @@ pub fn routes() -> impl poem::Endpoint {
             get(issues::progress),
         )
         .at("/assets/dashboard.js", get(issues::script))
-        .at("/favicon.ico", get(crate::site::no_favicon))
+        .at("/favicon.ico", get(no_favicon))
         .at(
             "/newsletters/:id/custom_domains",
             get(custom_domains::index).post(custom_domains::create),
@@ -286,6 +285,12 @@ impl From<DomainError> for WebError {
             }
             DomainError::Store(e) => e.into(),
         }
+    }
+}
+
+impl From<UnreadableForm> for WebError {
+    fn from(e: UnreadableForm) -> Self {
+        WebError::BadForm(e.to_string())
     }
 }
 

@@ -1,13 +1,12 @@
 //! Per-request page context: the signed-in user (from the session cookie), the CSRF token,
-//! and a one-time notice carried across a redirect. Also the cookies both hosts set.
+//! and a one-time notice carried across a redirect. The cookies themselves are made in
+//! `http::cookies`, which the public sites share.
 
 use poem::Request;
-use poem::web::cookie::{Cookie, SameSite};
 
 use super::{FormData, State, WebError, csrf};
-use crate::app::AppState;
 use crate::domain::accounts::{self, NewSession, User};
-use crate::domain::secrets::random_hex;
+use crate::http::cookies::{cookie, csrf_cookie_value, read_cookie, removal, renew_csrf_cookie};
 
 /// The session cookie's name on http; on https it is `__Host-broadsheet_session`.
 pub const SESSION_COOKIE: &str = "broadsheet_session";
@@ -22,56 +21,6 @@ pub struct Ctx {
     session_token: Option<String>,
     pub notice: Option<String>,
     state: State,
-}
-
-/// The name a cookie goes by: on https with the `__Host-` prefix, which browsers accept only
-/// from a secure page of this very host with `Path=/` and no `Domain`, so neither a plain-http
-/// page nor a sibling subdomain (a newsletter's site) can plant or replace it.
-pub fn cookie_name(state: &AppState, name: &str) -> String {
-    if state.urls.is_https() {
-        format!("__Host-{name}")
-    } else {
-        name.to_string()
-    }
-}
-
-/// One of our cookies: HttpOnly, SameSite=Lax, `Path=/`, no `Domain`, Secure on https.
-pub fn cookie(state: &AppState, name: &str, value: &str) -> Cookie {
-    let mut cookie = Cookie::new_with_str(cookie_name(state, name), value);
-    cookie.set_path("/");
-    cookie.set_http_only(true);
-    cookie.set_same_site(SameSite::Lax);
-    cookie.set_secure(state.urls.is_https());
-    cookie
-}
-
-fn removal(state: &AppState, name: &str) -> Cookie {
-    let mut cookie = cookie(state, name, "");
-    cookie.make_removal();
-    cookie
-}
-
-/// The value of our cookie `name` in the request; an empty one counts as none.
-pub fn read_cookie(req: &Request, state: &AppState, name: &str) -> Option<String> {
-    req.cookie()
-        .get(&cookie_name(state, name))
-        .map(|c| c.value_str().to_string())
-        .filter(|v| !v.is_empty())
-}
-
-/// The browser's CSRF cookie value, set now when it has none (first visit).
-pub fn csrf_cookie_value(req: &Request, state: &AppState) -> String {
-    match read_cookie(req, state, csrf::COOKIE).filter(|v| v.len() == 32) {
-        Some(value) => value,
-        None => renew_csrf_cookie(req, state),
-    }
-}
-
-/// Draws a new CSRF cookie value, so tokens shown before no longer work.
-fn renew_csrf_cookie(req: &Request, state: &AppState) -> String {
-    let value = random_hex(16);
-    req.cookie().add(cookie(state, csrf::COOKIE, &value));
-    value
 }
 
 impl Ctx {

@@ -4,15 +4,12 @@
 //! bytes the `whsec_` secret encodes, so that project's verification libraries work.
 
 use base64::Engine;
-use hmac::{Hmac, KeyInit, Mac};
-use sha2::Sha256;
+use hmac::Mac;
+
+use crate::domain::secrets::keyed_hmac;
 
 fn hmac(key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
-    let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes keys of any length");
-    for part in parts {
-        mac.update(part);
-    }
-    mac.finalize().into_bytes().to_vec()
+    keyed_hmac(key, parts).finalize().into_bytes().to_vec()
 }
 
 /// `sha256=<hex>` over the exact body bytes.

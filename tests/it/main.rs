@@ -23,6 +23,7 @@ mod dash_subscribers;
 mod disk_full;
 mod header_names;
 mod http_headers;
+mod layers;
 mod operator;
 mod send_faults;
 mod sending;

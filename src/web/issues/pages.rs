@@ -1,8 +1,6 @@
 //! The issue list, the issue page (facts, actions, live progress, final report) and the
 //! previews: the e-mail from the real renderer, the web page from the public site's own view.
 
-use std::sync::Arc;
-
 use maud::{Markup, html};
 use poem::web::{Data, Path, Query};
 use poem::{Request, handler, http::StatusCode};
@@ -16,6 +14,7 @@ use crate::domain::pagination::Page;
 use crate::domain::sending::{self, Report};
 use crate::domain::tracking::Links;
 use crate::domain::{DomainError, FieldErrors};
+use crate::http::public_page::issue_document;
 use crate::mail::render::IssueEmail;
 use crate::web::layout::{Section, csrf_field, errors, newsletter_page};
 use crate::web::newsletters::owned;
@@ -362,7 +361,7 @@ pub(super) fn preview_block(state: &State, n: &Newsletter, issue: &Issue) -> Mar
     let mail = IssueEmail::new(issue, n, links).personalise(0, "subscriber@example.com");
     let mut on_web = issue.clone();
     on_web.published_at = on_web.published_at.or_else(|| Some(Timestamp::now()));
-    let page = crate::site::issue_document(state, &crate::site::Site(Arc::new(n.clone())), &on_web);
+    let page = issue_document(&state.urls, n, &on_web);
     html! {
         div.previews {
             section {

@@ -3,11 +3,12 @@
 //! cookies nor forge the token, and SameSite=Lax keeps them off cross-site posts in the first
 //! place. Binding the session means a token works only in the session it was shown in: one
 //! picked up before sign-in (or in another session) is refused, and signing in or out also
-//! draws a new cookie value.
+//! draws a new cookie value. The public sites use the same scheme on their own hosts, without
+//! a session (they have none).
 
 use crate::domain::secrets::ServerSecret;
 
-/// The cookie's name on http; on https it is `__Host-broadsheet_csrf` (see `session::cookie_name`).
+/// The cookie's name on http; on https it is `__Host-broadsheet_csrf` (see `cookies::cookie_name`).
 pub const COOKIE: &str = "broadsheet_csrf";
 pub const FIELD: &str = "authenticity_token";
 const PURPOSE: &str = "csrf";

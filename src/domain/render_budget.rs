@@ -12,7 +12,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use super::render::markdown_to_html;
+use super::content::markdown_to_html;
 
 /// The hidden subcommand that renders standard input to standard output.
 pub const SUBCOMMAND: &str = "render-markdown";

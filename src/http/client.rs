@@ -7,7 +7,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use poem::Request;
 
-use crate::app::AppState;
+use crate::state::AppState;
 
 /// The key of the client's buckets: its IPv4 address, or the /64 network of an IPv6 address
 /// (one host usually holds a whole /64, so single IPv6 addresses cost an attacker nothing).

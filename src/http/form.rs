@@ -1,8 +1,7 @@
-//! URL-encoded form bodies, with repeated keys (`api_key[permissions][]`) kept.
+//! URL-encoded form bodies, with repeated keys (`api_key[permissions][]`) kept: the
+//! dashboard's forms and the public sites' read them alike.
 
 use poem::Body;
-
-use super::WebError;
 
 /// The largest form body accepted (CSV uploads use their own limit).
 const FORM_LIMIT: usize = 1024 * 1024;
@@ -11,12 +10,23 @@ const FORM_LIMIT: usize = 1024 * 1024;
 #[derive(Debug, Default, Clone)]
 pub struct FormData(Vec<(String, String)>);
 
+/// A form body that could not be read (too large, cut off); each door answers it as a bad
+/// request in its own way.
+#[derive(Debug)]
+pub struct UnreadableForm(pub String);
+
+impl std::fmt::Display for UnreadableForm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "unreadable form: {}", self.0)
+    }
+}
+
 impl FormData {
-    pub async fn read(body: Body) -> Result<Self, WebError> {
+    pub async fn read(body: Body) -> Result<Self, UnreadableForm> {
         let bytes = body
             .into_bytes_limit(FORM_LIMIT)
             .await
-            .map_err(|e| WebError::BadForm(format!("unreadable form: {e}")))?;
+            .map_err(|e| UnreadableForm(e.to_string()))?;
         Ok(Self::parse(&bytes))
     }
 
