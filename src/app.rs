@@ -59,6 +59,9 @@ fn invalid(message: String) -> StoreError {
 /// Runs the server until a shutdown signal.
 pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
     let _lock = DataDirLock::acquire(data_dir)?;
+    if args.test_clock {
+        crate::clock::follow_test_clock(data_dir)?;
+    }
     let default_tier = Tier::parse(&args.default_tier).ok_or_else(|| {
         invalid(format!(
             "--default-tier must be free, pending or paid, not {:?}",

@@ -117,40 +117,6 @@ fn ago(d: time::Duration) -> String {
     )
 }
 
-/// Mail jobs queued for `email` whose link contains `needle`.
-fn queued_mails(app: &App, email: &str, needle: &str) -> i64 {
-    app.db()
-        .query_row(
-            "SELECT count(*) FROM jobs WHERE kind = 'send_mail' AND json_extract(payload, '$.to') = ?1
-             AND json_extract(payload, '$.link') LIKE '%' || ?2 || '%'",
-            (email, needle),
-            |r| r.get(0),
-        )
-        .unwrap()
-}
-
-/// Waits until every mail job for `email` is done, then returns what the sink holds for it:
-/// from then on nothing more can arrive.
-fn settled_mail(app: &App, email: &str) -> Vec<Received> {
-    wait_for(
-        &format!("the mail jobs for {email}"),
-        Duration::from_secs(20),
-        || {
-            let pending: i64 = app
-                .db()
-                .query_row(
-                    "SELECT count(*) FROM jobs WHERE kind = 'send_mail'
-                     AND json_extract(payload, '$.to') = ?1 AND state <> 'done'",
-                    [email],
-                    |r| r.get(0),
-                )
-                .unwrap();
-            (pending == 0).then_some(())
-        },
-    );
-    app.smtp.messages_to(email)
-}
-
 /// The notice shown on `path` after a redirect.
 fn notice(client: &Client, path: &str) -> String {
     let page = client.get(path);

@@ -277,11 +277,19 @@ fn failed_attempts_are_retried_with_the_same_id_then_fail_and_disable() {
         .count("SELECT count(*) FROM webhook_deliveries WHERE state = 'failed' AND attempts = 4");
     assert_eq!(failed, 10);
     assert_eq!(receiver.hooks().len(), 2 + 40);
-    // Disabled: nothing more is sent.
+    // Disabled: nothing more is sent. Deliveries are queued in the transaction of the change,
+    // so none queued now means none will ever go; and none is left to try.
+    let queued = app.count("SELECT count(*) FROM webhook_deliveries");
     owner
         .post("/subscribers", &json!({"email": "quiet@example.com"}))
         .expect(201);
-    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(app.count("SELECT count(*) FROM webhook_deliveries"), queued);
+    assert_eq!(
+        app.count(
+            "SELECT count(*) FROM webhook_deliveries WHERE state NOT IN ('delivered', 'failed')"
+        ),
+        0
+    );
     assert_eq!(receiver.hooks().len(), 42);
 
     // PATCH re-enables; deliveries flow again.
@@ -453,7 +461,21 @@ fn events_recorded_before_a_crash_are_delivered_after_restart() {
             .map(|n| format!("crash{n}@example.com"))
             .collect::<Vec<_>>()
     );
-    std::thread::sleep(Duration::from_millis(300));
+    // Once every delivery job is finished, nothing more can arrive.
+    wait_for(
+        "the delivery jobs to finish",
+        Duration::from_secs(20),
+        || {
+            (app.count(
+                "SELECT count(*) FROM jobs WHERE kind = 'deliver_webhook' AND state != 'done'",
+            ) == 0)
+                .then_some(())
+        },
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM webhook_deliveries WHERE state = 'delivered'"),
+        5
+    );
     assert_eq!(receiver.hooks().len(), 5, "each exactly once");
 }
 
