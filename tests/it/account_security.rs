@@ -129,6 +129,8 @@ fn notice(client: &Client, path: &str) -> String {
 #[test]
 fn wrong_passwords_lock_one_account_not_the_next_user_on_the_same_address() {
     let app = spawn_app();
+    // Counts from the start of a window, so they all fall in it.
+    app.advance_clock_to_the_hour();
     let (alice, bob) = (unique_email("alice"), unique_email("bob"));
     sign_up_confirmed(&app, &app.client(), &alice);
     sign_up_confirmed(&app, &app.client(), &bob);
@@ -163,6 +165,8 @@ fn wrong_passwords_lock_one_account_not_the_next_user_on_the_same_address() {
 #[test]
 fn the_looser_per_client_limit_holds_across_accounts() {
     let app = spawn_app();
+    // Counts from the start of a window, so they all fall in it.
+    app.advance_clock_to_the_hour();
     let owner = unique_email("owner");
     sign_up_confirmed(&app, &app.client(), &owner);
     let client = app.client();
@@ -180,6 +184,8 @@ fn the_looser_per_client_limit_holds_across_accounts() {
 #[test]
 fn behind_a_trusted_proxy_each_forwarded_client_has_its_own_bucket() {
     let app = spawn_app_with(&["--trusted-proxy", "127.0.0.1"]);
+    // Counts from the start of a window, so they all fall in it.
+    app.advance_clock_to_the_hour();
     let owner = unique_email("owner");
     sign_up_confirmed(&app, &app.client(), &owner);
     let client = app.client();
@@ -212,6 +218,8 @@ fn behind_a_trusted_proxy_each_forwarded_client_has_its_own_bucket() {
 #[test]
 fn without_a_trusted_proxy_a_forged_forwarded_for_does_not_help() {
     let app = spawn_app();
+    // Counts from the start of a window, so they all fall in it.
+    app.advance_clock_to_the_hour();
     let owner = unique_email("owner");
     sign_up_confirmed(&app, &app.client(), &owner);
     let client = app.client();
@@ -226,6 +234,8 @@ fn without_a_trusted_proxy_a_forged_forwarded_for_does_not_help() {
 #[test]
 fn sign_ups_and_subscribes_per_client_are_capped_by_the_forwarded_address() {
     let app = spawn_app_with(&["--trusted-proxy", "127.0.0.1"]);
+    // Counts from the start of a window, so they all fall in it.
+    app.advance_clock_to_the_hour();
     let client = app.client();
     let token = client.get("/signup").csrf_token();
     let sign_up_from = |email: &str, from: &str| {
@@ -285,6 +295,8 @@ fn sign_ups_and_subscribes_per_client_are_capped_by_the_forwarded_address() {
 #[test]
 fn reset_and_confirmation_mails_per_address_are_capped_with_the_same_answer() {
     let app = spawn_app();
+    // Counts from the start of a window, so they all fall in it.
+    app.advance_clock_to_the_hour();
     let client = app.client();
 
     // Password reset: five asks, three mails; every ask gets the same answer.
@@ -323,6 +335,8 @@ fn reset_and_confirmation_mails_per_address_are_capped_with_the_same_answer() {
 #[test]
 fn subscribe_mails_per_address_are_capped_and_the_last_link_still_works() {
     let app = spawn_app();
+    // Counts from the start of a window, so they all fall in it.
+    app.advance_clock_to_the_hour();
     let owner = onboard(&app, "Capped Courier");
     let site = app.site_client(&owner.subdomain);
     let reader = unique_email("reader");

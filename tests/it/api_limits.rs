@@ -50,25 +50,6 @@ fn assert_limited(app: &App, resp: &Resp, limit: i64) {
     );
 }
 
-/// Moves the server's clock on to the next half past the hour, so a test's counts stay in
-/// one hourly window.
-fn mid_hour(app: &App) {
-    let now = app.clock_now();
-    let half_past = now
-        .replace_minute(30)
-        .unwrap()
-        .replace_second(0)
-        .unwrap()
-        .replace_nanosecond(0)
-        .unwrap();
-    let next = if half_past > now {
-        half_past
-    } else {
-        half_past + time::Duration::hours(1)
-    };
-    app.set_clock(next);
-}
-
 #[test]
 fn api_limits_buckets_headers_and_restart() {
     let mut app = spawn_app_with(&[
@@ -79,7 +60,7 @@ fn api_limits_buckets_headers_and_restart() {
         "--rate-limit-bulk",
         "1",
     ]);
-    mid_hour(&app);
+    app.advance_clock_to_the_hour();
     let owner = onboard(&app, "Throttle Times");
     // A fresh key: buckets are per key.
     let key = create_api_key(
@@ -209,7 +190,7 @@ fn api_limits_buckets_headers_and_restart() {
 #[test]
 fn api_limits_headers_on_every_answer() {
     let app = spawn_app();
-    mid_hour(&app);
+    app.advance_clock_to_the_hour();
     let owner = onboard(&app, "Header Hub");
     let s = owner.post("/subscribers", &json!({"email": "h@example.com"}));
     assert_eq!(limits(&app, &s).0, 100, "write default");
@@ -246,7 +227,7 @@ fn api_limits_headers_on_every_answer() {
 #[test]
 fn api_limits_hold_under_concurrent_requests() {
     let app = spawn_app_with(&["--rate-limit-get", "5"]);
-    mid_hour(&app);
+    app.advance_clock_to_the_hour();
     let owner = onboard(&app, "Rush Hour");
     let key = create_api_key(&owner.client, owner.newsletter_id, &["read"]);
     let statuses: Vec<u16> = std::thread::scope(|s| {
@@ -270,7 +251,7 @@ fn api_limits_hold_under_concurrent_requests() {
 #[test]
 fn api_limits_refusals_reach_clients_still_uploading() {
     let app = spawn_app_with(&["--rate-limit-bulk", "1"]);
-    mid_hour(&app);
+    app.advance_clock_to_the_hour();
     let owner = onboard(&app, "Big Uploads");
     // Just under the 2 MiB limit: the server answers before it needs the body, and must
     // still let the client finish sending so the client reads the answer.

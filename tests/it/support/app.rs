@@ -275,6 +275,14 @@ impl App {
         self.set_clock_offset(self.clock_offset_ms() + by.as_millis() as i64);
     }
 
+    /// Moves the server's clock on to the start of the next hour, where every rate-limit
+    /// window of an hour or less begins: a test's counts then stay in one window.
+    pub fn advance_clock_to_the_hour(&self) {
+        let now = self.clock_now();
+        let hour = now.replace_time(time::Time::from_hms(now.hour(), 0, 0).unwrap());
+        self.set_clock(hour + time::Duration::hours(1));
+    }
+
     /// The offset in the `test-clock` file, 0 without one.
     fn clock_offset_ms(&self) -> i64 {
         match std::fs::read_to_string(self.data_dir.join("test-clock")) {
