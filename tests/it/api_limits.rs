@@ -43,7 +43,7 @@ fn assert_limited(app: &App, resp: &Resp, limit: i64) {
         .expect("Retry-After on a 429")
         .parse()
         .unwrap();
-    assert!(retry >= 1 && retry <= 3600, "Retry-After {retry}");
+    assert!((1..=3600).contains(&retry), "Retry-After {retry}");
     assert!(
         (reset - now(app) - retry).abs() <= 5,
         "Retry-After {retry} matches reset {reset}"
