@@ -825,6 +825,17 @@ fn the_prune_job_deletes_finished_deliveries_older_than_30_days_and_keeps_the_re
     create("old0@example.com");
     create("old1@example.com");
     receiver.wait_for("subscriber.created", 2);
+    // Recorded as finished before the clock moves, so they are finished 31 days ago below.
+    wait_for(
+        "the delivery jobs to finish",
+        Duration::from_secs(20),
+        || {
+            (app.count(
+                "SELECT count(*) FROM jobs WHERE kind = 'deliver_webhook' AND state != 'done'",
+            ) == 0)
+                .then_some(())
+        },
+    );
     const DAY: Duration = Duration::from_secs(24 * 3600);
     app.advance_clock(DAY * 29);
     // 29 days on: the third is delivered, the fourth fails and waits for its retry: pending.
