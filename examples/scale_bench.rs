@@ -5,7 +5,7 @@
 //! cargo build --release --bin broadsheet --example scale_bench
 //! target/release/examples/scale_bench                      # 1,000,000 subscribers, 10 issues
 //! target/release/examples/scale_bench --subscribers 1000   # the same reads on a small list
-//! target/release/examples/scale_bench --keep /tmp/scale    # build once, reuse on later runs
+//! target/release/examples/scale_bench --keep target/scale  # build once, reuse on later runs
 //! ```
 //!
 //! The database is built directly with plain SQL on the schema `broadsheet migrate` creates

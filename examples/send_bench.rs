@@ -33,8 +33,7 @@ use serde_json::{Value, json};
 mod support;
 use support::{Api, Guard, free_port, wait_connectable};
 
-/// The project's own ceiling script, found from the repository this example was built in.
-
+/// What to measure: the list's size, tracking on or off, SMTP connections per send.
 struct Args {
     subscribers: usize,
     tracking: bool,

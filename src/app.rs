@@ -58,16 +58,8 @@ fn invalid(message: String) -> StoreError {
 
 /// Runs the server until a shutdown signal.
 pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
-    let _lock = DataDirLock::acquire(data_dir)?;
-    if args.test_clock {
-        crate::clock::follow_test_clock(data_dir)?;
-    }
-    let default_tier = Tier::parse(&args.default_tier).ok_or_else(|| {
-        invalid(format!(
-            "--default-tier must be free, pending or paid, not {:?}",
-            args.default_tier
-        ))
-    })?;
+    let default_tier = Tier::from(args.default_tier);
+    // The flags are all read before the data directory is touched: a bad one creates nothing.
     let transport = match &args.smtp_url {
         Some(url) => Transport::Smtp(SmtpSettings {
             timeout: Duration::from_millis(args.smtp_timeout_ms),
@@ -94,6 +86,11 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
             ("Broadsheet".to_string(), format!("no-reply@{domain}"))
         }
     };
+
+    let _lock = DataDirLock::acquire(data_dir)?;
+    if args.test_clock {
+        crate::clock::follow_test_clock(data_dir)?;
+    }
 
     let db_path = store::database_path(data_dir);
     let mut conn = store::open(&db_path)?;

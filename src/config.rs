@@ -1,132 +1,31 @@
-//! Command-line flags and their `BROADSHEET_*` environment variables (decisions.md §1).
+//! The flags of `serve` and their `BROADSHEET_*` environment variables (docs/decisions.md §1),
+//! checked by clap as they are parsed: a malformed value is a usage error (exit 2) before
+//! anything touches the data directory. The commands themselves are in `cli`.
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, ValueEnum};
 
-#[derive(Debug, Parser)]
-#[command(
-    name = "broadsheet",
-    version,
-    about = "Self-hostable newsletter publishing: dashboard, public sites, REST API and webhooks in one binary",
-    long_about = "Broadsheet runs a newsletter service from one binary and one SQLite file.\n\n\
-                  Start it with `broadsheet serve`; everything else here is for the operator: \
-                  migrations, backups, tiers, imports. Every flag can also be set with an \
-                  environment variable BROADSHEET_<FLAG>, e.g. BROADSHEET_DATA_DIR.\n\n\
-                  Exit codes: 0 success, 1 failure, 2 bad usage, 3 not found, 4 the data \
-                  directory is held by a running server, 5 an import finished but refused \
-                  some rows."
-)]
-pub struct Cli {
-    /// Directory holding broadsheet.db and the outbox/.
-    #[arg(
-        long,
-        global = true,
-        env = "BROADSHEET_DATA_DIR",
-        default_value = "./data"
-    )]
-    pub data_dir: PathBuf,
-
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Run the web server, the public sites and the job runner in one process.
-    Serve(ServeArgs),
-    /// Apply pending database migrations and exit (serve also applies them at start).
-    Migrate,
-    /// Write a consistent copy of the database to FILE, even while serve runs.
-    Backup {
-        /// Where to write the backup (a single SQLite file).
-        file: PathBuf,
-    },
-    /// Replace the database with a backup made by `backup` (refuses while a server runs).
-    Restore {
-        /// The backup file to restore.
-        file: PathBuf,
-    },
-    /// Set a newsletter's tier: free (no sending), pending (payment pending) or paid.
-    Tier {
-        /// The newsletter's subdomain.
-        subdomain: String,
-        /// free, pending or paid.
-        tier: String,
-    },
-    /// Set a newsletter's status: active, paused (sending held) or cancelled (read-only).
-    Status {
-        /// The newsletter's subdomain.
-        subdomain: String,
-        /// active, paused or cancelled.
-        status: String,
-    },
-    /// Turn open and click tracking in sent issues on or off (on by default).
-    Tracking {
-        /// The newsletter's subdomain.
-        subdomain: String,
-        /// on or off.
-        setting: String,
-    },
-    /// Import subscribers from a CSV file (columns email, name, tags), even while serve runs.
-    #[command(
-        long_about = "Import subscribers from a CSV file into a newsletter, even while \
-        `serve` runs.\n\n\
-        The first line must be a header. Columns are found by name, in any order: email \
-        (required), name, tags (several tags separated by ;), status (rows marked unsubscribed \
-        or bounced are skipped, so an export imported elsewhere never resubscribes anyone); \
-        other columns are ignored. Rows are checked like the API's bulk_create and committed \
-        1,000 at a time. Addresses already subscribed are counted as existing and left \
-        unchanged, so running an interrupted import again is safe: it creates no duplicates.\n\n\
-        Progress goes to stderr (a bar on a terminal, a line per 10% otherwise); the summary \
-        (created, existing, skipped, refused rows with their line numbers) goes to stdout.\n\n\
-        Exit codes: 0 every row imported or already there, 5 done but some rows were refused \
-        (listed), 2 the header is not usable, 3 no such newsletter or file, 1 any other \
-        failure."
-    )]
-    Import {
-        /// The newsletter's subdomain.
-        subdomain: String,
-        /// The CSV file, or - to read standard input.
-        csv: PathBuf,
-    },
-    /// Write a newsletter's subscribers as CSV to standard output.
-    #[command(
-        long_about = "Write a newsletter's subscribers as CSV to standard output, oldest \
-        first, streamed row by row.\n\n\
-        Columns: email,name,tags,status,subscribed_at,unsubscribed_at,created_at (tags \
-        separated by ;). The file can be given to `broadsheet import` as it is; unsubscribed \
-        and bounced rows are skipped there. Cells that a spreadsheet would run as a formula \
-        (starting with =, +, - or @) get a leading ', which import removes again.\n\n\
-        Exit codes: 0 written, 3 no such newsletter, 1 any other failure."
-    )]
-    Export {
-        /// The newsletter's subdomain.
-        subdomain: String,
-    },
-    /// Print the OpenAPI document of the REST API.
-    Openapi,
-    /// Internal: Markdown on standard input to HTML on standard output. `serve` renders each
-    /// issue in such a child process, so a render that overruns its budget can be killed.
-    #[command(name = "render-markdown", hide = true)]
-    RenderMarkdown,
-}
+use crate::domain::newsletters::Tier;
 
 /// Flags of `serve`.
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
-    /// Address and port to listen on.
-    #[arg(long, env = "BROADSHEET_LISTEN", default_value = "127.0.0.1:8080")]
+    /// Address and port to listen on (an IP address or a host name, then :PORT).
+    #[arg(long, env = "BROADSHEET_LISTEN", default_value = "127.0.0.1:8080", value_parser = listen_address)]
     pub listen: String,
-    /// The service origin as users reach it; the API is at {base_url}/api/v1.
+    /// The service origin as users reach it (http:// or https://); the API is at
+    /// {base_url}/api/v1.
     #[arg(
         long,
         env = "BROADSHEET_BASE_URL",
-        default_value = "http://localhost:8080"
+        default_value = "http://localhost:8080",
+        value_parser = service_origin
     )]
     pub base_url: String,
-    /// Newsletter sites answer at <subdomain>.<public-host>, with the scheme of --base-url.
-    #[arg(long, env = "BROADSHEET_PUBLIC_HOST", default_value = "localhost:8080")]
+    /// Newsletter sites answer at <subdomain>.<public-host>, with the scheme of --base-url
+    /// (a host name, optionally with :PORT).
+    #[arg(long, env = "BROADSHEET_PUBLIC_HOST", default_value = "localhost:8080", value_parser = public_host)]
     pub public_host: String,
     /// smtp://[user:pass@]host:port (STARTTLS when offered) or smtps://... (TLS). Without it
     /// mail is written to <data-dir>/outbox/*.eml and logged.
@@ -143,9 +42,9 @@ pub struct ServeArgs {
     /// From address of the service's own mail (confirmations, password resets).
     #[arg(long, env = "BROADSHEET_MAIL_FROM")]
     pub mail_from: Option<String>,
-    /// Tier of new newsletters: free, pending or paid.
-    #[arg(long, env = "BROADSHEET_DEFAULT_TIER", default_value = "free")]
-    pub default_tier: String,
+    /// Tier of new newsletters.
+    #[arg(long, env = "BROADSHEET_DEFAULT_TIER", value_enum, default_value_t = TierValue::Free)]
+    pub default_tier: TierValue,
     /// How often the job runner looks for due work, in milliseconds.
     #[arg(long, env = "BROADSHEET_JOB_POLL_MS", default_value_t = 1000)]
     pub job_poll_ms: u64,
@@ -234,4 +133,167 @@ pub struct ServeArgs {
     /// production server cannot have its time moved by accident.
     #[arg(long, hide = true)]
     pub test_clock: bool,
+}
+
+/// A newsletter's tier as the operator names it: `--default-tier` and the `tier` command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TierValue {
+    /// Preview only: no sending.
+    Free,
+    /// Payment pending: no sending yet.
+    Pending,
+    /// Full features, sending included.
+    Paid,
+}
+
+impl From<TierValue> for Tier {
+    fn from(value: TierValue) -> Self {
+        match value {
+            TierValue::Free => Tier::Free,
+            TierValue::Pending => Tier::Pending,
+            TierValue::Paid => Tier::Paid,
+        }
+    }
+}
+
+/// `--listen`: `IP:PORT` (`[::1]:8080` for IPv6) or `HOST:PORT`. The host name is resolved
+/// when the server binds, as before; here only its form is checked.
+fn listen_address(value: &str) -> Result<String, String> {
+    if value.parse::<std::net::SocketAddr>().is_ok() {
+        return Ok(value.to_string());
+    }
+    let well_formed = value
+        .rsplit_once(':')
+        .is_some_and(|(host, port)| is_host_name(host) && port.parse::<u16>().is_ok());
+    if well_formed {
+        Ok(value.to_string())
+    } else {
+        Err("expected ADDRESS:PORT, e.g. 127.0.0.1:8080, [::]:8080 or localhost:8080".into())
+    }
+}
+
+/// `--base-url`: an absolute http(s) URL with a host, and no user, query or fragment (links
+/// are made by appending paths to it).
+fn service_origin(value: &str) -> Result<String, String> {
+    let expected = "expected an http:// or https:// URL such as https://news.example.com";
+    let url = url::Url::parse(value).map_err(|e| format!("{e}; {expected}"))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none_or(str::is_empty) {
+        return Err(expected.into());
+    }
+    if !url.username().is_empty()
+        || url.password().is_some()
+        || url.query().is_some()
+        || url.fragment().is_some()
+    {
+        return Err(format!(
+            "{expected}, without a user name, query or fragment"
+        ));
+    }
+    Ok(value.to_string())
+}
+
+/// `--public-host`: a host name, optionally with `:PORT`, without a scheme or a path.
+fn public_host(value: &str) -> Result<String, String> {
+    let (host, port) = match value.rsplit_once(':') {
+        Some((host, port)) => (host, Some(port)),
+        None => (value, None),
+    };
+    if is_host_name(host) && port.is_none_or(|p| p.parse::<u16>().is_ok()) {
+        Ok(value.to_string())
+    } else {
+        Err("expected a host name, optionally with :PORT, e.g. news.example.com or localhost:8080 (no scheme, no path)".into())
+    }
+}
+
+/// Dot-separated labels of letters, digits and hyphens (an IPv4 address is one too).
+fn is_host_name(host: &str) -> bool {
+    let host = host.strip_suffix('.').unwrap_or(host);
+    !host.is_empty()
+        && host.len() <= 253
+        && host.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_takes_addresses_and_host_names_with_a_port() {
+        for good in ["127.0.0.1:8080", "[::]:8080", "0.0.0.0:0", "localhost:8080"] {
+            assert_eq!(listen_address(good).as_deref(), Ok(good));
+        }
+        for bad in [
+            "",
+            "8080",
+            "localhost",
+            "127.0.0.1:",
+            "127.0.0.1:99999",
+            "::1:8080",
+            "a b:80",
+        ] {
+            assert!(listen_address(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn base_url_is_an_http_origin() {
+        for good in [
+            "http://localhost:8080",
+            "https://news.example.com",
+            "https://news.example.com/",
+            "http://127.0.0.1:3000",
+        ] {
+            assert_eq!(service_origin(good).as_deref(), Ok(good));
+        }
+        for bad in [
+            "",
+            "localhost:8080",
+            "news.example.com",
+            "ftp://news.example.com",
+            "https://",
+            "https://user:pw@news.example.com",
+            "https://news.example.com/?a=1",
+            "https://news.example.com/#top",
+        ] {
+            assert!(service_origin(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn public_host_is_a_host_with_an_optional_port() {
+        for good in [
+            "localhost:8080",
+            "news.example.com",
+            "News.Example.com.",
+            "127.0.0.1:80",
+        ] {
+            assert_eq!(public_host(good).as_deref(), Ok(good));
+        }
+        for bad in [
+            "",
+            "https://news.example.com",
+            "news.example.com/",
+            "news.example.com:http",
+            "news..example.com",
+            "-news.example.com",
+            "news example.com",
+            "localhost:",
+        ] {
+            assert!(public_host(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn every_tier_value_names_its_domain_tier() {
+        for value in TierValue::value_variants() {
+            let name = value.to_possible_value().unwrap();
+            assert_eq!(Tier::from(*value).to_string(), name.get_name());
+        }
+    }
 }

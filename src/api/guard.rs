@@ -1,4 +1,4 @@
-//! Authentication, permissions and rate limits for every API operation (decisions.md §2).
+//! Authentication, permissions and rate limits for every API operation (docs/decisions.md §2).
 
 use std::sync::Arc;
 

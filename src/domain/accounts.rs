@@ -15,8 +15,7 @@ use super::secrets::{random_hex, sha256_hex};
 use super::urls::SiteUrls;
 use super::{DomainError, DomainResult, FieldErrors, rate_limit};
 use crate::clock;
-use crate::jobs::send_mail;
-use crate::mail::account as account_mail;
+use crate::store::jobs::{AccountMail, AccountMailKind, queue_account_mail};
 use crate::store::write_tx;
 
 /// How long an e-mail confirmation link works.
@@ -202,7 +201,14 @@ fn send_confirmation(conn: &Connection, urls: &SiteUrls, user: &User) -> DomainR
     }
     let token = issue_token(conn, user.id, "confirm_email", CONFIRMATION_TTL)?;
     let link = urls.service(&format!("/email_confirmations/{token}"));
-    send_mail::enqueue(conn, &user.email, account_mail::confirmation(&link))?;
+    queue_account_mail(
+        conn,
+        &AccountMail {
+            to: user.email.clone(),
+            link,
+            kind: AccountMailKind::Confirmation,
+        },
+    )?;
     Ok(())
 }
 
@@ -499,7 +505,14 @@ pub fn request_password_reset(
         {
             let token = issue_token(tx, user.id, "reset_password", RESET_TTL)?;
             let link = urls.service(&format!("/passwords/{token}/edit"));
-            send_mail::enqueue(tx, &user.email, account_mail::password_reset(&link))?;
+            queue_account_mail(
+                tx,
+                &AccountMail {
+                    to: user.email.clone(),
+                    link,
+                    kind: AccountMailKind::PasswordReset,
+                },
+            )?;
         }
         Ok(())
     })

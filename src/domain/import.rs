@@ -823,7 +823,7 @@ pub fn start_upload(conn: &mut Connection, newsletter_id: i64, id: i64) -> Domai
             return Err(not_waiting(&upload));
         }
         tx.execute(QUEUE, (id, clock::now_string()))?;
-        crate::jobs::import_subscribers::enqueue(tx, id)?;
+        crate::store::jobs::queue_subscriber_import(tx, id)?;
         get_upload(tx, newsletter_id, id)
     })
 }

@@ -846,7 +846,7 @@ fn start_sending(conn: &Connection, issue: &Issue) -> DomainResult<()> {
         "UPDATE issues SET status = 'sending', last_error = NULL, relay_down_since = NULL,
          send_resumes_at = NULL, updated_at = ?2 WHERE id = ?1";
     conn.execute(SENDING, (issue.id, clock::now_string()))?;
-    crate::jobs::send_issue::enqueue(conn, issue.id)?;
+    crate::store::jobs::queue_issue_send(conn, issue.id)?;
     Ok(())
 }
 

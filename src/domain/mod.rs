@@ -93,7 +93,7 @@ fn humanize(field: &str) -> String {
     }
 }
 
-/// The stable machine-readable codes of the contract (decisions.md section 2).
+/// The stable machine-readable codes of the contract (docs/decisions.md §2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorCode {
     ValidationError,

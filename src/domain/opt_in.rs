@@ -13,8 +13,7 @@ use super::subscribers::{self, NewSubscriber, Status, Subscriber};
 use super::urls::SiteUrls;
 use super::{DomainError, DomainResult, events, rate_limit};
 use crate::clock;
-use crate::jobs::send_mail;
-use crate::mail::account as account_mail;
+use crate::store::jobs::{AccountMail, AccountMailKind, queue_account_mail};
 use crate::store::write_tx;
 
 /// How long a confirmation link works.
@@ -97,10 +96,15 @@ pub fn request(
             ),
         )?;
         let link = format!("{}/subscribe/confirm/{token}", newsletter.site_origin(urls));
-        send_mail::enqueue(
+        queue_account_mail(
             tx,
-            valid.email.as_str(),
-            account_mail::subscription_confirmation(&newsletter.name, &link),
+            &AccountMail {
+                to: valid.email.as_str().to_string(),
+                link,
+                kind: AccountMailKind::SubscriptionConfirmation {
+                    newsletter_name: newsletter.name.clone(),
+                },
+            },
         )?;
         Ok(Requested::LinkSent)
     })

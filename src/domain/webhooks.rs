@@ -272,7 +272,7 @@ fn queue_delivery(
         ),
     )?;
     let delivery_id = conn.last_insert_rowid();
-    crate::jobs::deliver_webhook::enqueue(conn, delivery_id)?;
+    crate::store::jobs::queue_webhook_delivery(conn, delivery_id)?;
     Ok(delivery_id)
 }
 
@@ -370,7 +370,7 @@ pub fn redeliver(conn: &mut Connection, newsletter_id: i64, delivery_id: i64) ->
             "UPDATE webhook_deliveries SET state = 'pending', attempts = 0, next_attempt_at = NULL,
              last_error = NULL, updated_at = ?2 WHERE id = ?1";
         tx.execute(RESET, (delivery_id, clock::now_string()))?;
-        crate::jobs::deliver_webhook::enqueue(tx, delivery_id)?;
+        crate::store::jobs::queue_webhook_delivery(tx, delivery_id)?;
         Ok(())
     })
 }
@@ -501,6 +501,40 @@ pub enum Attempt {
     Skipped,
 }
 
+/// What one attempt leaves on its delivery row.
+struct AttemptRecord<'a> {
+    /// `pending` (tried again at `next_attempt_at`), `delivered` or `failed`.
+    state: &'static str,
+    attempts: i64,
+    response_status: Option<u16>,
+    response_excerpt: Option<&'a str>,
+    last_error: Option<&'a str>,
+    next_attempt_at: Option<OffsetDateTime>,
+}
+
+impl AttemptRecord<'_> {
+    fn write(&self, tx: &Connection, delivery_id: i64, now: OffsetDateTime) -> DomainResult<()> {
+        const FINISH: &str = "UPDATE webhook_deliveries SET state = ?2, attempts = ?3, response_status = ?4,
+             response_excerpt = ?5, last_error = ?6, next_attempt_at = ?7,
+             delivered_at = CASE WHEN ?2 = 'delivered' THEN ?8 ELSE delivered_at END, updated_at = ?8
+             WHERE id = ?1";
+        tx.execute(
+            FINISH,
+            (
+                delivery_id,
+                self.state,
+                self.attempts,
+                self.response_status,
+                self.response_excerpt,
+                self.last_error,
+                self.next_attempt_at.map(clock::format),
+                clock::format(now),
+            ),
+        )?;
+        Ok(())
+    }
+}
+
 /// Records an attempt; returns when to try again, or `None` when the delivery is final.
 pub fn record_attempt(
     conn: &mut Connection,
@@ -520,11 +554,6 @@ pub fn record_attempt(
             return Ok(None);
         };
         let now = clock::now();
-        let now_text = clock::format(now);
-        const FINISH: &str = "UPDATE webhook_deliveries SET state = ?2, attempts = ?3, response_status = ?4,
-             response_excerpt = ?5, last_error = ?6, next_attempt_at = ?7,
-             delivered_at = CASE WHEN ?2 = 'delivered' THEN ?8 ELSE delivered_at END, updated_at = ?8
-             WHERE id = ?1";
         const RESET_FAILURES: &str =
             "UPDATE webhook_subscriptions SET consecutive_failures = 0 WHERE id = ?1";
         const COUNT_FAILURE: &str = "UPDATE webhook_subscriptions SET consecutive_failures = consecutive_failures + 1,
@@ -533,76 +562,51 @@ pub fn record_attempt(
              WHERE id = ?1";
         const DISABLE: &str =
             "UPDATE webhook_subscriptions SET enabled = 0, disabled_reason = ?2 WHERE id = ?1";
+        const GONE: &str = "the endpoint answered 410 Gone";
         let attempts = attempts + 1;
         let mut next = None;
         match attempt {
             Attempt::Acknowledged { status, excerpt } => {
-                tx.execute(
-                    FINISH,
-                    (
-                        delivery_id,
-                        "delivered",
-                        attempts,
-                        status,
-                        excerpt,
-                        None::<String>,
-                        None::<String>,
-                        &now_text,
-                    ),
-                )?;
+                AttemptRecord {
+                    state: "delivered",
+                    attempts,
+                    response_status: Some(*status),
+                    response_excerpt: Some(excerpt),
+                    last_error: None,
+                    next_attempt_at: None,
+                }
+                .write(tx, delivery_id, now)?;
                 tx.execute(RESET_FAILURES, [subscription_id])?;
             }
             Attempt::Gone { excerpt } => {
-                tx.execute(
-                    FINISH,
-                    (
-                        delivery_id,
-                        "failed",
-                        attempts,
-                        410,
-                        excerpt,
-                        "the endpoint answered 410 Gone",
-                        None::<String>,
-                        &now_text,
-                    ),
-                )?;
-                tx.execute(DISABLE, (subscription_id, "the endpoint answered 410 Gone"))?;
+                AttemptRecord {
+                    state: "failed",
+                    attempts,
+                    response_status: Some(410),
+                    response_excerpt: Some(excerpt),
+                    last_error: Some(GONE),
+                    next_attempt_at: None,
+                }
+                .write(tx, delivery_id, now)?;
+                tx.execute(DISABLE, (subscription_id, GONE))?;
             }
             Attempt::Failed {
                 status,
                 excerpt,
                 error,
             } => {
-                if attempts <= MAX_RETRIES {
-                    let at = now + retry_base * (attempts as i32).pow(4);
-                    next = Some(at);
-                    tx.execute(
-                        FINISH,
-                        (
-                            delivery_id,
-                            "pending",
-                            attempts,
-                            status,
-                            excerpt,
-                            error,
-                            clock::format(at),
-                            &now_text,
-                        ),
-                    )?;
-                } else {
-                    tx.execute(
-                        FINISH,
-                        (
-                            delivery_id,
-                            "failed",
-                            attempts,
-                            status,
-                            excerpt,
-                            error,
-                            None::<String>,
-                            &now_text,
-                        ),
-                    )?;
+                let retry = attempts <= MAX_RETRIES;
+                next = retry.then(|| now + retry_base * (attempts as i32).pow(4));
+                AttemptRecord {
+                    state: if retry { "pending" } else { "failed" },
+                    attempts,
+                    response_status: *status,
+                    response_excerpt: Some(excerpt),
+                    last_error: Some(error),
+                    next_attempt_at: next,
+                }
+                .write(tx, delivery_id, now)?;
+                if !retry {
                     tx.execute(
                         COUNT_FAILURE,
                         (
@@ -614,19 +618,15 @@ pub fn record_attempt(
                 }
             }
             Attempt::Skipped => {
-                tx.execute(
-                    FINISH,
-                    (
-                        delivery_id,
-                        "failed",
-                        attempts - 1,
-                        None::<u16>,
-                        None::<String>,
-                        "the subscription is disabled",
-                        None::<String>,
-                        &now_text,
-                    ),
-                )?;
+                AttemptRecord {
+                    state: "failed",
+                    attempts: attempts - 1,
+                    response_status: None,
+                    response_excerpt: None,
+                    last_error: Some("the subscription is disabled"),
+                    next_attempt_at: None,
+                }
+                .write(tx, delivery_id, now)?;
             }
         }
         Ok(next)

@@ -2,37 +2,29 @@
 //! reschedules the same job for the retry the domain decided, so the delivery keeps its id.
 //! These jobs run on their own worker threads, so a slow receiver never holds up sending.
 
-use serde::{Deserialize, Serialize};
-
-use super::{JobContext, Outcome, queue};
+use super::{ClaimedJob, Job, JobContext, Outcome};
 use crate::domain::webhooks::{self, Attempt};
 use crate::store::StoreError;
+use crate::store::jobs::{JobKind, WebhookDelivery};
 
-pub const KIND: &str = "deliver_webhook";
+pub struct DeliverWebhook;
 
-#[derive(Debug, Serialize, Deserialize)]
-struct Payload {
-    delivery_id: i64,
+impl Job for DeliverWebhook {
+    fn kind(&self) -> JobKind {
+        JobKind::DeliverWebhook
+    }
+
+    fn run(&self, ctx: &JobContext, rt: &tokio::runtime::Runtime, job: &ClaimedJob) -> Outcome {
+        match job.payload::<WebhookDelivery>() {
+            Ok(payload) => deliver(ctx, rt, payload.delivery_id),
+            Err(outcome) => outcome,
+        }
+    }
 }
 
-/// Queues an attempt of `delivery_id` in the caller's transaction.
-pub fn enqueue(conn: &rusqlite::Connection, delivery_id: i64) -> Result<i64, StoreError> {
-    queue::enqueue_at(
-        conn,
-        KIND,
-        &Payload { delivery_id },
-        crate::clock::now(),
-        1_000,
-    )
-}
-
-pub fn run(ctx: &JobContext, rt: &tokio::runtime::Runtime, job: &queue::Job) -> Outcome {
-    let payload: Payload = match serde_json::from_str(&job.payload) {
-        Ok(p) => p,
-        Err(e) => return Outcome::Fail(format!("bad payload: {e}")),
-    };
+fn deliver(ctx: &JobContext, rt: &tokio::runtime::Runtime, delivery_id: i64) -> Outcome {
     let pending = match ctx.pool.get().map_err(StoreError::from) {
-        Ok(conn) => webhooks::pending(&conn, payload.delivery_id),
+        Ok(conn) => webhooks::pending(&conn, delivery_id),
         Err(e) => return Outcome::Blocked(e.to_string()),
     };
     let delivery = match pending {

@@ -2,36 +2,31 @@
 //! committed with each batch, so a job interrupted by a restart (or stopped after a batch by
 //! SIGTERM) resumes after the last committed batch and creates nobody twice.
 
-use serde::{Deserialize, Serialize};
-
-use super::{JobContext, Outcome, queue};
+use super::{ClaimedJob, Job, JobContext, Outcome};
 use crate::domain::{DomainError, import};
-use crate::store::StoreError;
+use crate::store::jobs::{JobKind, SubscriberImport};
 
-pub const KIND: &str = "import_subscribers";
+pub struct ImportSubscribers;
 
-#[derive(Debug, Serialize, Deserialize)]
-struct Payload {
-    import_id: i64,
+impl Job for ImportSubscribers {
+    fn kind(&self) -> JobKind {
+        JobKind::ImportSubscribers
+    }
+
+    fn run(&self, ctx: &JobContext, _rt: &tokio::runtime::Runtime, job: &ClaimedJob) -> Outcome {
+        match job.payload::<SubscriberImport>() {
+            Ok(payload) => import_upload(ctx, job, payload.import_id),
+            Err(outcome) => outcome,
+        }
+    }
 }
 
-/// Queues the import of upload `import_id` in the caller's transaction.
-pub fn enqueue(conn: &rusqlite::Connection, import_id: i64) -> Result<i64, StoreError> {
-    queue::enqueue(conn, KIND, &Payload { import_id })
-}
-
-pub fn run(ctx: &JobContext, job: &queue::Job) -> Outcome {
-    let payload: Payload = match serde_json::from_str(&job.payload) {
-        Ok(p) => p,
-        Err(e) => return Outcome::Fail(format!("bad payload: {e}")),
-    };
+fn import_upload(ctx: &JobContext, job: &ClaimedJob, import_id: i64) -> Outcome {
     let result = ctx
         .pool
         .get()
         .map_err(|e| DomainError::Store(e.into()))
-        .and_then(|mut conn| {
-            import::run_upload(&mut conn, payload.import_id, &|| !ctx.stop.requested())
-        });
+        .and_then(|mut conn| import::run_upload(&mut conn, import_id, &|| !ctx.stop.requested()));
     match result {
         // The server is stopping: the rest goes on from the last batch after the restart.
         Ok(None) => Outcome::Again(crate::clock::now()),
@@ -44,7 +39,7 @@ pub fn run(ctx: &JobContext, job: &queue::Job) -> Outcome {
         Err(e) => {
             // Out of attempts: the owner sees why instead of an import that never ends.
             if let Ok(conn) = ctx.pool.get() {
-                let _ = import::finish_upload(&conn, payload.import_id, Some(&e.to_string()));
+                let _ = import::finish_upload(&conn, import_id, Some(&e.to_string()));
             }
             Outcome::Fail(e.to_string())
         }

@@ -1,11 +1,13 @@
 //! The in-process job runner: worker threads poll the `jobs` table, claim due jobs atomically
-//! and run them by kind (one file per kind); failures are retried with backoff, and jobs a
-//! crash interrupted are picked up again at start.
+//! and run each through the [`Job`] of its kind (one file per kind, all listed in
+//! [`registry`]); failures are retried with backoff, and jobs a crash interrupted are picked
+//! up again at start. The domain records jobs through `store::jobs`, never through here.
 
 pub mod deliver_webhook;
 pub mod import_subscribers;
 pub mod prune_webhook_log;
 pub mod queue;
+pub mod registry;
 pub mod render_content;
 pub mod send_issue;
 pub mod send_mail;
@@ -18,6 +20,8 @@ use crate::domain::secrets::ServerSecret;
 use crate::domain::urls::SiteUrls;
 use crate::mail::Transport;
 use crate::store::Pool;
+use crate::store::jobs::JobKind;
+pub use queue::ClaimedJob;
 use queue::Lane;
 
 /// What job kinds need from the running service.
@@ -86,6 +90,23 @@ impl Stop {
     }
 }
 
+/// One kind of job: how the runner runs the rows of that kind. Each lives in a file of its
+/// own and is listed once in [`registry::JOBS`].
+pub trait Job: Sync {
+    /// The rows of the job table this job runs.
+    fn kind(&self) -> JobKind;
+
+    /// Runs one claimed job. `rt` is the worker thread's runtime, made once when the worker
+    /// starts, for the job's async work.
+    fn run(&self, ctx: &JobContext, rt: &tokio::runtime::Runtime, job: &ClaimedJob) -> Outcome;
+
+    /// Whether the runner makes this job due at each start: periodic jobs, which reschedule
+    /// themselves when they finish.
+    fn due_at_start(&self) -> bool {
+        false
+    }
+}
+
 /// How a job run ended.
 pub enum Outcome {
     Done,
@@ -117,16 +138,11 @@ pub fn passes_by_itself(error: &crate::store::StoreError) -> bool {
         }
 }
 
-/// Runs one claimed job by its kind.
-fn dispatch(ctx: &JobContext, rt: &tokio::runtime::Runtime, job: &queue::Job) -> Outcome {
-    match job.kind.as_str() {
-        send_mail::KIND => send_mail::run(ctx, rt, job),
-        send_issue::KIND => send_issue::run(ctx, rt, job),
-        deliver_webhook::KIND => deliver_webhook::run(ctx, rt, job),
-        import_subscribers::KIND => import_subscribers::run(ctx, job),
-        render_content::KIND => render_content::run(ctx),
-        prune_webhook_log::KIND => prune_webhook_log::run(ctx),
-        other => Outcome::Fail(format!("unknown job kind {other:?}")),
+/// Runs one claimed job through the job of its kind.
+fn dispatch(ctx: &JobContext, rt: &tokio::runtime::Runtime, job: &ClaimedJob) -> Outcome {
+    match registry::find(&job.kind) {
+        Some(kind) => kind.run(ctx, rt, job),
+        None => Outcome::Fail(format!("unknown job kind {:?}", job.kind)),
     }
 }
 
@@ -150,7 +166,9 @@ impl Runner {
         if requeued > 0 {
             eprintln!("jobs: requeued {requeued} job(s) interrupted by the last shutdown");
         }
-        prune_webhook_log::schedule_now(&conn)?;
+        for job in registry::JOBS.iter().filter(|job| job.due_at_start()) {
+            crate::store::jobs::schedule_now(&conn, job.kind())?;
+        }
         drop(conn);
         let stop = ctx.stop.clone();
         let lanes = (0..workers.max(1))
@@ -179,7 +197,8 @@ impl Runner {
     }
 }
 
-/// General worker 0 also starts scheduled issues whose time has come.
+/// General worker 0 also starts scheduled issues whose time has come. Each worker makes its
+/// runtime once and runs all its jobs on it.
 fn work(ctx: &JobContext, poll: Duration, lane: Lane, scheduler: bool) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -230,14 +249,14 @@ fn start_scheduled(ctx: &JobContext) {
     }
 }
 
-fn claim(ctx: &JobContext, lane: Lane) -> Result<Option<queue::Job>, crate::store::StoreError> {
+fn claim(ctx: &JobContext, lane: Lane) -> Result<Option<ClaimedJob>, crate::store::StoreError> {
     queue::claim_due(&*ctx.pool.get()?, lane)
 }
 
 /// Records how a job ended. When that cannot be written (a full disk), it tries again every
 /// second, so the job does not stay `running` until a restart; only a stop gives up, and the
 /// next start requeues the job.
-fn finish(ctx: &JobContext, job: &queue::Job, outcome: Outcome) {
+fn finish(ctx: &JobContext, job: &ClaimedJob, outcome: Outcome) {
     match &outcome {
         Outcome::Retry(error) => eprintln!(
             "jobs: {} #{} attempt {} failed, will retry: {error}",

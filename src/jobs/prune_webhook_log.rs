@@ -5,24 +5,35 @@
 //! never held long; then it runs again [`EVERY`] later. The job runner makes it due at each
 //! start.
 
-use super::{JobContext, Outcome, deliver_webhook, passes_by_itself, queue};
+use super::{ClaimedJob, Job, JobContext, Outcome, passes_by_itself, queue};
 use crate::clock;
 use crate::domain::{DomainError, webhooks};
 use crate::store::StoreError;
+use crate::store::jobs::JobKind;
 
-pub const KIND: &str = "prune_webhook_log";
+pub struct PruneWebhookLog;
 
 /// Rows of each kind deleted per transaction.
 const BATCH: i64 = 500;
 /// Time between two runs.
 const EVERY: time::Duration = time::Duration::hours(1);
 
-/// Makes the job due now (at the runner's start).
-pub fn schedule_now(conn: &rusqlite::Connection) -> Result<(), StoreError> {
-    queue::schedule_now(conn, KIND)
+impl Job for PruneWebhookLog {
+    fn kind(&self) -> JobKind {
+        JobKind::PruneWebhookLog
+    }
+
+    fn due_at_start(&self) -> bool {
+        true
+    }
+
+    fn run(&self, ctx: &JobContext, _rt: &tokio::runtime::Runtime, _job: &ClaimedJob) -> Outcome {
+        prune(ctx)
+    }
 }
 
-pub fn run(ctx: &JobContext) -> Outcome {
+/// Prunes batch after batch until none is full, then comes back [`EVERY`] later.
+fn prune(ctx: &JobContext) -> Outcome {
     loop {
         if ctx.stop.requested() {
             return Outcome::Again(clock::now());
@@ -35,7 +46,10 @@ pub fn run(ctx: &JobContext) -> Outcome {
             }
             // A periodic job never gives up: the next run tries again.
             Err(e) => {
-                eprintln!("jobs: {KIND}: {e}; trying again in an hour");
+                eprintln!(
+                    "jobs: {}: {e}; trying again in an hour",
+                    JobKind::PruneWebhookLog
+                );
                 return Outcome::Again(clock::now() + EVERY);
             }
         }
@@ -49,7 +63,7 @@ fn prune_batch(ctx: &JobContext) -> Result<bool, DomainError> {
     let pruned = webhooks::prune(&mut conn, now, BATCH)?;
     let jobs = queue::prune_finished(
         &conn,
-        deliver_webhook::KIND,
+        JobKind::DeliverWebhook,
         &clock::format(now - webhooks::RETENTION),
         BATCH,
     )?;

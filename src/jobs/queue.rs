@@ -1,16 +1,19 @@
-//! The job table: enqueue inside the caller's transaction (so work is recorded with the change
-//! that caused it), claim atomically, finish, or retry with backoff.
+//! The job table as the runner sees it: claim atomically, finish, or retry with backoff.
+//! Jobs are recorded by the domain through `store::jobs`, inside the transaction of the
+//! change that caused them.
 
 use rusqlite::{Connection, OptionalExtension};
-use serde::Serialize;
+use serde::de::DeserializeOwned;
 use time::Duration;
 
+use super::Outcome;
 use crate::clock;
 use crate::store::StoreError;
+use crate::store::jobs::JobKind;
 
 /// A claimed job, as the runner sees it.
 #[derive(Debug, Clone)]
-pub struct Job {
+pub struct ClaimedJob {
     pub id: i64,
     pub kind: String,
     pub payload: String,
@@ -18,60 +21,18 @@ pub struct Job {
     pub max_attempts: i64,
 }
 
-/// Records a job due at once.
-pub fn enqueue<P: Serialize>(
-    conn: &Connection,
-    kind: &str,
-    payload: &P,
-) -> Result<i64, StoreError> {
-    enqueue_at(conn, kind, payload, clock::now(), 5)
-}
-
-/// Records a job due at `run_at`, tried at most `max_attempts` times.
-pub fn enqueue_at<P: Serialize>(
-    conn: &Connection,
-    kind: &str,
-    payload: &P,
-    run_at: time::OffsetDateTime,
-    max_attempts: i64,
-) -> Result<i64, StoreError> {
-    const INSERT: &str =
-        "INSERT INTO jobs (kind, payload, run_at, max_attempts, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?5)";
-    let payload = serde_json::to_string(payload).expect("job payloads serialise");
-    conn.execute(
-        INSERT,
-        (
-            kind,
-            payload,
-            clock::format(run_at),
-            max_attempts,
-            clock::now_string(),
-        ),
-    )?;
-    Ok(conn.last_insert_rowid())
-}
-
-/// Makes the job of `kind` due now: the queued one is brought forward, or one is recorded
-/// when none is queued or running (periodic jobs, which reschedule themselves, start so).
-pub fn schedule_now(conn: &Connection, kind: &str) -> Result<(), StoreError> {
-    const FORWARD: &str =
-        "UPDATE jobs SET run_at = ?2, updated_at = ?2 WHERE kind = ?1 AND state = 'queued'";
-    const INSERT: &str =
-        "INSERT INTO jobs (kind, payload, run_at, max_attempts, created_at, updated_at)
-         SELECT ?1, json_object(), ?2, 5, ?2, ?2
-         WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE kind = ?1 AND state IN ('queued', 'running'))";
-    let now = clock::now_string();
-    conn.execute(FORWARD, (kind, &now))?;
-    conn.execute(INSERT, (kind, &now))?;
-    Ok(())
+impl ClaimedJob {
+    /// The payload its kind recorded; one that does not read fails the job for good.
+    pub fn payload<P: DeserializeOwned>(&self) -> Result<P, Outcome> {
+        serde_json::from_str(&self.payload).map_err(|e| Outcome::Fail(format!("bad payload: {e}")))
+    }
 }
 
 /// Deletes up to `limit` finished (done or failed) jobs of `kind` last changed before
 /// `before`; returns how many.
 pub fn prune_finished(
     conn: &Connection,
-    kind: &str,
+    kind: JobKind,
     before: &str,
     limit: i64,
 ) -> Result<usize, StoreError> {
@@ -79,7 +40,7 @@ pub fn prune_finished(
     const PRUNE: &str = "DELETE FROM jobs WHERE id IN (
          SELECT id FROM jobs WHERE state IN ('done', 'failed') AND run_at < ?2
            AND updated_at < ?2 AND kind = ?1 LIMIT ?3)";
-    Ok(conn.execute(PRUNE, (kind, before, limit))?)
+    Ok(conn.execute(PRUNE, (kind.as_str(), before, limit))?)
 }
 
 /// Which workers run a job: webhook deliveries have threads of their own, so slow receivers
@@ -92,23 +53,31 @@ pub enum Lane {
 
 /// Takes the oldest due job of `lane` and marks it running, in one statement so two runners
 /// never take the same job.
-pub fn claim_due(conn: &Connection, lane: Lane) -> Result<Option<Job>, StoreError> {
+pub fn claim_due(conn: &Connection, lane: Lane) -> Result<Option<ClaimedJob>, StoreError> {
     const CLAIM: &str =
         "UPDATE jobs SET state = 'running', attempts = attempts + 1, updated_at = ?1
          WHERE id = (SELECT id FROM jobs WHERE state = 'queued' AND run_at <= ?1
-                     AND (kind = 'deliver_webhook') = ?2 ORDER BY run_at, id LIMIT 1)
+                     AND (kind = ?3) = ?2 ORDER BY run_at, id LIMIT 1)
          RETURNING id, kind, payload, attempts, max_attempts";
     let now = clock::now_string();
     Ok(conn
-        .query_row(CLAIM, (&now, lane == Lane::Webhooks), |row| {
-            Ok(Job {
-                id: row.get(0)?,
-                kind: row.get(1)?,
-                payload: row.get(2)?,
-                attempts: row.get(3)?,
-                max_attempts: row.get(4)?,
-            })
-        })
+        .query_row(
+            CLAIM,
+            (
+                &now,
+                lane == Lane::Webhooks,
+                JobKind::DeliverWebhook.as_str(),
+            ),
+            |row| {
+                Ok(ClaimedJob {
+                    id: row.get(0)?,
+                    kind: row.get(1)?,
+                    payload: row.get(2)?,
+                    attempts: row.get(3)?,
+                    max_attempts: row.get(4)?,
+                })
+            },
+        )
         .optional()?)
 }
 
@@ -123,7 +92,7 @@ pub fn mark_done(conn: &Connection, id: i64) -> Result<(), StoreError> {
 /// has used its attempts or the failure is permanent.
 pub fn mark_failed(
     conn: &Connection,
-    job: &Job,
+    job: &ClaimedJob,
     error: &str,
     retry_after: Option<Duration>,
 ) -> Result<(), StoreError> {
@@ -195,7 +164,7 @@ mod tests {
     #[test]
     fn claims_once_retries_and_recovers_interrupted() {
         let conn = db();
-        let id = enqueue(&conn, "send_mail", &serde_json::json!({"to": "a@b.co"})).unwrap();
+        let id = crate::store::jobs::queue_subscriber_import(&conn, 1).unwrap();
         let job = claim_due(&conn, Lane::General).unwrap().expect("due job");
         assert_eq!((job.id, job.attempts), (id, 1));
         assert!(

@@ -3,17 +3,29 @@
 //! an issue beyond today's content limits gets its text as plain paragraphs. Until the job
 //! reaches an issue, its pages show those plain paragraphs, never rendering on a request.
 
-use super::{JobContext, Outcome, passes_by_itself};
+use super::{ClaimedJob, Job, JobContext, Outcome, passes_by_itself};
 use crate::clock;
 use crate::domain::{DomainError, content, issues};
 use crate::store::StoreError;
+use crate::store::jobs::JobKind;
 
-pub const KIND: &str = "render_content";
+pub struct RenderContent;
 
 /// How long the job waits when every render slot was busy.
 const BUSY_WAIT: time::Duration = time::Duration::seconds(5);
 
-pub fn run(ctx: &JobContext) -> Outcome {
+impl Job for RenderContent {
+    fn kind(&self) -> JobKind {
+        JobKind::RenderContent
+    }
+
+    fn run(&self, ctx: &JobContext, _rt: &tokio::runtime::Runtime, _job: &ClaimedJob) -> Outcome {
+        render_all(ctx)
+    }
+}
+
+/// Renders issue after issue until none is left, the render slots are busy, or the server stops.
+fn render_all(ctx: &JobContext) -> Outcome {
     let mut done_up_to = 0;
     while !ctx.stop.requested() {
         match render_next(ctx, done_up_to) {

@@ -7,8 +7,8 @@
 //! restart.
 //!
 //! A round runs on one thread: the connections and the writer that commits for them are
-//! tasks of a single-threaded runtime, so handing a claim to the writer and its answer back
-//! costs no thread wake-up.
+//! tasks of the worker thread's single-threaded runtime (made once when the worker starts),
+//! so handing a claim to the writer and its answer back costs no thread wake-up.
 //!
 //! A round ends when the work runs out, when every connection has given up (the relay is
 //! unreachable: the issue says so and the job comes back after a growing wait, or stops as
@@ -19,11 +19,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use tokio::sync::{Mutex, mpsc, oneshot, watch};
 
-use super::{JobContext, Outcome, queue};
+use super::{ClaimedJob, Job, JobContext, Outcome};
 use crate::clock;
 use crate::domain::content;
 use crate::domain::issues::{self, Issue};
@@ -31,9 +30,10 @@ use crate::domain::sending::{self, Next, OutagePolicy, Outcome as Delivered, Rec
 use crate::domain::tracking::Links;
 use crate::mail::render::IssueEmail;
 use crate::mail::{Commit, Envelope, Lane, MailError, MessageSocket, write_end_of_data};
-use crate::store::{Pool, PooledConnection, StoreError, write_tx};
+use crate::store::jobs::{IssueSend, JobKind};
+use crate::store::{Pool, PooledConnection, Tuned, write_tx};
 
-pub const KIND: &str = "send_issue";
+pub struct SendIssue;
 
 /// Deliveries read from the database at a time; memory stays flat in the number of recipients.
 const BATCH: i64 = 500;
@@ -54,11 +54,6 @@ const OUTCOMES_WAIT: Duration = Duration::from_millis(100);
 /// The most writes one commit takes.
 const GROUP_MAX: usize = 2000;
 
-#[derive(Debug, Serialize, Deserialize)]
-struct Payload {
-    issue_id: i64,
-}
-
 /// Sending knobs from the command line.
 #[derive(Debug, Clone, Copy)]
 pub struct SendSettings {
@@ -72,27 +67,23 @@ pub struct SendSettings {
     pub outage: OutagePolicy,
 }
 
-/// Queues the send of `issue_id` in the caller's transaction.
-pub fn enqueue(conn: &rusqlite::Connection, issue_id: i64) -> Result<i64, StoreError> {
-    queue::enqueue_at(
-        conn,
-        KIND,
-        &Payload { issue_id },
-        crate::clock::now(),
-        1_000_000,
-    )
-}
+impl Job for SendIssue {
+    fn kind(&self) -> JobKind {
+        JobKind::SendIssue
+    }
 
-pub fn run(ctx: &JobContext, _rt: &tokio::runtime::Runtime, job: &queue::Job) -> Outcome {
-    let payload: Payload = match serde_json::from_str(&job.payload) {
-        Ok(p) => p,
-        Err(e) => return Outcome::Fail(format!("bad payload: {e}")),
-    };
-    match send(ctx, payload.issue_id) {
-        Ok(Next::Finished | Next::GaveUp) => Outcome::Done,
-        Ok(Next::WaitUntil(at)) => Outcome::Again(at),
-        Ok(Next::Continue) => Outcome::Again(clock::now()),
-        Err(e) => Outcome::Blocked(e),
+    /// One round of the send on the worker thread's runtime.
+    fn run(&self, ctx: &JobContext, rt: &tokio::runtime::Runtime, job: &ClaimedJob) -> Outcome {
+        let payload = match job.payload::<IssueSend>() {
+            Ok(payload) => payload,
+            Err(outcome) => return outcome,
+        };
+        match send(ctx, rt, payload.issue_id) {
+            Ok(Next::Finished | Next::GaveUp) => Outcome::Done,
+            Ok(Next::WaitUntil(at)) => Outcome::Again(at),
+            Ok(Next::Continue) => Outcome::Again(clock::now()),
+            Err(e) => Outcome::Blocked(e),
+        }
     }
 }
 
@@ -125,7 +116,7 @@ enum RoundEnd {
 }
 
 /// One round: prepare, deliver what is due, then record what comes next.
-fn send(ctx: &JobContext, issue_id: i64) -> Result<Next, String> {
+fn send(ctx: &JobContext, rt: &tokio::runtime::Runtime, issue_id: i64) -> Result<Next, String> {
     let plan = {
         let mut conn = ctx.pool.get().map_err(|e| e.to_string())?;
         sending::prepare(&mut conn, issue_id).map_err(|e| e.to_string())?
@@ -149,10 +140,6 @@ fn send(ctx: &JobContext, issue_id: i64) -> Result<Next, String> {
         .as_deref()
         .and_then(clock::parse);
     let started = Instant::now();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
     let (sent, commits, end) = rt.block_on(deliver(ctx, issue_id, email, down_before))?;
     let elapsed = started.elapsed().as_secs_f64();
     if sent > 0 {
@@ -505,16 +492,14 @@ async fn write_loop(
     // there leaves a message recorded but never sent. The writer checkpoints between its
     // commits instead. The guard hands the connection back to the pool with the service's
     // settings, even after a panic.
-    let tuned = Tuned(conn);
-    let settings = tuned
-        .0
-        .pragma_update(None, "synchronous", "NORMAL")
-        .and_then(|()| tuned.0.pragma_update(None, "wal_autocheckpoint", 0));
-    if let Err(e) = settings {
-        round.finish(RoundEnd::Storage(e.to_string()));
-        refuse_all(writes).await;
-        return 0;
-    }
+    let tuned = match Tuned::relaxed(conn).and_then(Tuned::without_autocheckpoint) {
+        Ok(tuned) => tuned,
+        Err(e) => {
+            round.finish(RoundEnd::Storage(e.to_string()));
+            refuse_all(writes).await;
+            return 0;
+        }
+    };
     let mut writer = Writer {
         conn: Some(tuned),
         pool,
@@ -526,19 +511,10 @@ async fn write_loop(
     commits
 }
 
-/// The writer's connection, with the send's settings while it holds it.
-struct Tuned(PooledConnection);
-
-impl Drop for Tuned {
-    fn drop(&mut self) {
-        let _ = self.0.pragma_update(None, "synchronous", "FULL");
-        let _ = self.0.pragma_update(None, "wal_autocheckpoint", 1000);
-    }
-}
-
 struct Writer {
-    /// Away only while a checkpoint runs on a blocking thread.
-    conn: Option<Tuned>,
+    /// The writer's connection, with the send's settings while it holds it; away only while
+    /// a checkpoint runs on a blocking thread.
+    conn: Option<Tuned<PooledConnection>>,
     pool: Pool,
     /// When the last checkpoint finished.
     checkpointed: Instant,
@@ -573,9 +549,7 @@ impl Writer {
                     return;
                 };
                 let checkpointed = tokio::task::spawn_blocking(move || {
-                    let _ = tuned
-                        .0
-                        .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                    let _ = tuned.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
                     tuned
                 })
                 .await;
@@ -688,7 +662,7 @@ async fn write_groups(
             }
             break;
         };
-        let committed = write_tx(&mut conn.0, |tx| {
+        let committed = write_tx(conn, |tx| {
             sending::record_outcomes(tx, &unsaved, retry_base)?;
             sending::mark_sending(tx, &ids)
         });

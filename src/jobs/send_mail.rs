@@ -1,62 +1,137 @@
-//! Job kind `send_mail`: one account message (confirmation, password reset) to one address.
+//! Job kind `send_mail`: one account message (confirmation, password reset, subscription
+//! opt-in) to one address. The domain records which message and its link; the message is
+//! composed here, when the job runs.
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
-use super::{JobContext, Outcome, queue};
-use crate::mail::account::AccountMessage;
+use super::{ClaimedJob, Job, JobContext, Outcome};
+use crate::mail::account::{self, AccountMessage};
 use crate::mail::{MailError, OutgoingMail};
-use crate::store::StoreError;
+use crate::store::jobs::{AccountMail, AccountMailKind, JobKind};
 
-pub const KIND: &str = "send_mail";
+pub struct SendMail;
 
-#[derive(Debug, Serialize, Deserialize)]
-struct Payload {
-    to: String,
-    subject: String,
-    text: String,
-    html: String,
-    link: String,
+/// A `send_mail` payload: what this version records, or the message composed in full that
+/// versions before it recorded (such a job may still be queued after an upgrade).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Recorded {
+    Mail(AccountMail),
+    Composed {
+        to: String,
+        subject: String,
+        text: String,
+        html: String,
+        link: String,
+    },
 }
 
-/// Queues `message` for `to` in the caller's transaction.
-pub fn enqueue(
-    conn: &rusqlite::Connection,
-    to: &str,
-    message: AccountMessage,
-) -> Result<i64, StoreError> {
-    let payload = Payload {
-        to: to.to_string(),
-        subject: message.subject,
-        text: message.text,
-        html: message.html,
-        link: message.link,
-    };
-    queue::enqueue(conn, KIND, &payload)
-}
-
-pub fn run(ctx: &JobContext, rt: &tokio::runtime::Runtime, job: &queue::Job) -> Outcome {
-    let payload: Payload = match serde_json::from_str(&job.payload) {
-        Ok(p) => p,
-        Err(e) => return Outcome::Fail(format!("bad payload: {e}")),
-    };
-    let mail = OutgoingMail {
-        from_name: ctx.mail_from.0.clone(),
-        from_email: ctx.mail_from.1.clone(),
-        to: payload.to,
-        subject: payload.subject,
-        text: payload.text,
-        html: payload.html,
-        headers: vec![("Auto-Submitted".into(), "auto-generated".into())],
-        message_id: None,
-        primary_link: Some(payload.link),
-    };
-    match rt.block_on(ctx.transport.send(&mail)) {
-        Ok(()) => Outcome::Done,
-        Err(MailError::Permanent(e)) => Outcome::Fail(e),
-        // The message went out; sending it again could give a second copy.
-        Err(MailError::Unconfirmed(_)) => Outcome::Done,
-        Err(e @ (MailError::Temporary(_) | MailError::Connection(_) | MailError::Abandoned(_))) => {
-            Outcome::Retry(e.to_string())
+impl Recorded {
+    /// The recipient and the message.
+    fn compose(self) -> (String, AccountMessage) {
+        match self {
+            Recorded::Mail(AccountMail { to, link, kind }) => {
+                let message = match kind {
+                    AccountMailKind::Confirmation => account::confirmation(&link),
+                    AccountMailKind::PasswordReset => account::password_reset(&link),
+                    AccountMailKind::SubscriptionConfirmation { newsletter_name } => {
+                        account::subscription_confirmation(&newsletter_name, &link)
+                    }
+                };
+                (to, message)
+            }
+            Recorded::Composed {
+                to,
+                subject,
+                text,
+                html,
+                link,
+            } => (
+                to,
+                AccountMessage {
+                    subject,
+                    text,
+                    html,
+                    link,
+                },
+            ),
         }
+    }
+}
+
+impl Job for SendMail {
+    fn kind(&self) -> JobKind {
+        JobKind::SendMail
+    }
+
+    fn run(&self, ctx: &JobContext, rt: &tokio::runtime::Runtime, job: &ClaimedJob) -> Outcome {
+        let (to, message) = match job.payload::<Recorded>() {
+            Ok(recorded) => recorded.compose(),
+            Err(outcome) => return outcome,
+        };
+        let mail = OutgoingMail {
+            from_name: ctx.mail_from.0.clone(),
+            from_email: ctx.mail_from.1.clone(),
+            to,
+            subject: message.subject,
+            text: message.text,
+            html: message.html,
+            headers: vec![("Auto-Submitted".into(), "auto-generated".into())],
+            message_id: None,
+            primary_link: Some(message.link),
+        };
+        match rt.block_on(ctx.transport.send(&mail)) {
+            Ok(()) => Outcome::Done,
+            Err(MailError::Permanent(e)) => Outcome::Fail(e),
+            // The message went out; sending it again could give a second copy.
+            Err(MailError::Unconfirmed(_)) => Outcome::Done,
+            Err(
+                e @ (MailError::Temporary(_) | MailError::Connection(_) | MailError::Abandoned(_)),
+            ) => Outcome::Retry(e.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A job queued by a version that recorded the whole message still runs: it sends what
+    /// was recorded.
+    #[test]
+    fn reads_the_composed_payload_of_earlier_versions() {
+        let earlier = account::password_reset("http://localhost/passwords/t/edit");
+        let payload = serde_json::json!({
+            "to": "a@example.com",
+            "subject": earlier.subject,
+            "text": earlier.text,
+            "html": earlier.html,
+            "link": earlier.link,
+        });
+        let recorded: Recorded = serde_json::from_value(payload).unwrap();
+        let (to, message) = recorded.compose();
+        assert_eq!(to, "a@example.com");
+        assert_eq!(message.subject, "Reset your Broadsheet password");
+        assert_eq!(message.text, earlier.text);
+        assert_eq!(message.html, earlier.html);
+        assert_eq!(message.link, earlier.link);
+    }
+
+    #[test]
+    fn composes_the_recorded_kind_with_its_link() {
+        let mail = AccountMail {
+            to: "b@example.com".into(),
+            link: "http://n.localhost/subscribe/confirm/t".into(),
+            kind: AccountMailKind::SubscriptionConfirmation {
+                newsletter_name: "Weekly Notes".into(),
+            },
+        };
+        let recorded: Recorded =
+            serde_json::from_str(&serde_json::to_string(&mail).unwrap()).unwrap();
+        let (to, message) = recorded.compose();
+        assert_eq!(to, "b@example.com");
+        assert_eq!(message.subject, "Confirm your subscription to Weekly Notes");
+        assert!(message.text.contains(&mail.link));
+        assert_eq!(message.link, mail.link);
     }
 }

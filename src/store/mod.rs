@@ -1,11 +1,15 @@
-//! The SQLite store: connection pool, pragmas, embedded migrations, the data-dir lock and
-//! online backup. SQL that belongs to one resource lives beside the domain function that runs
-//! it; this module owns only what every caller shares.
+//! The SQLite store: connection pool, pragmas (and the [`Tuned`] guard that relaxes them for
+//! a while), embedded migrations, the data-dir lock, online backup, and the job table's
+//! writer side ([`jobs`]) through which the domain records work for the job runner. SQL that
+//! belongs to one resource lives beside the domain function that runs it; this module owns
+//! only what every caller shares.
 
 mod backup;
+pub mod jobs;
 mod lock;
 mod migrations;
 
+use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -104,20 +108,71 @@ fn configure(conn: &mut Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
-/// Runs `work` with commits that do not wait for the disk (`synchronous=NORMAL`, which in WAL
-/// mode skips the fsync at commit but keeps the database consistent), then restores FULL. For
-/// bookkeeping whose loss in a power cut is harmless, such as rate-limit counts, so that a read
-/// request does not pay an fsync; the next FULL commit of any connection makes it durable.
-/// Only outside a transaction: the setting applies to the commit `work` makes itself.
+/// Runs `work` with commits that do not wait for the disk (see [`Tuned`]), then restores FULL.
+/// For bookkeeping whose loss in a power cut is harmless, such as rate-limit counts, so that a
+/// read request does not pay an fsync; the next FULL commit of any connection makes it
+/// durable. Only outside a transaction: the setting applies to the commit `work` makes itself.
 pub fn without_fsync<T>(conn: &Connection, work: impl FnOnce(&Connection) -> T) -> T {
     debug_assert!(conn.is_autocommit(), "without_fsync inside a transaction");
-    // Setting a pragma cannot fail on an open connection; were it to, FULL stays in force.
-    let relaxed = conn.pragma_update(None, "synchronous", "NORMAL").is_ok();
-    let result = work(conn);
-    if relaxed {
-        let _ = conn.pragma_update(None, "synchronous", "FULL");
+    match Tuned::relaxed(conn) {
+        Ok(relaxed) => work(&relaxed),
+        // Setting a pragma cannot fail on an open connection; were it to, FULL stays in force.
+        Err(_) => work(conn),
     }
-    result
+}
+
+/// A connection whose commits do not wait for the disk while the guard lives
+/// (`synchronous=NORMAL`, which in WAL mode skips the fsync at commit but keeps the database
+/// consistent), and, when asked, whose commits never run a WAL checkpoint. The guard is made
+/// before the work and puts the service's settings back when dropped, a panic included, so a
+/// relaxed connection never goes back to the pool.
+pub struct Tuned<C: Deref<Target = Connection>> {
+    conn: C,
+    /// Automatic checkpoints are off (to be turned back on).
+    no_autocheckpoint: bool,
+}
+
+impl<C: Deref<Target = Connection>> Tuned<C> {
+    /// Commits without fsync; on an error the connection keeps (and the guard restores) FULL.
+    pub fn relaxed(conn: C) -> rusqlite::Result<Self> {
+        let tuned = Tuned {
+            conn,
+            no_autocheckpoint: false,
+        };
+        tuned.conn.pragma_update(None, "synchronous", "NORMAL")?;
+        Ok(tuned)
+    }
+
+    /// Also no automatic checkpoint inside a commit: the holder checkpoints when it suits it.
+    pub fn without_autocheckpoint(mut self) -> rusqlite::Result<Self> {
+        self.no_autocheckpoint = true;
+        self.conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+        Ok(self)
+    }
+}
+
+impl<C: Deref<Target = Connection>> Drop for Tuned<C> {
+    fn drop(&mut self) {
+        let _ = self.conn.pragma_update(None, "synchronous", "FULL");
+        if self.no_autocheckpoint {
+            // SQLite's default.
+            let _ = self.conn.pragma_update(None, "wal_autocheckpoint", 1000);
+        }
+    }
+}
+
+impl<C: Deref<Target = Connection>> Deref for Tuned<C> {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        &self.conn
+    }
+}
+
+impl<C: DerefMut<Target = Connection>> DerefMut for Tuned<C> {
+    fn deref_mut(&mut self) -> &mut Connection {
+        &mut self.conn
+    }
 }
 
 /// Opens one configured connection (for the CLI and migrations).
@@ -223,6 +278,42 @@ mod tests {
         };
         let inside = without_fsync(&conn, level);
         assert_eq!((inside, level(&conn)), (1, 2), "NORMAL inside, FULL after");
+    }
+
+    fn pragma(conn: &Connection, name: &str) -> i64 {
+        conn.query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))
+            .unwrap()
+    }
+
+    /// A panic in the middle of tuned work hands the connection back to the pool with the
+    /// service's settings: the next checkout of the pool's only connection commits with FULL
+    /// and checkpoints automatically.
+    #[test]
+    fn a_panic_inside_tuned_work_returns_the_connection_restored() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = open_pool(&dir.path().join("t.db"), 1).unwrap();
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let tuned = Tuned::relaxed(pool.get().unwrap())
+                .and_then(Tuned::without_autocheckpoint)
+                .unwrap();
+            assert_eq!(pragma(&tuned, "synchronous"), 1, "NORMAL inside");
+            assert_eq!(pragma(&tuned, "wal_autocheckpoint"), 0);
+            panic!("the work fails half-way");
+        }));
+        assert!(panicked.is_err());
+        let conn = pool.get().unwrap();
+        assert_eq!(pragma(&conn, "synchronous"), 2, "FULL again");
+        assert_eq!(pragma(&conn, "wal_autocheckpoint"), 1000);
+
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            without_fsync(&conn, |_| panic!("the work fails half-way"))
+        }));
+        assert!(panicked.is_err());
+        assert_eq!(
+            pragma(&conn, "synchronous"),
+            2,
+            "FULL after without_fsync too"
+        );
     }
 
     #[test]

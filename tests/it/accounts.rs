@@ -507,3 +507,51 @@ fn newsletter_forms_validate_and_owners_see_only_their_own() {
     assert!(!list.body.contains(&format!("/newsletters/{a}\"")));
     let _ = www;
 }
+
+/// A `send_mail` job queued by an earlier version recorded the whole message (subject, text,
+/// HTML); this version records which message and its link. After an upgrade such a job still
+/// runs and sends what it recorded.
+#[test]
+fn account_mail_queued_by_an_earlier_version_still_goes_out() {
+    let mut app = spawn_app();
+    let email = unique_email("upgrade");
+    app.kill();
+    let payload = json!({
+        "to": email,
+        "subject": "Reset your Broadsheet password",
+        "text": "Choose a new password:\nhttp://localhost/passwords/t0ken/edit\n",
+        "html": "<p><a href=\"http://localhost/passwords/t0ken/edit\">Choose a new password</a></p>",
+        "link": "http://localhost/passwords/t0ken/edit",
+    });
+    let conn = rusqlite::Connection::open(app.data_dir().join("broadsheet.db")).unwrap();
+    conn.execute(
+        "INSERT INTO jobs (kind, payload, run_at, max_attempts, created_at, updated_at)
+         VALUES ('send_mail', ?1, '2000-01-01T00:00:00.000Z', 5, '2000-01-01T00:00:00.000Z',
+                 '2000-01-01T00:00:00.000Z')",
+        [payload.to_string()],
+    )
+    .unwrap();
+    drop(conn);
+    app.restart();
+
+    let mail = app.smtp.wait_for_message_to(&email, 1);
+    assert_eq!(
+        mail.header("Subject").as_deref(),
+        Some("Reset your Broadsheet password")
+    );
+    assert!(
+        mail.text().contains("/passwords/t0ken/edit"),
+        "{}",
+        mail.text()
+    );
+    assert!(mail.html().contains("Choose a new password"));
+    wait_for(
+        "the job to be done",
+        std::time::Duration::from_secs(10),
+        || {
+            (app.count("SELECT count(*) FROM jobs WHERE kind = 'send_mail' AND state = 'done'")
+                == 1)
+                .then_some(())
+        },
+    );
+}

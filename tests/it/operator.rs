@@ -240,17 +240,17 @@ fn install_script_stages_binary_unit_and_data_dir() {
     assert_eq!(out.status.code(), Some(2));
 }
 
-/// Runs `broadsheet backup <file>` and waits at most `bound` for it; `None` if it did not
-/// finish in time (it is killed then).
-fn backup_within(app: &App, file: &std::path::Path, bound: Duration) -> Option<(i32, String)> {
+/// Runs `broadsheet <args>` on `data_dir` and waits at most `bound` for it; `None` if it did
+/// not finish in time (it is killed then). Its exit code and its stdout and stderr together.
+fn cli_within(data_dir: &std::path::Path, args: &[&str], bound: Duration) -> Option<(i32, String)> {
     let mut child = std::process::Command::new(crate::support::app::binary())
-        .args(["backup", file.to_str().unwrap()])
-        .env("BROADSHEET_DATA_DIR", app.data_dir())
+        .args(args)
+        .env("BROADSHEET_DATA_DIR", data_dir)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .expect("running broadsheet backup");
+        .expect("running the broadsheet binary");
     let deadline = std::time::Instant::now() + bound;
     loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -330,7 +330,11 @@ fn backup_finishes_while_the_api_writes_without_pause() {
     let before = count();
     let backup = app.data_dir().join("busy.db");
     let started = std::time::Instant::now();
-    let finished = backup_within(&app, &backup, Duration::from_secs(60));
+    let finished = cli_within(
+        app.data_dir(),
+        &["backup", backup.to_str().unwrap()],
+        Duration::from_secs(60),
+    );
     let took = started.elapsed();
     let during = count() - before;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -363,4 +367,74 @@ fn backup_finishes_while_the_api_writes_without_pause() {
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))
         .unwrap();
     assert_eq!(journal, "delete", "one self-contained file");
+}
+
+/// Runs `broadsheet <args>` with a data directory that does not exist yet and expects a usage
+/// error (exit 2) whose message contains each of `expected`, with nothing created. A command
+/// that wrongly accepted its arguments (a server that started) is killed after 20 s.
+fn refused_as_usage(args: &[&str], expected: &[&str]) {
+    let root = tempfile::tempdir().unwrap();
+    let data_dir = root.path().join("data");
+    let (code, output) = cli_within(&data_dir, args, Duration::from_secs(20))
+        .unwrap_or_else(|| panic!("{args:?} was accepted and kept running"));
+    assert_eq!(code, 2, "{args:?}: {output}");
+    for text in expected {
+        assert!(
+            output.contains(text),
+            "{args:?} should say {text:?}:\n{output}"
+        );
+    }
+    assert!(!data_dir.exists(), "{args:?} created the data directory");
+}
+
+#[test]
+fn enum_valued_arguments_refuse_unknown_values_and_list_the_possible_ones() {
+    refused_as_usage(
+        &["serve", "--default-tier", "gold"],
+        &["gold", "possible values: free, pending, paid"],
+    );
+    refused_as_usage(
+        &["tier", "some-newsletter", "gold"],
+        &["gold", "possible values: free, pending, paid"],
+    );
+    refused_as_usage(
+        &["status", "some-newsletter", "nope"],
+        &["nope", "possible values: active, paused, cancelled"],
+    );
+    refused_as_usage(
+        &["tracking", "some-newsletter", "maybe"],
+        &["maybe", "possible values: on, off"],
+    );
+}
+
+#[test]
+fn serve_refuses_malformed_addresses_before_touching_the_data_dir() {
+    for (flag, value) in [
+        ("--listen", "8080"),
+        ("--listen", "localhost"),
+        ("--listen", "127.0.0.1:99999"),
+        ("--base-url", "news.example.com"),
+        ("--base-url", "ftp://news.example.com"),
+        ("--base-url", "https://news.example.com/?x=1"),
+        ("--public-host", "https://news.example.com"),
+        ("--public-host", "news.example.com/"),
+        ("--public-host", "news.example.com:port"),
+    ] {
+        refused_as_usage(&["serve", flag, value], &[flag, value]);
+    }
+}
+
+#[test]
+fn serve_reads_its_mail_and_dns_flags_before_touching_the_data_dir() {
+    for args in [
+        &["serve", "--smtp-url", "ftp://mail.example.com"][..],
+        &["serve", "--dns-server", "not-an-address"][..],
+    ] {
+        let root = tempfile::tempdir().unwrap();
+        let data_dir = root.path().join("data");
+        let (code, output) = cli_within(&data_dir, args, Duration::from_secs(20))
+            .unwrap_or_else(|| panic!("{args:?} was accepted and kept running"));
+        assert_eq!(code, 1, "{args:?}: {output}");
+        assert!(!data_dir.exists(), "{args:?} created the data directory");
+    }
 }

@@ -1,0 +1,21 @@
+//! `broadsheet backup FILE`: a consistent copy of the database, even while serve runs.
+
+use std::path::Path;
+
+use super::{Failure, PageProgress, usage};
+use crate::store;
+
+pub(super) fn run(data_dir: &Path, file: &Path) -> Result<(), Failure> {
+    let db = store::database_path(data_dir);
+    if file.exists() {
+        return Err(usage(format!(
+            "{} already exists; choose a new file",
+            file.display()
+        )));
+    }
+    let progress = PageProgress::new("backing up");
+    store::backup_to(&db, file, |p| progress.update(p))?;
+    progress.finish();
+    println!("backup written to {}", file.display());
+    Ok(())
+}

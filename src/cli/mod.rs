@@ -1,0 +1,273 @@
+//! The operator's commands: the clap definitions and the dispatch here, one file per command.
+//! Each parses its arguments, calls the store or the domain layer, prints a clear result and
+//! exits with a code scripts can use (docs/decisions.md §1).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::config::{ServeArgs, TierValue};
+use crate::domain::DomainError;
+use crate::domain::newsletters;
+use crate::store::{self, StoreError};
+
+mod backup;
+mod export;
+mod import;
+mod migrate;
+mod openapi;
+mod render_markdown;
+mod restore;
+mod serve;
+mod status;
+mod tier;
+mod tracking;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "broadsheet",
+    version,
+    about = "Self-hostable newsletter publishing: dashboard, public sites, REST API and webhooks in one binary",
+    long_about = "Broadsheet runs a newsletter service from one binary and one SQLite file.\n\n\
+                  Start it with `broadsheet serve`; everything else here is for the operator: \
+                  migrations, backups, tiers, imports. Every flag can also be set with an \
+                  environment variable BROADSHEET_<FLAG>, e.g. BROADSHEET_DATA_DIR.\n\n\
+                  Exit codes: 0 success, 1 failure, 2 bad usage, 3 not found, 4 the data \
+                  directory is held by a running server, 5 an import finished but refused \
+                  some rows."
+)]
+pub struct Cli {
+    /// Directory holding broadsheet.db and the outbox/.
+    #[arg(
+        long,
+        global = true,
+        env = "BROADSHEET_DATA_DIR",
+        default_value = "./data"
+    )]
+    pub data_dir: PathBuf,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the web server, the public sites and the job runner in one process.
+    // Boxed: the serve flags outweigh every other command's arguments many times over.
+    Serve(Box<ServeArgs>),
+    /// Apply pending database migrations and exit (serve also applies them at start).
+    Migrate,
+    /// Write a consistent copy of the database to FILE, even while serve runs.
+    Backup {
+        /// Where to write the backup (a single SQLite file).
+        file: PathBuf,
+    },
+    /// Replace the database with a backup made by `backup` (refuses while a server runs).
+    Restore {
+        /// The backup file to restore.
+        file: PathBuf,
+    },
+    /// Set a newsletter's tier: free (no sending), pending (payment pending) or paid.
+    Tier {
+        /// The newsletter's subdomain.
+        subdomain: String,
+        /// The new tier.
+        #[arg(value_enum)]
+        tier: TierValue,
+    },
+    /// Set a newsletter's status: active, paused (sending held) or cancelled (read-only).
+    Status {
+        /// The newsletter's subdomain.
+        subdomain: String,
+        /// The new status.
+        #[arg(value_enum)]
+        status: status::StatusValue,
+    },
+    /// Turn open and click tracking in sent issues on or off (on by default).
+    Tracking {
+        /// The newsletter's subdomain.
+        subdomain: String,
+        /// Whether sent issues carry the open pixel and tracked links.
+        #[arg(value_enum)]
+        setting: tracking::TrackingValue,
+    },
+    /// Import subscribers from a CSV file (columns email, name, tags), even while serve runs.
+    #[command(
+        long_about = "Import subscribers from a CSV file into a newsletter, even while \
+        `serve` runs.\n\n\
+        The first line must be a header. Columns are found by name, in any order: email \
+        (required), name, tags (several tags separated by ;), status (rows marked unsubscribed \
+        or bounced are skipped, so an export imported elsewhere never resubscribes anyone); \
+        other columns are ignored. Rows are checked like the API's bulk_create and committed \
+        1,000 at a time. Addresses already subscribed are counted as existing and left \
+        unchanged, so running an interrupted import again is safe: it creates no duplicates.\n\n\
+        Progress goes to stderr (a bar on a terminal, a line per 10% otherwise); the summary \
+        (created, existing, skipped, refused rows with their line numbers) goes to stdout.\n\n\
+        Exit codes: 0 every row imported or already there, 5 done but some rows were refused \
+        (listed), 2 the header is not usable, 3 no such newsletter or file, 1 any other \
+        failure."
+    )]
+    Import {
+        /// The newsletter's subdomain.
+        subdomain: String,
+        /// The CSV file, or - to read standard input.
+        csv: PathBuf,
+    },
+    /// Write a newsletter's subscribers as CSV to standard output.
+    #[command(
+        long_about = "Write a newsletter's subscribers as CSV to standard output, oldest \
+        first, streamed row by row.\n\n\
+        Columns: email,name,tags,status,subscribed_at,unsubscribed_at,created_at (tags \
+        separated by ;). The file can be given to `broadsheet import` as it is; unsubscribed \
+        and bounced rows are skipped there. Cells that a spreadsheet would run as a formula \
+        (starting with =, +, - or @) get a leading ', which import removes again.\n\n\
+        Exit codes: 0 written, 3 no such newsletter, 1 any other failure."
+    )]
+    Export {
+        /// The newsletter's subdomain.
+        subdomain: String,
+    },
+    /// Print the OpenAPI document of the REST API.
+    Openapi,
+    /// Internal: Markdown on standard input to HTML on standard output. `serve` renders each
+    /// issue in such a child process, so a render that overruns its budget can be killed.
+    #[command(name = "render-markdown", hide = true)]
+    RenderMarkdown,
+}
+
+/// Entry point of the binary. A malformed argument never gets here: clap prints the usage
+/// and exits 2 first, before anything touches the data directory.
+pub fn main() -> ExitCode {
+    // mail-send and ureq must agree on one rustls crypto provider (stack notes, gotcha 1).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let cli = Cli::parse();
+    let data_dir = cli.data_dir.as_path();
+    let result = match cli.command {
+        Command::Serve(args) => serve::run(data_dir, *args),
+        Command::Migrate => migrate::run(data_dir),
+        Command::Backup { file } => backup::run(data_dir, &file),
+        Command::Restore { file } => restore::run(data_dir, &file),
+        Command::Tier { subdomain, tier } => tier::run(data_dir, &subdomain, tier),
+        Command::Status { subdomain, status } => status::run(data_dir, &subdomain, status),
+        Command::Tracking { subdomain, setting } => tracking::run(data_dir, &subdomain, setting),
+        Command::Import { subdomain, csv } => import::run(data_dir, &subdomain, &csv),
+        Command::Export { subdomain } => export::run(data_dir, &subdomain),
+        Command::Openapi => openapi::run(),
+        Command::RenderMarkdown => render_markdown::run(),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            eprintln!("broadsheet: {}", failure.message);
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+/// Exit codes: 0 ok, 1 failure, 2 usage (clap), 3 not found, 4 data directory busy, 5 an
+/// import finished but refused some rows.
+const EXIT_FAILURE: u8 = 1;
+const EXIT_USAGE: u8 = 2;
+const EXIT_NOT_FOUND: u8 = 3;
+const EXIT_LOCKED: u8 = 4;
+const EXIT_ROWS_REFUSED: u8 = 5;
+
+/// A command's failure with the exit code it maps to.
+struct Failure {
+    code: u8,
+    message: String,
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
+        let code = if matches!(e, StoreError::Locked(_)) {
+            EXIT_LOCKED
+        } else {
+            EXIT_FAILURE
+        };
+        Failure {
+            code,
+            message: explained(&e),
+        }
+    }
+}
+
+impl From<DomainError> for Failure {
+    fn from(e: DomainError) -> Self {
+        let code = match &e {
+            DomainError::NotFound(_) => EXIT_NOT_FOUND,
+            DomainError::Invalid(..) => EXIT_USAGE,
+            _ => EXIT_FAILURE,
+        };
+        let message = match &e {
+            DomainError::Store(store) => explained(store),
+            _ => e.to_string(),
+        };
+        Failure { code, message }
+    }
+}
+
+/// A store failure in words, with what to do when the disk is full.
+fn explained(e: &StoreError) -> String {
+    if e.is_disk_full() {
+        format!("{e}\nthe disk is full: free some space and run the command again")
+    } else {
+        e.to_string()
+    }
+}
+
+fn usage(message: String) -> Failure {
+    Failure {
+        code: EXIT_USAGE,
+        message,
+    }
+}
+
+/// Opens the database of `data_dir`, applying pending migrations.
+fn open_migrated(data_dir: &Path) -> Result<rusqlite::Connection, StoreError> {
+    let mut conn = store::open(&store::database_path(data_dir))?;
+    store::migrate(&mut conn)?;
+    Ok(conn)
+}
+
+/// The newsletter with `subdomain`, or a not-found failure that names it.
+fn by_subdomain(
+    conn: &rusqlite::Connection,
+    subdomain: &str,
+) -> Result<newsletters::Newsletter, Failure> {
+    newsletters::get_by_subdomain(conn, subdomain).map_err(|e| match e {
+        DomainError::NotFound(_) => Failure {
+            code: EXIT_NOT_FOUND,
+            message: format!("no newsletter has the subdomain {subdomain:?}"),
+        },
+        other => other.into(),
+    })
+}
+
+/// The progress of a whole-database copy (`backup`, `restore`) on stderr, in pages.
+struct PageProgress(ProgressBar);
+
+impl PageProgress {
+    fn new(what: &str) -> Self {
+        let bar = ProgressBar::new(0);
+        bar.set_style(
+            ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} pages ({percent}%)")
+                .expect("static template")
+                .progress_chars("=> "),
+        );
+        bar.set_message(what.to_string());
+        PageProgress(bar)
+    }
+
+    fn update(&self, p: rusqlite::backup::Progress) {
+        self.0.set_length(p.pagecount.max(0) as u64);
+        self.0
+            .set_position((p.pagecount - p.remaining).max(0) as u64);
+    }
+
+    fn finish(self) {
+        self.0.finish();
+    }
+}
