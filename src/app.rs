@@ -65,6 +65,9 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
     };
 
     let _lock = DataDirLock::acquire(data_dir)?;
+    if args.test_clock {
+        crate::clock::follow_test_clock(data_dir)?;
+    }
 
     let db_path = store::database_path(data_dir);
     let mut conn = store::open(&db_path)?;

@@ -1,14 +1,139 @@
 //! Timestamps as the contract writes them: UTC, RFC 3339 with `Z` and milliseconds.
 //! They are stored the same way, so string order is time order.
+//!
+//! Every "now" of the service comes from [`now`]: the system's time plus an offset that is
+//! zero unless `serve --test-clock` moves it, so integration tests run the real binary at a
+//! time they choose instead of sleeping until it comes (`docs/testing.md`). A move wakes
+//! whoever waits on [`wait_for_move`] (the job poller), so work it made due starts at once.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Condvar, Mutex, PoisonError};
+use std::time::Duration;
 
 use time::{OffsetDateTime, format_description::BorrowedFormatItem, macros::format_description};
 
 const FORMAT: &[BorrowedFormatItem<'static>] =
     format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
 
+/// How far this process's clock is from the system's, in milliseconds.
+static OFFSET_MS: AtomicI64 = AtomicI64::new(0);
+
+/// How many times the clock has been moved, and the signal of each move.
+static MOVES: Mutex<u64> = Mutex::new(0);
+static MOVED: Condvar = Condvar::new();
+
 /// The current instant, in UTC.
 pub fn now() -> OffsetDateTime {
-    OffsetDateTime::now_utc()
+    #[cfg(test)]
+    if let Some(at) = testing::fixed_now() {
+        return at;
+    }
+    OffsetDateTime::now_utc() + time::Duration::milliseconds(OFFSET_MS.load(Ordering::SeqCst))
+}
+
+/// Sets the clock to the system's time plus `offset_ms` and wakes every [`wait_for_move`].
+fn set_offset(offset_ms: i64) {
+    OFFSET_MS.store(offset_ms, Ordering::SeqCst);
+    let mut moves = MOVES.lock().unwrap_or_else(PoisonError::into_inner);
+    *moves += 1;
+    MOVED.notify_all();
+}
+
+/// How many times the clock has moved so far: what [`wait_for_move`] compares with.
+pub fn moves() -> u64 {
+    *MOVES.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Waits up to `timeout` for the clock to move after `seen` ([`moves`]); true when it has.
+pub fn wait_for_move(seen: u64, timeout: Duration) -> bool {
+    let moves = MOVES.lock().unwrap_or_else(PoisonError::into_inner);
+    let (moves, _) = MOVED
+        .wait_timeout_while(moves, timeout, |moves| *moves == seen)
+        .unwrap_or_else(PoisonError::into_inner);
+    *moves != seen
+}
+
+/// The file in the data directory that `serve --test-clock` takes its offset from: a whole
+/// number of milliseconds (negative for the past) to add to the system's time.
+pub const TEST_CLOCK_FILE: &str = "test-clock";
+/// Where the server writes back each offset it has applied, once it applies it.
+pub const TEST_CLOCK_APPLIED: &str = "test-clock.applied";
+/// How often `--test-clock` looks at [`TEST_CLOCK_FILE`].
+const TEST_CLOCK_POLL: Duration = Duration::from_millis(10);
+
+/// `serve --test-clock`: applies the offset in `<data_dir>/test-clock` now (a bad one fails
+/// the start) and on every change after, looking every 10 ms; each offset applied is written
+/// to `test-clock.applied`, the signal tests wait on. Without the file the offset stays 0.
+pub fn follow_test_clock(data_dir: &Path) -> std::io::Result<()> {
+    let mut follower = TestClock {
+        file: data_dir.join(TEST_CLOCK_FILE),
+        applied: data_dir.join(TEST_CLOCK_APPLIED),
+        last: None,
+    };
+    follower.apply_change(set_offset)?;
+    eprintln!(
+        "clock: --test-clock follows {} (offset {} ms)",
+        follower.file.display(),
+        OFFSET_MS.load(Ordering::SeqCst)
+    );
+    std::thread::Builder::new()
+        .name("test-clock".into())
+        .spawn(move || {
+            let mut complaint = String::new();
+            loop {
+                std::thread::sleep(TEST_CLOCK_POLL);
+                match follower.apply_change(set_offset) {
+                    Ok(()) => complaint.clear(),
+                    // Said once, not every 10 ms while the file stays wrong.
+                    Err(e) if e.to_string() != complaint => {
+                        complaint = e.to_string();
+                        eprintln!("clock: {complaint}");
+                    }
+                    Err(_) => {}
+                }
+            }
+        })?;
+    Ok(())
+}
+
+/// The `--test-clock` file and the offset text last applied from it.
+struct TestClock {
+    file: PathBuf,
+    applied: PathBuf,
+    last: Option<String>,
+}
+
+impl TestClock {
+    /// Applies the file's offset with `set` when it differs from the last one applied, and
+    /// acknowledges it.
+    fn apply_change(&mut self, set: impl FnOnce(i64)) -> std::io::Result<()> {
+        let text = match std::fs::read_to_string(&self.file) {
+            Ok(text) => text.trim().to_string(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        if self.last.as_ref() == Some(&text) {
+            return Ok(());
+        }
+        let offset_ms: i64 = text.parse().map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "{} must hold a whole number of milliseconds, not {text:?}",
+                    self.file.display()
+                ),
+            )
+        })?;
+        set(offset_ms);
+        // Written aside and renamed, so a test never reads half an acknowledgement.
+        let partial = self.applied.with_extension("applied.partial");
+        std::fs::write(&partial, format!("{text}\n"))?;
+        std::fs::rename(&partial, &self.applied)?;
+        eprintln!("clock: moved to {offset_ms} ms from the system's time (--test-clock)");
+        self.last = Some(text);
+        Ok(())
+    }
 }
 
 /// Formats an instant as stored and served: `2026-11-22T05:42:04.123Z`.
@@ -39,6 +164,45 @@ pub fn parse(text: &str) -> Option<OffsetDateTime> {
         .map(|t| t.to_offset(time::UtcOffset::UTC))
 }
 
+/// A fixed clock for unit tests, one per test thread: time stands still (or moves only when
+/// told), so a test never crosses a rate-limit window or an expiry by chance.
+#[cfg(test)]
+pub mod testing {
+    use std::cell::Cell;
+
+    use time::OffsetDateTime;
+
+    thread_local! {
+        static FIXED: Cell<Option<OffsetDateTime>> = const { Cell::new(None) };
+    }
+
+    pub(super) fn fixed_now() -> Option<OffsetDateTime> {
+        FIXED.get()
+    }
+
+    /// This thread's clock, stopped at an instant until dropped.
+    pub struct FixedClock(());
+
+    /// Stops this thread's [`super::now`] at `at` until the returned clock is dropped.
+    pub fn fixed(at: OffsetDateTime) -> FixedClock {
+        FIXED.set(Some(at));
+        FixedClock(())
+    }
+
+    impl FixedClock {
+        /// Moves the stopped clock on by `by`.
+        pub fn advance(&self, by: time::Duration) {
+            FIXED.set(FIXED.get().map(|at| at + by));
+        }
+    }
+
+    impl Drop for FixedClock {
+        fn drop(&mut self) {
+            FIXED.set(None);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,6 +219,61 @@ mod tests {
         );
         assert!(parse("yesterday").is_none());
         assert_eq!(human(t), "2026-11-22 05:42:04 UTC");
+    }
+
+    #[test]
+    fn a_fixed_clock_stands_still_moves_when_told_and_is_per_thread() {
+        let at = time::macros::datetime!(2026-11-22 12:30 UTC);
+        let clock = testing::fixed(at);
+        assert_eq!(now(), at);
+        clock.advance(time::Duration::minutes(45));
+        assert_eq!(now(), at + time::Duration::minutes(45));
+        let elsewhere = std::thread::spawn(now).join().unwrap();
+        assert_ne!(elsewhere, at + time::Duration::minutes(45), "per thread");
+        drop(clock);
+        assert_ne!(now(), at + time::Duration::minutes(45));
+    }
+
+    #[test]
+    fn the_test_clock_file_is_applied_once_per_change_and_acknowledged() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut follower = TestClock {
+            file: dir.path().join(TEST_CLOCK_FILE),
+            applied: dir.path().join(TEST_CLOCK_APPLIED),
+            last: None,
+        };
+        let mut applied = Vec::new();
+        follower.apply_change(|ms| applied.push(ms)).unwrap();
+        assert!(
+            applied.is_empty() && !follower.applied.exists(),
+            "no file, no move"
+        );
+
+        std::fs::write(&follower.file, "3600000\n").unwrap();
+        follower.apply_change(|ms| applied.push(ms)).unwrap();
+        follower.apply_change(|ms| applied.push(ms)).unwrap();
+        assert_eq!(applied, [3_600_000], "once per change");
+        assert_eq!(
+            std::fs::read_to_string(&follower.applied).unwrap(),
+            "3600000\n"
+        );
+
+        std::fs::write(&follower.file, "an hour").unwrap();
+        assert!(follower.apply_change(|ms| applied.push(ms)).is_err());
+        std::fs::write(&follower.file, "-5").unwrap();
+        follower.apply_change(|ms| applied.push(ms)).unwrap();
+        assert_eq!(applied, [3_600_000, -5]);
+        assert_eq!(std::fs::read_to_string(&follower.applied).unwrap(), "-5\n");
+    }
+
+    #[test]
+    fn a_move_wakes_its_waiters() {
+        let seen = moves();
+        let waiter = std::thread::spawn(move || wait_for_move(seen, Duration::from_secs(30)));
+        // The same offset again: the time does not change for the other tests of this process.
+        set_offset(OFFSET_MS.load(Ordering::SeqCst));
+        assert!(waiter.join().unwrap(), "the move woke the waiter");
+        assert!(!wait_for_move(moves(), Duration::from_millis(1)));
     }
 }
 

@@ -128,6 +128,11 @@ pub struct ServeArgs {
     /// --body-read-timeout-ms).
     #[arg(long, env = "BROADSHEET_BODY_MIN_RATE", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
     pub body_min_rate: u64,
+    /// For the integration tests only: the clock follows `<data-dir>/test-clock` (see
+    /// `clock::follow_test_clock`). Hidden, and with no environment variable, so that a
+    /// production server cannot have its time moved by accident.
+    #[arg(long, hide = true)]
+    pub test_clock: bool,
 }
 
 /// A newsletter's tier as the operator names it: `--default-tier` and the `tier` command.

@@ -6,10 +6,10 @@ use poem_openapi::{ApiResponse, Object, Tags};
 
 use super::common::Text;
 use super::{ApiError, ApiKeyAuth, Principal, State};
+use crate::domain::DomainResult;
 use crate::domain::newsletters::{self, Newsletter};
 use crate::domain::stats;
 use crate::domain::urls::SiteUrls;
-use crate::domain::{DomainError, DomainResult};
 
 #[derive(Tags)]
 enum ApiTags {
@@ -276,7 +276,7 @@ impl NewsletterApi {
         let id = p.newsletter_id;
         let stats = state
             .db
-            .run(move |conn| Ok::<_, DomainError>(stats::for_newsletter(conn, id)?))
+            .run(move |conn| stats::for_newsletter(conn, id))
             .await?;
         Ok(StatsResponse::Ok(Json(StatsEnvelope {
             data: stats.into(),

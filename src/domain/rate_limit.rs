@@ -182,6 +182,24 @@ pub fn peek(
 mod tests {
     use super::*;
 
+    /// A stopped clock half way through an hour: a test's hits stay in one window.
+    fn mid_hour() -> crate::clock::testing::FixedClock {
+        crate::clock::testing::fixed(time::macros::datetime!(2026-11-22 12:30 UTC))
+    }
+
+    #[test]
+    fn a_new_window_starts_the_count_again() {
+        let clock = mid_hour();
+        let conn = crate::domain::testing::db();
+        hit(&conn, "t", 3600, 1).unwrap();
+        assert!(
+            matches!(hit(&conn, "t", 3600, 1), Err(DomainError::RateLimited(w)) if w.retry_after == 1800)
+        );
+        clock.advance(time::Duration::minutes(30));
+        let w = hit(&conn, "t", 3600, 1).unwrap();
+        assert_eq!((w.remaining, w.retry_after), (0, 3600));
+    }
+
     #[test]
     fn buckets_keep_their_stored_names() {
         let api = Bucket::Api {
@@ -205,6 +223,7 @@ mod tests {
 
     #[test]
     fn counts_up_to_the_limit_then_refuses() {
+        let _clock = mid_hour();
         let conn = crate::domain::testing::db();
         for expected_remaining in (0..3).rev() {
             let w = hit(&conn, &Bucket::SignIn { client: "t" }, 3600, 3).unwrap();
@@ -222,6 +241,7 @@ mod tests {
 
     #[test]
     fn allowing_says_no_quietly_and_clearing_starts_over() {
+        let _clock = mid_hour();
         let conn = crate::domain::testing::db();
         assert!(allow(&conn, &Bucket::SignIn { client: "m" }, 3600, 2).unwrap());
         assert!(allow(&conn, &Bucket::SignIn { client: "m" }, 3600, 2).unwrap());
@@ -251,6 +271,7 @@ mod tests {
 
     #[test]
     fn peeking_holds_to_the_limit_without_counting() {
+        let _clock = mid_hour();
         let conn = crate::domain::testing::db();
         assert_eq!(
             peek(&conn, &Bucket::SignIn { client: "t" }, 3600, 2)

@@ -210,13 +210,26 @@ fn work(ctx: &JobContext, poll: Duration, lane: Lane, scheduler: bool) {
         }
         match claim(ctx, lane) {
             Ok(Some(job)) => finish(ctx, &job, dispatch(ctx, &rt, &job)),
-            Ok(None) => {
-                ctx.stop.sleep(poll);
-            }
+            Ok(None) => idle(ctx, poll),
             Err(e) => {
                 eprintln!("jobs: cannot claim work: {e}");
                 ctx.stop.sleep(poll);
             }
+        }
+    }
+}
+
+/// Waits `poll` before looking for work again, or less when a stop is requested or the clock
+/// moves (`serve --test-clock`): work the move made due starts at once.
+fn idle(ctx: &JobContext, poll: Duration) {
+    let seen = crate::clock::moves();
+    let deadline = std::time::Instant::now() + poll;
+    while !ctx.stop.requested() {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        // In slices, like `Stop::sleep`, to notice a stop soon.
+        if left.is_zero() || crate::clock::wait_for_move(seen, left.min(Duration::from_millis(50)))
+        {
+            return;
         }
     }
 }

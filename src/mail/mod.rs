@@ -138,6 +138,8 @@ impl Transport {
 
 /// One sending lane of a bulk send: an SMTP connection kept open across messages (and
 /// reopened after a failure), or the outbox.
+// A send has a handful of lanes, so the size of the SMTP variant costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 pub enum Lane {
     Smtp {
         settings: SmtpSettings,

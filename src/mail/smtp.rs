@@ -194,6 +194,9 @@ pub struct SmtpConnection {
     pipelining: bool,
 }
 
+// Boxing the TLS variant would cost a pointer chase per write for nothing: a send holds a few
+// sessions (one per connection), never a collection of them.
+#[allow(clippy::large_enum_variant)]
 enum Session {
     Plain(mail_send::SmtpClient<TcpStream>),
     Tls(mail_send::SmtpClient<TlsStream>),

@@ -96,15 +96,11 @@ fn attempt(client: &Client, token: &str, email: &str, password: &str, forwarded:
     )
 }
 
-/// Runs `sql` on the server's database (to move a timestamp into the past).
-fn exec(app: &App, sql: &str, params: impl rusqlite::Params) {
-    let conn = rusqlite::Connection::open(app.data_dir().join("broadsheet.db")).unwrap();
-    conn.busy_timeout(Duration::from_secs(10)).unwrap();
-    conn.execute(sql, params).unwrap();
-}
+const DAY: Duration = Duration::from_secs(24 * 3600);
 
-fn ago(d: time::Duration) -> String {
-    let t = time::OffsetDateTime::now_utc() - d;
+/// The server's clock `d` ago, as timestamps are stored.
+fn ago(app: &App, d: time::Duration) -> String {
+    let t = app.clock_now() - d;
     format!(
         "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
         t.year(),
@@ -115,40 +111,6 @@ fn ago(d: time::Duration) -> String {
         t.second(),
         t.millisecond()
     )
-}
-
-/// Mail jobs queued for `email` whose link contains `needle`.
-fn queued_mails(app: &App, email: &str, needle: &str) -> i64 {
-    app.db()
-        .query_row(
-            "SELECT count(*) FROM jobs WHERE kind = 'send_mail' AND json_extract(payload, '$.to') = ?1
-             AND json_extract(payload, '$.link') LIKE '%' || ?2 || '%'",
-            (email, needle),
-            |r| r.get(0),
-        )
-        .unwrap()
-}
-
-/// Waits until every mail job for `email` is done, then returns what the sink holds for it:
-/// from then on nothing more can arrive.
-fn settled_mail(app: &App, email: &str) -> Vec<Received> {
-    wait_for(
-        &format!("the mail jobs for {email}"),
-        Duration::from_secs(20),
-        || {
-            let pending: i64 = app
-                .db()
-                .query_row(
-                    "SELECT count(*) FROM jobs WHERE kind = 'send_mail'
-                     AND json_extract(payload, '$.to') = ?1 AND state <> 'done'",
-                    [email],
-                    |r| r.get(0),
-                )
-                .unwrap();
-            (pending == 0).then_some(())
-        },
-    );
-    app.smtp.messages_to(email)
 }
 
 /// The notice shown on `path` after a redirect.
@@ -167,6 +129,8 @@ fn notice(client: &Client, path: &str) -> String {
 #[test]
 fn wrong_passwords_lock_one_account_not_the_next_user_on_the_same_address() {
     let app = spawn_app();
+    // Counts from the start of a window, so they all fall in it.
+    app.advance_clock_to_the_hour();
     let (alice, bob) = (unique_email("alice"), unique_email("bob"));
     sign_up_confirmed(&app, &app.client(), &alice);
     sign_up_confirmed(&app, &app.client(), &bob);
@@ -188,12 +152,8 @@ fn wrong_passwords_lock_one_account_not_the_next_user_on_the_same_address() {
     assert_eq!(resp.redirect(), "/newsletters");
     other.get("/newsletters").expect(200);
 
-    // Once the window is over Alice signs in again: move her count into the past.
-    exec(
-        &app,
-        "UPDATE rate_counters SET window_start = window_start - 3600 WHERE bucket LIKE 'sign_in_account:%'",
-        [],
-    );
+    // Once the window is over Alice signs in again.
+    app.advance_clock(Duration::from_secs(3600));
     let client3 = app.client();
     let token3 = client3.get("/session/new").csrf_token();
     assert_eq!(
@@ -205,6 +165,8 @@ fn wrong_passwords_lock_one_account_not_the_next_user_on_the_same_address() {
 #[test]
 fn the_looser_per_client_limit_holds_across_accounts() {
     let app = spawn_app();
+    // Counts from the start of a window, so they all fall in it.
+    app.advance_clock_to_the_hour();
     let owner = unique_email("owner");
     sign_up_confirmed(&app, &app.client(), &owner);
     let client = app.client();
@@ -222,6 +184,8 @@ fn the_looser_per_client_limit_holds_across_accounts() {
 #[test]
 fn behind_a_trusted_proxy_each_forwarded_client_has_its_own_bucket() {
     let app = spawn_app_with(&["--trusted-proxy", "127.0.0.1"]);
+    // Counts from the start of a window, so they all fall in it.
+    app.advance_clock_to_the_hour();
     let owner = unique_email("owner");
     sign_up_confirmed(&app, &app.client(), &owner);
     let client = app.client();
@@ -254,6 +218,8 @@ fn behind_a_trusted_proxy_each_forwarded_client_has_its_own_bucket() {
 #[test]
 fn without_a_trusted_proxy_a_forged_forwarded_for_does_not_help() {
     let app = spawn_app();
+    // Counts from the start of a window, so they all fall in it.
+    app.advance_clock_to_the_hour();
     let owner = unique_email("owner");
     sign_up_confirmed(&app, &app.client(), &owner);
     let client = app.client();
@@ -268,6 +234,8 @@ fn without_a_trusted_proxy_a_forged_forwarded_for_does_not_help() {
 #[test]
 fn sign_ups_and_subscribes_per_client_are_capped_by_the_forwarded_address() {
     let app = spawn_app_with(&["--trusted-proxy", "127.0.0.1"]);
+    // Counts from the start of a window, so they all fall in it.
+    app.advance_clock_to_the_hour();
     let client = app.client();
     let token = client.get("/signup").csrf_token();
     let sign_up_from = |email: &str, from: &str| {
@@ -327,6 +295,8 @@ fn sign_ups_and_subscribes_per_client_are_capped_by_the_forwarded_address() {
 #[test]
 fn reset_and_confirmation_mails_per_address_are_capped_with_the_same_answer() {
     let app = spawn_app();
+    // Counts from the start of a window, so they all fall in it.
+    app.advance_clock_to_the_hour();
     let client = app.client();
 
     // Password reset: five asks, three mails; every ask gets the same answer.
@@ -365,6 +335,8 @@ fn reset_and_confirmation_mails_per_address_are_capped_with_the_same_answer() {
 #[test]
 fn subscribe_mails_per_address_are_capped_and_the_last_link_still_works() {
     let app = spawn_app();
+    // Counts from the start of a window, so they all fall in it.
+    app.advance_clock_to_the_hour();
     let owner = onboard(&app, "Capped Courier");
     let site = app.site_client(&owner.subdomain);
     let reader = unique_email("reader");
@@ -553,42 +525,32 @@ fn sessions_end_after_their_idle_and_absolute_lifetimes() {
     // Used ten minutes ago: still live, and marked used now; a second visit within the
     // minute writes nothing.
     let (busy, id) = signed_in(&app, &email);
-    let before = ago(time::Duration::minutes(10));
-    exec(
-        &app,
-        "UPDATE sessions SET last_seen_at = ?2 WHERE id = ?1",
-        (id, &before),
-    );
+    app.advance_clock(Duration::from_secs(10 * 60));
     busy.get("/newsletters").expect(200);
     let touched = last_seen(id);
-    assert!(touched > ago(time::Duration::minutes(1)), "{touched}");
+    assert!(touched > ago(&app, time::Duration::minutes(1)), "{touched}");
     busy.get("/newsletters").expect(200);
     assert_eq!(last_seen(id), touched);
 
-    // Not used for 30 days and a minute: over.
-    let (idle, id) = signed_in(&app, &email);
-    exec(
-        &app,
-        "UPDATE sessions SET last_seen_at = ?2 WHERE id = ?1",
-        (
-            id,
-            ago(time::Duration::days(30) + time::Duration::minutes(1)),
-        ),
-    );
-    assert_eq!(idle.get("/newsletters").redirect(), "/session/new");
-
-    // Used all along, but signed in 90 days and a minute ago: over.
-    let (old, id) = signed_in(&app, &email);
-    exec(
-        &app,
-        "UPDATE sessions SET created_at = ?2 WHERE id = ?1",
-        (
-            id,
-            ago(time::Duration::days(90) + time::Duration::minutes(1)),
-        ),
-    );
-    assert_eq!(old.get("/newsletters").redirect(), "/session/new");
+    // Not used for 30 days and a minute: over; used meanwhile: live.
+    let (idle, _) = signed_in(&app, &email);
+    app.advance_clock(DAY * 15);
     busy.get("/newsletters").expect(200);
+    app.advance_clock(DAY * 15 + Duration::from_secs(60));
+    assert_eq!(idle.get("/newsletters").redirect(), "/session/new");
+    busy.get("/newsletters").expect(200);
+
+    // Used all along, but signed in 90 days and more ago: over. (`busy` began about 30
+    // days ago, `recent` now.)
+    let (recent, _) = signed_in(&app, &email);
+    for _ in 0..2 {
+        app.advance_clock(DAY * 20);
+        busy.get("/newsletters").expect(200);
+        recent.get("/newsletters").expect(200);
+    }
+    app.advance_clock(DAY * 20);
+    assert_eq!(busy.get("/newsletters").redirect(), "/session/new");
+    recent.get("/newsletters").expect(200);
 }
 
 #[test]
@@ -612,18 +574,9 @@ fn session_lifetimes_follow_the_flags() {
             .unwrap()
             .contains("Max-Age=3600")
     );
-    let id = app.count("SELECT max(id) FROM sessions");
-    exec(
-        &app,
-        "UPDATE sessions SET last_seen_at = ?2 WHERE id = ?1",
-        (id, ago(time::Duration::minutes(4))),
-    );
+    app.advance_clock(Duration::from_secs(4 * 60));
     client.get("/newsletters").expect(200);
-    exec(
-        &app,
-        "UPDATE sessions SET last_seen_at = ?2 WHERE id = ?1",
-        (id, ago(time::Duration::minutes(6))),
-    );
+    app.advance_clock(Duration::from_secs(6 * 60));
     assert_eq!(client.get("/newsletters").redirect(), "/session/new");
     let account = app.client();
     account.submit(

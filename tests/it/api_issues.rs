@@ -303,7 +303,7 @@ fn api_issues_scheduling_rules() {
     let owner = onboard(&app, "Schedule Sheet");
 
     // A future time is kept.
-    let future = OffsetDateTime::now_utc() + Duration::days(3);
+    let future = app.clock_now() + Duration::days(3);
     let future_text = future
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap();
@@ -323,13 +323,23 @@ fn api_issues_scheduling_rules() {
     );
     assert_eq!(offset["scheduled_for"], "2099-01-01T08:00:00.000Z");
 
-    // No time: the next weekly slot (Tuesday 09:00 UTC).
-    let before = OffsetDateTime::now_utc();
+    // No time: the next weekly slot (Tuesday 09:00 UTC) by the server's clock. A minute
+    // before nine on a Tuesday takes that day's slot, a minute after it next week's.
+    let tuesday = next_tuesday_nine(app.clock_now());
+    assert_eq!(tuesday.weekday(), Weekday::Tuesday);
+    app.set_clock(tuesday - Duration::minutes(1));
     let slot = create_issue(&owner, json!({"subject": "Slot", "status": "scheduled"}));
     assert_eq!(slot["status"], "scheduled");
-    let got = parse_ts(slot["scheduled_for"].as_str().unwrap());
-    assert_eq!(got, next_tuesday_nine(before));
-    assert_eq!(got.weekday(), Weekday::Tuesday);
+    assert_eq!(parse_ts(slot["scheduled_for"].as_str().unwrap()), tuesday);
+    app.set_clock(tuesday + Duration::minutes(1));
+    let slot = create_issue(
+        &owner,
+        json!({"subject": "Next slot", "status": "scheduled"}),
+    );
+    assert_eq!(
+        parse_ts(slot["scheduled_for"].as_str().unwrap()),
+        tuesday + Duration::weeks(1)
+    );
 
     // A past time is refused.
     let resp = owner.post(
@@ -736,16 +746,18 @@ fn api_issues_scheduled_send_starts_or_falls_back_to_approved() {
     owner
         .post("/subscribers", &json!({"email": "c@example.com"}))
         .expect(201);
-    let soon = |secs: i64| {
-        (OffsetDateTime::now_utc() + Duration::seconds(secs))
+    // An hour ahead on the server's clock, which the test then moves on by that hour.
+    let in_an_hour = || {
+        (app.clock_now() + Duration::hours(1))
             .format(&time::format_description::well_known::Rfc3339)
             .unwrap()
     };
     let held = create_issue(
         &owner,
-        json!({"subject": "Held", "status": "scheduled", "scheduled_for": soon(2), "content_markdown": "x"}),
+        json!({"subject": "Held", "status": "scheduled", "scheduled_for": in_an_hour(), "content_markdown": "x"}),
     );
     let path = format!("/issues/{}", held["id"]);
+    app.advance_clock(std::time::Duration::from_secs(3600));
     let issue = wait_for(
         "the scheduled time",
         std::time::Duration::from_secs(30),
@@ -763,10 +775,11 @@ fn api_issues_scheduled_send_starts_or_falls_back_to_approved() {
     assert_eq!(code, 0, "{out} {err}");
     let resp = owner.patch(
         &path,
-        &json!({"issue": {"status": "scheduled", "scheduled_for": soon(2)}}),
+        &json!({"issue": {"status": "scheduled", "scheduled_for": in_an_hour()}}),
     );
     resp.expect(200);
     assert_eq!(resp.json()["last_error"], Value::Null);
+    app.advance_clock(std::time::Duration::from_secs(3600));
     wait_for(
         "the scheduled send",
         std::time::Duration::from_secs(30),

@@ -1,18 +1,18 @@
 //! REST API v1 rate limits (issue 3): three hourly buckets per key, headers on every answer,
 //! 429 with Retry-After, counters that survive a restart.
 
+use std::time::Duration;
+
 use crate::support::*;
 
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
+/// The server's clock in Unix seconds.
+fn now(app: &App) -> i64 {
+    app.clock_now().unix_timestamp()
 }
 
 /// (limit, remaining, reset) from the headers, checking reset is the end of this hour.
 #[track_caller]
-fn limits(resp: &Resp) -> (i64, i64, i64) {
+fn limits(app: &App, resp: &Resp) -> (i64, i64, i64) {
     let get = |name: &str| -> i64 {
         resp.header(name)
             .unwrap_or_else(|| panic!("no {name} on {} {}", resp.status, resp.body))
@@ -20,7 +20,7 @@ fn limits(resp: &Resp) -> (i64, i64, i64) {
             .unwrap_or_else(|e| panic!("{name}: {e}"))
     };
     let reset = get("X-RateLimit-Reset");
-    let t = now();
+    let t = now(app);
     assert_eq!(reset % 3600, 0, "fixed hourly windows");
     assert!(
         reset > t - 5 && reset <= t + 3600 + 5,
@@ -34,33 +34,24 @@ fn limits(resp: &Resp) -> (i64, i64, i64) {
 }
 
 #[track_caller]
-fn assert_limited(resp: &Resp, limit: i64) {
+fn assert_limited(app: &App, resp: &Resp, limit: i64) {
     assert_eq!(resp.error_code(429), "rate_limited");
-    let (l, remaining, reset) = limits(resp);
+    let (l, remaining, reset) = limits(app, resp);
     assert_eq!((l, remaining), (limit, 0));
     let retry: i64 = resp
         .header("Retry-After")
         .expect("Retry-After on a 429")
         .parse()
         .unwrap();
-    assert!(retry >= 1 && retry <= 3600, "Retry-After {retry}");
+    assert!((1..=3600).contains(&retry), "Retry-After {retry}");
     assert!(
-        (reset - now() - retry).abs() <= 5,
+        (reset - now(app) - retry).abs() <= 5,
         "Retry-After {retry} matches reset {reset}"
     );
 }
 
-/// Waits out the last minute of an hour, so a test's counts stay in one window.
-fn away_from_the_hour_boundary() {
-    let left = 3600 - now() % 3600;
-    if left < 60 {
-        std::thread::sleep(std::time::Duration::from_secs(left as u64 + 1));
-    }
-}
-
 #[test]
 fn api_limits_buckets_headers_and_restart() {
-    away_from_the_hour_boundary();
     let mut app = spawn_app_with(&[
         "--rate-limit-get",
         "3",
@@ -69,6 +60,7 @@ fn api_limits_buckets_headers_and_restart() {
         "--rate-limit-bulk",
         "1",
     ]);
+    app.advance_clock_to_the_hour();
     let owner = onboard(&app, "Throttle Times");
     // A fresh key: buckets are per key.
     let key = create_api_key(
@@ -86,14 +78,14 @@ fn api_limits_buckets_headers_and_restart() {
         Some(&json!({"subscribers": [{"email": "b1@example.com"}]})),
     );
     resp.expect(200);
-    assert_eq!((limits(&resp).0, limits(&resp).1), (1, 0));
+    assert_eq!((limits(&app, &resp).0, limits(&app, &resp).1), (1, 0));
     let resp = c.api(
         "POST",
         "/subscribers/bulk_create",
         &key,
         Some(&json!({"subscribers": [{"email": "b2@example.com"}]})),
     );
-    assert_limited(&resp, 1);
+    assert_limited(&app, &resp, 1);
     assert_eq!(
         app.count("SELECT count(*) FROM subscribers"),
         1,
@@ -109,22 +101,22 @@ fn api_limits_buckets_headers_and_restart() {
     );
     resp.expect(201);
     assert_eq!(
-        (limits(&resp).0, limits(&resp).1),
+        (limits(&app, &resp).0, limits(&app, &resp).1),
         (2, 1),
         "bulk did not use the write bucket"
     );
     let resp = c.api("DELETE", "/subscribers/999999", &key, None);
     assert_eq!(resp.error_code(404), "not_found");
-    assert_eq!((limits(&resp).0, limits(&resp).1), (2, 0));
+    assert_eq!((limits(&app, &resp).0, limits(&app, &resp).1), (2, 0));
     let resp = c.api("PATCH", "/newsletter", &key, Some(&json!({"tagline": "x"})));
-    assert_limited(&resp, 2);
+    assert_limited(&app, &resp, 2);
     let resp = c.api(
         "POST",
         "/subscribers",
         &key,
         Some(&json!({"email": "late@example.com"})),
     );
-    assert_limited(&resp, 2);
+    assert_limited(&app, &resp, 2);
     assert_eq!(
         app.count("SELECT count(*) FROM subscribers WHERE email = 'late@example.com'"),
         0
@@ -134,26 +126,30 @@ fn api_limits_buckets_headers_and_restart() {
     for remaining in [2, 1, 0] {
         let resp = c.api("GET", "/subscribers", &key, None);
         resp.expect(200);
-        assert_eq!((limits(&resp).0, limits(&resp).1), (3, remaining));
+        assert_eq!(
+            (limits(&app, &resp).0, limits(&app, &resp).1),
+            (3, remaining)
+        );
     }
     let resp = c.api("GET", "/newsletter", &key, None);
-    assert_limited(&resp, 3);
+    assert_limited(&app, &resp, 3);
     // Refused requests do not count further, and the limit holds on validation errors too.
-    assert_limited(&c.api("GET", "/issues?page=0", &key, None), 3);
+    assert_limited(&app, &c.api("GET", "/issues?page=0", &key, None), 3);
 
     // The owner's other key has its own buckets.
     let resp = owner.get("/newsletter");
     resp.expect(200);
     assert_eq!(
-        (limits(&resp).0, limits(&resp).1),
+        (limits(&app, &resp).0, limits(&app, &resp).1),
         (3, 1),
         "onboarding used one"
     );
 
     // Counters survive a restart.
     app.restart();
-    assert_limited(&c.api("GET", "/newsletter", &key, None), 3);
+    assert_limited(&app, &c.api("GET", "/newsletter", &key, None), 3);
     assert_limited(
+        &app,
         &c.api(
             "POST",
             "/subscribers",
@@ -163,6 +159,7 @@ fn api_limits_buckets_headers_and_restart() {
         2,
     );
     assert_limited(
+        &app,
         &c.api(
             "POST",
             "/subscribers/bulk_create",
@@ -172,17 +169,31 @@ fn api_limits_buckets_headers_and_restart() {
         1,
     );
     let resp = owner.get("/newsletter");
-    assert_eq!((limits(&resp).0, limits(&resp).1), (3, 0));
-    assert_limited(&owner.get("/newsletter"), 3);
+    assert_eq!((limits(&app, &resp).0, limits(&app, &resp).1), (3, 0));
+    assert_limited(&app, &owner.get("/newsletter"), 3);
+
+    // The next hour is a new window: every bucket starts again.
+    app.advance_clock(Duration::from_secs(3600));
+    let resp = owner.get("/newsletter");
+    resp.expect(200);
+    assert_eq!((limits(&app, &resp).0, limits(&app, &resp).1), (3, 2));
+    let resp = c.api(
+        "POST",
+        "/subscribers",
+        &key,
+        Some(&json!({"email": "next-hour@example.com"})),
+    );
+    resp.expect(201);
+    assert_eq!((limits(&app, &resp).0, limits(&app, &resp).1), (2, 1));
 }
 
 #[test]
 fn api_limits_headers_on_every_answer() {
-    away_from_the_hour_boundary();
     let app = spawn_app();
+    app.advance_clock_to_the_hour();
     let owner = onboard(&app, "Header Hub");
     let s = owner.post("/subscribers", &json!({"email": "h@example.com"}));
-    assert_eq!(limits(&s).0, 100, "write default");
+    assert_eq!(limits(&app, &s).0, 100, "write default");
     let cases = [
         owner.get("/newsletter"),
         owner.get("/issues?per_page=0"),
@@ -200,19 +211,23 @@ fn api_limits_headers_on_every_answer() {
         owner.delete("/subscribers/424242"),
     ];
     for resp in &cases {
-        let (limit, remaining, _) = limits(resp);
+        let (limit, remaining, _) = limits(&app, resp);
         assert!(limit == 1000 || limit == 100, "{limit}");
         assert!(remaining < limit);
     }
-    assert_eq!(limits(&cases[0]).0, 1000, "GET default");
+    assert_eq!(limits(&app, &cases[0]).0, 1000, "GET default");
     let bulk = owner.post("/subscribers/bulk_create", &json!({"subscribers": []}));
-    assert_eq!(limits(&bulk), (10, 9, limits(&bulk).2), "bulk default");
+    assert_eq!(
+        limits(&app, &bulk),
+        (10, 9, limits(&app, &bulk).2),
+        "bulk default"
+    );
 }
 
 #[test]
 fn api_limits_hold_under_concurrent_requests() {
-    away_from_the_hour_boundary();
     let app = spawn_app_with(&["--rate-limit-get", "5"]);
+    app.advance_clock_to_the_hour();
     let owner = onboard(&app, "Rush Hour");
     let key = create_api_key(&owner.client, owner.newsletter_id, &["read"]);
     let statuses: Vec<u16> = std::thread::scope(|s| {
@@ -235,8 +250,8 @@ fn api_limits_hold_under_concurrent_requests() {
 
 #[test]
 fn api_limits_refusals_reach_clients_still_uploading() {
-    away_from_the_hour_boundary();
     let app = spawn_app_with(&["--rate-limit-bulk", "1"]);
+    app.advance_clock_to_the_hour();
     let owner = onboard(&app, "Big Uploads");
     // Just under the 2 MiB limit: the server answers before it needs the body, and must
     // still let the client finish sending so the client reads the answer.
@@ -256,7 +271,7 @@ fn api_limits_refusals_reach_clients_still_uploading() {
         .expect("an HTTP answer, not a broken connection")
     };
     bulk(&owner.key).expect(200);
-    assert_limited(&bulk(&owner.key), 1);
+    assert_limited(&app, &bulk(&owner.key), 1);
     assert_eq!(bulk("wrong-key").error_code(401), "unauthorized");
     let read_only = create_api_key(&owner.client, owner.newsletter_id, &["read"]);
     assert_eq!(bulk(&read_only).error_code(403), "forbidden");

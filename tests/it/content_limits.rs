@@ -325,6 +325,12 @@ fn content_limits_issues_saved_before_html_was_stored_are_rendered_once() {
     wait_for("the stored HTML", Duration::from_secs(20), || {
         (app.count("SELECT count(*) FROM issues WHERE content_html IS NULL") == 0).then_some(())
     });
+    // The job is marked done a moment after it stores the HTML.
+    wait_for("the render job done", Duration::from_secs(20), || {
+        (app.count("SELECT count(*) FROM jobs WHERE kind = 'render_content' AND state != 'done'")
+            == 0)
+            .then_some(())
+    });
     assert_eq!(
         app.count("SELECT count(*) FROM jobs WHERE kind = 'render_content' AND state = 'done'"),
         1

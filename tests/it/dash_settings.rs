@@ -227,7 +227,9 @@ fn dash_settings_frequency_preferences_and_tracking_forms() {
 
     // Bad input in each form: 422, the message, nothing changed.
     let long_audience = "a".repeat(501);
-    let bad: Vec<(&str, Vec<(&str, &str)>, &str)> = vec![
+    // (form action, fields posted, the message expected back)
+    type BadForm<'a> = (&'a str, Vec<(&'a str, &'a str)>, &'a str);
+    let bad: Vec<BadForm> = vec![
         (
             "frequency",
             vec![("frequency", "hourly")],

@@ -34,6 +34,7 @@ fn backup_while_serving_and_restore_when_stopped() {
     let owner = onboard(&app, "Backup Times");
 
     // Writes keep coming while the backup runs.
+    let (first_written, writing) = std::sync::mpsc::channel();
     let writer = {
         let (base, key) = (app.base_url.clone(), owner.key.clone());
         std::thread::spawn(move || {
@@ -48,11 +49,12 @@ fn backup_while_serving_and_restore_when_stopped() {
                 );
                 assert_eq!(resp.status, 201, "{}", resp.body);
                 created += 1;
+                let _ = first_written.send(());
             }
             created
         })
     };
-    std::thread::sleep(Duration::from_millis(50));
+    writing.recv().expect("the writer started");
     let backup = app.data_dir().join("copy.db");
     let (code, out, err) = app.cli(&["backup", backup.to_str().unwrap()]);
     assert_eq!(code, 0, "{out}{err}");

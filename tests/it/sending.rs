@@ -76,9 +76,9 @@ fn site_path(app: &App, subdomain: &str, url: &str) -> String {
         .to_string()
 }
 
-/// RFC 3339 UTC, `seconds` from now.
-fn in_seconds(seconds: i64) -> String {
-    (time::OffsetDateTime::now_utc() + time::Duration::seconds(seconds))
+/// RFC 3339 UTC, `ahead` of the server's clock.
+fn on_the_clock(app: &App, ahead: time::Duration) -> String {
+    (app.clock_now() + ahead)
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap()
 }
@@ -507,21 +507,30 @@ fn sending_scheduled_issue_goes_out_at_its_time() {
     let owner = onboard_paid(&app, "On Time");
     let reader = unique_email("scheduled");
     add_subscriber(&owner, &reader);
-    let at = in_seconds(3);
+    let parse = |s: &str| {
+        time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).unwrap()
+    };
+    let at = on_the_clock(&app, time::Duration::hours(1));
     let id = create_issue(
         &owner,
         json!({"subject": "Timed", "content_markdown": "On the dot.", "status": "scheduled", "scheduled_for": at}),
     );
+    // An issue due a minute earlier: once it has gone, the scheduler has looked at the
+    // clock a minute before `at`, and passed the timed issue by.
+    let early = create_issue(
+        &owner,
+        json!({"subject": "Early bird", "content_markdown": "First.", "status": "scheduled",
+            "scheduled_for": on_the_clock(&app, time::Duration::minutes(58))}),
+    );
     assert_eq!(issue(&owner, id)["status"], "scheduled");
-    std::thread::sleep(Duration::from_millis(1500));
-    assert!(app.smtp.messages_to(&reader).is_empty(), "sent early");
-    assert_eq!(issue(&owner, id)["status"], "scheduled");
-
-    let sent = wait_sent(&owner, id, Duration::from_secs(20));
+    app.set_clock(parse(&at) - time::Duration::minutes(1));
+    wait_sent(&owner, early, Duration::from_secs(20));
+    assert_eq!(issue(&owner, id)["status"], "scheduled", "sent early");
     assert_eq!(app.smtp.messages_to(&reader).len(), 1);
-    let parse = |s: &str| {
-        time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).unwrap()
-    };
+
+    app.advance_clock(Duration::from_secs(60));
+    let sent = wait_sent(&owner, id, Duration::from_secs(20));
+    assert_eq!(app.smtp.messages_to(&reader).len(), 2);
     let sent_at = parse(sent["sent_at"].as_str().unwrap());
     assert!(
         sent_at >= parse(&at),
@@ -536,8 +545,10 @@ fn sending_scheduled_issue_failing_its_checks_turns_approved_with_last_error() {
     let owner = onboard_paid(&app, "Nobody Here");
     let id = create_issue(
         &owner,
-        json!({"subject": "To nobody", "content_markdown": "Hello?", "status": "scheduled", "scheduled_for": in_seconds(1)}),
+        json!({"subject": "To nobody", "content_markdown": "Hello?", "status": "scheduled",
+            "scheduled_for": on_the_clock(&app, time::Duration::hours(1))}),
     );
+    app.advance_clock(Duration::from_secs(3600));
     let held = wait_for("the scheduled check", Duration::from_secs(15), || {
         let issue = issue(&owner, id);
         (issue["status"] != "scheduled").then_some(issue)
@@ -563,9 +574,21 @@ fn sending_paused_newsletter_holds_its_scheduled_send() {
     assert_eq!(code, 0, "{out} {err}");
     let id = create_issue(
         &owner,
-        json!({"subject": "Held", "content_markdown": "Later.", "status": "scheduled", "scheduled_for": in_seconds(1)}),
+        json!({"subject": "Held", "content_markdown": "Later.", "status": "scheduled",
+            "scheduled_for": on_the_clock(&app, time::Duration::hours(1))}),
     );
-    std::thread::sleep(Duration::from_secs(3));
+    // Another newsletter's issue, due later (its free tier turns it back to approved): once
+    // it has moved, the scheduler has run past the held issue's time.
+    let other = onboard(&app, "Still Running");
+    let later = create_issue(
+        &other,
+        json!({"subject": "Later", "content_markdown": "Hi.", "status": "scheduled",
+            "scheduled_for": on_the_clock(&app, time::Duration::hours(2))}),
+    );
+    app.advance_clock(Duration::from_secs(3 * 3600));
+    wait_for("the later issue's turn", Duration::from_secs(15), || {
+        (issue(&other, later)["status"] != "scheduled").then_some(())
+    });
     let held = issue(&owner, id);
     assert_eq!(held["status"], "scheduled", "{held}");
     assert!(held["last_error"].is_null());

@@ -208,8 +208,8 @@ fn double_opt_in_from_form_to_subscriber() {
     let again = confirm(&app, &site, "reader@example.com", 2);
     again.expect(404);
     subscribe(&site, "reader@example.com", "").expect(200);
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    assert_eq!(app.smtp.messages_to("reader@example.com").len(), 2);
+    assert_eq!(queued_mails(&app, "reader@example.com", ""), 2);
+    assert_eq!(settled_mail(&app, "reader@example.com").len(), 2);
 
     // Someone who left can come back through the form.
     let id = subscribers[0]["id"].as_i64().unwrap();
@@ -250,7 +250,7 @@ fn a_cancelled_newsletter_keeps_its_archive_but_takes_no_subscribers() {
         app.count("SELECT count(*) FROM subscription_requests WHERE email = 'late@example.com'"),
         0
     );
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(queued_mails(&app, "late@example.com", ""), 0);
     assert!(app.smtp.messages_to("late@example.com").is_empty());
     site.get("/").expect(200);
     site.get("/archive").expect(200);

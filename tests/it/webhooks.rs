@@ -277,11 +277,19 @@ fn failed_attempts_are_retried_with_the_same_id_then_fail_and_disable() {
         .count("SELECT count(*) FROM webhook_deliveries WHERE state = 'failed' AND attempts = 4");
     assert_eq!(failed, 10);
     assert_eq!(receiver.hooks().len(), 2 + 40);
-    // Disabled: nothing more is sent.
+    // Disabled: nothing more is sent. Deliveries are queued in the transaction of the change,
+    // so none queued now means none will ever go; and none is left to try.
+    let queued = app.count("SELECT count(*) FROM webhook_deliveries");
     owner
         .post("/subscribers", &json!({"email": "quiet@example.com"}))
         .expect(201);
-    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(app.count("SELECT count(*) FROM webhook_deliveries"), queued);
+    assert_eq!(
+        app.count(
+            "SELECT count(*) FROM webhook_deliveries WHERE state NOT IN ('delivered', 'failed')"
+        ),
+        0
+    );
     assert_eq!(receiver.hooks().len(), 42);
 
     // PATCH re-enables; deliveries flow again.
@@ -453,7 +461,21 @@ fn events_recorded_before_a_crash_are_delivered_after_restart() {
             .map(|n| format!("crash{n}@example.com"))
             .collect::<Vec<_>>()
     );
-    std::thread::sleep(Duration::from_millis(300));
+    // Once every delivery job is finished, nothing more can arrive.
+    wait_for(
+        "the delivery jobs to finish",
+        Duration::from_secs(20),
+        || {
+            (app.count(
+                "SELECT count(*) FROM jobs WHERE kind = 'deliver_webhook' AND state != 'done'",
+            ) == 0)
+                .then_some(())
+        },
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM webhook_deliveries WHERE state = 'delivered'"),
+        5
+    );
     assert_eq!(receiver.hooks().len(), 5, "each exactly once");
 }
 
@@ -795,57 +817,63 @@ fn the_prune_job_deletes_finished_deliveries_older_than_30_days_and_keeps_the_re
     let owner = onboard(&app, "Pruned Post");
     let receiver = Receiver::start();
     subscribe(&owner, &receiver.url, &["subscriber.created"]);
-    for n in 0..3 {
+    let create = |email: &str| {
         owner
-            .post(
-                "/subscribers",
-                &json!({"email": format!("old{n}@example.com")}),
-            )
+            .post("/subscribers", &json!({ "email": email }))
             .expect(201);
-    }
+    };
+    create("old0@example.com");
+    create("old1@example.com");
+    receiver.wait_for("subscriber.created", 2);
+    // Recorded as finished before the clock moves, so they are finished 31 days ago below.
+    wait_for(
+        "the delivery jobs to finish",
+        Duration::from_secs(20),
+        || {
+            (app.count(
+                "SELECT count(*) FROM jobs WHERE kind = 'deliver_webhook' AND state != 'done'",
+            ) == 0)
+                .then_some(())
+        },
+    );
+    const DAY: Duration = Duration::from_secs(24 * 3600);
+    app.advance_clock(DAY * 29);
+    // 29 days on: the third is delivered, the fourth fails and waits for its retry: pending.
+    create("young@example.com");
     receiver.wait_for("subscriber.created", 3);
-    // The third fails and waits 30 s for its retry: pending.
     receiver.always(500);
-    owner
-        .post("/subscribers", &json!({"email": "pending@example.com"}))
-        .expect(201);
+    create("pending@example.com");
     wait_for("the failed attempt", Duration::from_secs(10), || {
         (app.count(
             "SELECT count(*) FROM webhook_deliveries WHERE attempts = 1 AND state = 'pending'",
         ) == 1)
             .then_some(())
     });
-    // Age everything but the third delivered one by 31 days.
-    let old = time::OffsetDateTime::now_utc() - time::Duration::days(31);
-    let old = old
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap();
-    let db = rusqlite::Connection::open(app.data_dir().join("broadsheet.db")).unwrap();
-    db.execute(
-        "UPDATE webhook_deliveries SET created_at = ?1, updated_at = ?1 WHERE id != 3",
-        [&old],
-    )
-    .unwrap();
-    db.execute("UPDATE events SET created_at = ?1 WHERE id != 3", [&old])
-        .unwrap();
-    db.execute(
-        "UPDATE jobs SET run_at = ?1, updated_at = ?1 WHERE kind = 'deliver_webhook' AND state = 'done'
-         AND json_extract(payload, '$.delivery_id') != 3",
-        [&old],
-    )
-    .unwrap();
-    drop(db);
     let delivery_jobs = app.count("SELECT count(*) FROM jobs WHERE kind = 'deliver_webhook'");
 
-    // The job runs at each start (and hourly); it reschedules itself an hour on.
-    app.restart();
-    wait_for("the prune job to run", Duration::from_secs(10), || {
-        (app.count(
-            "SELECT count(*) FROM jobs WHERE kind = 'prune_webhook_log' AND state = 'queued'
-             AND attempts > 0 AND run_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '+30 minutes')",
-        ) == 1)
-            .then_some(())
-    });
+    // Two days later the first two are 31 days old. The job runs hourly (and at each start),
+    // and reschedules itself an hour on: once it is queued for later than half an hour from
+    // now, it has run since the clock moved.
+    app.advance_clock(DAY * 2);
+    let prune_ran = |app: &App| {
+        let soonest = app.clock_now() + time::Duration::minutes(30);
+        let soonest = soonest
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap();
+        wait_for("the prune job to run", Duration::from_secs(10), || {
+            let queued: i64 = app
+                .db()
+                .query_row(
+                    "SELECT count(*) FROM jobs WHERE kind = 'prune_webhook_log' AND state = 'queued'
+                     AND attempts > 0 AND run_at > ?1",
+                    [&soonest],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            (queued == 1).then_some(())
+        });
+    };
+    prune_ran(&app);
     let ids = |sql: &str| -> Vec<i64> {
         app.db()
             .prepare(sql)
@@ -869,5 +897,15 @@ fn the_prune_job_deletes_finished_deliveries_older_than_30_days_and_keeps_the_re
     assert_eq!(
         app.count("SELECT count(*) FROM jobs WHERE kind = 'prune_webhook_log'"),
         1
+    );
+
+    // A start makes it due at once, whatever its schedule.
+    let runs = |app: &App| app.count("SELECT attempts FROM jobs WHERE kind = 'prune_webhook_log'");
+    let before = runs(&app);
+    app.restart();
+    wait_for(
+        "the prune job to run at start",
+        Duration::from_secs(10),
+        || (runs(&app) > before).then_some(()),
     );
 }

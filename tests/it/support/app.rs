@@ -1,5 +1,6 @@
 //! `spawn_app()`: the real `broadsheet` binary on a random port with a temporary data
-//! directory, mail going to an SMTP listener the test owns.
+//! directory, mail going to an SMTP listener the test owns, and a clock the test moves
+//! (`serve --test-clock`, see `docs/testing.md`).
 
 use std::fs::File;
 use std::net::TcpListener;
@@ -158,6 +159,7 @@ impl App {
             .expect("server log file");
         let mut args: Vec<String> = vec![
             "serve".into(),
+            "--test-clock".into(),
             "--listen".into(),
             format!("127.0.0.1:{}", self.port),
             "--public-host".into(),
@@ -254,6 +256,57 @@ impl App {
         let _ = child.kill();
         let _ = child.wait();
         None
+    }
+
+    /// The server's "now": the system's time plus the offset the test has set.
+    pub fn clock_now(&self) -> time::OffsetDateTime {
+        time::OffsetDateTime::now_utc() + time::Duration::milliseconds(self.clock_offset_ms())
+    }
+
+    /// Sets the server's clock to `at` (from where it runs on), once the server says so.
+    pub fn set_clock(&self, at: time::OffsetDateTime) {
+        let offset = at - time::OffsetDateTime::now_utc();
+        self.set_clock_offset(offset.whole_milliseconds() as i64);
+    }
+
+    /// Moves the server's clock on by `by`, once the server says so. Work that became due
+    /// (a scheduled issue, a retry) starts at once.
+    pub fn advance_clock(&self, by: Duration) {
+        self.set_clock_offset(self.clock_offset_ms() + by.as_millis() as i64);
+    }
+
+    /// Moves the server's clock on to the start of the next hour, where every rate-limit
+    /// window of an hour or less begins: a test's counts then stay in one window.
+    pub fn advance_clock_to_the_hour(&self) {
+        let now = self.clock_now();
+        let hour = now.replace_time(time::Time::from_hms(now.hour(), 0, 0).unwrap());
+        self.set_clock(hour + time::Duration::hours(1));
+    }
+
+    /// The offset in the `test-clock` file, 0 without one.
+    fn clock_offset_ms(&self) -> i64 {
+        match std::fs::read_to_string(self.data_dir.join("test-clock")) {
+            Ok(text) => text.trim().parse().expect("test-clock holds milliseconds"),
+            Err(_) => 0,
+        }
+    }
+
+    /// Writes the offset to `test-clock` and waits for `test-clock.applied` to repeat it.
+    fn set_clock_offset(&self, offset_ms: i64) {
+        let text = format!("{offset_ms}\n");
+        let partial = self.data_dir.join("test-clock.partial");
+        std::fs::write(&partial, &text).expect("writing the test clock");
+        std::fs::rename(&partial, self.data_dir.join("test-clock")).expect("setting the clock");
+        let applied = self.data_dir.join("test-clock.applied");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::fs::read_to_string(&applied).ok().as_deref() != Some(text.as_str()) {
+            assert!(
+                Instant::now() < deadline,
+                "the server did not apply the clock offset {offset_ms} ms within 10 s:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
     }
 
     /// Everything the server printed so far.

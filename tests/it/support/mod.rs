@@ -14,6 +14,7 @@ pub mod smtp;
 pub mod tls;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 pub use app::{
     App, run_cli, spawn_app, spawn_app_in_memory, spawn_app_on, spawn_app_on_small_disk,
@@ -247,4 +248,40 @@ pub fn listen(app: &App, owner: &Owner, kinds: &[&str]) {
             (owner.newsletter_id, serde_json::to_string(kinds).unwrap()),
         )
         .unwrap();
+}
+
+/// Mail jobs queued for `email` whose link contains `needle` (`""`: any). The service queues
+/// its mail in the transaction of the request that asks for it, so after the answer this
+/// count is final for that request.
+pub fn queued_mails(app: &App, email: &str, needle: &str) -> i64 {
+    app.db()
+        .query_row(
+            "SELECT count(*) FROM jobs WHERE kind = 'send_mail' AND json_extract(payload, '$.to') = ?1
+             AND coalesce(json_extract(payload, '$.link'), '') LIKE '%' || ?2 || '%'",
+            (email, needle),
+            |r| r.get(0),
+        )
+        .unwrap()
+}
+
+/// Waits until every mail job for `email` is done, then returns what the sink holds for it:
+/// from then on nothing more can arrive.
+pub fn settled_mail(app: &App, email: &str) -> Vec<Received> {
+    wait_for(
+        &format!("the mail jobs for {email}"),
+        Duration::from_secs(20),
+        || {
+            let pending: i64 = app
+                .db()
+                .query_row(
+                    "SELECT count(*) FROM jobs WHERE kind = 'send_mail'
+                     AND json_extract(payload, '$.to') = ?1 AND state <> 'done'",
+                    [email],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            (pending == 0).then_some(())
+        },
+    );
+    app.smtp.messages_to(email)
 }
