@@ -191,12 +191,12 @@ mod tests {
     fn a_new_window_starts_the_count_again() {
         let clock = mid_hour();
         let conn = crate::domain::testing::db();
-        hit(&conn, "t", 3600, 1).unwrap();
+        hit(&conn, &Bucket::SignIn { client: "t" }, 3600, 1).unwrap();
         assert!(
-            matches!(hit(&conn, "t", 3600, 1), Err(DomainError::RateLimited(w)) if w.retry_after == 1800)
+            matches!(hit(&conn, &Bucket::SignIn { client: "t" }, 3600, 1), Err(DomainError::RateLimited(w)) if w.retry_after == 1800)
         );
         clock.advance(time::Duration::minutes(30));
-        let w = hit(&conn, "t", 3600, 1).unwrap();
+        let w = hit(&conn, &Bucket::SignIn { client: "t" }, 3600, 1).unwrap();
         assert_eq!((w.remaining, w.retry_after), (0, 3600));
     }
 
