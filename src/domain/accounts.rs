@@ -150,10 +150,10 @@ pub fn sign_up(
         }
     };
     check_new_password(&mut errors, &form.password, &form.password_confirmation);
-    if let Some(email) = &email {
-        if find_user_by_email(conn, email.as_str())?.is_some() {
-            errors.add("email_address", "has already been taken");
-        }
+    if let Some(email) = &email
+        && find_user_by_email(conn, email.as_str())?.is_some()
+    {
+        errors.add("email_address", "has already been taken");
     }
     errors.into_result()?;
     let email = email.expect("validated above");
