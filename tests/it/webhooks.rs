@@ -462,16 +462,7 @@ fn events_recorded_before_a_crash_are_delivered_after_restart() {
             .collect::<Vec<_>>()
     );
     // Once every delivery job is finished, nothing more can arrive.
-    wait_for(
-        "the delivery jobs to finish",
-        Duration::from_secs(20),
-        || {
-            (app.count(
-                "SELECT count(*) FROM jobs WHERE kind = 'deliver_webhook' AND state != 'done'",
-            ) == 0)
-                .then_some(())
-        },
-    );
+    wait_for_delivery_jobs_done(&app);
     assert_eq!(
         app.count("SELECT count(*) FROM webhook_deliveries WHERE state = 'delivered'"),
         5
@@ -826,16 +817,7 @@ fn the_prune_job_deletes_finished_deliveries_older_than_30_days_and_keeps_the_re
     create("old1@example.com");
     receiver.wait_for("subscriber.created", 2);
     // Recorded as finished before the clock moves, so they are finished 31 days ago below.
-    wait_for(
-        "the delivery jobs to finish",
-        Duration::from_secs(20),
-        || {
-            (app.count(
-                "SELECT count(*) FROM jobs WHERE kind = 'deliver_webhook' AND state != 'done'",
-            ) == 0)
-                .then_some(())
-        },
-    );
+    wait_for_delivery_jobs_done(&app);
     const DAY: Duration = Duration::from_secs(24 * 3600);
     app.advance_clock(DAY * 29);
     // 29 days on: the third is delivered, the fourth fails and waits for its retry: pending.
@@ -907,5 +889,19 @@ fn the_prune_job_deletes_finished_deliveries_older_than_30_days_and_keeps_the_re
         "the prune job to run at start",
         Duration::from_secs(10),
         || (runs(&app) > before).then_some(()),
+    );
+}
+
+/// Waits until every webhook delivery job is done: after that, nothing more can arrive.
+fn wait_for_delivery_jobs_done(app: &App) {
+    wait_for(
+        "the delivery jobs to finish",
+        Duration::from_secs(20),
+        || {
+            (app.count(
+                "SELECT count(*) FROM jobs WHERE kind = 'deliver_webhook' AND state != 'done'",
+            ) == 0)
+                .then_some(())
+        },
     );
 }
