@@ -12,6 +12,7 @@ use poem::{EndpointExt, IntoResponse, Response, Route, handler, http::StatusCode
 use crate::config::ServeArgs;
 use crate::domain::accounts::SessionLifetimes;
 use crate::domain::custom_domains::Dns;
+use crate::domain::dkim::OperatorKey;
 use crate::domain::newsletters::Tier;
 use crate::domain::render_budget;
 use crate::domain::secrets::ServerSecret;
@@ -22,7 +23,8 @@ use crate::http::routing::{get, post};
 use crate::http::server::ReadLimits;
 use crate::jobs::send_issue::SendSettings;
 use crate::jobs::{JobContext, Runner, Stop};
-use crate::mail::{SmtpSettings, TlsTrust, Transport};
+use crate::mail::dkim::Signer;
+use crate::mail::{MailRoute, SmtpSettings, TlsTrust, Transport};
 use crate::state::{AppState, RateLimits};
 use crate::store::{self, DataDirLock, Db, StoreError};
 
@@ -37,8 +39,8 @@ fn invalid(message: String) -> StoreError {
 pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
     let default_tier = Tier::from(args.default_tier);
     // The flags are all read before the data directory is touched: a bad one creates nothing.
-    let transport = match &args.smtp_url {
-        Some(url) => Transport::Smtp(SmtpSettings {
+    let route = match &args.smtp_url {
+        Some(url) => MailRoute::Smtp(SmtpSettings {
             timeout: Duration::from_millis(args.smtp_timeout_ms),
             allow_plaintext_auth: args.smtp_allow_plaintext_auth,
             ..SmtpSettings::parse(
@@ -47,7 +49,7 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
             )
             .map_err(invalid)?
         }),
-        None => Transport::Outbox(data_dir.join("outbox")),
+        None => MailRoute::Outbox(data_dir.join("outbox")),
     };
     let urls = SiteUrls::new(&args.base_url, &args.public_host);
     let dns = Dns::parse(args.dns_server.as_deref()).map_err(invalid)?;
@@ -75,6 +77,18 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
         eprintln!("store: applied migration {name}");
     }
     let secret = ServerSecret::load_or_create(&conn)?;
+    let dkim = match &args.dkim_domain {
+        Some(domain) => {
+            let key = OperatorKey::load_or_create(&conn, domain, &args.dkim_selector)?;
+            eprintln!(
+                "mail: signing with DKIM as {} (selector {}); `broadsheet dkim` prints its DNS record",
+                key.domain, key.selector
+            );
+            Some(Arc::new(Signer::new(&key).map_err(invalid)?))
+        }
+        None => None,
+    };
+    let transport = Transport { route, dkim };
     drop(conn);
     let pool = store::open_pool(&db_path, 16)?;
     // Issues render in child processes of this binary, which are killed when they overrun.
@@ -160,11 +174,11 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
         .with(SecurityHeaders { https })
         .data(state);
         let listener = tokio::net::TcpListener::bind(&args.listen).await?;
-        match &transport {
-            Transport::Outbox(dir) => {
+        match &transport.route {
+            MailRoute::Outbox(dir) => {
                 eprintln!("mail: no --smtp-url, writing messages to {}", dir.display())
             }
-            Transport::Smtp(s) => eprintln!(
+            MailRoute::Smtp(s) => eprintln!(
                 "mail: sending through {}:{}; its TLS certificate is checked against {}{}",
                 s.host,
                 s.port,

@@ -42,6 +42,13 @@ pub struct ServeArgs {
     /// From address of the service's own mail (confirmations, password resets).
     #[arg(long, env = "BROADSHEET_MAIL_FROM")]
     pub mail_from: Option<String>,
+    /// Sign every message with DKIM as this domain (d=). The key pair is generated at the
+    /// first start and kept in the database; `broadsheet dkim` prints the DNS record to publish.
+    #[arg(long, env = "BROADSHEET_DKIM_DOMAIN")]
+    pub dkim_domain: Option<String>,
+    /// The DKIM selector (s=): the record goes at <selector>._domainkey.<domain>.
+    #[arg(long, env = "BROADSHEET_DKIM_SELECTOR", default_value = crate::domain::dkim::DEFAULT_SELECTOR)]
+    pub dkim_selector: String,
     /// Tier of new newsletters.
     #[arg(long, env = "BROADSHEET_DEFAULT_TIER", value_enum, default_value_t = TierValue::Free)]
     pub default_tier: TierValue,

@@ -14,6 +14,7 @@ use crate::domain::newsletters;
 use crate::store::{self, StoreError};
 
 mod backup;
+mod dkim;
 mod export;
 mod import;
 mod migrate;
@@ -129,6 +130,24 @@ pub enum Command {
         /// The newsletter's subdomain.
         subdomain: String,
     },
+    /// Print the DNS TXT record that publishes the DKIM key `serve --dkim-domain` signs with.
+    #[command(
+        long_about = "Print the DNS TXT record that publishes the operator's DKIM key, \
+        one line: <selector>._domainkey.<domain> TXT \"v=DKIM1; k=rsa; p=<base64>\".\n\n\
+        The key is generated the first time `serve` starts with --dkim-domain and kept in the \
+        database; the domain and selector are the ones serve was last started with, unless \
+        given here.\n\n\
+        Exit codes: 0 printed, 3 no key yet (serve has not run with --dkim-domain), 1 any \
+        other failure."
+    )]
+    Dkim {
+        /// The signing domain to print the record for (default: serve's).
+        #[arg(long, env = "BROADSHEET_DKIM_DOMAIN")]
+        dkim_domain: Option<String>,
+        /// The selector to print the record for (default: serve's).
+        #[arg(long, env = "BROADSHEET_DKIM_SELECTOR")]
+        dkim_selector: Option<String>,
+    },
     /// Print the OpenAPI document of the REST API.
     Openapi,
     /// Internal: Markdown on standard input to HTML on standard output. `serve` renders each
@@ -154,6 +173,10 @@ pub fn main() -> ExitCode {
         Command::Tracking { subdomain, setting } => tracking::run(data_dir, &subdomain, setting),
         Command::Import { subdomain, csv } => import::run(data_dir, &subdomain, &csv),
         Command::Export { subdomain } => export::run(data_dir, &subdomain),
+        Command::Dkim {
+            dkim_domain,
+            dkim_selector,
+        } => dkim::run(data_dir, dkim_domain, dkim_selector),
         Command::Openapi => openapi::run(),
         Command::RenderMarkdown => render_markdown::run(),
     };

@@ -6,6 +6,7 @@ pub mod accounts;
 pub mod api_keys;
 pub mod content;
 pub mod custom_domains;
+pub mod dkim;
 pub mod email;
 pub mod events;
 pub mod import;

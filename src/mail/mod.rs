@@ -2,11 +2,13 @@
 //! through mail-send, or the `.eml` outbox that makes a fresh install work with no mail server).
 
 pub mod account;
+pub mod dkim;
 mod qp;
 mod seven_bit;
 mod smtp;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use mail_send::mail_builder::MessageBuilder;
 use serde::{Deserialize, Serialize};
@@ -113,26 +115,45 @@ impl std::error::Error for MailError {}
 
 /// Where mail goes: `--smtp-url`, or the outbox under the data directory.
 #[derive(Debug, Clone)]
-pub enum Transport {
+pub enum MailRoute {
     Smtp(SmtpSettings),
     Outbox(PathBuf),
+}
+
+/// How mail leaves: its route, and the DKIM signer every message passes through when
+/// `--dkim-domain` is set.
+#[derive(Debug, Clone)]
+pub struct Transport {
+    pub route: MailRoute,
+    pub dkim: Option<Arc<dkim::Signer>>,
 }
 
 impl Transport {
     /// Sends one message on a connection of its own (account mail; bulk sending keeps an
     /// [`SmtpConnection`] open instead).
     pub async fn send(&self, mail: &OutgoingMail) -> Result<(), MailError> {
-        match self {
-            Transport::Smtp(settings) => {
+        let mime = signed(self.dkim.as_deref(), mail.to_mime())?;
+        match &self.route {
+            MailRoute::Smtp(settings) => {
                 let mut connection = SmtpConnection::open(settings).await?;
-                let result = connection.send(mail).await;
+                let result = connection.send(mail, mime).await;
                 connection.close().await;
                 result
             }
-            Transport::Outbox(dir) => {
-                write_to_outbox(dir, &mail.to, mail.primary_link.as_deref(), &mail.to_mime())
+            MailRoute::Outbox(dir) => {
+                write_to_outbox(dir, &mail.to, mail.primary_link.as_deref(), &mime)
             }
         }
+    }
+}
+
+/// The final bytes of a message as they go out: with a `DKIM-Signature` header in front when
+/// signing is on. The one place every message passes through (account mail, bulk sends, the
+/// outbox). A failure is nobody's fault among the recipients: the message stays due.
+fn signed(dkim: Option<&dkim::Signer>, mime: Vec<u8>) -> Result<Vec<u8>, MailError> {
+    match dkim {
+        Some(signer) => signer.sign(&mime).map_err(MailError::Abandoned),
+        None => Ok(mime),
     }
 }
 
@@ -140,7 +161,7 @@ impl Transport {
 /// reopened after a failure), or the outbox.
 // A send has a handful of lanes, so the size of the SMTP variant costs nothing worth a box.
 #[allow(clippy::large_enum_variant)]
-pub enum Lane {
+enum LaneRoute {
     Smtp {
         settings: SmtpSettings,
         connection: Option<SmtpConnection>,
@@ -148,25 +169,35 @@ pub enum Lane {
     Outbox(PathBuf),
 }
 
+/// One sending lane of a bulk send, signing each message like its [`Transport`].
+pub struct Lane {
+    route: LaneRoute,
+    dkim: Option<Arc<dkim::Signer>>,
+}
+
 impl Lane {
     pub fn new(transport: &Transport) -> Self {
-        match transport {
-            Transport::Smtp(settings) => Lane::Smtp {
+        let route = match &transport.route {
+            MailRoute::Smtp(settings) => LaneRoute::Smtp {
                 settings: settings.clone(),
                 connection: None,
             },
-            Transport::Outbox(dir) => Lane::Outbox(dir.clone()),
+            MailRoute::Outbox(dir) => LaneRoute::Outbox(dir.clone()),
+        };
+        Lane {
+            route,
+            dkim: transport.dkim.clone(),
         }
     }
 
     /// Opens the lane's connection unless one is open. An error means the relay cannot be
     /// reached now ([`SmtpConnection::open`]).
     pub async fn connect(&mut self) -> Result<(), MailError> {
-        match self {
-            Lane::Outbox(dir) => std::fs::create_dir_all(&*dir).map_err(|e| {
+        match &mut self.route {
+            LaneRoute::Outbox(dir) => std::fs::create_dir_all(&*dir).map_err(|e| {
                 MailError::Connection(format!("cannot create the outbox {}: {e}", dir.display()))
             }),
-            Lane::Smtp {
+            LaneRoute::Smtp {
                 settings,
                 connection,
             } => {
@@ -192,8 +223,18 @@ impl Lane {
         F: FnOnce(MessageSocket) -> Fut,
         Fut: std::future::Future<Output = Commit>,
     {
-        match self {
-            Lane::Outbox(dir) => {
+        // The signature goes in front of the headers: no line of it starts with a dot, so a
+        // dot-free message stays dot-free.
+        let signed_mime = match self.dkim.as_deref() {
+            Some(signer) => Some(Mime {
+                bytes: signed(Some(signer), mime.bytes.clone())?,
+                dot_free: mime.dot_free,
+            }),
+            None => None,
+        };
+        let mime = signed_mime.as_ref().unwrap_or(mime);
+        match &mut self.route {
+            LaneRoute::Outbox(dir) => {
                 if !matches!(
                     commit(MessageSocket::NotShared).await,
                     Commit::Claimed { .. }
@@ -204,7 +245,7 @@ impl Lane {
                 write_to_outbox(dir, envelope.to, None, &mime.bytes)
                     .map_err(|e| MailError::Abandoned(e.to_string()))
             }
-            Lane::Smtp { connection, .. } => {
+            LaneRoute::Smtp { connection, .. } => {
                 let Some(open) = connection.as_mut() else {
                     return Err(MailError::Connection("no connection is open".into()));
                 };
@@ -224,7 +265,7 @@ impl Lane {
     /// After a refusal: RSET, so the connection can carry the next message; a connection
     /// that cannot be reset is closed.
     pub async fn reset(&mut self) {
-        if let Lane::Smtp { connection, .. } = self
+        if let LaneRoute::Smtp { connection, .. } = &mut self.route
             && let Some(open) = connection.as_mut()
             && open.reset().await.is_err()
         {
@@ -234,10 +275,10 @@ impl Lane {
 
     /// Closes the connection (QUIT), if one is open.
     pub async fn close(self) {
-        if let Lane::Smtp {
+        if let LaneRoute::Smtp {
             connection: Some(c),
             ..
-        } = self
+        } = self.route
         {
             c.close().await;
         }

@@ -262,9 +262,9 @@ impl SmtpConnection {
         })
     }
 
-    /// Sends one message; on a refusal the session is reset so it can carry the next one.
-    pub async fn send(&mut self, mail: &OutgoingMail) -> Result<(), MailError> {
-        let body = mail.to_mime();
+    /// Sends `body`, the MIME form of `mail` as it goes out; on a refusal the session is reset
+    /// so it can carry the next one.
+    pub async fn send(&mut self, mail: &OutgoingMail, body: Vec<u8>) -> Result<(), MailError> {
         match &mut self.session {
             Session::Plain(client) => send_on(client, mail, body).await,
             Session::Tls(client) => send_on(client, mail, body).await,

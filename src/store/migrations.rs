@@ -50,6 +50,7 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0011_counters",
         include_str!("../../migrations/0011_counters.sql"),
     ),
+    ("0012_dkim", include_str!("../../migrations/0012_dkim.sql")),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.
