@@ -21,6 +21,7 @@ mod dash_settings;
 mod dash_stats;
 mod dash_subscribers;
 mod disk_full;
+mod dkim;
 mod header_names;
 mod http_headers;
 mod layers;

@@ -6,6 +6,7 @@
 pub mod app;
 pub mod browser;
 pub mod disk;
+pub mod dkimpy;
 pub mod dns;
 pub mod http;
 pub mod receiver;
