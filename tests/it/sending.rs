@@ -166,8 +166,16 @@ fn sending_delivers_one_correct_message_to_each_active_subscriber() {
         assert_eq!(parsed.subject(), Some("Issue one: field notes"));
         assert!(parsed.date().is_some(), "Date");
         assert!(parsed.message_id().is_some_and(|m| m.contains('@')));
-        let list_id = mail.header("List-Id").expect("List-Id");
-        assert!(list_id.contains('<') && list_id.ends_with('>'), "{list_id}");
+        // The newsletter once, under the public host; the issue and newsletter for Gmail's
+        // feedback loop.
+        assert_eq!(
+            mail.header("List-Id").as_deref(),
+            Some(format!("\"Field Notes\" <{}.localhost>", owner.subdomain).as_str())
+        );
+        assert_eq!(
+            mail.header("Feedback-ID").as_deref(),
+            Some(format!("{id}:{}:broadsheet:localhost", owner.newsletter_id).as_str())
+        );
         let unsubscribe = mail.header("List-Unsubscribe").expect("List-Unsubscribe");
         let unsubscribe = unsubscribe
             .strip_prefix('<')
