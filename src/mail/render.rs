@@ -253,6 +253,7 @@ impl IssueEmail {
                 other => other,
             })
             .collect();
+        let sender = newsletter.sender(&links.host());
         let mut email = IssueEmail {
             template_dot_free: false,
             pieces,
@@ -263,12 +264,8 @@ impl IssueEmail {
             },
             text,
             subject: issue.subject.clone(),
-            from_name: newsletter.sender_name.clone(),
-            from_email: if newsletter.sender_email.is_empty() {
-                format!("newsletter@{}", links.host())
-            } else {
-                newsletter.sender_email.clone()
-            },
+            from_name: sender.name,
+            from_email: sender.email,
             // A raw header: control characters go too, for names stored before they were
             // refused (docs/security.md, "Names that go into mail headers").
             list_id: format!(
