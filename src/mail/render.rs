@@ -1,8 +1,9 @@
 //! Turns an issue into e-mail: its HTML (rendered from Markdown when the content was saved,
-//! GFM, raw HTML escaped) wrapped once per send, then per recipient only the personal parts:
-//! signed click links, the open pixel, the unsubscribe link. The MIME message itself is
-//! encoded once per send too (quoted-printable in pieces, see `qp`): a recipient's copy
-//! encodes only its personal strings and copies everything else.
+//! GFM, raw HTML escaped) wrapped once per send, with the text part read from that HTML
+//! (`plain_text`), then per recipient only the personal parts: signed click links, the open
+//! pixel, the unsubscribe link. The MIME message itself is encoded once per send too
+//! (quoted-printable in pieces, see `qp`): a recipient's copy encodes only its personal
+//! strings and copies everything else.
 
 use std::ops::Range;
 
@@ -14,7 +15,7 @@ use mail_send::mail_builder::headers::text::Text;
 use maud::{DOCTYPE, PreEscaped, html};
 
 use super::smtp::dot_free;
-use super::{Mime, OutgoingMail, qp, seven_bit};
+use super::{Mime, OutgoingMail, plain_text, qp, seven_bit};
 use crate::domain::issues::Issue;
 use crate::domain::newsletters::Newsletter;
 use crate::domain::tracking::Links;
@@ -223,14 +224,20 @@ impl IssueEmail {
             }
         }
         .into_string();
+        // The text part, read from the same HTML (see `plain_text`), once per send.
         let mut text = format!(
             "{}\n{}\n\n{}\n",
             issue.subject,
             "=".repeat(issue.subject.chars().count().min(72)),
-            issue.content_markdown.trim()
+            plain_text::html_to_text(&body_html)
         );
         for article in &issue.articles {
-            text.push_str(&format!("\n## {}\n{}\n", article.title, article.url));
+            text.push_str(&format!(
+                "\n{}\n{}\n{}\n",
+                article.title,
+                "-".repeat(article.title.chars().count().min(72)),
+                article.url
+            ));
             if !article.summarized_article.is_empty() {
                 text.push_str(&format!("{}\n", article.summarized_article));
             }
