@@ -50,6 +50,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0011_counters",
         include_str!("../../migrations/0011_counters.sql"),
     ),
+    (
+        "0013_soft_bounces",
+        include_str!("../../migrations/0013_soft_bounces.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.
