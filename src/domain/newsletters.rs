@@ -7,6 +7,7 @@ use super::email::EmailAddress;
 use super::urls::SiteUrls;
 use super::{DomainError, DomainResult, FieldErrors, clean_line, clean_text};
 use crate::clock::Timestamp;
+use crate::store::jobs::MailSender;
 use crate::store::write_tx;
 
 /// Subdomains a newsletter may not take: they belong to the service or mislead readers.
@@ -119,6 +120,19 @@ impl Newsletter {
         match &self.custom_domain {
             Some(domain) => urls.custom_domain_origin(domain),
             None => urls.subdomain_origin(&self.subdomain),
+        }
+    }
+
+    /// Who the newsletter's mail comes from: its sender name and address, or, when it has
+    /// no address, `newsletter@` the host of its site.
+    pub fn sender(&self, site_host: &str) -> MailSender {
+        MailSender {
+            name: self.sender_name.clone(),
+            email: if self.sender_email.is_empty() {
+                format!("newsletter@{site_host}")
+            } else {
+                self.sender_email.clone()
+            },
         }
     }
 

@@ -11,7 +11,7 @@ use super::newsletters::Newsletter;
 use super::rate_limit::{self, Bucket};
 use super::secrets::{random_hex, sha256_hex};
 use super::subscribers::{self, NewSubscriber, Status, Subscriber};
-use super::urls::SiteUrls;
+use super::urls::{SiteUrls, host_of};
 use super::{DomainError, DomainResult, events};
 use crate::clock::{self, Timestamp};
 use crate::store::jobs::{AccountMail, AccountMailKind, queue_account_mail};
@@ -92,7 +92,8 @@ pub fn request(
                 Timestamp::from(now),
             ),
         )?;
-        let link = format!("{}/subscribe/confirm/{token}", newsletter.site_origin(urls));
+        let origin = newsletter.site_origin(urls);
+        let link = format!("{origin}/subscribe/confirm/{token}");
         queue_account_mail(
             tx,
             &AccountMail {
@@ -100,6 +101,7 @@ pub fn request(
                 link,
                 kind: AccountMailKind::SubscriptionConfirmation {
                     newsletter_name: newsletter.name.clone(),
+                    sender: Some(newsletter.sender(&host_of(&origin))),
                 },
             },
         )?;

@@ -53,12 +53,9 @@ impl Links {
         }
     }
 
-    /// The host part of the origin, for Message-IDs and List-Id.
+    /// The host part of the origin, for Message-IDs and the sender's fallback address.
     pub fn host(&self) -> String {
-        url::Url::parse(&self.origin)
-            .ok()
-            .and_then(|u| u.host_str().map(str::to_string))
-            .unwrap_or_else(|| "localhost".into())
+        super::urls::host_of(&self.origin)
     }
 
     pub fn unsubscribe(&self, delivery_id: i64) -> String {

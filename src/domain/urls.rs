@@ -70,6 +70,15 @@ impl SiteUrls {
     }
 }
 
+/// The host of an origin (`http://n.example.com:8080` → `n.example.com`), `localhost` when
+/// it has none.
+pub fn host_of(origin: &str) -> String {
+    url::Url::parse(origin)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_string))
+        .unwrap_or_else(|| "localhost".into())
+}
+
 /// Which newsletter a Host names: `<subdomain>.<public-host>`. `None` for the public host
 /// itself and anything else.
 pub fn subdomain_of<'a>(host: &'a str, public_host: &str) -> Option<&'a str> {

@@ -133,7 +133,12 @@ fn send(ctx: &JobContext, rt: &tokio::runtime::Runtime, issue_id: i64) -> Result
         ctx.secret.clone(),
         plan.newsletter.tracking_enabled,
     );
-    let email = Arc::new(IssueEmail::new(&plan.issue, &plan.newsletter, links));
+    let email = Arc::new(IssueEmail::new(
+        &plan.issue,
+        &plan.newsletter,
+        ctx.urls.public_host_name(),
+        links,
+    ));
     let down_before = plan.issue.relay_down_since.map(Timestamp::datetime);
     let started = Instant::now();
     let (sent, commits, end) = rt.block_on(deliver(ctx, issue_id, email, down_before))?;

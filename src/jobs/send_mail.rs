@@ -1,13 +1,13 @@
 //! Job kind `send_mail`: one account message (confirmation, password reset, subscription
-//! opt-in) to one address. The domain records which message and its link; the message is
-//! composed here, when the job runs.
+//! opt-in) to one address. The domain records which message, its link and, for an opt-in, the
+//! newsletter's sender; the message is composed here, when the job runs.
 
 use serde::Deserialize;
 
 use super::{ClaimedJob, Job, JobContext, Outcome};
 use crate::mail::account::{self, AccountMessage};
 use crate::mail::{MailError, OutgoingMail};
-use crate::store::jobs::{AccountMail, AccountMailKind, JobKind};
+use crate::store::jobs::{AccountMail, AccountMailKind, JobKind, MailSender};
 
 pub struct SendMail;
 
@@ -27,19 +27,21 @@ enum Recorded {
 }
 
 impl Recorded {
-    /// The recipient and the message.
-    fn compose(self) -> (String, AccountMessage) {
+    /// The recipient, the message, and its sender when it is not the service.
+    fn compose(self) -> (String, AccountMessage, Option<MailSender>) {
         match self {
-            Recorded::Mail(AccountMail { to, link, kind }) => {
-                let message = match kind {
-                    AccountMailKind::Confirmation => account::confirmation(&link),
-                    AccountMailKind::PasswordReset => account::password_reset(&link),
-                    AccountMailKind::SubscriptionConfirmation { newsletter_name } => {
-                        account::subscription_confirmation(&newsletter_name, &link)
-                    }
-                };
-                (to, message)
-            }
+            Recorded::Mail(AccountMail { to, link, kind }) => match kind {
+                AccountMailKind::Confirmation => (to, account::confirmation(&link), None),
+                AccountMailKind::PasswordReset => (to, account::password_reset(&link), None),
+                AccountMailKind::SubscriptionConfirmation {
+                    newsletter_name,
+                    sender,
+                } => (
+                    to,
+                    account::subscription_confirmation(&newsletter_name, &link),
+                    sender,
+                ),
+            },
             Recorded::Composed {
                 to,
                 subject,
@@ -54,6 +56,7 @@ impl Recorded {
                     html,
                     link,
                 },
+                None,
             ),
         }
     }
@@ -65,13 +68,17 @@ impl Job for SendMail {
     }
 
     fn run(&self, ctx: &JobContext, rt: &tokio::runtime::Runtime, job: &ClaimedJob) -> Outcome {
-        let (to, message) = match job.payload::<Recorded>() {
+        let (to, message, sender) = match job.payload::<Recorded>() {
             Ok(recorded) => recorded.compose(),
             Err(outcome) => return outcome,
         };
+        let (from_name, from_email) = match sender {
+            Some(MailSender { name, email }) => (name, email),
+            None => ctx.mail_from.clone(),
+        };
         let mail = OutgoingMail {
-            from_name: ctx.mail_from.0.clone(),
-            from_email: ctx.mail_from.1.clone(),
+            from_name,
+            from_email,
             to,
             subject: message.subject,
             text: message.text,
@@ -109,12 +116,27 @@ mod tests {
             "link": earlier.link,
         });
         let recorded: Recorded = serde_json::from_value(payload).unwrap();
-        let (to, message) = recorded.compose();
+        let (to, message, sender) = recorded.compose();
         assert_eq!(to, "a@example.com");
+        assert_eq!(sender, None);
         assert_eq!(message.subject, "Reset your Broadsheet password");
         assert_eq!(message.text, earlier.text);
         assert_eq!(message.html, earlier.html);
         assert_eq!(message.link, earlier.link);
+    }
+
+    /// An opt-in queued before the sender was recorded goes from the service's address.
+    #[test]
+    fn an_opt_in_queued_without_a_sender_has_none() {
+        let payload = serde_json::json!({
+            "to": "c@example.com",
+            "link": "http://n.localhost/subscribe/confirm/t",
+            "kind": {"subscription_confirmation": {"newsletter_name": "Weekly"}},
+        });
+        let recorded: Recorded = serde_json::from_value(payload).unwrap();
+        let (_, message, sender) = recorded.compose();
+        assert_eq!(message.subject, "Confirm your subscription to Weekly");
+        assert_eq!(sender, None);
     }
 
     #[test]
@@ -124,12 +146,17 @@ mod tests {
             link: "http://n.localhost/subscribe/confirm/t".into(),
             kind: AccountMailKind::SubscriptionConfirmation {
                 newsletter_name: "Weekly Notes".into(),
+                sender: Some(MailSender {
+                    name: "Weekly Notes".into(),
+                    email: "editor@example.org".into(),
+                }),
             },
         };
         let recorded: Recorded =
             serde_json::from_str(&serde_json::to_string(&mail).unwrap()).unwrap();
-        let (to, message) = recorded.compose();
+        let (to, message, sender) = recorded.compose();
         assert_eq!(to, "b@example.com");
+        assert_eq!(sender.unwrap().email, "editor@example.org");
         assert_eq!(message.subject, "Confirm your subscription to Weekly Notes");
         assert!(message.text.contains(&mail.link));
         assert_eq!(message.link, mail.link);

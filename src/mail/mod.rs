@@ -2,6 +2,7 @@
 //! through mail-send, or the `.eml` outbox that makes a fresh install work with no mail server).
 
 pub mod account;
+mod plain_text;
 mod qp;
 mod seven_bit;
 mod smtp;

@@ -1,8 +1,9 @@
 //! Turns an issue into e-mail: its HTML (rendered from Markdown when the content was saved,
-//! GFM, raw HTML escaped) wrapped once per send, then per recipient only the personal parts:
-//! signed click links, the open pixel, the unsubscribe link. The MIME message itself is
-//! encoded once per send too (quoted-printable in pieces, see `qp`): a recipient's copy
-//! encodes only its personal strings and copies everything else.
+//! GFM, raw HTML escaped) wrapped once per send, with the text part read from that HTML
+//! (`plain_text`), then per recipient only the personal parts: signed click links, the open
+//! pixel, the unsubscribe link. The MIME message itself is encoded once per send too
+//! (quoted-printable in pieces, see `qp`): a recipient's copy encodes only its personal
+//! strings and copies everything else.
 
 use std::ops::Range;
 
@@ -14,7 +15,7 @@ use mail_send::mail_builder::headers::text::Text;
 use maud::{DOCTYPE, PreEscaped, html};
 
 use super::smtp::dot_free;
-use super::{Mime, OutgoingMail, qp, seven_bit};
+use super::{Mime, OutgoingMail, plain_text, qp, seven_bit};
 use crate::domain::issues::Issue;
 use crate::domain::newsletters::Newsletter;
 use crate::domain::tracking::Links;
@@ -177,12 +178,17 @@ pub struct IssueEmail {
     from_name: String,
     from_email: String,
     list_id: String,
+    /// Gmail's feedback loop groups complaints by this (docs/deliverability.md).
+    feedback_id: String,
     message_domain: String,
     links: Links,
 }
 
 impl IssueEmail {
-    pub fn new(issue: &Issue, newsletter: &Newsletter, links: Links) -> Self {
+    /// `public_host` is the host the newsletters' subdomains hang off (`--public-host`,
+    /// without its port): List-Id and Feedback-ID name the newsletter under it, whichever
+    /// domain its links use.
+    pub fn new(issue: &Issue, newsletter: &Newsletter, public_host: &str, links: Links) -> Self {
         let body_html = issue.body_html();
         let html = html! {
             (DOCTYPE)
@@ -218,14 +224,20 @@ impl IssueEmail {
             }
         }
         .into_string();
+        // The text part, read from the same HTML (see `plain_text`), once per send.
         let mut text = format!(
             "{}\n{}\n\n{}\n",
             issue.subject,
             "=".repeat(issue.subject.chars().count().min(72)),
-            issue.content_markdown.trim()
+            plain_text::html_to_text(&body_html)
         );
         for article in &issue.articles {
-            text.push_str(&format!("\n## {}\n{}\n", article.title, article.url));
+            text.push_str(&format!(
+                "\n{}\n{}\n{}\n",
+                article.title,
+                "-".repeat(article.title.chars().count().min(72)),
+                article.url
+            ));
             if !article.summarized_article.is_empty() {
                 text.push_str(&format!("{}\n", article.summarized_article));
             }
@@ -248,6 +260,7 @@ impl IssueEmail {
                 other => other,
             })
             .collect();
+        let sender = newsletter.sender(&links.host());
         let mut email = IssueEmail {
             template_dot_free: false,
             pieces,
@@ -258,22 +271,18 @@ impl IssueEmail {
             },
             text,
             subject: issue.subject.clone(),
-            from_name: newsletter.sender_name.clone(),
-            from_email: if newsletter.sender_email.is_empty() {
-                format!("newsletter@{}", links.host())
-            } else {
-                newsletter.sender_email.clone()
-            },
+            from_name: sender.name,
+            from_email: sender.email,
             // A raw header: control characters go too, for names stored before they were
             // refused (docs/security.md, "Names that go into mail headers").
             list_id: format!(
-                "{} <{}.{}>",
+                "\"{}\" <{}.{public_host}>",
                 newsletter
                     .name
                     .replace(|c: char| c.is_control() || matches!(c, '<' | '>' | '"'), ""),
                 newsletter.subdomain,
-                links.host()
             ),
+            feedback_id: feedback_id(issue.id, newsletter.id, public_host),
             message_domain,
             links,
         };
@@ -307,6 +316,11 @@ impl IssueEmail {
         let boundary = boundary();
         let mut head = Vec::new();
         header(&mut head, "List-Id", &Raw::new(self.list_id.as_str()));
+        header(
+            &mut head,
+            "Feedback-ID",
+            &Raw::new(self.feedback_id.as_str()),
+        );
         head.extend_from_slice(
             format!(
                 "List-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n\
@@ -519,6 +533,7 @@ impl IssueEmail {
             html,
             headers: vec![
                 ("List-Id".into(), self.list_id.clone()),
+                ("Feedback-ID".into(), self.feedback_id.clone()),
                 ("List-Unsubscribe".into(), format!("<{unsubscribe}>")),
                 (
                     "List-Unsubscribe-Post".into(),
@@ -534,6 +549,12 @@ impl IssueEmail {
             primary_link: None,
         }
     }
+}
+
+/// Gmail's `Feedback-ID` (`a:b:c:SenderId`): the issue, the newsletter, the product, and the
+/// public host as the sender, so complaint rates can be told apart per issue and newsletter.
+fn feedback_id(issue_id: i64, newsletter_id: i64, public_host: &str) -> String {
+    format!("{issue_id}:{newsletter_id}:broadsheet:{public_host}")
 }
 
 /// The open pixel's tag.
@@ -576,13 +597,14 @@ mod tests {
         let issue = crate::domain::issues::get(&conn, 1, 1).unwrap();
         let secret = crate::domain::secrets::ServerSecret::load_or_create(&conn).unwrap();
         let links = Links::new("http://n.localhost", 1, secret, false);
-        let email = IssueEmail::new(&issue, &newsletter, links);
+        let email = IssueEmail::new(&issue, &newsletter, "localhost", links);
         let mail = email.personalise(1, "r@x.co");
         let (_, list_id) = mail.headers.iter().find(|(h, _)| h == "List-Id").unwrap();
-        assert_eq!(list_id, "NewsBcc: all@example.com <n.n.localhost>");
+        assert_eq!(list_id, "\"NewsBcc: all@example.com\" <n.localhost>");
         let sent = String::from_utf8(email.message(1, "r@x.co").bytes).unwrap();
         let (head, _) = sent.split_once("\r\n\r\n").unwrap();
-        assert!(head.contains("\r\nList-Id: NewsBcc: all@example.com <n.n.localhost>\r\n"));
+        assert!(head.contains("\r\nList-Id: \"NewsBcc: all@example.com\" <n.localhost>\r\n"));
+        assert!(head.contains("\r\nFeedback-ID: 1:1:broadsheet:localhost\r\n"));
         assert!(!head.contains("\nBcc"), "{head}");
     }
 
@@ -631,7 +653,7 @@ mod tests {
             let secret = crate::domain::secrets::ServerSecret::load_or_create(&conn).unwrap();
             for tracking in [true, false] {
                 let links = Links::new("http://n.localhost", 1, secret.clone(), tracking);
-                let email = IssueEmail::new(&issue, &newsletter, links);
+                let email = IssueEmail::new(&issue, &newsletter, "localhost", links);
                 let mail = email.personalise(7, "r@x.co");
                 let message = email.message(7, "r@x.co");
                 assert!(message.dot_free);

@@ -98,6 +98,13 @@ pub struct AccountMail {
     pub kind: AccountMailKind,
 }
 
+/// Who a message comes from: the display name and address of `From`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MailSender {
+    pub name: String,
+    pub email: String,
+}
+
 /// The account messages the service sends by itself.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -106,8 +113,13 @@ pub enum AccountMailKind {
     Confirmation,
     /// A link to choose a new password.
     PasswordReset,
-    /// The double opt-in of a newsletter's subscribe form.
-    SubscriptionConfirmation { newsletter_name: String },
+    /// The double opt-in of a newsletter's subscribe form, from the newsletter's sender (jobs
+    /// queued before the sender was recorded go from the service's address).
+    SubscriptionConfirmation {
+        newsletter_name: String,
+        #[serde(default)]
+        sender: Option<MailSender>,
+    },
 }
 
 /// Queues the send of an issue.
@@ -194,6 +206,10 @@ mod tests {
             link: "http://x/confirm/1".into(),
             kind: AccountMailKind::SubscriptionConfirmation {
                 newsletter_name: "Weekly".into(),
+                sender: Some(MailSender {
+                    name: "Weekly".into(),
+                    email: "editor@example.com".into(),
+                }),
             },
         };
         let id = queue_account_mail(&conn, &mail).unwrap();

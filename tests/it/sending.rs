@@ -166,8 +166,16 @@ fn sending_delivers_one_correct_message_to_each_active_subscriber() {
         assert_eq!(parsed.subject(), Some("Issue one: field notes"));
         assert!(parsed.date().is_some(), "Date");
         assert!(parsed.message_id().is_some_and(|m| m.contains('@')));
-        let list_id = mail.header("List-Id").expect("List-Id");
-        assert!(list_id.contains('<') && list_id.ends_with('>'), "{list_id}");
+        // The newsletter once, under the public host; the issue and newsletter for Gmail's
+        // feedback loop.
+        assert_eq!(
+            mail.header("List-Id").as_deref(),
+            Some(format!("\"Field Notes\" <{}.localhost>", owner.subdomain).as_str())
+        );
+        assert_eq!(
+            mail.header("Feedback-ID").as_deref(),
+            Some(format!("{id}:{}:broadsheet:localhost", owner.newsletter_id).as_str())
+        );
         let unsubscribe = mail.header("List-Unsubscribe").expect("List-Unsubscribe");
         let unsubscribe = unsubscribe
             .strip_prefix('<')
@@ -214,9 +222,21 @@ fn sending_delivers_one_correct_message_to_each_active_subscriber() {
             .collect();
         assert_eq!(pixels.len(), 1, "one open pixel");
 
-        // Text: readable, with the unsubscribe link.
-        let text = mail.text();
-        assert!(text.contains("Field notes") && text.contains("**bold**"));
+        // Text: rendered from the issue, not its Markdown: no syntax left, links written
+        // out, raw HTML as the reader sees it on the web; and the unsubscribe link.
+        let text = mail.text().replace("\r\n", "\n");
+        assert!(text.contains("Field notes\n==========="), "{text}");
+        assert!(
+            !text.contains("**bold**")
+                && text.contains("bold news and a guide (https://example.org/guide?a=1&b=2)."),
+            "{text}"
+        );
+        assert!(text.contains("- one\n- two"), "{text}");
+        assert!(
+            text.contains("<b>raw tag</b>"),
+            "escaped HTML stays text: {text}"
+        );
+        assert!(!text.contains("# Field") && !text.contains("]("), "{text}");
         assert!(
             text.contains("Rust 2024 ships") && text.contains("https://blog.rust-lang.org/2024")
         );

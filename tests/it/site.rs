@@ -166,6 +166,30 @@ fn confirm(app: &App, site: &Client, email: &str, n: usize) -> Resp {
     site.submit(&path, &path, &[])
 }
 
+/// The opt-in mail comes from the newsletter's sender, as its issues do, not from the
+/// service's own address.
+#[test]
+fn the_opt_in_mail_comes_from_the_newsletters_sender() {
+    let app = spawn_app();
+    let owner = onboard(&app, "Sender Times");
+    owner
+        .patch(
+            "/newsletter",
+            &json!({"sender_name": "Sam Sender", "sender_email": "sam@sender.example"}),
+        )
+        .expect(200);
+    let site = app.site_client(&owner.subdomain);
+    let email = unique_email("opt-in");
+    subscribe(&site, &email, "").expect(200);
+    let mail = app.smtp.wait_for_message_to(&email, 1);
+    assert_eq!(mail.from, "sam@sender.example", "the envelope sender");
+    let parsed = mail.parsed();
+    let from = parsed.from().and_then(|f| f.first()).expect("From");
+    assert_eq!(from.name(), Some("Sam Sender"));
+    assert_eq!(from.address(), Some("sam@sender.example"));
+    assert!(mail.text().contains("/subscribe/confirm/"));
+}
+
 #[test]
 fn double_opt_in_from_form_to_subscriber() {
     let app = spawn_app();

@@ -358,7 +358,8 @@ fn with_base(document: &str, origin: &str) -> String {
 pub(super) fn preview_block(state: &State, n: &Newsletter, issue: &Issue) -> Markup {
     let origin = n.site_origin(&state.urls);
     let links = Links::new(&origin, n.id, state.secret.clone(), false);
-    let mail = IssueEmail::new(issue, n, links).personalise(0, "subscriber@example.com");
+    let mail = IssueEmail::new(issue, n, state.urls.public_host_name(), links)
+        .personalise(0, "subscriber@example.com");
     let mut on_web = issue.clone();
     on_web.published_at = on_web.published_at.or_else(|| Some(Timestamp::now()));
     let page = issue_document(&state.urls, n, &on_web);
