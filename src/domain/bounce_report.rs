@@ -116,8 +116,7 @@ fn part_body<'a>(message: &'a Message, subtype: &str) -> Option<&'a [u8]> {
 }
 
 /// Field groups of a report part: header-syntax fields, groups separated by blank lines.
-fn field_groups(body: &[u8]) -> Vec<Message<'_>> {
-    let text = body;
+fn field_groups(text: &[u8]) -> Vec<Message<'_>> {
     let mut groups = Vec::new();
     let mut start = 0;
     let mut i = 0;
@@ -167,12 +166,13 @@ fn delivery_status(message: &Message) -> Result<Report, NotAReport> {
     let body = part_body(message, "delivery-status")
         .ok_or_else(|| unrecognised("no message/delivery-status part"))?;
     let groups = field_groups(body);
-    // The first group is per-message (Reporting-MTA, ...); the rest are per-recipient.
-    let failures: Vec<Failure> = groups.iter().skip(1).filter_map(failure).collect();
     if groups.len() < 2 {
         return Err(unrecognised("the delivery status names no recipient"));
     }
-    Ok(Report::Delivery(failures))
+    // The first group is per-message (Reporting-MTA, ...); the rest are per-recipient.
+    Ok(Report::Delivery(
+        groups.iter().skip(1).filter_map(failure).collect(),
+    ))
 }
 
 fn failure(fields: &Message) -> Option<Failure> {

@@ -387,9 +387,11 @@ fn complain(conn: &Connection, newsletter_id: i64, complaint: &Complaint) -> Dom
 /// What applying a report did, for the door to say.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Applied {
-    /// Addresses marked bounced or with a soft bounce noted.
+    /// Addresses marked bounced by a permanent failure.
     pub bounced: Vec<String>,
+    /// Addresses with a soft bounce noted (bounced too when it made the run).
     pub soft: Vec<String>,
+    /// Addresses unsubscribed by a complaint.
     pub complained: Vec<String>,
     /// Addresses the report named that are not subscribers of the newsletter.
     pub unknown: Vec<String>,
