@@ -1,7 +1,10 @@
 //! Bounce reports from an MTA or e-mail provider: `POST /api/v1/bounces` with an API key, or
 //! `POST /bounces/<bounce-token>` for senders that cannot set headers. Either marks the
-//! address bounced (and its newest delivery), firing `email.bounced`.
+//! address bounced (and its newest delivery), firing `email.bounced`. The token door also
+//! takes a raw DSN or ARF message (`Content-Type: message/rfc822` or `text/plain`), read by
+//! `domain::bounce_report` and applied by `tracking::apply_report`.
 
+use poem::http::HeaderMap;
 use poem::web::{Data, Json as PoemJson, Path};
 use poem::{Body, IntoResponse, Response, handler};
 use poem_openapi::payload::Json;
@@ -9,7 +12,8 @@ use poem_openapi::{ApiResponse, Object, OpenApi, Tags};
 use serde::Deserialize;
 
 use super::{ApiError, ApiKeyAuth, Principal, State};
-use crate::domain::{DomainError, newsletters, tracking};
+use crate::domain::bounce_report::{self, MAX_REPORT_BYTES, NotAReport};
+use crate::domain::{DomainError, DomainResult, newsletters, tracking};
 
 #[derive(Tags)]
 enum ApiTags {
@@ -71,13 +75,28 @@ impl BouncesApi {
     }
 }
 
-/// `POST /bounces/<token>`: the same report, authenticated by the newsletter's bounce token.
+/// Whether the body is a whole mail message (headers and body) rather than JSON.
+fn is_raw_message(headers: &HeaderMap) -> bool {
+    let content_type = headers
+        .get(poem::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let media = content_type.split(';').next().unwrap_or("").trim();
+    media.eq_ignore_ascii_case("message/rfc822") || media.eq_ignore_ascii_case("text/plain")
+}
+
+/// `POST /bounces/<token>`: the same report, authenticated by the newsletter's bounce token;
+/// or, with `Content-Type: message/rfc822` (or `text/plain`), a raw DSN or ARF message.
 #[handler]
 pub async fn report_with_token(
     Path(token): Path<String>,
+    headers: &HeaderMap,
     body: Body,
     Data(state): Data<&State>,
 ) -> Response {
+    if is_raw_message(headers) {
+        return raw_report(token, body, state).await;
+    }
     let report: BounceReport = match body
         .into_bytes_limit(64 * 1024)
         .await
@@ -87,26 +106,70 @@ pub async fn report_with_token(
         _ => {
             return ApiError::bad_request(
                 "invalid_json",
-                "Send {\"email\": \"...\", \"reason\": \"...\"} as JSON",
+                "Send {\"email\": \"...\", \"reason\": \"...\"} as JSON, or a raw DSN/ARF message as message/rfc822",
             )
             .into_response();
         }
     };
     let reason = reason_of(&report);
-    let outcome = state
+    let outcome = with_token(state, token, move |conn, newsletter_id| {
+        tracking::report_bounce(conn, newsletter_id, &report.email, &reason)
+    })
+    .await;
+    match outcome {
+        Ok(()) => PoemJson(serde_json::json!({"message": "Bounce recorded"})).into_response(),
+        Err(response) => response,
+    }
+}
+
+/// Runs `apply` for the newsletter owning `token`; an error is already the door's response.
+async fn with_token<T: Send + 'static>(
+    state: &State,
+    token: String,
+    apply: impl FnOnce(&mut rusqlite::Connection, i64) -> DomainResult<T> + Send + 'static,
+) -> Result<T, Response> {
+    state
         .db
         .run(move |conn| {
             let newsletter = newsletters::get_by_bounce_token(conn, &token)
                 .map_err(|_| DomainError::Unauthorized("Unknown bounce token".into()))?;
-            tracking::report_bounce(conn, newsletter.id, &report.email, &reason)
+            apply(conn, newsletter.id)
         })
-        .await;
-    match outcome {
-        Ok(()) => PoemJson(serde_json::json!({"message": "Bounce recorded"})).into_response(),
-        Err(e) => {
+        .await
+        .map_err(|e| {
             let mut response = ApiError::from(e).into_response();
             super::error::retry_hint(&mut response);
             response
+        })
+}
+
+/// A raw DSN or ARF message: 200 with what was applied, 422 `not_a_report` (logged, nothing
+/// stored), 413 past [`MAX_REPORT_BYTES`].
+async fn raw_report(token: String, body: Body, state: &State) -> Response {
+    let Ok(raw) = body.into_bytes_limit(MAX_REPORT_BYTES).await else {
+        return ApiError::too_large(NotAReport::TooLarge(MAX_REPORT_BYTES + 1).to_string())
+            .into_response();
+    };
+    let report = match bounce_report::parse(&raw) {
+        Ok(report) => report,
+        Err(why) => {
+            eprintln!("bounces: a message posted to /bounces was ignored: {why}");
+            return ApiError::unprocessable("not_a_report", why.to_string()).into_response();
         }
+    };
+    match with_token(state, token, move |conn, newsletter_id| {
+        tracking::apply_report(conn, newsletter_id, &report)
+    })
+    .await
+    {
+        Ok(applied) => PoemJson(serde_json::json!({
+            "message": "Report applied",
+            "bounced": applied.bounced,
+            "soft_bounced": applied.soft,
+            "complained": applied.complained,
+            "unknown": applied.unknown,
+        }))
+        .into_response(),
+        Err(response) => response,
     }
 }

@@ -109,6 +109,14 @@ impl ApiError {
             None,
         ))
     }
+    /// 413 with a limit other than the API's own, named in `message`.
+    pub fn too_large(message: impl Into<String>) -> Self {
+        ApiError::PayloadTooLarge(body("payload_too_large", message, None))
+    }
+    /// 422 with its own code, for a body that is well-formed but cannot be used.
+    pub fn unprocessable(code: &str, message: impl Into<String>) -> Self {
+        ApiError::Unprocessable(body(code, message, None))
+    }
     pub fn disk_full() -> Self {
         ApiError::InsufficientStorage(body(
             "disk_full",

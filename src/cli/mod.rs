@@ -14,6 +14,8 @@ use crate::domain::newsletters;
 use crate::store::{self, StoreError};
 
 mod backup;
+mod bounce;
+mod bounce_token;
 mod dkim;
 mod export;
 mod import;
@@ -37,7 +39,8 @@ mod tracking;
                   environment variable BROADSHEET_<FLAG>, e.g. BROADSHEET_DATA_DIR.\n\n\
                   Exit codes: 0 success, 1 failure, 2 bad usage, 3 not found, 4 the data \
                   directory is held by a running server, 5 an import finished but refused \
-                  some rows."
+                  some rows, 6 the message given to `bounce` is not a bounce or complaint \
+                  report."
 )]
 pub struct Cli {
     /// Directory holding broadsheet.db and the outbox/.
@@ -148,6 +151,34 @@ pub enum Command {
         #[arg(long, env = "BROADSHEET_DKIM_SELECTOR")]
         dkim_selector: Option<String>,
     },
+    /// Apply one bounce (DSN) or complaint (ARF) message read on standard input.
+    #[command(
+        long_about = "Apply one bounce or complaint report, read on standard input, to a \
+        newsletter: for an MTA's pipe transport (docs/deliverability.md, \"Bounces and \
+        complaints\"). A DSN's permanent failures (5.x.x) mark the subscriber and its newest \
+        delivery bounced; soft bounces (4.x.x, delayed) are counted, and 3 in a row bounce \
+        the subscriber; a complaint (ARF) unsubscribes them. Works while `serve` runs.\n\n\
+        Exit codes: 0 applied (addresses that are not subscribers are listed and skipped), 6 \
+        not a bounce or complaint report (or larger than 1 MiB): nothing was changed, 3 no \
+        such newsletter, 1 any other failure."
+    )]
+    Bounce {
+        /// The newsletter's subdomain.
+        subdomain: String,
+    },
+    /// Print a newsletter's bounce token and the URL an MTA or provider posts reports to.
+    #[command(name = "bounce-token")]
+    BounceToken {
+        /// The newsletter's subdomain.
+        subdomain: String,
+        /// The service origin, as `serve --base-url` (the URL printed starts with it).
+        #[arg(
+            long,
+            env = "BROADSHEET_BASE_URL",
+            default_value = "http://localhost:8080"
+        )]
+        base_url: String,
+    },
     /// Print the OpenAPI document of the REST API.
     Openapi,
     /// Internal: Markdown on standard input to HTML on standard output. `serve` renders each
@@ -177,6 +208,11 @@ pub fn main() -> ExitCode {
             dkim_domain,
             dkim_selector,
         } => dkim::run(data_dir, dkim_domain, dkim_selector),
+        Command::Bounce { subdomain } => bounce::run(data_dir, &subdomain),
+        Command::BounceToken {
+            subdomain,
+            base_url,
+        } => bounce_token::run(data_dir, &subdomain, &base_url),
         Command::Openapi => openapi::run(),
         Command::RenderMarkdown => render_markdown::run(),
     };
@@ -190,12 +226,13 @@ pub fn main() -> ExitCode {
 }
 
 /// Exit codes: 0 ok, 1 failure, 2 usage (clap), 3 not found, 4 data directory busy, 5 an
-/// import finished but refused some rows.
+/// import finished but refused some rows, 6 `bounce` was given something not a report.
 const EXIT_FAILURE: u8 = 1;
 const EXIT_USAGE: u8 = 2;
 const EXIT_NOT_FOUND: u8 = 3;
 const EXIT_LOCKED: u8 = 4;
 const EXIT_ROWS_REFUSED: u8 = 5;
+const EXIT_NOT_A_REPORT: u8 = 6;
 
 /// A command's failure with the exit code it maps to.
 struct Failure {

@@ -224,6 +224,14 @@ pub fn get_by_bounce_token(conn: &Connection, token: &str) -> DomainResult<Newsl
         .ok_or(DomainError::NotFound("newsletter"))
 }
 
+/// The token of `POST /bounces/<token>`, for the operator to configure in an MTA.
+pub fn bounce_token(conn: &Connection, newsletter_id: i64) -> DomainResult<String> {
+    const SQL: &str = "SELECT bounce_token FROM newsletters WHERE id = ?1";
+    conn.query_row(SQL, [newsletter_id], |r| r.get(0))
+        .optional()?
+        .ok_or(DomainError::NotFound("newsletter"))
+}
+
 pub fn list_owned(conn: &Connection, owner_id: i64) -> DomainResult<Vec<Newsletter>> {
     const SQL: &str = select_newsletter!("WHERE owner_id = ?1 ORDER BY id DESC");
     let mut stmt = conn.prepare(SQL)?;

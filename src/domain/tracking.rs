@@ -5,6 +5,7 @@
 use rusqlite::{Connection, OptionalExtension};
 use serde_json::json;
 
+use super::bounce_report::{Complaint, Failure, Report, Severity};
 use super::secrets::{ServerSecret, Signer};
 use super::subscribers::{self, Status};
 use super::{DomainError, DomainResult, events};
@@ -231,6 +232,17 @@ pub fn unsubscribe(conn: &mut Connection, delivery_id: i64) -> DomainResult<Deli
 /// A hard bounce of one delivery: the delivery is `bounced`, the subscriber `bounced`, and
 /// `email.bounced` fires. Called by the sender on a 5xx and by bounce reports.
 pub fn bounce(conn: &Connection, delivery_id: i64, reason: &str) -> DomainResult<()> {
+    bounce_reported(conn, delivery_id, reason, None)
+}
+
+/// [`bounce`], with the DSN's `status` and `diagnostic` added to the event when a report
+/// gave them.
+fn bounce_reported(
+    conn: &Connection,
+    delivery_id: i64,
+    reason: &str,
+    dsn: Option<&Failure>,
+) -> DomainResult<()> {
     let now = Timestamp::now();
     const BOUNCE: &str = "UPDATE deliveries SET status = 'bounced', bounced_at = coalesce(bounced_at, ?2), last_error = ?3
          WHERE id = ?1 AND bounced_at IS NULL";
@@ -244,7 +256,12 @@ pub fn bounce(conn: &Connection, delivery_id: i64, reason: &str) -> DomainResult
             subscribers::set_status(conn, &subscriber, Status::Bounced, now)?;
         }
     }
-    events::record(conn, d.newsletter_id, "email.bounced", d.event_data())?;
+    let mut data = d.event_data();
+    if let Some(dsn) = dsn {
+        data["status"] = json!(dsn.status);
+        data["diagnostic"] = json!(dsn.diagnostic);
+    }
+    events::record(conn, d.newsletter_id, "email.bounced", data)?;
     Ok(())
 }
 
@@ -256,35 +273,200 @@ pub fn report_bounce(
     email: &str,
     reason: &str,
 ) -> DomainResult<()> {
-    let email = super::email::EmailAddress::parse(email).map_err(|m| {
+    let email = parse_email(email)?;
+    write_tx(conn, |tx| {
+        bounce_address(tx, newsletter_id, email.as_str(), reason, None)
+    })
+}
+
+fn parse_email(email: &str) -> DomainResult<super::email::EmailAddress> {
+    super::email::EmailAddress::parse(email).map_err(|m| {
         DomainError::Invalid(
             super::ErrorCode::InvalidEmail,
             super::FieldErrors::single("email", m),
         )
-    })?;
+    })
+}
+
+/// The subscriber of `newsletter_id` with address `email`, and its newest delivery if any.
+fn subscriber_and_latest(
+    conn: &Connection,
+    newsletter_id: i64,
+    email: &str,
+) -> DomainResult<(i64, Option<i64>)> {
+    // Through the subscriber (its address never changes, and its deliveries carry it):
+    // two index lookups, where matching deliveries by address would read them all.
+    const FIND: &str =
+        "SELECT s.id, (SELECT max(d.id) FROM deliveries d WHERE d.subscriber_id = s.id)
+         FROM subscribers s WHERE s.newsletter_id = ?1 AND s.email = ?2";
+    conn.query_row(FIND, (newsletter_id, email), |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?
+        .ok_or(DomainError::NotFound("subscriber"))
+}
+
+fn bounce_address(
+    conn: &Connection,
+    newsletter_id: i64,
+    email: &str,
+    reason: &str,
+    dsn: Option<&Failure>,
+) -> DomainResult<()> {
+    match subscriber_and_latest(conn, newsletter_id, email)? {
+        (_, Some(delivery_id)) => bounce_reported(conn, delivery_id, reason, dsn),
+        (subscriber_id, None) => {
+            let subscriber = subscribers::get(conn, newsletter_id, subscriber_id)?;
+            subscribers::set_status(conn, &subscriber, Status::Bounced, Timestamp::now())?;
+            Ok(())
+        }
+    }
+}
+
+/// Consecutive soft bounces (the subscriber's newest deliveries, each with a 4.x.x report)
+/// that mark a subscriber bounced. A delivery with no soft bounce between them ends the run.
+pub const SOFT_BOUNCE_LIMIT: i64 = 3;
+
+/// A soft bounce of the newest delivery to `email`; the [`SOFT_BOUNCE_LIMIT`]th in a row
+/// bounces the subscriber (`email.bounced` with the last report's status).
+fn soft_bounce(
+    conn: &Connection,
+    newsletter_id: i64,
+    email: &str,
+    dsn: &Failure,
+) -> DomainResult<()> {
+    let (subscriber_id, Some(delivery_id)) = subscriber_and_latest(conn, newsletter_id, email)?
+    else {
+        return Ok(());
+    };
+    const NOTE: &str =
+        "UPDATE deliveries SET soft_bounced_at = coalesce(soft_bounced_at, ?2) WHERE id = ?1";
+    conn.execute(NOTE, (delivery_id, Timestamp::now()))?;
+    const RUN: &str = "SELECT count(*) FROM (SELECT soft_bounced_at FROM deliveries
+         WHERE subscriber_id = ?1 ORDER BY id DESC LIMIT ?2) WHERE soft_bounced_at IS NOT NULL";
+    let run: i64 = conn.query_row(RUN, (subscriber_id, SOFT_BOUNCE_LIMIT), |r| r.get(0))?;
+    if run >= SOFT_BOUNCE_LIMIT {
+        let reason = format!(
+            "{SOFT_BOUNCE_LIMIT} soft bounces in a row; last: {}",
+            dsn_reason(dsn)
+        );
+        bounce_reported(conn, delivery_id, &reason, Some(dsn))?;
+    }
+    Ok(())
+}
+
+fn dsn_reason(dsn: &Failure) -> String {
+    let text = match &dsn.diagnostic {
+        Some(diagnostic) => format!("{} {diagnostic}", dsn.status),
+        None => format!("{} ({})", dsn.status, dsn.action),
+    };
+    text.chars().take(500).collect()
+}
+
+/// A spam complaint: the subscriber is unsubscribed and `email.unsubscribed` fires with
+/// `"reason": "complaint"` (once; a second complaint changes nothing).
+fn complain(conn: &Connection, newsletter_id: i64, complaint: &Complaint) -> DomainResult<()> {
+    let (subscriber_id, latest) = subscriber_and_latest(conn, newsletter_id, &complaint.email)?;
+    let subscriber = subscribers::get(conn, newsletter_id, subscriber_id)?;
+    if subscriber.status == Status::Unsubscribed {
+        return Ok(());
+    }
+    let now = Timestamp::now();
+    subscribers::set_status(conn, &subscriber, Status::Unsubscribed, now)?;
+    let mut data = match latest {
+        Some(delivery_id) => {
+            conn.execute("UPDATE deliveries SET unsubscribed_at = coalesce(unsubscribed_at, ?2) WHERE id = ?1", (delivery_id, &now))?;
+            delivery(conn, delivery_id)?.event_data()
+        }
+        None => json!({"email": subscriber.email}),
+    };
+    data["reason"] = json!("complaint");
+    data["feedback_type"] = json!(complaint.feedback_type);
+    events::record(conn, newsletter_id, "email.unsubscribed", data)?;
+    Ok(())
+}
+
+/// What applying a report did, for the door to say.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// Addresses marked bounced by a permanent failure.
+    pub bounced: Vec<String>,
+    /// Addresses with a soft bounce noted (bounced too when it made the run).
+    pub soft: Vec<String>,
+    /// Addresses unsubscribed by a complaint.
+    pub complained: Vec<String>,
+    /// Addresses the report named that are not subscribers of the newsletter.
+    pub unknown: Vec<String>,
+}
+
+/// Applies a parsed DSN or ARF report to `newsletter_id`'s subscribers, in one transaction.
+pub fn apply_report(
+    conn: &mut Connection,
+    newsletter_id: i64,
+    report: &Report,
+) -> DomainResult<Applied> {
     write_tx(conn, |tx| {
-        // Through the subscriber (its address never changes, and its deliveries carry it):
-        // two index lookups, where matching deliveries by address would read them all.
-        const LATEST: &str =
-            "SELECT d.id FROM subscribers s JOIN deliveries d ON d.subscriber_id = s.id
-             WHERE s.newsletter_id = ?1 AND s.email = ?2 ORDER BY d.id DESC LIMIT 1";
-        let latest: Option<i64> = tx
-            .query_row(LATEST, (newsletter_id, email.as_str()), |r| r.get(0))
-            .optional()?;
-        match latest {
-            Some(id) => bounce(tx, id, reason),
-            None => {
-                const FIND: &str =
-                    "SELECT id FROM subscribers WHERE newsletter_id = ?1 AND email = ?2";
-                let id: i64 = tx
-                    .query_row(FIND, (newsletter_id, email.as_str()), |r| r.get(0))
-                    .optional()?
-                    .ok_or(DomainError::NotFound("subscriber"))?;
-                let subscriber = subscribers::get(tx, newsletter_id, id)?;
-                subscribers::set_status(tx, &subscriber, Status::Bounced, Timestamp::now())?;
-                Ok(())
+        let mut applied = Applied::default();
+        let mut note =
+            |email: &str, outcome: DomainResult<()>, into: fn(&mut Applied) -> &mut Vec<String>| {
+                match outcome {
+                    Ok(()) => {
+                        into(&mut applied).push(email.to_string());
+                        Ok(())
+                    }
+                    Err(DomainError::NotFound(_)) => {
+                        applied.unknown.push(email.to_string());
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                }
+            };
+        match report {
+            Report::Delivery(failures) => {
+                for failure in failures {
+                    // An address that does not parse cannot be a subscriber's.
+                    let email = parse_email(&failure.email)
+                        .map_err(|_| DomainError::NotFound("subscriber"));
+                    match failure.severity {
+                        Severity::Permanent => note(
+                            &failure.email,
+                            email.and_then(|email| {
+                                let reason = dsn_reason(failure);
+                                bounce_address(
+                                    tx,
+                                    newsletter_id,
+                                    email.as_str(),
+                                    &reason,
+                                    Some(failure),
+                                )
+                            }),
+                            |a| &mut a.bounced,
+                        )?,
+                        Severity::Soft => note(
+                            &failure.email,
+                            email.and_then(|email| {
+                                soft_bounce(tx, newsletter_id, email.as_str(), failure)
+                            }),
+                            |a| &mut a.soft,
+                        )?,
+                    }
+                }
+            }
+            Report::Complaint(complaint) => {
+                let outcome = parse_email(&complaint.email)
+                    .map_err(|_| DomainError::NotFound("subscriber"))
+                    .and_then(|email| {
+                        complain(
+                            tx,
+                            newsletter_id,
+                            &Complaint {
+                                email: email.as_str().to_string(),
+                                feedback_type: complaint.feedback_type.clone(),
+                            },
+                        )
+                    });
+                note(&complaint.email, outcome, |a| &mut a.complained)?
             }
         }
+        Ok(applied)
     })
 }
 

@@ -51,6 +51,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../../migrations/0011_counters.sql"),
     ),
     ("0012_dkim", include_str!("../../migrations/0012_dkim.sql")),
+    (
+        "0013_soft_bounces",
+        include_str!("../../migrations/0013_soft_bounces.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.

@@ -715,3 +715,184 @@ fn sending_bounce_endpoint_marks_subscribers_bounced() {
     );
     assert_eq!(stats(&owner)["subscribers"]["bounced"], 2);
 }
+
+/// A bounce or complaint message as an MTA writes it (tests/fixtures/bounces).
+fn fixture(name: &str) -> Vec<u8> {
+    let path = format!(
+        "{}/tests/fixtures/bounces/{name}.eml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read(path).expect("bounce fixture")
+}
+
+/// The `data` of the newest `kind` event.
+fn last_event(app: &App, kind: &str) -> Value {
+    let payload: String = app
+        .db()
+        .query_row(
+            "SELECT payload FROM events WHERE kind = ?1 ORDER BY id DESC LIMIT 1",
+            [kind],
+            |r| r.get(0),
+        )
+        .unwrap();
+    serde_json::from_str::<Value>(&payload).unwrap()["data"].clone()
+}
+
+/// A paid newsletter with a subscriber for each address, one issue sent to them all, and
+/// webhooks listening to bounces and unsubscribes; returns the owner, the ids and the token.
+fn sent_to(app: &App, addresses: &[&str]) -> (Owner, Vec<i64>, String) {
+    let owner = onboard_paid(app, "Reports");
+    listen(app, &owner, &["email.bounced", "email.unsubscribed"]);
+    let ids = addresses
+        .iter()
+        .map(|a| add_subscriber(&owner, a))
+        .collect();
+    send_and_wait(&owner, "Issue 12");
+    let (code, out, err) = app.cli(&["bounce-token", &owner.subdomain]);
+    assert_eq!(code, 0, "{err}");
+    let token = out
+        .lines()
+        .find_map(|l| l.strip_prefix("token: "))
+        .expect("token line")
+        .to_string();
+    assert!(
+        out.contains(&format!("url: http://localhost:8080/bounces/{token}")),
+        "{out}"
+    );
+    (owner, ids, token)
+}
+
+fn send_and_wait(owner: &Owner, subject: &str) {
+    let id = create_issue(owner, full_issue(subject));
+    send_now(owner, id);
+    wait_sent(owner, id, Duration::from_secs(30));
+}
+
+#[test]
+fn sending_raw_dsn_and_arf_messages_posted_to_the_bounce_url_are_applied() {
+    let app = spawn_app();
+    let addresses = [
+        "gone@example.net",
+        "nobody@gmail.example",
+        "slow@example.org",
+        "reader@yahoo.example",
+    ];
+    let (owner, ids, token) = sent_to(&app, &addresses);
+    let client = app.client();
+    let post = |content_type: &str, body: Vec<u8>| {
+        client
+            .request(
+                "POST",
+                &format!("/bounces/{token}"),
+                &[],
+                Some((content_type, body)),
+            )
+            .unwrap()
+    };
+
+    // Postfix's DSN, as message/rfc822: a permanent failure with its status and diagnostic.
+    let resp = post("message/rfc822", fixture("postfix-dsn"));
+    resp.expect(200);
+    assert_eq!(resp.json()["bounced"], json!(["gone@example.net"]));
+    assert_eq!(subscriber(&owner, ids[0])["status"], "bounced");
+    let event = last_event(&app, "email.bounced");
+    assert_eq!(event["email"], "gone@example.net");
+    assert_eq!(event["status"], "5.1.1");
+    assert!(
+        event["diagnostic"]
+            .as_str()
+            .unwrap()
+            .contains("User unknown in virtual mailbox table"),
+        "{event}"
+    );
+
+    // Exim's, as text/plain with CRLF line ends.
+    let exim = String::from_utf8(fixture("exim-dsn")).unwrap();
+    post(
+        "text/plain; charset=us-ascii",
+        exim.replace('\n', "\r\n").into_bytes(),
+    )
+    .expect(200);
+    assert_eq!(subscriber(&owner, ids[1])["status"], "bounced");
+
+    // A delay: noted on the delivery, the subscriber stays active.
+    let resp = post("message/rfc822", fixture("delayed-dsn"));
+    resp.expect(200);
+    assert_eq!(resp.json()["soft_bounced"], json!(["slow@example.org"]));
+    assert_eq!(subscriber(&owner, ids[2])["status"], "active");
+    assert_eq!(
+        app.count("SELECT count(*) FROM deliveries WHERE email = 'slow@example.org' AND soft_bounced_at IS NOT NULL AND status = 'sent'"),
+        1
+    );
+
+    // A complaint unsubscribes, with the reason.
+    post("message/rfc822", fixture("arf-complaint")).expect(200);
+    assert_eq!(subscriber(&owner, ids[3])["status"], "unsubscribed");
+    let event = last_event(&app, "email.unsubscribed");
+    assert_eq!(event["email"], "reader@yahoo.example");
+    assert_eq!(event["reason"], "complaint");
+    assert_eq!(event["feedback_type"], "abuse");
+
+    // Anything else is refused and changes nothing; so is a message past 1 MiB.
+    let events = app.count("SELECT count(*) FROM events");
+    assert_eq!(
+        post("message/rfc822", fixture("not-a-report")).error_code(422),
+        "not_a_report"
+    );
+    let mut big = fixture("postfix-dsn");
+    big.extend(std::iter::repeat_n(b'x', 1024 * 1024));
+    assert_eq!(
+        post("message/rfc822", big).error_code(413),
+        "payload_too_large"
+    );
+    assert_eq!(app.count("SELECT count(*) FROM events"), events);
+    // A wrong token: 401, as for JSON.
+    let resp = client
+        .request(
+            "POST",
+            "/bounces/nottoken",
+            &[],
+            Some(("message/rfc822", fixture("postfix-dsn"))),
+        )
+        .unwrap();
+    assert_eq!(resp.error_code(401), "unauthorized");
+}
+
+#[test]
+fn sending_broadsheet_bounce_reads_a_report_on_stdin_and_counts_soft_bounces() {
+    let app = spawn_app();
+    let (owner, ids, _) = sent_to(&app, &["gone@example.net", "slow@example.org"]);
+    let bounce = |name: &str| app.cli_with_input(&["bounce", &owner.subdomain], &fixture(name));
+
+    let (code, out, err) = bounce("postfix-dsn");
+    assert_eq!(code, 0, "{out} {err}");
+    assert!(out.contains("gone@example.net: bounced"), "{out}");
+    assert_eq!(subscriber(&owner, ids[0])["status"], "bounced");
+    assert_eq!(last_event(&app, "email.bounced")["status"], "5.1.1");
+
+    // Not a report: exit 6, nothing changed.
+    let (code, _, err) = bounce("not-a-report");
+    assert_eq!(code, 6, "{err}");
+    assert!(err.contains("not a bounce or complaint report"), "{err}");
+    // Unknown newsletter: 3.
+    let (code, _, _) = app.cli_with_input(&["bounce", "nosuchletter"], &fixture("postfix-dsn"));
+    assert_eq!(code, 3);
+
+    // Soft bounces: issue 12 delayed, issue 13 delivered, then 14 and 15 delayed: the run is
+    // two, the subscriber stays active; a delay of issue 16 makes three in a row.
+    assert_eq!(bounce("delayed-dsn").0, 0);
+    send_and_wait(&owner, "Issue 13");
+    for subject in ["Issue 14", "Issue 15"] {
+        send_and_wait(&owner, subject);
+        assert_eq!(bounce("delayed-dsn").0, 0);
+    }
+    assert_eq!(subscriber(&owner, ids[1])["status"], "active");
+    send_and_wait(&owner, "Issue 16");
+    let (code, out, _) = bounce("delayed-dsn");
+    assert_eq!(code, 0);
+    assert!(out.contains("slow@example.org: soft bounce noted"), "{out}");
+    assert_eq!(subscriber(&owner, ids[1])["status"], "bounced");
+    let event = last_event(&app, "email.bounced");
+    assert_eq!(event["email"], "slow@example.org");
+    assert_eq!(event["status"], "4.4.1");
+}

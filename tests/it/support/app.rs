@@ -151,6 +151,11 @@ impl App {
         run_cli(self.data_dir(), args)
     }
 
+    /// [`App::cli`] with `input` on the command's standard input.
+    pub fn cli_with_input(&self, args: &[&str], input: &[u8]) -> (i32, String, String) {
+        run_cli_with_input(self.data_dir(), args, Some(input))
+    }
+
     fn start(&mut self) {
         let log = File::options()
             .create(true)
@@ -413,12 +418,35 @@ impl Drop for App {
 
 /// Runs `broadsheet <args>` with `--data-dir data_dir`.
 pub fn run_cli(data_dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(binary())
+    run_cli_with_input(data_dir, args, None)
+}
+
+/// [`run_cli`], writing `input` (when given) to the command's standard input.
+pub fn run_cli_with_input(
+    data_dir: &Path,
+    args: &[&str],
+    input: Option<&[u8]>,
+) -> (i32, String, String) {
+    let mut child = Command::new(binary())
         .args(args)
         .env("BROADSHEET_DATA_DIR", data_dir)
-        .stdin(Stdio::null())
-        .output()
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("running the broadsheet binary");
+    if let Some(input) = input {
+        let mut stdin = child.stdin.take().expect("piped stdin");
+        // A command may stop reading early (a message past its cap): a broken pipe is fine.
+        let _ = std::io::Write::write_all(&mut stdin, input);
+    }
+    let out = child
+        .wait_with_output()
+        .expect("waiting for the broadsheet binary");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
