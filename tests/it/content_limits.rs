@@ -259,7 +259,7 @@ fn content_limits_readers_of_the_heaviest_pages_leave_up_fast() {
     // Four readers fetch the page and the feed in a loop while /up is timed.
     let stop = AtomicBool::new(false);
     let fetched = AtomicUsize::new(0);
-    let (slowest_up, samples) = std::thread::scope(|scope| {
+    let timings = std::thread::scope(|scope| {
         for _ in 0..4 {
             scope.spawn(|| {
                 let site = app.site_client(&owner.subdomain);
@@ -279,11 +279,19 @@ fn content_limits_readers_of_the_heaviest_pages_leave_up_fast() {
             times.push(started.elapsed());
         }
         stop.store(true, Ordering::SeqCst);
-        (times.iter().max().copied().unwrap(), times.len())
+        times.sort();
+        times
     });
+    // Were the pages rendered on the async threads, /up would wait behind them most of the
+    // time, so the bulk of the timings shows it. The slowest few are left out: on a busy
+    // machine (CI beside other jobs) the scheduler alone can hold any one request that long.
+    let p95 = timings[timings.len() * 95 / 100];
     assert!(
-        slowest_up < Duration::from_millis(100),
-        "the slowest of {samples} /up took {slowest_up:?} while readers fetched the heaviest pages"
+        p95 < Duration::from_millis(100),
+        "/up took {p95:?} at the 95th percentile of {} (slowest {:?}) while readers fetched the \
+         heaviest pages",
+        timings.len(),
+        timings.last().unwrap()
     );
 }
 
