@@ -150,19 +150,23 @@ async fn raw_report(token: String, body: Body, state: &State) -> Response {
         return ApiError::too_large(NotAReport::TooLarge(MAX_REPORT_BYTES + 1).to_string())
             .into_response();
     };
-    let report = match bounce_report::parse(&raw) {
-        Ok(report) => report,
-        Err(why) => {
+    // The token is checked first, and the message is read on the database's blocking thread:
+    // a stranger cannot make the async threads parse a megabyte of MIME.
+    let outcome = with_token(
+        state,
+        token,
+        move |conn, newsletter_id| match bounce_report::parse(&raw) {
+            Ok(report) => tracking::apply_report(conn, newsletter_id, &report).map(Ok),
+            Err(why) => Ok(Err(why)),
+        },
+    )
+    .await;
+    match outcome {
+        Ok(Err(why)) => {
             eprintln!("bounces: a message posted to /bounces was ignored: {why}");
-            return ApiError::unprocessable("not_a_report", why.to_string()).into_response();
+            ApiError::unprocessable("not_a_report", why.to_string()).into_response()
         }
-    };
-    match with_token(state, token, move |conn, newsletter_id| {
-        tracking::apply_report(conn, newsletter_id, &report)
-    })
-    .await
-    {
-        Ok(applied) => PoemJson(serde_json::json!({
+        Ok(Ok(applied)) => PoemJson(serde_json::json!({
             "message": "Report applied",
             "bounced": applied.bounced,
             "soft_bounced": applied.soft,
