@@ -388,6 +388,15 @@ impl Dns {
         }
     }
 
+    /// The TXT records at `name` (each record's strings joined), as the world sees them: a
+    /// fresh resolver, without the hosts file.
+    pub async fn txt(&self, name: &str) -> Answer<String> {
+        match self.resolver(ResolveHosts::Never) {
+            Ok(resolver) => lookup_txt(&resolver, name).await,
+            Err(e) => Answer::Failed(e),
+        }
+    }
+
     /// A fresh resolver for each verification, so a record the owner just changed is seen
     /// (no answers cached from an earlier check).
     fn resolver(&self, hosts: ResolveHosts) -> Result<TokioResolver, String> {

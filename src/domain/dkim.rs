@@ -17,6 +17,16 @@ pub const DEFAULT_SELECTOR: &str = "broadsheet";
 /// 255-character TXT string and cost more per message.
 const KEY_BITS: usize = 2048;
 
+/// What a signature is made with: its `d=` and `s=`, and the private key (PKCS #1 DER). The
+/// operator's key ([`OperatorKey::signing_key`]) or a newsletter's verified sending domain
+/// (`domain::sender_domains::signing_key`).
+#[derive(Clone)]
+pub struct SigningKey {
+    pub domain: String,
+    pub selector: String,
+    pub private_key: Vec<u8>,
+}
+
 /// The operator's key with the domain and selector it signs as.
 #[derive(Clone)]
 pub struct OperatorKey {
@@ -72,29 +82,49 @@ impl OperatorKey {
         Self::load(conn)?.ok_or_else(|| invalid("the DKIM key was not stored".into()))
     }
 
-    /// The public key as base64 SubjectPublicKeyInfo DER, the `p=` of the DNS record.
-    pub fn public_key_base64(&self) -> Result<String, StoreError> {
-        let private = rsa::RsaPrivateKey::from_pkcs1_der(&self.private_key)
-            .map_err(|e| invalid(format!("the stored DKIM key is unreadable: {e}")))?;
-        let spki = rsa::RsaPublicKey::from(&private)
-            .to_public_key_der()
-            .map_err(|e| invalid(format!("cannot encode the DKIM public key: {e}")))?;
-        Ok(base64::engine::general_purpose::STANDARD.encode(spki.as_bytes()))
+    pub fn signing_key(&self) -> SigningKey {
+        SigningKey {
+            domain: self.domain.clone(),
+            selector: self.selector.clone(),
+            private_key: self.private_key.clone(),
+        }
     }
 
-    /// The TXT record to publish, one line:
-    /// `<selector>._domainkey.<domain> TXT "v=DKIM1; k=rsa; p=<base64>"`.
+    /// The public key as base64 SubjectPublicKeyInfo DER, the `p=` of the DNS record.
+    pub fn public_key_base64(&self) -> Result<String, StoreError> {
+        public_key_base64(&self.private_key)
+    }
+
+    /// The TXT record to publish, one line (see [`dns_record`]).
     pub fn dns_record(&self) -> Result<String, StoreError> {
-        Ok(format!(
-            "{}._domainkey.{} TXT \"v=DKIM1; k=rsa; p={}\"",
-            self.selector,
-            self.domain,
-            self.public_key_base64()?
+        Ok(dns_record(
+            &self.selector,
+            &self.domain,
+            &self.public_key_base64()?,
         ))
     }
 }
 
-fn generate_private_key() -> Result<Vec<u8>, StoreError> {
+/// The public half of `private_key` (PKCS #1 DER) as base64 SubjectPublicKeyInfo DER, the
+/// `p=` of the DNS record.
+pub fn public_key_base64(private_key: &[u8]) -> Result<String, StoreError> {
+    let private = rsa::RsaPrivateKey::from_pkcs1_der(private_key)
+        .map_err(|e| invalid(format!("the stored DKIM key is unreadable: {e}")))?;
+    let spki = rsa::RsaPublicKey::from(&private)
+        .to_public_key_der()
+        .map_err(|e| invalid(format!("cannot encode the DKIM public key: {e}")))?;
+    Ok(base64::engine::general_purpose::STANDARD.encode(spki.as_bytes()))
+}
+
+/// The TXT record that publishes a key, one line:
+/// `<selector>._domainkey.<domain> TXT "v=DKIM1; k=rsa; p=<base64>"`.
+pub fn dns_record(selector: &str, domain: &str, public_key: &str) -> String {
+    format!("{selector}._domainkey.{domain} TXT \"v=DKIM1; k=rsa; p={public_key}\"")
+}
+
+/// A new RSA 2048 private key, PKCS #1 DER. Takes 100 ms or more: call it on a blocking
+/// thread, never on the async ones.
+pub fn generate_private_key() -> Result<Vec<u8>, StoreError> {
     let pair = DkimKeyPair::generate_rsa(KEY_BITS)
         .map_err(|e| invalid(format!("cannot generate the DKIM key: {e}")))?;
     Ok(pair.private_key().to_vec())

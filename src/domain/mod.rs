@@ -18,6 +18,7 @@ pub mod pagination;
 pub mod rate_limit;
 pub mod render_budget;
 pub mod secrets;
+pub mod sender_domains;
 pub mod sending;
 pub mod states;
 pub mod stats;

@@ -8,7 +8,7 @@ use mail_auth::common::headers::HeaderWriter;
 use mail_auth::dkim::{Canonicalization, DkimSigner, Done};
 use rustls::pki_types::{PrivateKeyDer, PrivatePkcs1KeyDer};
 
-use crate::domain::dkim::OperatorKey;
+use crate::domain::dkim::{OperatorKey, SigningKey};
 
 /// The headers signed when present. Absent ones are signed as empty too (RFC 6376 §5.4), so
 /// nobody can add them later without breaking the signature.
@@ -26,7 +26,7 @@ const SIGNED_HEADERS: [&str; 11] = [
     "Feedback-ID",
 ];
 
-/// Signs messages as the operator's domain and selector.
+/// Signs messages as one domain and selector: the operator's, or a newsletter's own.
 pub struct Signer {
     inner: DkimSigner<RsaKey<Sha256>, Done>,
 }
@@ -38,7 +38,13 @@ impl std::fmt::Debug for Signer {
 }
 
 impl Signer {
+    /// Signs as the operator's domain and selector.
     pub fn new(key: &OperatorKey) -> Result<Self, String> {
+        Self::with_key(&key.signing_key())
+    }
+
+    /// Signs as `key`'s domain and selector (a newsletter's verified sending domain).
+    pub fn with_key(key: &SigningKey) -> Result<Self, String> {
         let der = PrivateKeyDer::Pkcs1(PrivatePkcs1KeyDer::from(key.private_key.clone()));
         let rsa = RsaKey::<Sha256>::from_key_der(der)
             .map_err(|e| format!("the DKIM key is unreadable: {e}"))?;

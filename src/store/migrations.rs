@@ -55,6 +55,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0013_soft_bounces",
         include_str!("../../migrations/0013_soft_bounces.sql"),
     ),
+    (
+        "0014_sender_domains",
+        include_str!("../../migrations/0014_sender_domains.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.
