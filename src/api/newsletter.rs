@@ -8,6 +8,7 @@ use super::common::Text;
 use super::{ApiError, ApiKeyAuth, Principal, State};
 use crate::domain::DomainResult;
 use crate::domain::newsletters::{self, Newsletter};
+use crate::domain::sender_domains::{self, SenderDomain};
 use crate::domain::stats;
 use crate::domain::urls::SiteUrls;
 
@@ -23,6 +24,31 @@ pub struct NewsletterUrls {
     pub home: String,
     pub subscribe: String,
     pub archive: String,
+}
+
+/// The domain of the sender address and the DKIM record that lets mail be signed as it.
+#[derive(Debug, Object)]
+pub struct SenderDomainObject {
+    /// The domain part of `sender_email`.
+    pub domain: String,
+    /// `pending` (not checked yet), `verified` (mail is signed with `d=` this domain) or
+    /// `failed` (the last check found no record or another key).
+    pub status: String,
+    /// The TXT record to publish: `<selector>._domainkey.<domain> TXT "v=DKIM1; k=rsa; p=..."`.
+    pub dkim_record: String,
+    /// Why the last check failed, if it did.
+    pub reason: Option<String>,
+}
+
+impl From<SenderDomain> for SenderDomainObject {
+    fn from(d: SenderDomain) -> Self {
+        SenderDomainObject {
+            dkim_record: d.dkim_record(),
+            domain: d.domain,
+            status: d.status.as_str().to_string(),
+            reason: d.reason,
+        }
+    }
 }
 
 /// A newsletter as the API shows it.
@@ -48,10 +74,18 @@ pub struct NewsletterObject {
     pub created_at: String,
     pub updated_at: String,
     pub urls: NewsletterUrls,
+    /// The sending domain and its DKIM record; null without a sender address. Verified in
+    /// the dashboard (Settings, "Your sending domain").
+    pub sender_domain: Option<SenderDomainObject>,
 }
 
 impl NewsletterObject {
-    pub fn new(n: &Newsletter, counts: (i64, i64), urls: &SiteUrls) -> Self {
+    pub fn new(
+        n: &Newsletter,
+        counts: (i64, i64),
+        sender_domain: Option<SenderDomain>,
+        urls: &SiteUrls,
+    ) -> Self {
         let links = n.links(urls);
         NewsletterObject {
             id: n.id,
@@ -71,6 +105,7 @@ impl NewsletterObject {
                 subscribe: links.subscribe,
                 archive: links.archive,
             },
+            sender_domain: sender_domain.map(SenderDomainObject::from),
         }
     }
 }
@@ -199,14 +234,31 @@ pub enum StatsResponse {
     Ok(Json<StatsEnvelope>),
 }
 
-/// The newsletter with its counts, as every newsletter answer shows it.
-fn load(conn: &rusqlite::Connection, id: i64) -> DomainResult<(Newsletter, (i64, i64))> {
-    Ok((newsletters::get(conn, id)?, newsletters::counts(conn, id)?))
+/// The newsletter with its counts and sending domain, as every newsletter answer shows it.
+struct Loaded {
+    newsletter: Newsletter,
+    counts: (i64, i64),
+    sender_domain: Option<SenderDomain>,
 }
 
-fn envelope(state: &State, (n, counts): (Newsletter, (i64, i64))) -> NewsletterResponse {
+/// Runs on the database's blocking thread: the sending domain's key may be made here.
+fn load(conn: &rusqlite::Connection, id: i64) -> DomainResult<Loaded> {
+    let newsletter = newsletters::get(conn, id)?;
+    Ok(Loaded {
+        counts: newsletters::counts(conn, id)?,
+        sender_domain: sender_domains::for_newsletter(conn, &newsletter)?,
+        newsletter,
+    })
+}
+
+fn envelope(state: &State, loaded: Loaded) -> NewsletterResponse {
     NewsletterResponse::Ok(Json(NewsletterEnvelope {
-        data: NewsletterObject::new(&n, counts, &state.urls),
+        data: NewsletterObject::new(
+            &loaded.newsletter,
+            loaded.counts,
+            loaded.sender_domain,
+            &state.urls,
+        ),
     }))
 }
 

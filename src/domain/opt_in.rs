@@ -102,6 +102,7 @@ pub fn request(
                 kind: AccountMailKind::SubscriptionConfirmation {
                     newsletter_name: newsletter.name.clone(),
                     sender: Some(newsletter.sender(&host_of(&origin))),
+                    newsletter_id: Some(newsletter.id),
                 },
             },
         )?;

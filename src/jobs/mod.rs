@@ -16,9 +16,12 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use crate::domain::newsletters::Newsletter;
 use crate::domain::secrets::ServerSecret;
+use crate::domain::sender_domains;
 use crate::domain::urls::SiteUrls;
 use crate::mail::Transport;
+use crate::mail::dkim::Signer;
 use crate::store::Pool;
 use crate::store::jobs::JobKind;
 pub use queue::ClaimedJob;
@@ -37,6 +40,19 @@ pub struct JobContext {
     pub webhooks: crate::webhooks::Settings,
     /// Set when the server is asked to stop; long jobs wind down and leave the rest queued.
     pub stop: Stop,
+}
+
+impl JobContext {
+    /// How a newsletter's mail leaves (issues, opt-in and welcome mail): signed as its own
+    /// sending domain once that is verified, else like the service's own mail (the
+    /// operator's key when `--dkim-domain` is set, else unsigned).
+    pub fn newsletter_transport(&self, newsletter: &Newsletter) -> Result<Transport, String> {
+        let conn = self.pool.get().map_err(|e| e.to_string())?;
+        match sender_domains::signing_key(&conn, newsletter).map_err(|e| e.to_string())? {
+            Some(key) => Ok(self.transport.signed_by(Arc::new(Signer::with_key(&key)?))),
+            None => Ok(self.transport.clone()),
+        }
+    }
 }
 
 /// The server's request to stop, for threads and async tasks alike: set once, never unset.

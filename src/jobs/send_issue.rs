@@ -29,7 +29,7 @@ use crate::domain::issues::{self, Issue};
 use crate::domain::sending::{self, Next, OutagePolicy, Outcome as Delivered, Recipient};
 use crate::domain::tracking::Links;
 use crate::mail::render::IssueEmail;
-use crate::mail::{Commit, Envelope, Lane, MailError, MessageSocket, write_end_of_data};
+use crate::mail::{Commit, Envelope, Lane, MailError, MessageSocket, Transport, write_end_of_data};
 use crate::store::jobs::{IssueSend, JobKind};
 use crate::store::{Pool, PooledConnection, Tuned, write_tx};
 
@@ -139,9 +139,11 @@ fn send(ctx: &JobContext, rt: &tokio::runtime::Runtime, issue_id: i64) -> Result
         ctx.urls.public_host_name(),
         links,
     ));
+    let transport = ctx.newsletter_transport(&plan.newsletter)?;
     let down_before = plan.issue.relay_down_since.map(Timestamp::datetime);
     let started = Instant::now();
-    let (sent, commits, end) = rt.block_on(deliver(ctx, issue_id, email, down_before))?;
+    let (sent, commits, end) =
+        rt.block_on(deliver(ctx, &transport, issue_id, email, down_before))?;
     let elapsed = started.elapsed().as_secs_f64();
     if sent > 0 {
         eprintln!(
@@ -244,10 +246,11 @@ enum Write {
     Done(i64, Delivered, Option<oneshot::Sender<()>>),
 }
 
-/// Sends every due delivery once; returns how many went out, in how many commits, and how
-/// the round ended.
+/// Sends every due delivery once through `transport` (signing as the newsletter's domain or
+/// the operator's); returns how many went out, in how many commits, and how the round ended.
 async fn deliver(
     ctx: &JobContext,
+    transport: &Transport,
     issue_id: i64,
     email: Arc<IssueEmail>,
     down_before: Option<OffsetDateTime>,
@@ -277,7 +280,7 @@ async fn deliver(
     let handles: Vec<_> = (0..lanes)
         .map(|_| {
             let lane = SendLane {
-                lane: Lane::new(&ctx.transport),
+                lane: Lane::new(transport),
                 work: work_rx.clone(),
                 email: email.clone(),
                 writes: writes.clone(),

@@ -5,8 +5,10 @@
 use serde::Deserialize;
 
 use super::{ClaimedJob, Job, JobContext, Outcome};
+use crate::domain::DomainError;
+use crate::domain::newsletters;
 use crate::mail::account::{self, AccountMessage};
-use crate::mail::{MailError, OutgoingMail};
+use crate::mail::{MailError, OutgoingMail, Transport};
 use crate::store::jobs::{AccountMail, AccountMailKind, JobKind, MailSender};
 
 pub struct SendMail;
@@ -27,6 +29,17 @@ enum Recorded {
 }
 
 impl Recorded {
+    /// The newsletter whose mail this is (an opt-in); `None` for the service's own mail.
+    fn newsletter_id(&self) -> Option<i64> {
+        match self {
+            Recorded::Mail(AccountMail {
+                kind: AccountMailKind::SubscriptionConfirmation { newsletter_id, .. },
+                ..
+            }) => *newsletter_id,
+            _ => None,
+        }
+    }
+
     /// The recipient, the message, and its sender when it is not the service.
     fn compose(self) -> (String, AccountMessage, Option<MailSender>) {
         match self {
@@ -36,6 +49,7 @@ impl Recorded {
                 AccountMailKind::SubscriptionConfirmation {
                     newsletter_name,
                     sender,
+                    ..
                 } => (
                     to,
                     account::subscription_confirmation(&newsletter_name, &link),
@@ -68,10 +82,18 @@ impl Job for SendMail {
     }
 
     fn run(&self, ctx: &JobContext, rt: &tokio::runtime::Runtime, job: &ClaimedJob) -> Outcome {
-        let (to, message, sender) = match job.payload::<Recorded>() {
-            Ok(recorded) => recorded.compose(),
+        let recorded = match job.payload::<Recorded>() {
+            Ok(recorded) => recorded,
             Err(outcome) => return outcome,
         };
+        let transport = match recorded.newsletter_id() {
+            Some(id) => match newsletter_transport(ctx, id) {
+                Ok(transport) => transport,
+                Err(e) => return Outcome::Retry(e),
+            },
+            None => ctx.transport.clone(),
+        };
+        let (to, message, sender) = recorded.compose();
         let (from_name, from_email) = match sender {
             Some(MailSender { name, email }) => (name, email),
             None => ctx.mail_from.clone(),
@@ -87,7 +109,7 @@ impl Job for SendMail {
             message_id: None,
             primary_link: Some(message.link),
         };
-        match rt.block_on(ctx.transport.send(&mail)) {
+        match rt.block_on(transport.send(&mail)) {
             Ok(()) => Outcome::Done,
             Err(MailError::Permanent(e)) => Outcome::Fail(e),
             // The message went out; sending it again could give a second copy.
@@ -96,6 +118,17 @@ impl Job for SendMail {
                 e @ (MailError::Temporary(_) | MailError::Connection(_) | MailError::Abandoned(_)),
             ) => Outcome::Retry(e.to_string()),
         }
+    }
+}
+
+/// The transport of newsletter `id`'s mail ([`JobContext::newsletter_transport`]); the
+/// service's own when the newsletter is gone.
+fn newsletter_transport(ctx: &JobContext, id: i64) -> Result<Transport, String> {
+    let found = newsletters::get(&*ctx.pool.get().map_err(|e| e.to_string())?, id);
+    match found {
+        Ok(newsletter) => ctx.newsletter_transport(&newsletter),
+        Err(DomainError::NotFound(_)) => Ok(ctx.transport.clone()),
+        Err(e) => Err(e.to_string()),
     }
 }
 
@@ -150,6 +183,7 @@ mod tests {
                     name: "Weekly Notes".into(),
                     email: "editor@example.org".into(),
                 }),
+                newsletter_id: Some(1),
             },
         };
         let recorded: Recorded =

@@ -130,6 +130,14 @@ pub struct Transport {
 }
 
 impl Transport {
+    /// The same route, signing as `signer` instead (a newsletter's verified sending domain).
+    pub fn signed_by(&self, signer: Arc<dkim::Signer>) -> Transport {
+        Transport {
+            route: self.route.clone(),
+            dkim: Some(signer),
+        }
+    }
+
     /// Sends one message on a connection of its own (account mail; bulk sending keeps an
     /// [`SmtpConnection`] open instead).
     pub async fn send(&self, mail: &OutgoingMail) -> Result<(), MailError> {

@@ -119,6 +119,10 @@ pub enum AccountMailKind {
         newsletter_name: String,
         #[serde(default)]
         sender: Option<MailSender>,
+        /// Whose mail it is, so it is signed as the newsletter's sending domain once verified
+        /// (absent in jobs queued before: the service's signature).
+        #[serde(default)]
+        newsletter_id: Option<i64>,
     },
 }
 
@@ -210,6 +214,7 @@ mod tests {
                     name: "Weekly".into(),
                     email: "editor@example.com".into(),
                 }),
+                newsletter_id: Some(1),
             },
         };
         let id = queue_account_mail(&conn, &mail).unwrap();

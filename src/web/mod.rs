@@ -8,6 +8,7 @@ mod custom_domains;
 mod issues;
 mod layout;
 mod newsletters;
+mod sender_domain;
 mod session;
 mod settings;
 mod stats;
@@ -222,6 +223,10 @@ pub fn routes() -> impl poem::Endpoint {
         .at(
             "/newsletters/:id/settings/upgrade",
             post(settings::request_upgrade),
+        )
+        .at(
+            "/newsletters/:id/settings/sending_domain/verify",
+            post(sender_domain::verify),
         )
         .at(
             "/newsletters/:id/settings/status",

@@ -10,10 +10,12 @@ use poem::{Body, Request, handler, http::StatusCode};
 
 use super::layout::{Section, csrf_field, errors, field, newsletter_page};
 use super::newsletters::{current_preferences, owned, owned_post, select};
+use super::sender_domain;
 use super::{Ctx, FormData, State, WebError, WebResult, invalid_fields, render, see_other};
 use crate::domain::newsletters::{
     self, ContentTone, Details, Frequency, Newsletter, NewsletterLength, Preferences, Status, Tier,
 };
+use crate::domain::sender_domains::SenderDomain;
 use crate::domain::{DomainResult, FieldErrors};
 
 /// The forms of the page; each is a section with this anchor.
@@ -125,6 +127,7 @@ fn settings_page(
     state: &State,
     n: &Newsletter,
     entered: &Entered,
+    sender: Option<&SenderDomain>,
     failed: Option<(Part, &FieldErrors)>,
 ) -> Markup {
     let writable = n.ensure_writable().is_ok();
@@ -151,6 +154,7 @@ fn settings_page(
                     code { "broadsheet status " (n.subdomain) " active" } ")."
                 }
             }
+            (sender_domain::warning(n, sender))
             section.panel #details {
                 h2 { "Details" }
                 p.muted { "Subdomain " code { (n.subdomain) } " (fixed) · public site " a href=(home) { (home) } }
@@ -163,6 +167,7 @@ fn settings_page(
                     (field("Sender e-mail address", "email", "newsletter[sender_email]", &details.sender_email, "off", true))
                 }))
             }
+            (sender_domain::panel(ctx, n, sender, writable))
             section.panel #frequency {
                 h2 { "Publishing rhythm" }
                 p.muted { "Scheduling an issue without a time takes the next slot, at 09:00 UTC." }
@@ -259,9 +264,10 @@ fn settings_page(
 pub async fn show(req: &Request, Path(id): Path<String>, Data(state): Data<&State>) -> WebResult {
     let ctx = Ctx::load(req, state).await?;
     let n = owned(&ctx, state, &id).await?;
+    let sender = sender_domain::load(state, &n).await?;
     render(
         StatusCode::OK,
-        settings_page(&ctx, state, &n, &Entered::stored(&n), None),
+        settings_page(&ctx, state, &n, &Entered::stored(&n), sender.as_ref(), None),
     )
 }
 
@@ -295,7 +301,7 @@ impl<'a> Post<'a> {
 
     /// Back to the section with a notice, or the page again (422) with the messages beside
     /// the form that failed and what was typed in it.
-    fn answer(
+    async fn answer(
         &self,
         result: DomainResult<Newsletter>,
         part: Part,
@@ -311,6 +317,7 @@ impl<'a> Post<'a> {
                 let problems = invalid_fields(e)?;
                 let mut entered = Entered::stored(&self.n);
                 keep_typed(&mut entered);
+                let sender = sender_domain::load(self.state, &self.n).await?;
                 render(
                     StatusCode::UNPROCESSABLE_ENTITY,
                     settings_page(
@@ -318,6 +325,7 @@ impl<'a> Post<'a> {
                         self.state,
                         &self.n,
                         &entered,
+                        sender.as_ref(),
                         Some((part, &problems)),
                     ),
                 )
@@ -346,6 +354,7 @@ pub async fn update_details(
         |e| e.details = typed,
         "The details are saved.",
     )
+    .await
 }
 
 #[handler]
@@ -368,6 +377,7 @@ pub async fn update_frequency(
         |e| e.frequency = typed,
         "The publishing rhythm is saved.",
     )
+    .await
 }
 
 #[handler]
@@ -395,6 +405,7 @@ pub async fn update_preferences(
         |e| e.preferences = typed,
         "The audience and voice are saved.",
     )
+    .await
 }
 
 #[handler]
@@ -418,6 +429,7 @@ pub async fn update_tracking(
         _ => "Tracking is on: issues sent from now on count opens and clicks.",
     };
     post.answer(result, Part::Tracking, |e| e.tracking = typed, notice)
+        .await
 }
 
 #[handler]
@@ -446,6 +458,7 @@ pub async fn request_upgrade(
         |_| {},
         "Upgrade requested: the tier is pending until the operator confirms it.",
     )
+    .await
 }
 
 /// What the confirmation page says about moving to a status, and its button.
@@ -548,6 +561,6 @@ pub async fn change_status(
             StatusCode::UNPROCESSABLE_ENTITY,
             status_page(&post.ctx, &post.n, to, &invalid_fields(e)?),
         ),
-        (result, _) => post.answer(result, Part::Status, |_| {}, notice),
+        (result, _) => post.answer(result, Part::Status, |_| {}, notice).await,
     }
 }

@@ -27,6 +27,7 @@ mod http_headers;
 mod layers;
 mod operator;
 mod send_faults;
+mod sender_domains;
 mod sending;
 mod sending_crash;
 mod site;

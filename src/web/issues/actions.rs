@@ -13,8 +13,10 @@ use super::pages::show_response;
 use super::{Posted, issue_url, list_url, posted, problems, render, utc_from_local, viewed, when};
 use crate::domain::issues::{self, Issue, IssueInput, Status};
 use crate::domain::newsletters::Newsletter;
+use crate::domain::sender_domains::SenderDomain;
 use crate::domain::{DomainResult, FieldErrors, sending};
 use crate::web::layout::{Section, csrf_field, errors, newsletter_page};
+use crate::web::sender_domain;
 use crate::web::{Ctx, FormData, State, WebResult, see_other};
 
 /// Runs `op` (which returns the notice to show) and goes on to `then`; a refusal shows the
@@ -134,6 +136,7 @@ fn send_page(
     ctx: &Ctx,
     n: &Newsletter,
     issue: &Issue,
+    sender: Option<&SenderDomain>,
     verdict: &Result<i64, FieldErrors>,
 ) -> Markup {
     let base = issue_url(n.id, issue.id);
@@ -145,6 +148,7 @@ fn send_page(
         html! {
             p { a href=(base) { "← " (issue.subject) } }
             h1 { "Send “" (issue.subject) "” now?" }
+            (sender_domain::warning(n, sender))
             @match verdict {
                 Ok(recipients) => {
                     p #recipient-count {
@@ -195,7 +199,11 @@ pub async fn send_confirm(
 ) -> WebResult {
     let (ctx, n, issue) = viewed(req, state, &id, &issue_id).await?;
     let verdict = verdict(state, &n, &issue).await?;
-    render(StatusCode::OK, send_page(&ctx, &n, &issue, &verdict))
+    let sender = sender_domain::load(state, &n).await?;
+    render(
+        StatusCode::OK,
+        send_page(&ctx, &n, &issue, sender.as_ref(), &verdict),
+    )
 }
 
 /// `POST .../send`: queues the send; the issue page then follows its progress.
@@ -222,9 +230,10 @@ pub async fn send_now(
         }
         Err(e) => {
             let verdict = Err(problems(e)?);
+            let sender = sender_domain::load(state, &p.n).await?;
             render(
                 StatusCode::UNPROCESSABLE_ENTITY,
-                send_page(&p.ctx, &p.n, &p.issue, &verdict),
+                send_page(&p.ctx, &p.n, &p.issue, sender.as_ref(), &verdict),
             )
         }
     }

@@ -36,7 +36,14 @@ impl Rec {
             Rec::Cname(target) => RData::CNAME(CNAME(
                 Name::from_ascii(format!("{}.", target.trim_end_matches('.'))).expect("a name"),
             )),
-            Rec::Txt(text) => RData::TXT(TXT::new(vec![text.clone()])),
+            // A character-string holds 255 bytes at most: a longer value (a DKIM key) is
+            // several strings, as DNS providers publish it.
+            Rec::Txt(text) => RData::TXT(TXT::new(
+                text.as_bytes()
+                    .chunks(255)
+                    .map(|part| String::from_utf8_lossy(part).into_owned())
+                    .collect(),
+            )),
             Rec::Addr(IpAddr::V4(ip)) => RData::A(A(*ip)),
             Rec::Addr(IpAddr::V6(ip)) => RData::AAAA(AAAA(*ip)),
         }
