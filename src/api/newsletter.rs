@@ -37,6 +37,7 @@ pub struct SenderDomainObject {
     /// The TXT record to publish: `<selector>._domainkey.<domain> TXT "v=DKIM1; k=rsa; p=..."`.
     pub dkim_record: String,
     /// Why the last check failed, if it did.
+    #[oai(nullable)]
     pub reason: Option<String>,
 }
 
@@ -76,6 +77,7 @@ pub struct NewsletterObject {
     pub urls: NewsletterUrls,
     /// The sending domain and its DKIM record; null without a sender address. Verified in
     /// the dashboard (Settings, "Your sending domain").
+    #[oai(nullable)]
     pub sender_domain: Option<SenderDomainObject>,
 }
 

@@ -76,6 +76,12 @@ fn sender_domain_verified_through_dns_signs_the_newsletters_mail() {
             &json!({"sender_email": format!("editor@{DOMAIN}")}),
         )
         .expect(200);
+    let doc = app.client().get("/api/v1/openapi.json").json();
+    let described = &doc["components"]["schemas"]["NewsletterObject"]["properties"];
+    assert!(
+        described["sender_domain"].is_object(),
+        "sender_domain in the OpenAPI document: {described}"
+    );
     let shown = sender_domain(&owner);
     assert_eq!(shown["domain"], DOMAIN);
     assert_eq!(shown["status"], "pending");
