@@ -5,7 +5,7 @@ use std::io::Read;
 use std::path::Path;
 
 use super::{EXIT_FAILURE, EXIT_NOT_A_REPORT, Failure, by_subdomain, open_migrated};
-use crate::domain::bounce_report::{self, MAX_REPORT_BYTES};
+use crate::domain::bounce_report::MAX_REPORT_BYTES;
 use crate::domain::tracking;
 
 pub(super) fn run(data_dir: &Path, subdomain: &str) -> Result<(), Failure> {
@@ -19,13 +19,13 @@ pub(super) fn run(data_dir: &Path, subdomain: &str) -> Result<(), Failure> {
             code: EXIT_FAILURE,
             message: format!("could not read standard input: {e}"),
         })?;
-    let report = bounce_report::parse(&raw).map_err(|why| Failure {
-        code: EXIT_NOT_A_REPORT,
-        message: format!("{why}; nothing was changed"),
-    })?;
     let mut conn = open_migrated(data_dir)?;
     let newsletter = by_subdomain(&conn, subdomain)?;
-    let applied = tracking::apply_report(&mut conn, newsletter.id, &report)?;
+    let applied =
+        tracking::apply_raw_report(&mut conn, newsletter.id, &raw)?.map_err(|why| Failure {
+            code: EXIT_NOT_A_REPORT,
+            message: format!("{why}; nothing was changed"),
+        })?;
     let lists = [
         ("bounced", &applied.bounced),
         ("soft bounce noted", &applied.soft),

@@ -5,7 +5,7 @@
 use rusqlite::{Connection, OptionalExtension};
 use serde_json::json;
 
-use super::bounce_report::{Complaint, Failure, Report, Severity};
+use super::bounce_report::{self, Complaint, Failure, NotAReport, Report, Severity};
 use super::secrets::{ServerSecret, Signer};
 use super::subscribers::{self, Status};
 use super::{DomainError, DomainResult, events};
@@ -468,6 +468,21 @@ pub fn apply_report(
         }
         Ok(applied)
     })
+}
+
+/// Reads one raw DSN or ARF message and applies it to `newsletter_id`'s subscribers: the one
+/// path of every door that takes raw reports (`broadsheet bounce`, `POST /bounces/<token>`,
+/// the bounce listener). A message that is not a report changes nothing and comes back as
+/// the inner `Err`, for the door to log and answer.
+pub fn apply_raw_report(
+    conn: &mut Connection,
+    newsletter_id: i64,
+    raw: &[u8],
+) -> DomainResult<Result<Applied, NotAReport>> {
+    match bounce_report::parse(raw) {
+        Ok(report) => apply_report(conn, newsletter_id, &report).map(Ok),
+        Err(why) => Ok(Err(why)),
+    }
 }
 
 #[cfg(test)]
