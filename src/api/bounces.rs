@@ -153,7 +153,7 @@ async fn raw_report(token: String, body: Body, state: &State) -> Response {
     // The token is checked first, and the message is read on the database's blocking thread:
     // a stranger cannot make the async threads parse a megabyte of MIME.
     let outcome = with_token(state, token, move |conn, newsletter_id| {
-        tracking::apply_raw_report(conn, newsletter_id, &raw)
+        tracking::apply_raw_report(conn, tracking::ReportAbout::Newsletter(newsletter_id), &raw)
     })
     .await;
     match outcome {

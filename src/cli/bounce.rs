@@ -21,11 +21,15 @@ pub(super) fn run(data_dir: &Path, subdomain: &str) -> Result<(), Failure> {
         })?;
     let mut conn = open_migrated(data_dir)?;
     let newsletter = by_subdomain(&conn, subdomain)?;
-    let applied =
-        tracking::apply_raw_report(&mut conn, newsletter.id, &raw)?.map_err(|why| Failure {
-            code: EXIT_NOT_A_REPORT,
-            message: format!("{why}; nothing was changed"),
-        })?;
+    let applied = tracking::apply_raw_report(
+        &mut conn,
+        tracking::ReportAbout::Newsletter(newsletter.id),
+        &raw,
+    )?
+    .map_err(|why| Failure {
+        code: EXIT_NOT_A_REPORT,
+        message: format!("{why}; nothing was changed"),
+    })?;
     let lists = [
         ("bounced", &applied.bounced),
         ("soft bounce noted", &applied.soft),

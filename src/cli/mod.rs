@@ -166,7 +166,8 @@ pub enum Command {
         /// The newsletter's subdomain.
         subdomain: String,
     },
-    /// Print a newsletter's bounce token and the URL an MTA or provider posts reports to.
+    /// Print where a newsletter's bounces come back: its bounce token, the URL an MTA or
+    /// provider posts reports to, the return paths of its issues and the pipe command.
     #[command(name = "bounce-token")]
     BounceToken {
         /// The newsletter's subdomain.
@@ -178,6 +179,15 @@ pub enum Command {
             default_value = "http://localhost:8080"
         )]
         base_url: String,
+        /// As `serve --bounce-domain`: the domain of the return paths printed.
+        #[arg(long, env = "BROADSHEET_BOUNCE_DOMAIN")]
+        bounce_domain: Option<String>,
+        /// As `serve --dkim-domain` (the bounce domain's default).
+        #[arg(long, env = "BROADSHEET_DKIM_DOMAIN")]
+        dkim_domain: Option<String>,
+        /// As `serve --public-host` (the bounce domain's default without a DKIM domain).
+        #[arg(long, env = "BROADSHEET_PUBLIC_HOST", default_value = "localhost:8080")]
+        public_host: String,
     },
     /// Print the OpenAPI document of the REST API.
     Openapi,
@@ -212,7 +222,19 @@ pub fn main() -> ExitCode {
         Command::BounceToken {
             subdomain,
             base_url,
-        } => bounce_token::run(data_dir, &subdomain, &base_url),
+            bounce_domain,
+            dkim_domain,
+            public_host,
+        } => bounce_token::run(
+            data_dir,
+            &subdomain,
+            &base_url,
+            &crate::domain::verp::bounce_domain(
+                bounce_domain.as_deref(),
+                dkim_domain.as_deref(),
+                crate::domain::urls::split_port(&public_host).0,
+            ),
+        ),
         Command::Openapi => openapi::run(),
         Command::RenderMarkdown => render_markdown::run(),
     };
