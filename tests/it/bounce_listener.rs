@@ -406,3 +406,42 @@ fn bounce_setup_is_shown_on_the_settings_page_and_by_bounce_token() {
         )
     );
 }
+
+#[test]
+fn bounce_with_a_return_path_applies_a_piped_report_to_its_delivery() {
+    let app = spawn_app_with(&["--bounce-domain", "bounces.example.org"]);
+    let owner = sent_to(&app, &["gone@example.net"]);
+    let return_path = app.smtp.wait_for_message_to("gone@example.net", 1).from;
+    let pipe = |address: &str, message: &[u8]| {
+        app.cli_with_input(
+            &[
+                "bounce",
+                "--return-path",
+                address,
+                "--bounce-domain",
+                "bounces.example.org",
+            ],
+            message,
+        )
+    };
+    let forged = return_path.replacen("bounce+", "bounce+1", 1);
+    let (code, _, err) = pipe(&forged, &fixture("postfix-dsn"));
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("not a return path"), "{err}");
+    assert_eq!(pipe(&return_path, &fixture("not-a-report")).0, 6);
+    assert_eq!(
+        subscriber_shown(&app, &owner, "gone@example.net")["status"],
+        "active"
+    );
+    let (code, out, err) = pipe(&return_path, &fixture("postfix-dsn"));
+    assert_eq!(code, 0, "{err}");
+    let delivery = delivery_of(&app, "gone@example.net");
+    assert_eq!(
+        out,
+        format!("delivery {delivery}: gone@example.net: bounced\n")
+    );
+    assert_eq!(
+        subscriber_shown(&app, &owner, "gone@example.net")["status"],
+        "bounced"
+    );
+}
