@@ -4,7 +4,6 @@
 pub mod account;
 pub mod bounce_listener;
 pub mod dkim;
-mod plain_text;
 mod qp;
 mod seven_bit;
 mod smtp;
