@@ -324,6 +324,19 @@ mod tests {
     }
 
     #[test]
+    fn bounce_domain_is_a_domain_without_a_port() {
+        assert!(domain_name("bounces.example.com").is_ok());
+        for bad in [
+            "",
+            "bounces.example.com:25",
+            "bounce@example.com",
+            "a b.example",
+        ] {
+            assert!(domain_name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn every_tier_value_names_its_domain_tier() {
         for value in TierValue::value_variants() {
             let name = value.to_possible_value().unwrap();
