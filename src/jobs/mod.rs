@@ -20,6 +20,7 @@ use crate::domain::newsletters::Newsletter;
 use crate::domain::secrets::ServerSecret;
 use crate::domain::sender_domains;
 use crate::domain::urls::SiteUrls;
+use crate::domain::verp::ReturnPaths;
 use crate::mail::Transport;
 use crate::mail::dkim::Signer;
 use crate::store::Pool;
@@ -36,6 +37,8 @@ pub struct JobContext {
     pub urls: SiteUrls,
     /// Signs the tracking and unsubscribe links of sent issues.
     pub secret: ServerSecret,
+    /// The envelope senders (VERP return paths) of sent issues, on the bounce domain.
+    pub return_paths: ReturnPaths,
     pub send: send_issue::SendSettings,
     pub webhooks: crate::webhooks::Settings,
     /// Set when the server is asked to stop; long jobs wind down and leave the rest queued.
