@@ -26,6 +26,7 @@ mod header_names;
 mod http_headers;
 mod layers;
 mod operator;
+mod postfix_relay;
 mod send_faults;
 mod sending;
 mod sending_crash;

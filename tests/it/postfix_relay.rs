@@ -1,0 +1,168 @@
+//! The server behind a real Postfix relay (tests/it/support/postfix.rs): an issue goes
+//! through Postfix to the next hop, which refuses one recipient only after Postfix has queued
+//! the message, so Postfix itself writes the DSN and mails it to the envelope sender, as a
+//! relay does in production.
+
+use std::time::Duration;
+
+use broadsheet::domain::bounce_report::{self, Failure, Report, Severity};
+
+use crate::support::postfix::{self, Postfix, Routes};
+use crate::support::send::{approved_issue, send_now, wait_status};
+use crate::support::*;
+
+/// The domain of the envelope senders; the relay's transport map sends its mail (the DSNs)
+/// to the bounce side.
+const BOUNCE_DOMAIN: &str = "bounces.test";
+/// The reader whose mailbox the next hop says does not exist.
+const GONE: &str = "gone@example.net";
+const KEPT: &str = "kept@example.net";
+
+/// A Postfix relaying to `next_hop` (refusing [`GONE`] at RCPT), and mailing whatever is
+/// addressed to [`BOUNCE_DOMAIN`] to `bounce_port`; `None` where Postfix cannot run here.
+fn relay(test: &str, next_hop: &SmtpSink, bounce_port: u16) -> Option<Postfix> {
+    next_hop.change_rules(|r| r.permanent.push(GONE.into()));
+    Postfix::start(
+        test,
+        &Routes {
+            next_hop: next_hop.port,
+            bounce_domain: BOUNCE_DOMAIN.into(),
+            bounce_port,
+        },
+    )
+}
+
+/// The server's flags for sending through `postfix`. The service's own mail needs a sender
+/// Postfix takes: the default one made from the test's base URL (`no-reply@127.0.0.1`) is not
+/// an address (an IP needs brackets), and Postfix refuses it with 501.
+fn relayed_through(postfix: &Postfix) -> Vec<String> {
+    vec![
+        "--smtp-url".into(),
+        postfix.smtp_url(),
+        "--mail-from".into(),
+        "no-reply@news.test".into(),
+    ]
+}
+
+/// The two readers subscribed, and one issue sent to them and handed to the relay; returns
+/// their subscriber ids ([`KEPT`], [`GONE`]).
+fn send_to_both(owner: &Owner) -> (i64, i64) {
+    let ids: Vec<i64> = [KEPT, GONE]
+        .iter()
+        .map(|email| {
+            let resp = owner.post("/subscribers", &json!({ "email": email }));
+            resp.expect(201);
+            resp.json()["id"].as_i64().expect("subscriber id")
+        })
+        .collect();
+    let issue = approved_issue(owner, "Through a real relay");
+    assert_eq!(send_now(owner, issue), 2);
+    let shown = wait_status(owner, issue, "sent", Duration::from_secs(60));
+    // Postfix took both: the refusal comes later, from the next hop.
+    assert_eq!(shown["delivery"]["sent"], 2, "{shown}");
+    (ids[0], ids[1])
+}
+
+fn subscriber_status(owner: &Owner, id: i64) -> Value {
+    let resp = owner.get(&format!("/subscribers/{id}"));
+    resp.expect(200);
+    resp.json()["status"].clone()
+}
+
+/// The one permanent failure Postfix reports when the next hop refuses [`GONE`] at RCPT.
+fn assert_refusal_of_gone(report: Report) {
+    let Report::Delivery(failures) = report else {
+        panic!("not a delivery report: {report:?}")
+    };
+    let [
+        Failure {
+            email,
+            severity,
+            action,
+            status,
+            diagnostic,
+        },
+    ] = &failures[..]
+    else {
+        panic!("one failure expected: {failures:?}")
+    };
+    assert_eq!(email, GONE);
+    assert_eq!(*severity, Severity::Permanent);
+    assert_eq!(action, "failed");
+    assert_eq!(status, "5.1.1");
+    let diagnostic = diagnostic.as_deref().unwrap_or_default();
+    assert!(
+        diagnostic.starts_with("550 5.1.1") && diagnostic.contains("No such user here"),
+        "{diagnostic}"
+    );
+}
+
+#[test]
+fn postfix_relay_mails_its_own_dsn_for_a_recipient_the_next_hop_refuses() {
+    let next_hop = SmtpSink::start();
+    let bounces = SmtpSink::start();
+    let Some(postfix) = relay(
+        "postfix_relay_mails_its_own_dsn_for_a_recipient_the_next_hop_refuses",
+        &next_hop,
+        bounces.port,
+    ) else {
+        return;
+    };
+    let flags = relayed_through(&postfix);
+    let app = spawn_app_on(
+        next_hop.clone(),
+        &flags.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    // The sign-up mail of the onboarding already goes through Postfix.
+    let owner = onboard_paid(&app, "Relayed Notes");
+    listen(&app, &owner, &["email.bounced"]);
+    let sender = format!("letters@{BOUNCE_DOMAIN}");
+    owner
+        .patch("/newsletter", &json!({ "sender_email": sender }))
+        .expect(200);
+    let (kept, gone) = send_to_both(&owner);
+
+    // The kept reader's copy came through Postfix.
+    let copy = next_hop.wait_for_message_to(KEPT, 1);
+    let text = String::from_utf8_lossy(&copy.data);
+    assert!(
+        text.contains(&format!("by {} (Postfix)", postfix::HOSTNAME)),
+        "no Received header by Postfix:\n{text}"
+    );
+    assert!(next_hop.refusals().contains(&(GONE.to_string(), 550)));
+
+    // Postfix's own DSN, from the null sender to the envelope sender of the refused message.
+    let dsn = bounces.wait_for_message_to(&sender, 1);
+    assert_eq!(dsn.from, "", "a DSN comes from the null sender");
+    let content_type = dsn.header("Content-Type").unwrap_or_default();
+    assert!(
+        content_type.starts_with("multipart/report;")
+            && content_type.contains("report-type=delivery-status"),
+        "{content_type}\n{}",
+        postfix.log()
+    );
+    assert_refusal_of_gone(bounce_report::parse(&dsn.data).expect("a report"));
+
+    // Handed to `broadsheet bounce` (what an MTA's pipe transport does), it bounces the
+    // refused reader and no one else.
+    let (code, out, err) = app.cli_with_input(&["bounce", &owner.subdomain], &dsn.data);
+    assert_eq!(code, 0, "{out} {err}");
+    assert!(out.contains(&format!("{GONE}: bounced")), "{out}");
+    assert_eq!(subscriber_status(&owner, gone), "bounced");
+    assert_eq!(subscriber_status(&owner, kept), "active");
+    let event = last_event(&app, "email.bounced");
+    assert_eq!(event["email"], GONE);
+    assert_eq!(event["status"], "5.1.1");
+}
+
+/// A DSN the test above received from Postfix 3.7, kept as written (host names as the test
+/// relay names itself) and read by the parser without a relay.
+#[test]
+fn postfix_relay_a_saved_postfix_dsn_is_a_permanent_failure_of_the_refused_recipient() {
+    let raw = std::fs::read(format!(
+        "{}/tests/fixtures/bounces/postfix-relay-dsn.eml",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .expect("the saved DSN");
+    assert_refusal_of_gone(bounce_report::parse(&raw).expect("a report"));
+}
