@@ -116,9 +116,11 @@ fn postfix_relay_mails_its_own_dsn_for_a_recipient_the_next_hop_refuses() {
     // The sign-up mail of the onboarding already goes through Postfix.
     let owner = onboard_paid(&app, "Relayed Notes");
     listen(&app, &owner, &["email.bounced"]);
-    let sender = format!("letters@{BOUNCE_DOMAIN}");
     owner
-        .patch("/newsletter", &json!({ "sender_email": sender }))
+        .patch(
+            "/newsletter",
+            &json!({ "sender_email": format!("letters@{BOUNCE_DOMAIN}") }),
+        )
         .expect(200);
     let (kept, gone) = send_to_both(&owner);
 
@@ -130,6 +132,8 @@ fn postfix_relay_mails_its_own_dsn_for_a_recipient_the_next_hop_refuses() {
         "no Received header by Postfix:\n{text}"
     );
     assert!(next_hop.refusals().contains(&(GONE.to_string(), 550)));
+    let sender = copy.from.clone();
+    assert!(sender.ends_with(&format!("@{BOUNCE_DOMAIN}")), "{sender}");
 
     // Postfix's own DSN, from the null sender to the envelope sender of the refused message.
     let dsn = bounces.wait_for_message_to(&sender, 1);

@@ -163,17 +163,24 @@ impl Postfix {
         ] {
             std::fs::create_dir(dir).unwrap();
         }
-        let port = free_port();
         std::fs::write(config.join("main.cf"), main_cf(root.path(), routes)).unwrap();
-        std::fs::write(config.join("master.cf"), master_cf(port)).unwrap();
         // The queue's subdirectories are made, with their owners, by `postfix start`; the
         // data directory (master.lock, caches) must belong to the mail owner beforehand.
         let data = root.path().join("data");
         run_tool("chown", &["postfix:postfix", data.to_str().unwrap()]).expect("chown");
-        let postfix = Postfix { port, root };
-        if let Err(why) = run_tool(POSTFIX, &["-c", config.to_str().unwrap(), "start"]) {
-            panic!("Postfix did not start: {why}\n{}", postfix.log());
+        let mut postfix = Postfix { port: 0, root };
+        // The free port found may be taken by another test before Postfix binds it: then
+        // another one.
+        for attempt in 1.. {
+            postfix.port = free_port();
+            std::fs::write(config.join("master.cf"), master_cf(postfix.port)).unwrap();
+            match run_tool(POSTFIX, &["-c", config.to_str().unwrap(), "start"]) {
+                Ok(()) => break,
+                Err(_) if attempt < 3 && postfix.log().contains("Address already in use") => {}
+                Err(why) => panic!("Postfix did not start: {why}\n{}", postfix.log()),
+            }
         }
+        let port = postfix.port;
         let deadline = Instant::now() + Duration::from_secs(20);
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(
