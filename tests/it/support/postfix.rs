@@ -13,10 +13,11 @@
 //! its own ports, its own `queue_directory` (sockets, `pid/master.pid`) and `data_directory`
 //! (`master.lock`), so nothing is shared between them or with a system instance.
 
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use super::app::free_port;
 use super::run_tool;
 
 const POSTFIX: &str = "/usr/sbin/postfix";
@@ -40,14 +41,6 @@ pub struct Postfix {
     /// The loopback port its smtpd listens on.
     pub port: u16,
     root: tempfile::TempDir,
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// Why this machine cannot run a private Postfix, if it cannot.
@@ -213,9 +206,15 @@ impl Postfix {
 }
 
 impl Drop for Postfix {
-    /// Stops the master (it stops its daemons) and waits until it is gone, so the temporary
-    /// directory is removed under no running process.
+    /// Shows the log when the test failed; stops the master (it stops its daemons) and waits
+    /// until it is gone, so the temporary directory is removed under no running process.
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "----- Postfix log -----\n{}\n----- end of Postfix log -----",
+                self.log()
+            );
+        }
         let Some(pid) = self.master_pid() else { return };
         // SAFETY: kill has no memory preconditions; `pid` is this instance's master, read from
         // its own pid file.
