@@ -1,7 +1,8 @@
 //! The server behind a real Postfix relay (tests/it/support/postfix.rs): an issue goes
 //! through Postfix to the next hop, which refuses one recipient only after Postfix has queued
-//! the message, so Postfix itself writes the DSN and mails it to the envelope sender, as a
-//! relay does in production.
+//! the message, so Postfix itself writes the DSN and mails it to the message's return path, as
+//! a relay does in production; its transport map hands the bounce domain's mail to the
+//! server's bounce listener (or to a sink, for the pipe command).
 
 use std::time::Duration;
 
@@ -11,8 +12,8 @@ use crate::support::postfix::{self, Postfix, Routes};
 use crate::support::send::{approved_issue, send_now, wait_status};
 use crate::support::*;
 
-/// The domain of the envelope senders; the relay's transport map sends its mail (the DSNs)
-/// to the bounce side.
+/// The bounce domain (`--bounce-domain`), of the messages' return paths; the relay's
+/// transport map sends its mail (the DSNs) to the bounce side.
 const BOUNCE_DOMAIN: &str = "bounces.test";
 /// The reader whose mailbox the next hop says does not exist.
 const GONE: &str = "gone@example.net";
@@ -32,15 +33,18 @@ fn relay(test: &str, next_hop: &SmtpSink, bounce_port: u16) -> Option<Postfix> {
     )
 }
 
-/// The server's flags for sending through `postfix`. The service's own mail needs a sender
-/// Postfix takes: the default one made from the test's base URL (`no-reply@127.0.0.1`) is not
-/// an address (an IP needs brackets), and Postfix refuses it with 501.
+/// The server's flags for sending through `postfix`, return paths at [`BOUNCE_DOMAIN`]. The
+/// service's own mail needs a sender Postfix takes: the default one made from the test's base
+/// URL (`no-reply@127.0.0.1`) is not an address (an IP needs brackets), and Postfix refuses it
+/// with 501.
 fn relayed_through(postfix: &Postfix) -> Vec<String> {
     vec![
         "--smtp-url".into(),
         postfix.smtp_url(),
         "--mail-from".into(),
         "no-reply@news.test".into(),
+        "--bounce-domain".into(),
+        BOUNCE_DOMAIN.into(),
     ]
 }
 
@@ -67,6 +71,14 @@ fn subscriber_status(owner: &Owner, id: i64) -> Value {
     let resp = owner.get(&format!("/subscribers/{id}"));
     resp.expect(200);
     resp.json()["status"].clone()
+}
+
+/// `address` is a VERP return path at [`BOUNCE_DOMAIN`].
+fn assert_return_path(address: &str) {
+    assert!(
+        address.starts_with("bounce+") && address.ends_with(&format!("@{BOUNCE_DOMAIN}")),
+        "not a return path: {address}"
+    );
 }
 
 /// The one permanent failure Postfix reports when the next hop refuses [`GONE`] at RCPT.
@@ -116,12 +128,6 @@ fn postfix_relay_mails_its_own_dsn_for_a_recipient_the_next_hop_refuses() {
     // The sign-up mail of the onboarding already goes through Postfix.
     let owner = onboard_paid(&app, "Relayed Notes");
     listen(&app, &owner, &["email.bounced"]);
-    owner
-        .patch(
-            "/newsletter",
-            &json!({ "sender_email": format!("letters@{BOUNCE_DOMAIN}") }),
-        )
-        .expect(200);
     let (kept, gone) = send_to_both(&owner);
 
     // The kept reader's copy came through Postfix.
@@ -132,11 +138,11 @@ fn postfix_relay_mails_its_own_dsn_for_a_recipient_the_next_hop_refuses() {
         "no Received header by Postfix:\n{text}"
     );
     let sender = copy.from.clone();
-    assert!(sender.ends_with(&format!("@{BOUNCE_DOMAIN}")), "{sender}");
+    assert_return_path(&sender);
 
-    // Postfix's own DSN, from the null sender to the envelope sender of the refused message
+    // Postfix's own DSN, from the null sender to the return path of the refused message
     // (Postfix relays the two messages independently: the refusal may come after the copy).
-    let dsn = bounces.wait_for_message_to(&sender, 1);
+    let dsn = bounces.wait_for_count(1, Duration::from_secs(30)).remove(0);
     assert!(next_hop.refusals().contains(&(GONE.to_string(), 550)));
     assert_eq!(dsn.from, "", "a DSN comes from the null sender");
     let content_type = dsn.header("Content-Type").unwrap_or_default();
@@ -148,9 +154,22 @@ fn postfix_relay_mails_its_own_dsn_for_a_recipient_the_next_hop_refuses() {
     );
     assert_refusal_of_gone(bounce_report::parse(&dsn.data).expect("a report"));
 
-    // Handed to `broadsheet bounce` (what an MTA's pipe transport does), it bounces the
-    // refused reader and no one else.
-    let (code, out, err) = app.cli_with_input(&["bounce", &owner.subdomain], &dsn.data);
+    // Handed to `broadsheet bounce --return-path` (what the pipe transport does with the
+    // bounce domain's mail), it bounces the refused reader and no one else. The DSN went to
+    // the refused message's own return path, not the kept one's.
+    let return_path = &dsn.to[0];
+    assert_return_path(return_path);
+    assert_ne!(return_path, &sender);
+    let (code, out, err) = app.cli_with_input(
+        &[
+            "bounce",
+            "--return-path",
+            return_path,
+            "--bounce-domain",
+            BOUNCE_DOMAIN,
+        ],
+        &dsn.data,
+    );
     assert_eq!(code, 0, "{out} {err}");
     assert!(out.contains(&format!("{GONE}: bounced")), "{out}");
     assert_eq!(subscriber_status(&owner, gone), "bounced");
