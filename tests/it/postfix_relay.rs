@@ -179,6 +179,54 @@ fn postfix_relay_mails_its_own_dsn_for_a_recipient_the_next_hop_refuses() {
     assert_eq!(event["status"], "5.1.1");
 }
 
+/// The whole path of a late bounce: the server started with a bounce domain and its bounce
+/// listener, Postfix's transport map sending that domain to the listener; the next hop refuses
+/// one reader after Postfix queued the message, and Postfix's DSN, mailed to the VERP return
+/// path, marks that reader bounced through the listener alone.
+#[test]
+fn postfix_relay_dsn_reaches_the_bounce_listener_and_bounces_the_reader() {
+    let next_hop = SmtpSink::start();
+    let listener_port = app::free_port();
+    let Some(postfix) = relay(
+        "postfix_relay_dsn_reaches_the_bounce_listener_and_bounces_the_reader",
+        &next_hop,
+        listener_port,
+    ) else {
+        return;
+    };
+    let mut flags = relayed_through(&postfix);
+    flags.extend([
+        "--bounce-listen".into(),
+        format!("127.0.0.1:{listener_port}"),
+    ]);
+    let app = spawn_app_on(
+        next_hop.clone(),
+        &flags.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let owner = onboard_paid(&app, "Listened Notes");
+    listen(&app, &owner, &["email.bounced"]);
+    let (kept, gone) = send_to_both(&owner);
+
+    // The kept reader's copy came with its own return path.
+    assert_return_path(&next_hop.wait_for_message_to(KEPT, 1).from);
+
+    wait_for(
+        "the refused reader bounced",
+        Duration::from_secs(30),
+        || (subscriber_status(&owner, gone) == "bounced").then_some(()),
+    );
+    assert_eq!(subscriber_status(&owner, kept), "active");
+    let event = last_event(&app, "email.bounced");
+    assert_eq!(event["email"], GONE);
+    assert_eq!(event["status"], "5.1.1", "{event}");
+    assert!(
+        event["diagnostic"]
+            .as_str()
+            .is_some_and(|d| d.contains("No such user here")),
+        "{event}"
+    );
+}
+
 /// A DSN the test above received from Postfix 3.7, kept as written (host names as the test
 /// relay names itself) and read by the parser without a relay.
 #[test]
