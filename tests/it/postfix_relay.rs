@@ -33,24 +33,34 @@ fn relay(test: &str, next_hop: &SmtpSink, bounce_port: u16) -> Option<Postfix> {
     )
 }
 
-/// The server's flags for sending through `postfix`, return paths at [`BOUNCE_DOMAIN`]. The
-/// service's own mail needs a sender Postfix takes: the default one made from the test's base
-/// URL (`no-reply@127.0.0.1`) is not an address (an IP needs brackets), and Postfix refuses it
-/// with 501.
-fn relayed_through(postfix: &Postfix) -> Vec<String> {
-    vec![
-        "--smtp-url".into(),
-        postfix.smtp_url(),
-        "--mail-from".into(),
-        "no-reply@news.test".into(),
-        "--bounce-domain".into(),
-        BOUNCE_DOMAIN.into(),
-    ]
+/// A server sending through `postfix`, with a paid newsletter whose bounces are recorded as
+/// events, and an issue sent to [`KEPT`] and [`GONE`] and handed to the relay.
+struct Sent {
+    app: App,
+    owner: Owner,
+    kept: i64,
+    gone: i64,
 }
 
-/// The two readers subscribed, and one issue sent to them and handed to the relay; returns
-/// their subscriber ids ([`KEPT`], [`GONE`]).
-fn send_to_both(owner: &Owner) -> (i64, i64) {
+/// Starts the server with `extra` flags, mail to `postfix` with return paths at
+/// [`BOUNCE_DOMAIN`], and sends the issue. The service's own mail needs a sender Postfix takes:
+/// the default one made from the test's base URL (`no-reply@127.0.0.1`) is not an address (an
+/// IP needs brackets), and Postfix refuses it with 501.
+fn send_through(postfix: &Postfix, next_hop: &SmtpSink, extra: &[&str]) -> Sent {
+    let smtp_url = postfix.smtp_url();
+    let mut flags = vec![
+        "--smtp-url",
+        &smtp_url,
+        "--mail-from",
+        "no-reply@news.test",
+        "--bounce-domain",
+        BOUNCE_DOMAIN,
+    ];
+    flags.extend_from_slice(extra);
+    let app = spawn_app_on(next_hop.clone(), &flags);
+    // The sign-up mail of the onboarding already goes through Postfix.
+    let owner = onboard_paid(&app, "Relayed Notes");
+    listen(&app, &owner, &["email.bounced"]);
     let ids: Vec<i64> = [KEPT, GONE]
         .iter()
         .map(|email| {
@@ -59,12 +69,17 @@ fn send_to_both(owner: &Owner) -> (i64, i64) {
             resp.json()["id"].as_i64().expect("subscriber id")
         })
         .collect();
-    let issue = approved_issue(owner, "Through a real relay");
-    assert_eq!(send_now(owner, issue), 2);
-    let shown = wait_status(owner, issue, "sent", Duration::from_secs(60));
+    let issue = approved_issue(&owner, "Through a real relay");
+    assert_eq!(send_now(&owner, issue), 2);
+    let shown = wait_status(&owner, issue, "sent", Duration::from_secs(60));
     // Postfix took both: the refusal comes later, from the next hop.
     assert_eq!(shown["delivery"]["sent"], 2, "{shown}");
-    (ids[0], ids[1])
+    Sent {
+        app,
+        owner,
+        kept: ids[0],
+        gone: ids[1],
+    }
 }
 
 fn subscriber_status(owner: &Owner, id: i64) -> Value {
@@ -120,15 +135,12 @@ fn postfix_relay_mails_its_own_dsn_for_a_recipient_the_next_hop_refuses() {
     ) else {
         return;
     };
-    let flags = relayed_through(&postfix);
-    let app = spawn_app_on(
-        next_hop.clone(),
-        &flags.iter().map(String::as_str).collect::<Vec<_>>(),
-    );
-    // The sign-up mail of the onboarding already goes through Postfix.
-    let owner = onboard_paid(&app, "Relayed Notes");
-    listen(&app, &owner, &["email.bounced"]);
-    let (kept, gone) = send_to_both(&owner);
+    let Sent {
+        app,
+        owner,
+        kept,
+        gone,
+    } = send_through(&postfix, &next_hop, &[]);
 
     // The kept reader's copy came through Postfix.
     let copy = next_hop.wait_for_message_to(KEPT, 1);
@@ -194,18 +206,13 @@ fn postfix_relay_dsn_reaches_the_bounce_listener_and_bounces_the_reader() {
     ) else {
         return;
     };
-    let mut flags = relayed_through(&postfix);
-    flags.extend([
-        "--bounce-listen".into(),
-        format!("127.0.0.1:{listener_port}"),
-    ]);
-    let app = spawn_app_on(
-        next_hop.clone(),
-        &flags.iter().map(String::as_str).collect::<Vec<_>>(),
-    );
-    let owner = onboard_paid(&app, "Listened Notes");
-    listen(&app, &owner, &["email.bounced"]);
-    let (kept, gone) = send_to_both(&owner);
+    let listen_on = format!("127.0.0.1:{listener_port}");
+    let Sent {
+        app,
+        owner,
+        kept,
+        gone,
+    } = send_through(&postfix, &next_hop, &["--bounce-listen", &listen_on]);
 
     // The kept reader's copy came with its own return path.
     assert_return_path(&next_hop.wait_for_message_to(KEPT, 1).from);
