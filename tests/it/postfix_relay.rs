@@ -234,8 +234,9 @@ fn postfix_relay_dsn_reaches_the_bounce_listener_and_bounces_the_reader() {
     );
 }
 
-/// A DSN the test above received from Postfix 3.7, kept as written (host names as the test
-/// relay names itself) and read by the parser without a relay.
+/// A DSN the first test received from Postfix 3.7 (when the return path was still the
+/// sender's address), kept as written but for the client's host name, and read by the parser
+/// without a relay.
 #[test]
 fn postfix_relay_a_saved_postfix_dsn_is_a_permanent_failure_of_the_refused_recipient() {
     let raw = std::fs::read(format!(
