@@ -1,4 +1,4 @@
-//! Turns an issue into e-mail: its HTML (rendered from Markdown when the content was saved,
+//! Turns an issue, and a newsletter's welcome e-mail, into e-mail: its HTML (rendered from Markdown when the content was saved,
 //! GFM, raw HTML escaped) wrapped once per send, with the text part read from that HTML
 //! (`plain_text`), then per recipient only the personal parts: signed click links, the open
 //! pixel, the unsubscribe link. The MIME message itself is encoded once per send too
@@ -12,7 +12,7 @@ use mail_send::mail_builder::headers::address::Address;
 use mail_send::mail_builder::headers::date::Date;
 use mail_send::mail_builder::headers::raw::Raw;
 use mail_send::mail_builder::headers::text::Text;
-use maud::{DOCTYPE, PreEscaped, html};
+use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 use super::smtp::dot_free;
 use super::{Mime, OutgoingMail, plain_text, qp, seven_bit};
@@ -190,47 +190,27 @@ impl IssueEmail {
     /// domain its links use.
     pub fn new(issue: &Issue, newsletter: &Newsletter, public_host: &str, links: Links) -> Self {
         let body_html = issue.body_html();
-        let html = html! {
-            (DOCTYPE)
-            html lang="en" {
-                head {
-                    meta charset="utf-8";
-                    meta name="viewport" content="width=device-width, initial-scale=1";
-                    title { (issue.subject) }
-                    style { (PreEscaped(EMAIL_CSS)) }
-                }
-                body {
-                    div.wrap {
-                        p.masthead { (newsletter.name) }
-                        h1 { (issue.subject) }
-                        div.content { (PreEscaped(&*body_html)) }
-                        @if !issue.articles.is_empty() {
-                            div.articles {
-                                @for article in &issue.articles {
-                                    div.article {
-                                        h2 { a href=(article.url) { (article.title) } }
-                                        @if !article.summarized_article.is_empty() { p { (article.summarized_article) } }
-                                    }
-                                }
+        let html = frame(
+            newsletter,
+            &issue.subject,
+            html! {
+                div.content { (PreEscaped(&*body_html)) }
+                @if !issue.articles.is_empty() {
+                    div.articles {
+                        @for article in &issue.articles {
+                            div.article {
+                                h2 { a href=(article.url) { (article.title) } }
+                                @if !article.summarized_article.is_empty() { p { (article.summarized_article) } }
                             }
                         }
-                        p.footer {
-                            "You receive " (newsletter.name) " because you subscribed. "
-                            a href="{{unsubscribe}}" { "Unsubscribe" }
-                        }
                     }
-                    (PreEscaped(PIXEL_MARK))
                 }
-            }
-        }
-        .into_string();
-        // The text part, read from the same HTML (see `plain_text`), once per send.
-        let mut text = format!(
-            "{}\n{}\n\n{}\n",
-            issue.subject,
-            "=".repeat(issue.subject.chars().count().min(72)),
-            plain_text::html_to_text(&body_html)
+            },
+            "{{unsubscribe}}",
+            PreEscaped(PIXEL_MARK),
         );
+        // The text part, read from the same HTML (see `plain_text`), once per send.
+        let mut text = text_part(&issue.subject, &body_html);
         for article in &issue.articles {
             text.push_str(&format!(
                 "\n{}\n{}\n{}\n",
@@ -273,15 +253,7 @@ impl IssueEmail {
             subject: issue.subject.clone(),
             from_name: sender.name,
             from_email: sender.email,
-            // A raw header: control characters go too, for names stored before they were
-            // refused (docs/security.md, "Names that go into mail headers").
-            list_id: format!(
-                "\"{}\" <{}.{public_host}>",
-                newsletter
-                    .name
-                    .replace(|c: char| c.is_control() || matches!(c, '<' | '>' | '"'), ""),
-                newsletter.subdomain,
-            ),
+            list_id: list_id(newsletter, public_host),
             feedback_id: feedback_id(issue.id, newsletter.id, public_host),
             message_domain,
             links,
@@ -548,6 +520,115 @@ impl IssueEmail {
             )),
             primary_link: None,
         }
+    }
+}
+
+/// The HTML of a newsletter's e-mail: its name as masthead, `subject` as title, `content`,
+/// the footer with the unsubscribe link `unsubscribe`, then `tail`.
+fn frame(
+    newsletter: &Newsletter,
+    subject: &str,
+    content: Markup,
+    unsubscribe: &str,
+    tail: PreEscaped<&str>,
+) -> String {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (subject) }
+                style { (PreEscaped(EMAIL_CSS)) }
+            }
+            body {
+                div.wrap {
+                    p.masthead { (newsletter.name) }
+                    h1 { (subject) }
+                    (content)
+                    p.footer {
+                        "You receive " (newsletter.name) " because you subscribed. "
+                        a href=(unsubscribe) { "Unsubscribe" }
+                    }
+                }
+                (tail)
+            }
+        }
+    }
+    .into_string()
+}
+
+/// The text part of a newsletter's e-mail: `subject` underlined, then the text read from
+/// `body_html` (links written out, see `plain_text`).
+fn text_part(subject: &str, body_html: &str) -> String {
+    format!(
+        "{subject}\n{}\n\n{}\n",
+        "=".repeat(subject.chars().count().min(72)),
+        plain_text::html_to_text(body_html)
+    )
+}
+
+/// `List-Id`: the newsletter's name and `<subdomain>.<public host>`, a raw header, so
+/// control characters go too, for names stored before they were refused (docs/security.md,
+/// "Names that go into mail headers").
+fn list_id(newsletter: &Newsletter, public_host: &str) -> String {
+    format!(
+        "\"{}\" <{}.{public_host}>",
+        newsletter
+            .name
+            .replace(|c: char| c.is_control() || matches!(c, '<' | '>' | '"'), ""),
+        newsletter.subdomain,
+    )
+}
+
+/// The welcome e-mail of subscriber `subscriber_id` (see `domain::welcome`): the issue's frame
+/// and text part around the owner's text, from the newsletter's sender, with the reader's own
+/// unsubscribe link (one-click too) and the newsletter's `List-Id`. `public_host` as for
+/// [`IssueEmail::new`].
+pub fn welcome(
+    newsletter: &Newsletter,
+    public_host: &str,
+    links: &Links,
+    subscriber_id: i64,
+    to: &str,
+    subject: &str,
+    body_html: &str,
+) -> OutgoingMail {
+    let unsubscribe = links.unsubscribe_subscriber(subscriber_id);
+    let html = frame(
+        newsletter,
+        subject,
+        html! { div.content { (PreEscaped(body_html)) } },
+        &unsubscribe,
+        PreEscaped(""),
+    );
+    let text = format!(
+        "{}\n-- \nUnsubscribe: {unsubscribe}\n",
+        text_part(subject, body_html)
+    );
+    let sender = newsletter.sender(&links.host());
+    OutgoingMail {
+        from_name: sender.name,
+        from_email: sender.email,
+        to: to.to_string(),
+        subject: subject.to_string(),
+        text,
+        html,
+        headers: vec![
+            ("List-Id".into(), list_id(newsletter, public_host)),
+            (
+                "Feedback-ID".into(),
+                format!("welcome:{}:broadsheet:{public_host}", newsletter.id),
+            ),
+            ("List-Unsubscribe".into(), format!("<{unsubscribe}>")),
+            (
+                "List-Unsubscribe-Post".into(),
+                "List-Unsubscribe=One-Click".into(),
+            ),
+            ("Auto-Submitted".into(), "auto-generated".into()),
+        ],
+        message_id: None,
+        primary_link: Some(unsubscribe),
     }
 }
 

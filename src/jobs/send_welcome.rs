@@ -1,0 +1,133 @@
+//! Job kind `send_welcome`: one subscriber's welcome e-mail (`domain::welcome`). The
+//! subscriber is marked welcomed in the commit that lets the relay take the message, as an
+//! issue's delivery is made `sending`: a run after a crash finds the mark and sends nothing,
+//! and a relay never delivers a message cut off before that moment. When the relay then
+//! refuses it, the mark is taken back so a retry can send it.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use super::{ClaimedJob, Job, JobContext, Outcome};
+use crate::domain::tracking::Links;
+use crate::domain::welcome::{self, Due};
+use crate::domain::{DomainError, DomainResult};
+use crate::mail::render;
+use crate::mail::{Commit, Envelope, Lane, MailError, Mime};
+use crate::store::jobs::{JobKind, WelcomeMail};
+
+pub struct SendWelcome;
+
+impl Job for SendWelcome {
+    fn kind(&self) -> JobKind {
+        JobKind::SendWelcome
+    }
+
+    fn run(&self, ctx: &JobContext, rt: &tokio::runtime::Runtime, job: &ClaimedJob) -> Outcome {
+        let subscriber_id = match job.payload::<WelcomeMail>() {
+            Ok(payload) => payload.subscriber_id,
+            Err(outcome) => return outcome,
+        };
+        match with_db(ctx, |conn| welcome::due(conn, subscriber_id)) {
+            Ok(Some(due)) => send(ctx, rt, &due),
+            Ok(None) => Outcome::Done,
+            Err(e) => unrecorded(e),
+        }
+    }
+}
+
+fn with_db<T>(
+    ctx: &JobContext,
+    work: impl FnOnce(&mut rusqlite::Connection) -> DomainResult<T>,
+) -> DomainResult<T> {
+    let mut conn = ctx.pool.get().map_err(|e| DomainError::Store(e.into()))?;
+    work(&mut conn)
+}
+
+/// A database failure before anything was handed over: wait when it passes by itself.
+fn unrecorded(e: DomainError) -> Outcome {
+    match e {
+        DomainError::Store(e) if super::passes_by_itself(&e) => Outcome::Blocked(e.to_string()),
+        e => Outcome::Retry(e.to_string()),
+    }
+}
+
+/// What the commit at the last moment found.
+const NOT_ASKED: u8 = 0;
+const MARKED: u8 = 1;
+const ALREADY_SENT: u8 = 2;
+const NOT_RECORDED: u8 = 3;
+
+fn send(ctx: &JobContext, rt: &tokio::runtime::Runtime, due: &Due) -> Outcome {
+    let newsletter = &due.newsletter;
+    let links = Links::new(
+        &newsletter.site_origin(&ctx.urls),
+        newsletter.id,
+        ctx.secret.clone(),
+        false,
+    );
+    let mail = render::welcome(
+        newsletter,
+        ctx.urls.public_host_name(),
+        &links,
+        due.subscriber_id,
+        &due.email,
+        &due.subject,
+        &due.body_html,
+    );
+    let mime = Mime {
+        bytes: mail.to_mime(),
+        dot_free: false,
+    };
+    let envelope = Envelope {
+        from: &mail.from_email,
+        to: &mail.to,
+    };
+    let commit = AtomicU8::new(NOT_ASKED);
+    let result = rt.block_on(async {
+        let mut lane = Lane::new(&ctx.transport);
+        lane.connect().await?;
+        let sent = lane
+            .send(envelope, &mime, |_| async {
+                let (state, answer) =
+                    match with_db(ctx, |conn| welcome::mark_sent(conn, due.subscriber_id)) {
+                        Ok(true) => (MARKED, Commit::Claimed { end_written: 0 }),
+                        Ok(false) => (ALREADY_SENT, Commit::Refused),
+                        Err(e) => {
+                            eprintln!(
+                                "welcome: cannot record subscriber {}: {e}",
+                                due.subscriber_id
+                            );
+                            (NOT_RECORDED, Commit::Refused)
+                        }
+                    };
+                commit.store(state, Ordering::SeqCst);
+                answer
+            })
+            .await;
+        lane.close().await;
+        sent
+    });
+    let marked = commit.load(Ordering::SeqCst) == MARKED;
+    match result {
+        Ok(()) => Outcome::Done,
+        // The message went out: it may have arrived, and is never sent again.
+        Err(MailError::Unconfirmed(_)) => Outcome::Done,
+        Err(_) if commit.load(Ordering::SeqCst) == ALREADY_SENT => Outcome::Done,
+        Err(e) => {
+            if marked
+                && let Err(undo) = with_db(ctx, |conn| welcome::unmark(conn, due.subscriber_id))
+            {
+                // Marked but not taken, and the mark stays: this welcome is lost rather
+                // than risk a second copy.
+                eprintln!(
+                    "welcome: subscriber {} keeps its mark after {e}: {undo}",
+                    due.subscriber_id
+                );
+                return Outcome::Fail(e.to_string());
+            }
+            match e {
+                MailError::Permanent(e) => Outcome::Fail(e),
+                e => Outcome::Retry(e.to_string()),
+            }
+        }
+    }
+}
