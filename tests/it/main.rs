@@ -35,3 +35,4 @@ mod smtp_security;
 mod sql;
 mod stats_recount;
 mod webhooks;
+mod welcome;
