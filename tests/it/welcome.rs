@@ -61,23 +61,15 @@ fn welcomes(messages: &[Received]) -> Vec<&Received> {
 fn welcome_mail_goes_once_after_confirming_from_the_sender_and_unsubscribes_in_one_click() {
     let app = spawn_app();
     let owner = onboard(&app, "Morning Post");
-    owner
-        .patch(
-            "/newsletter",
-            &json!({"sender_name": "Sam Sender", "sender_email": "sam@sender.example"}),
-        )
-        .expect(200);
+    set_sender(&owner);
     let site = app.site_client(&owner.subdomain);
     let reader = unique_email("welcomed");
     subscribe_and_confirm(&app, &site, &reader, 1);
     let welcome = app.smtp.wait_for_message_to(&reader, 2);
 
     // From the newsletter's sender, with the default subject and text.
-    assert_eq!(welcome.from, "sam@sender.example", "the envelope sender");
+    assert_from_sender(&welcome);
     let parsed = welcome.parsed();
-    let from = parsed.from().and_then(|f| f.first()).expect("From");
-    assert_eq!(from.name(), Some("Sam Sender"));
-    assert_eq!(from.address(), Some("sam@sender.example"));
     assert_eq!(parsed.subject(), Some("Welcome to Morning Post"));
     let text = welcome.text();
     assert!(text.contains("Thank you for confirming your subscription to Morning Post"));
