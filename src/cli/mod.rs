@@ -181,10 +181,15 @@ pub enum Command {
     },
     /// Print the OpenAPI document of the REST API.
     Openapi,
-    /// Internal: Markdown on standard input to HTML on standard output. `serve` renders each
-    /// issue in such a child process, so a render that overruns its budget can be killed.
+    /// Internal: Markdown on standard input to HTML (or plain text) on standard output. `serve`
+    /// renders each issue in such a child process, so a render that overruns its budget can be
+    /// killed.
     #[command(name = "render-markdown", hide = true)]
-    RenderMarkdown,
+    RenderMarkdown {
+        /// Write the plain text of the mail's text part instead of HTML.
+        #[arg(long)]
+        text: bool,
+    },
 }
 
 /// Entry point of the binary. A malformed argument never gets here: clap prints the usage
@@ -214,7 +219,7 @@ pub fn main() -> ExitCode {
             base_url,
         } => bounce_token::run(data_dir, &subdomain, &base_url),
         Command::Openapi => openapi::run(),
-        Command::RenderMarkdown => render_markdown::run(),
+        Command::RenderMarkdown { text } => render_markdown::run(text),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

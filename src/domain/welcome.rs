@@ -179,6 +179,8 @@ pub struct Due {
     pub subscriber_id: i64,
     pub email: String,
     pub subject: String,
+    /// The Markdown, for the text part (rendered within the budget when the job runs).
+    pub body_markdown: String,
     pub body_html: String,
 }
 
@@ -205,15 +207,15 @@ pub fn due(conn: &Connection, subscriber_id: i64) -> DomainResult<Option<Due>> {
     {
         return Ok(None);
     }
+    let body_markdown = newsletter.welcome.body_or_default(&newsletter.name);
     // The default text is ours and short: rendered here, not stored.
-    let body_html = body_html.unwrap_or_else(|| {
-        content::markdown_to_html(&newsletter.welcome.body_or_default(&newsletter.name))
-    });
+    let body_html = body_html.unwrap_or_else(|| content::markdown_to_html(&body_markdown));
     Ok(Some(Due {
         subject: newsletter.welcome.subject_or_default(&newsletter.name),
         newsletter,
         subscriber_id,
         email,
+        body_markdown,
         body_html,
     }))
 }

@@ -127,6 +127,10 @@ fn send(ctx: &JobContext, rt: &tokio::runtime::Runtime, issue_id: i64) -> Result
     if plan.issue.content_html.is_none() {
         plan.issue.content_html = Some(render_saved_issue(ctx, &plan.issue)?);
     }
+    // The text part, rendered within the budget once per round (never per recipient).
+    let body_text = content::plain_text(&plan.issue.content_markdown)
+        .map_err(|e| e.to_string())?
+        .ok_or("every render slot is busy")?;
     let links = Links::new(
         &plan.newsletter.site_origin(&ctx.urls),
         plan.newsletter.id,
@@ -138,6 +142,7 @@ fn send(ctx: &JobContext, rt: &tokio::runtime::Runtime, issue_id: i64) -> Result
         &plan.newsletter,
         ctx.urls.public_host_name(),
         links,
+        &body_text,
     ));
     let down_before = plan.issue.relay_down_since.map(Timestamp::datetime);
     let started = Instant::now();

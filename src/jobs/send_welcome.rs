@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use super::{ClaimedJob, Job, JobContext, Outcome};
 use crate::domain::tracking::Links;
 use crate::domain::welcome::{self, Due};
-use crate::domain::{DomainError, DomainResult};
+use crate::domain::{DomainError, DomainResult, content};
 use crate::mail::render;
 use crate::mail::{Commit, Envelope, Lane, MailError, Mime};
 use crate::store::jobs::{JobKind, WelcomeMail};
@@ -57,6 +57,12 @@ const ALREADY_SENT: u8 = 2;
 const NOT_RECORDED: u8 = 3;
 
 fn send(ctx: &JobContext, rt: &tokio::runtime::Runtime, due: &Due) -> Outcome {
+    // The text part, rendered within the budget as an issue's is.
+    let body_text = match content::plain_text(&due.body_markdown) {
+        Ok(Some(text)) => text,
+        Ok(None) => return Outcome::Retry("every render slot is busy".into()),
+        Err(e) => return Outcome::Retry(e.to_string()),
+    };
     let newsletter = &due.newsletter;
     let links = Links::new(
         &newsletter.site_origin(&ctx.urls),
@@ -64,15 +70,16 @@ fn send(ctx: &JobContext, rt: &tokio::runtime::Runtime, due: &Due) -> Outcome {
         ctx.secret.clone(),
         false,
     );
-    let mail = render::welcome(
+    let mail = render::welcome(&render::Welcome {
         newsletter,
-        ctx.urls.public_host_name(),
-        &links,
-        due.subscriber_id,
-        &due.email,
-        &due.subject,
-        &due.body_html,
-    );
+        public_host: ctx.urls.public_host_name(),
+        links: &links,
+        subscriber_id: due.subscriber_id,
+        to: &due.email,
+        subject: &due.subject,
+        body_html: &due.body_html,
+        body_text: &body_text,
+    });
     let mime = Mime {
         bytes: mail.to_mime(),
         dot_free: false,

@@ -3,7 +3,6 @@
 
 pub mod account;
 pub mod dkim;
-mod plain_text;
 mod qp;
 mod seven_bit;
 mod smtp;

@@ -1,6 +1,7 @@
-//! Turns an issue, and a newsletter's welcome e-mail, into e-mail: its HTML (rendered from Markdown when the content was saved,
-//! GFM, raw HTML escaped) wrapped once per send, with the text part read from that HTML
-//! (`plain_text`), then per recipient only the personal parts: signed click links, the open
+//! Turns an issue, and a newsletter's welcome e-mail, into e-mail: its HTML (rendered from
+//! Markdown when the content was saved, GFM, raw HTML escaped) wrapped once per send, with the
+//! text part the domain renders from the same Markdown (`domain::markdown_text`), then per
+//! recipient only the personal parts: signed click links, the open
 //! pixel, the unsubscribe link. The MIME message itself is encoded once per send too
 //! (quoted-printable in pieces, see `qp`): a recipient's copy encodes only its personal
 //! strings and copies everything else.
@@ -15,7 +16,7 @@ use mail_send::mail_builder::headers::text::Text;
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 use super::smtp::dot_free;
-use super::{Mime, OutgoingMail, plain_text, qp, seven_bit};
+use super::{Mime, OutgoingMail, qp, seven_bit};
 use crate::domain::issues::Issue;
 use crate::domain::newsletters::Newsletter;
 use crate::domain::tracking::Links;
@@ -187,8 +188,15 @@ pub struct IssueEmail {
 impl IssueEmail {
     /// `public_host` is the host the newsletters' subdomains hang off (`--public-host`,
     /// without its port): List-Id and Feedback-ID name the newsletter under it, whichever
-    /// domain its links use.
-    pub fn new(issue: &Issue, newsletter: &Newsletter, public_host: &str, links: Links) -> Self {
+    /// domain its links use. `body_text` is the issue's content as plain text
+    /// (`domain::content::plain_text`, rendered within the render budget).
+    pub fn new(
+        issue: &Issue,
+        newsletter: &Newsletter,
+        public_host: &str,
+        links: Links,
+        body_text: &str,
+    ) -> Self {
         let body_html = issue.body_html();
         let html = frame(
             newsletter,
@@ -209,8 +217,8 @@ impl IssueEmail {
             "{{unsubscribe}}",
             PreEscaped(PIXEL_MARK),
         );
-        // The text part, read from the same HTML (see `plain_text`), once per send.
-        let mut text = text_part(&issue.subject, &body_html);
+        // The text part: the subject, the content as text, then the articles.
+        let mut text = text_part(&issue.subject, body_text);
         for article in &issue.articles {
             text.push_str(&format!(
                 "\n{}\n{}\n{}\n",
@@ -558,13 +566,12 @@ fn frame(
     .into_string()
 }
 
-/// The text part of a newsletter's e-mail: `subject` underlined, then the text read from
-/// `body_html` (links written out, see `plain_text`).
-fn text_part(subject: &str, body_html: &str) -> String {
+/// The text part of a newsletter's e-mail: `subject` underlined, then `body_text` (the
+/// content as plain text, `domain::content::plain_text`).
+fn text_part(subject: &str, body_text: &str) -> String {
     format!(
-        "{subject}\n{}\n\n{}\n",
+        "{subject}\n{}\n\n{body_text}\n",
         "=".repeat(subject.chars().count().min(72)),
-        plain_text::html_to_text(body_html)
     )
 }
 
@@ -582,18 +589,32 @@ fn list_id(newsletter: &Newsletter, public_host: &str) -> String {
 }
 
 /// The welcome e-mail of subscriber `subscriber_id` (see `domain::welcome`): the issue's frame
-/// and text part around the owner's text, from the newsletter's sender, with the reader's own
-/// unsubscribe link (one-click too) and the newsletter's `List-Id`. `public_host` as for
-/// [`IssueEmail::new`].
-pub fn welcome(
-    newsletter: &Newsletter,
-    public_host: &str,
-    links: &Links,
-    subscriber_id: i64,
-    to: &str,
-    subject: &str,
-    body_html: &str,
-) -> OutgoingMail {
+/// and text part around the owner's text (`body_html`, and `body_text` as for
+/// [`IssueEmail::new`]), from the newsletter's sender, with the reader's own unsubscribe link
+/// (one-click too) and the newsletter's `List-Id`. `public_host` as for [`IssueEmail::new`].
+pub struct Welcome<'a> {
+    pub newsletter: &'a Newsletter,
+    pub public_host: &'a str,
+    pub links: &'a Links,
+    pub subscriber_id: i64,
+    pub to: &'a str,
+    pub subject: &'a str,
+    pub body_html: &'a str,
+    pub body_text: &'a str,
+}
+
+/// The message of a [`Welcome`].
+pub fn welcome(welcome: &Welcome<'_>) -> OutgoingMail {
+    let Welcome {
+        newsletter,
+        public_host,
+        links,
+        subscriber_id,
+        to,
+        subject,
+        body_html,
+        body_text,
+    } = *welcome;
     let unsubscribe = links.unsubscribe_subscriber(subscriber_id);
     let html = frame(
         newsletter,
@@ -604,7 +625,7 @@ pub fn welcome(
     );
     let text = format!(
         "{}\n-- \nUnsubscribe: {unsubscribe}\n",
-        text_part(subject, body_html)
+        text_part(subject, body_text)
     );
     let sender = newsletter.sender(&links.host());
     OutgoingMail {
@@ -678,7 +699,7 @@ mod tests {
         let issue = crate::domain::issues::get(&conn, 1, 1).unwrap();
         let secret = crate::domain::secrets::ServerSecret::load_or_create(&conn).unwrap();
         let links = Links::new("http://n.localhost", 1, secret, false);
-        let email = IssueEmail::new(&issue, &newsletter, "localhost", links);
+        let email = IssueEmail::new(&issue, &newsletter, "localhost", links, "x");
         let mail = email.personalise(1, "r@x.co");
         let (_, list_id) = mail.headers.iter().find(|(h, _)| h == "List-Id").unwrap();
         assert_eq!(list_id, "\"NewsBcc: all@example.com\" <n.localhost>");
@@ -734,7 +755,7 @@ mod tests {
             let secret = crate::domain::secrets::ServerSecret::load_or_create(&conn).unwrap();
             for tracking in [true, false] {
                 let links = Links::new("http://n.localhost", 1, secret.clone(), tracking);
-                let email = IssueEmail::new(&issue, &newsletter, "localhost", links);
+                let email = IssueEmail::new(&issue, &newsletter, "localhost", links, "x");
                 let mail = email.personalise(7, "r@x.co");
                 let message = email.message(7, "r@x.co");
                 assert!(message.dot_free);
