@@ -296,3 +296,46 @@ fn welcome_mail_goes_to_api_created_subscribers_only_when_asked_and_never_to_imp
         assert!(app.smtp.messages_to(email).is_empty(), "{email}");
     }
 }
+
+/// A relay that refuses the welcome for now (451 after the message): the subscriber's mark is
+/// taken back, and the retry sends it, once.
+#[test]
+fn welcome_mail_refused_for_now_is_sent_by_the_retry() {
+    let app = spawn_app();
+    let owner = onboard(&app, "Retry Review");
+    let reader = unique_email("retried");
+    app.smtp.add_faults(&reader, &[Fault::AfterData(451)]);
+    owner
+        .post(
+            "/subscribers",
+            &json!({"email": reader, "send_welcome": true}),
+        )
+        .expect(201);
+    let waiting = || {
+        app.db()
+            .query_row(
+                "SELECT j.state = 'queued' AND j.last_error IS NOT NULL AND s.welcomed_at IS NULL
+                 FROM jobs j JOIN subscribers s ON s.id = json_extract(j.payload, '$.subscriber_id')
+                 WHERE j.kind = 'send_welcome' AND s.email = ?1",
+                [&reader],
+                |r| r.get::<_, bool>(0),
+            )
+            .unwrap()
+    };
+    wait_for(
+        "the refused welcome to wait for its retry",
+        std::time::Duration::from_secs(20),
+        || waiting().then_some(()),
+    );
+    assert_eq!(app.smtp.refusals(), vec![(reader.clone(), 451)]);
+    assert!(app.smtp.messages_to(&reader).is_empty());
+
+    app.advance_clock(std::time::Duration::from_secs(11));
+    let welcome = app.smtp.wait_for_message_to(&reader, 1);
+    assert_eq!(welcome.parsed().subject(), Some("Welcome to Retry Review"));
+    assert_eq!(settled(&app, &reader).len(), 1);
+    assert_eq!(
+        app.count("SELECT count(*) FROM subscribers WHERE welcomed_at IS NOT NULL"),
+        1
+    );
+}
