@@ -4,7 +4,7 @@
 //! and a relay never delivers a message cut off before that moment. When the relay then
 //! refuses it, the mark is taken back so a retry can send it.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::cell::Cell;
 
 use super::{ClaimedJob, Job, JobContext, Outcome};
 use crate::domain::tracking::Links;
@@ -51,10 +51,17 @@ fn unrecorded(e: DomainError) -> Outcome {
 }
 
 /// What the commit at the last moment found.
-const NOT_ASKED: u8 = 0;
-const MARKED: u8 = 1;
-const ALREADY_SENT: u8 = 2;
-const NOT_RECORDED: u8 = 3;
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Claim {
+    /// The message never got that far.
+    NotAsked,
+    /// The subscriber is marked welcomed: the relay may take the message.
+    Marked,
+    /// Someone else's run marked it: nothing is sent.
+    AlreadySent,
+    /// The mark could not be written: nothing is sent.
+    NotRecorded,
+}
 
 fn send(ctx: &JobContext, rt: &tokio::runtime::Runtime, due: &Due) -> Outcome {
     // The text part, rendered within the budget as an issue's is.
@@ -88,39 +95,38 @@ fn send(ctx: &JobContext, rt: &tokio::runtime::Runtime, due: &Due) -> Outcome {
         from: &mail.from_email,
         to: &mail.to,
     };
-    let commit = AtomicU8::new(NOT_ASKED);
+    let claim = Cell::new(Claim::NotAsked);
     let result = rt.block_on(async {
         let mut lane = Lane::new(&ctx.transport);
         lane.connect().await?;
         let sent = lane
             .send(envelope, &mime, |_| async {
-                let (state, answer) =
+                let (found, answer) =
                     match with_db(ctx, |conn| welcome::mark_sent(conn, due.subscriber_id)) {
-                        Ok(true) => (MARKED, Commit::Claimed { end_written: 0 }),
-                        Ok(false) => (ALREADY_SENT, Commit::Refused),
+                        Ok(true) => (Claim::Marked, Commit::Claimed { end_written: 0 }),
+                        Ok(false) => (Claim::AlreadySent, Commit::Refused),
                         Err(e) => {
                             eprintln!(
                                 "welcome: cannot record subscriber {}: {e}",
                                 due.subscriber_id
                             );
-                            (NOT_RECORDED, Commit::Refused)
+                            (Claim::NotRecorded, Commit::Refused)
                         }
                     };
-                commit.store(state, Ordering::SeqCst);
+                claim.set(found);
                 answer
             })
             .await;
         lane.close().await;
         sent
     });
-    let marked = commit.load(Ordering::SeqCst) == MARKED;
     match result {
         Ok(()) => Outcome::Done,
         // The message went out: it may have arrived, and is never sent again.
         Err(MailError::Unconfirmed(_)) => Outcome::Done,
-        Err(_) if commit.load(Ordering::SeqCst) == ALREADY_SENT => Outcome::Done,
+        Err(_) if claim.get() == Claim::AlreadySent => Outcome::Done,
         Err(e) => {
-            if marked
+            if claim.get() == Claim::Marked
                 && let Err(undo) = with_db(ctx, |conn| welcome::unmark(conn, due.subscriber_id))
             {
                 // Marked but not taken, and the mark stays: this welcome is lost rather
