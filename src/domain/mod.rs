@@ -25,6 +25,7 @@ pub mod stats;
 pub mod subscribers;
 pub mod tracking;
 pub mod urls;
+pub mod verp;
 pub mod webhooks;
 pub mod welcome;
 

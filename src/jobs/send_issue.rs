@@ -28,6 +28,7 @@ use crate::domain::content;
 use crate::domain::issues::{self, Issue};
 use crate::domain::sending::{self, Next, OutagePolicy, Outcome as Delivered, Recipient};
 use crate::domain::tracking::Links;
+use crate::domain::verp::ReturnPaths;
 use crate::mail::render::IssueEmail;
 use crate::mail::{Commit, Envelope, Lane, MailError, MessageSocket, write_end_of_data};
 use crate::store::jobs::{IssueSend, JobKind};
@@ -285,6 +286,7 @@ async fn deliver(
                 lane: Lane::new(&ctx.transport),
                 work: work_rx.clone(),
                 email: email.clone(),
+                return_paths: ctx.return_paths.clone(),
                 writes: writes.clone(),
                 pacer: pacer.clone(),
                 round: round.clone(),
@@ -353,6 +355,7 @@ struct SendLane {
     lane: Lane,
     work: Arc<Mutex<mpsc::Receiver<Recipient>>>,
     email: Arc<IssueEmail>,
+    return_paths: ReturnPaths,
     writes: mpsc::UnboundedSender<Write>,
     pacer: Arc<Pacer>,
     round: Arc<Round>,
@@ -434,8 +437,10 @@ impl SendLane {
         // A copy of the send's pre-encoded message with the personal parts filled in: a few
         // microseconds, so it runs right here (see `IssueEmail::message`).
         let mime = self.email.message(recipient.delivery_id, &recipient.email);
+        // The return path names the delivery, so a bounce mailed back to it says whose it is.
+        let return_path = self.return_paths.address(recipient.delivery_id);
         let envelope = Envelope {
-            from: self.email.from_email(),
+            from: &return_path,
             to: &recipient.email,
         };
         let (writes, round, id) = (&self.writes, &self.round, recipient.delivery_id);

@@ -271,11 +271,6 @@ impl IssueEmail {
         email
     }
 
-    /// The sender's address, for the SMTP envelope.
-    pub fn from_email(&self) -> &str {
-        &self.from_email
-    }
-
     /// The MIME message with a slot for each personal part, as [`IssueEmail::personalise`]
     /// and [`OutgoingMail::to_mime`] would make it.
     fn template(&self) -> Template {
