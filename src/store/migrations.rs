@@ -59,6 +59,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0014_sender_domains",
         include_str!("../../migrations/0014_sender_domains.sql"),
     ),
+    (
+        "0015_welcome",
+        include_str!("../../migrations/0015_welcome.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.

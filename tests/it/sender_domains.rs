@@ -1,6 +1,6 @@
 //! A newsletter's own sending domain (issue 15): the dashboard and the API show the DKIM
 //! record for the domain of its sender address, the test DNS server serves it, Verify finds
-//! it, and from then on issues and opt-in mail are signed with `d=` that domain and verify
+//! it, and from then on issues, opt-in and welcome mail are signed with `d=` that domain and verify
 //! with dkimpy; before, they carry the operator's signature, and the settings and send pages
 //! warn. A wrong record is not verified and says why; another owner cannot use the domain.
 
@@ -181,6 +181,14 @@ fn sender_domain_verified_through_dns_signs_the_newsletters_mail() {
     let signature = opt_in.header("DKIM-Signature").expect("signed");
     assert_eq!(tag(&signature, "d"), DOMAIN);
     assert!(dkimpy.verifies(&opt_in.data, &record));
+    // And so is the welcome e-mail that follows the confirmation.
+    let link = link_containing(&opt_in.text(), "/subscribe/confirm/").expect("a link");
+    let path = link[link.find("/subscribe/").unwrap()..].to_string();
+    site.submit(&path, &path, &[]);
+    let welcome = app.smtp.wait_for_message_to(&newcomer, 2);
+    let signature = welcome.header("DKIM-Signature").expect("signed");
+    assert_eq!(tag(&signature, "d"), DOMAIN);
+    assert!(dkimpy.verifies(&welcome.data, &record));
 
     // Account mail stays the service's.
     let reset_to = owner.email.clone();

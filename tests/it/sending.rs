@@ -737,19 +737,6 @@ fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(path).expect("bounce fixture")
 }
 
-/// The `data` of the newest `kind` event.
-fn last_event(app: &App, kind: &str) -> Value {
-    let payload: String = app
-        .db()
-        .query_row(
-            "SELECT payload FROM events WHERE kind = ?1 ORDER BY id DESC LIMIT 1",
-            [kind],
-            |r| r.get(0),
-        )
-        .unwrap();
-    serde_json::from_str::<Value>(&payload).unwrap()["data"].clone()
-}
-
 /// A paid newsletter with a subscriber for each address, one issue sent to them all, and
 /// webhooks listening to bounces and unsubscribes; returns the owner, the ids and the token.
 fn sent_to(app: &App, addresses: &[&str]) -> (Owner, Vec<i64>, String) {

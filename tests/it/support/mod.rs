@@ -9,6 +9,7 @@ pub mod disk;
 pub mod dkimpy;
 pub mod dns;
 pub mod http;
+pub mod postfix;
 pub mod receiver;
 pub mod send;
 pub mod smtp;
@@ -189,6 +190,26 @@ pub fn onboard(app: &App, name: &str) -> Owner {
     }
 }
 
+/// Gives the owner's newsletter the sender that [`assert_from_sender`] expects.
+pub fn set_sender(owner: &Owner) {
+    owner
+        .patch(
+            "/newsletter",
+            &json!({"sender_name": "Sam Sender", "sender_email": "sam@sender.example"}),
+        )
+        .expect(200);
+}
+
+/// `mail` comes from the sender [`set_sender`] sets: the envelope and the `From` header.
+#[track_caller]
+pub fn assert_from_sender(mail: &Received) {
+    assert_eq!(mail.from, "sam@sender.example", "the envelope sender");
+    let parsed = mail.parsed();
+    let from = parsed.from().and_then(|f| f.first()).expect("From");
+    assert_eq!(from.name(), Some("Sam Sender"));
+    assert_eq!(from.address(), Some("sam@sender.example"));
+}
+
 /// Onboards and sets the newsletter's tier to paid through the CLI (the API cannot).
 pub fn onboard_paid(app: &App, name: &str) -> Owner {
     let owner = onboard(app, name);
@@ -285,4 +306,35 @@ pub fn settled_mail(app: &App, email: &str) -> Vec<Received> {
         },
     );
     app.smtp.messages_to(email)
+}
+
+/// The `data` of the newest `kind` event (recorded only when a webhook listens: [`listen`]).
+pub fn last_event(app: &App, kind: &str) -> Value {
+    let payload: String = app
+        .db()
+        .query_row(
+            "SELECT payload FROM events WHERE kind = ?1 ORDER BY id DESC LIMIT 1",
+            [kind],
+            |r| r.get(0),
+        )
+        .unwrap();
+    serde_json::from_str::<Value>(&payload).unwrap()["data"].clone()
+}
+
+/// Runs a helper program of the tests to its end; when it fails, why (its output).
+pub fn run_tool(program: &str, args: &[&str]) -> Result<(), String> {
+    let out = std::process::Command::new(program)
+        .args(args)
+        .output()
+        .map_err(|e| format!("{program}: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{program} {}: {} {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout).trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
 }
