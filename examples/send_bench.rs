@@ -209,7 +209,9 @@ fn sample_message(data_dir: &Path, issue_id: i64, tracking: bool, port: u16) -> 
         tracking,
     );
     let started = Instant::now();
-    let email = broadsheet::mail::render::IssueEmail::new(&issue, &newsletter, "localhost", links);
+    let text = broadsheet::domain::markdown_text::markdown_to_text(&issue.content_markdown);
+    let email =
+        broadsheet::mail::render::IssueEmail::new(&issue, &newsletter, "localhost", links, &text);
     let prepared = started.elapsed();
     let message = email.message(123_456, "reader99999@example.net");
     assert!(message.dot_free, "the message needs no dot-stuffing");

@@ -18,11 +18,13 @@ use crate::domain::render_budget;
 use crate::domain::secrets::ServerSecret;
 use crate::domain::sending::OutagePolicy;
 use crate::domain::urls::SiteUrls;
+use crate::domain::verp::{self, ReturnPaths};
 use crate::http::headers::{Policy, SecurityHeaders};
 use crate::http::routing::{get, post};
 use crate::http::server::ReadLimits;
 use crate::jobs::send_issue::SendSettings;
 use crate::jobs::{JobContext, Runner, Stop};
+use crate::mail::bounce_listener::{self, ListenerSettings};
 use crate::mail::dkim::Signer;
 use crate::mail::{MailRoute, SmtpSettings, TlsTrust, Transport};
 use crate::state::{AppState, RateLimits};
@@ -89,6 +91,18 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
         None => None,
     };
     let transport = Transport { route, dkim };
+    let return_paths = ReturnPaths::new(
+        &secret,
+        &verp::bounce_domain(
+            args.bounce_domain.as_deref(),
+            args.dkim_domain.as_deref(),
+            urls.public_host_name(),
+        ),
+    );
+    eprintln!(
+        "mail: issues go out with return paths {}",
+        return_paths.pattern()
+    );
     drop(conn);
     let pool = store::open_pool(&db_path, 16)?;
     // Issues render in child processes of this binary, which are killed when they overrun.
@@ -102,6 +116,7 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
             mail_from,
             urls: urls.clone(),
             secret: secret.clone(),
+            return_paths: return_paths.clone(),
             send: SendSettings {
                 concurrency: args.send_concurrency as usize,
                 rate: args.send_rate,
@@ -123,6 +138,14 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
         args.webhook_workers as usize,
         Duration::from_millis(args.job_poll_ms.max(10)),
     )?;
+    let bounce_settings = args.bounce_listen.as_ref().map(|address| {
+        let settings = ListenerSettings {
+            return_paths: return_paths.clone(),
+            command_timeout: Duration::from_millis(args.bounce_command_timeout_ms),
+            session_timeout: Duration::from_millis(args.bounce_session_timeout_ms),
+        };
+        (address.clone(), settings, Db::new(pool.clone()))
+    });
     let state = Arc::new(AppState {
         db: Db::new(pool),
         urls,
@@ -144,6 +167,7 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
             idle: time::Duration::minutes(args.session_idle_minutes.into()),
             absolute: time::Duration::minutes(args.session_absolute_minutes.into()),
         },
+        bounce_domain: return_paths.domain().to_string(),
     });
 
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -173,6 +197,14 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
         }
         .with(SecurityHeaders { https })
         .data(state);
+        if let Some((address, settings, db)) = bounce_settings {
+            let bounces = tokio::net::TcpListener::bind(&address).await?;
+            eprintln!(
+                "bounces: SMTP listener on {address}, taking mail for {}",
+                settings.return_paths.pattern()
+            );
+            tokio::spawn(bounce_listener::run(bounces, settings, db));
+        }
         let listener = tokio::net::TcpListener::bind(&args.listen).await?;
         match &transport.route {
             MailRoute::Outbox(dir) => {

@@ -49,6 +49,24 @@ pub struct ServeArgs {
     /// The DKIM selector (s=): the record goes at <selector>._domainkey.<domain>.
     #[arg(long, env = "BROADSHEET_DKIM_SELECTOR", default_value = crate::domain::dkim::DEFAULT_SELECTOR)]
     pub dkim_selector: String,
+    /// The domain of the envelope senders (return paths) of sent issues,
+    /// `bounce+<token>@<domain>`: bounces come back there, so its MX should be the bounce
+    /// listener (--bounce-listen) or an MTA piping to `broadsheet bounce` [default: the
+    /// --dkim-domain, else the host of --public-host].
+    #[arg(long, env = "BROADSHEET_BOUNCE_DOMAIN", value_parser = domain_name)]
+    pub bounce_domain: Option<String>,
+    /// Address and port of the bounce listener, an SMTP server in this process that takes
+    /// the bounces and complaints mailed back to the return paths of sent issues (the bounce
+    /// domain's MX points at it); off by default.
+    #[arg(long, env = "BROADSHEET_BOUNCE_LISTEN", value_parser = listen_address)]
+    pub bounce_listen: Option<String>,
+    /// For the tests: how long the bounce listener waits for one command or one line of a
+    /// message, in milliseconds.
+    #[arg(long, hide = true, default_value_t = 60_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub bounce_command_timeout_ms: u64,
+    /// For the tests: how long one bounce listener session may last, in milliseconds.
+    #[arg(long, hide = true, default_value_t = 600_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub bounce_session_timeout_ms: u64,
     /// Tier of new newsletters.
     #[arg(long, env = "BROADSHEET_DEFAULT_TIER", value_enum, default_value_t = TierValue::Free)]
     pub default_tier: TierValue,
@@ -212,6 +230,15 @@ fn public_host(value: &str) -> Result<String, String> {
     }
 }
 
+/// `--bounce-domain`: a host name without a port.
+fn domain_name(value: &str) -> Result<String, String> {
+    if is_host_name(value) {
+        Ok(value.to_string())
+    } else {
+        Err("expected a domain name such as bounces.example.com".into())
+    }
+}
+
 /// Dot-separated labels of letters, digits and hyphens (an IPv4 address is one too).
 fn is_host_name(host: &str) -> bool {
     let host = host.strip_suffix('.').unwrap_or(host);
@@ -293,6 +320,19 @@ mod tests {
             "localhost:",
         ] {
             assert!(public_host(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn bounce_domain_is_a_domain_without_a_port() {
+        assert!(domain_name("bounces.example.com").is_ok());
+        for bad in [
+            "",
+            "bounces.example.com:25",
+            "bounce@example.com",
+            "a b.example",
+        ] {
+            assert!(domain_name(bad).is_err(), "{bad:?}");
         }
     }
 

@@ -32,4 +32,6 @@ pub struct AppState {
     pub trusted_proxies: Vec<std::net::IpAddr>,
     /// How long browser sessions last (`--session-idle-minutes`, `--session-absolute-minutes`).
     pub sessions: SessionLifetimes,
+    /// The domain of the return paths of sent issues (`--bounce-domain`), shown to configure.
+    pub bounce_domain: String,
 }

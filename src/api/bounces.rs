@@ -1,8 +1,8 @@
 //! Bounce reports from an MTA or e-mail provider: `POST /api/v1/bounces` with an API key, or
 //! `POST /bounces/<bounce-token>` for senders that cannot set headers. Either marks the
 //! address bounced (and its newest delivery), firing `email.bounced`. The token door also
-//! takes a raw DSN or ARF message (`Content-Type: message/rfc822` or `text/plain`), read by
-//! `domain::bounce_report` and applied by `tracking::apply_report`.
+//! takes a raw DSN or ARF message (`Content-Type: message/rfc822` or `text/plain`), read and
+//! applied by `tracking::apply_raw_report`, the path `broadsheet bounce` takes too.
 
 use poem::http::HeaderMap;
 use poem::web::{Data, Json as PoemJson, Path};
@@ -12,7 +12,7 @@ use poem_openapi::{ApiResponse, Object, OpenApi, Tags};
 use serde::Deserialize;
 
 use super::{ApiError, ApiKeyAuth, Principal, State};
-use crate::domain::bounce_report::{self, MAX_REPORT_BYTES, NotAReport};
+use crate::domain::bounce_report::{MAX_REPORT_BYTES, NotAReport};
 use crate::domain::{DomainError, DomainResult, newsletters, tracking};
 
 #[derive(Tags)]
@@ -152,14 +152,9 @@ async fn raw_report(token: String, body: Body, state: &State) -> Response {
     };
     // The token is checked first, and the message is read on the database's blocking thread:
     // a stranger cannot make the async threads parse a megabyte of MIME.
-    let outcome = with_token(
-        state,
-        token,
-        move |conn, newsletter_id| match bounce_report::parse(&raw) {
-            Ok(report) => tracking::apply_report(conn, newsletter_id, &report).map(Ok),
-            Err(why) => Ok(Err(why)),
-        },
-    )
+    let outcome = with_token(state, token, move |conn, newsletter_id| {
+        tracking::apply_raw_report(conn, tracking::ReportAbout::Newsletter(newsletter_id), &raw)
+    })
     .await;
     match outcome {
         Ok(Err(why)) => {

@@ -1,16 +1,25 @@
-//! `broadsheet bounce-token SUBDOMAIN`: the newsletter's bounce token and the URL that takes
-//! its bounce and complaint reports (`POST /bounces/<token>`).
+//! `broadsheet bounce-token SUBDOMAIN`: where the newsletter's bounces and complaints come
+//! back, to configure in an MTA or a provider: its bounce token, the URL that takes reports
+//! (`POST /bounces/<token>`), the return paths of its issues (VERP, on the bounce domain) and
+//! the pipe command. The same as the dashboard's settings page shows.
 
 use std::path::Path;
 
 use super::{Failure, by_subdomain, open_migrated};
-use crate::domain::newsletters;
+use crate::domain::verp;
 
-pub(super) fn run(data_dir: &Path, subdomain: &str, base_url: &str) -> Result<(), Failure> {
+pub(super) fn run(
+    data_dir: &Path,
+    subdomain: &str,
+    base_url: &str,
+    bounce_domain: &str,
+) -> Result<(), Failure> {
     let conn = open_migrated(data_dir)?;
     let newsletter = by_subdomain(&conn, subdomain)?;
-    let token = newsletters::bounce_token(&conn, newsletter.id)?;
-    println!("token: {token}");
-    println!("url: {}/bounces/{token}", base_url.trim_end_matches('/'));
+    let setup = verp::setup(&conn, &newsletter, base_url, bounce_domain)?;
+    println!("token: {}", setup.token);
+    println!("url: {}", setup.url);
+    println!("return path: {}", setup.return_paths);
+    println!("pipe: {}", setup.pipe_command);
     Ok(())
 }

@@ -157,16 +157,26 @@ pub enum Command {
         newsletter: for an MTA's pipe transport (docs/deliverability.md, \"Bounces and \
         complaints\"). A DSN's permanent failures (5.x.x) mark the subscriber and its newest \
         delivery bounced; soft bounces (4.x.x, delayed) are counted, and 3 in a row bounce \
-        the subscriber; a complaint (ARF) unsubscribes them. Works while `serve` runs.\n\n\
+        the subscriber; a complaint (ARF) unsubscribes them. With --return-path instead of \
+        a subdomain, the report is about the delivery that return path (VERP) names, for a \
+        pipe transport that takes the whole bounce domain. Works while `serve` runs.\n\n\
         Exit codes: 0 applied (addresses that are not subscribers are listed and skipped), 6 \
         not a bounce or complaint report (or larger than 1 MiB): nothing was changed, 3 no \
-        such newsletter, 1 any other failure."
+        such newsletter, or not a valid return path, 1 any other failure."
     )]
     Bounce {
         /// The newsletter's subdomain.
-        subdomain: String,
+        #[arg(required_unless_present = "return_path")]
+        subdomain: Option<String>,
+        /// The address the report was mailed to, `bounce+<token>@<bounce domain>` (Postfix's
+        /// `${recipient}`), instead of a subdomain.
+        #[arg(long, conflicts_with = "subdomain")]
+        return_path: Option<String>,
+        #[command(flatten)]
+        domain: BounceDomainArgs,
     },
-    /// Print a newsletter's bounce token and the URL an MTA or provider posts reports to.
+    /// Print where a newsletter's bounces come back: its bounce token, the URL an MTA or
+    /// provider posts reports to, the return paths of its issues and the pipe command.
     #[command(name = "bounce-token")]
     BounceToken {
         /// The newsletter's subdomain.
@@ -178,13 +188,20 @@ pub enum Command {
             default_value = "http://localhost:8080"
         )]
         base_url: String,
+        #[command(flatten)]
+        domain: BounceDomainArgs,
     },
     /// Print the OpenAPI document of the REST API.
     Openapi,
-    /// Internal: Markdown on standard input to HTML on standard output. `serve` renders each
-    /// issue in such a child process, so a render that overruns its budget can be killed.
+    /// Internal: Markdown on standard input to HTML (or plain text) on standard output. `serve`
+    /// renders each issue in such a child process, so a render that overruns its budget can be
+    /// killed.
     #[command(name = "render-markdown", hide = true)]
-    RenderMarkdown,
+    RenderMarkdown {
+        /// Write the plain text of the mail's text part instead of HTML.
+        #[arg(long)]
+        text: bool,
+    },
 }
 
 /// Entry point of the binary. A malformed argument never gets here: clap prints the usage
@@ -208,13 +225,25 @@ pub fn main() -> ExitCode {
             dkim_domain,
             dkim_selector,
         } => dkim::run(data_dir, dkim_domain, dkim_selector),
-        Command::Bounce { subdomain } => bounce::run(data_dir, &subdomain),
+        Command::Bounce {
+            subdomain,
+            return_path,
+            domain,
+        } => match (subdomain, return_path) {
+            (_, Some(address)) => bounce::run(
+                data_dir,
+                bounce::About::ReturnPath(&address, &domain.bounce_domain()),
+            ),
+            (Some(subdomain), None) => bounce::run(data_dir, bounce::About::Newsletter(&subdomain)),
+            (None, None) => unreachable!("clap requires one of them"),
+        },
         Command::BounceToken {
             subdomain,
             base_url,
-        } => bounce_token::run(data_dir, &subdomain, &base_url),
+            domain,
+        } => bounce_token::run(data_dir, &subdomain, &base_url, &domain.bounce_domain()),
         Command::Openapi => openapi::run(),
-        Command::RenderMarkdown => render_markdown::run(),
+        Command::RenderMarkdown { text } => render_markdown::run(text),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -227,6 +256,30 @@ pub fn main() -> ExitCode {
 
 /// Exit codes: 0 ok, 1 failure, 2 usage (clap), 3 not found, 4 data directory busy, 5 an
 /// import finished but refused some rows, 6 `bounce` was given something not a report.
+/// The flags `serve` takes the bounce domain from, for the commands that need it.
+#[derive(Debug, clap::Args)]
+pub struct BounceDomainArgs {
+    /// As `serve --bounce-domain`: the domain of the return paths.
+    #[arg(long, env = "BROADSHEET_BOUNCE_DOMAIN")]
+    bounce_domain: Option<String>,
+    /// As `serve --dkim-domain` (the bounce domain's default).
+    #[arg(long, env = "BROADSHEET_DKIM_DOMAIN")]
+    dkim_domain: Option<String>,
+    /// As `serve --public-host` (the bounce domain's default without a DKIM domain).
+    #[arg(long, env = "BROADSHEET_PUBLIC_HOST", default_value = "localhost:8080")]
+    public_host: String,
+}
+
+impl BounceDomainArgs {
+    fn bounce_domain(&self) -> String {
+        crate::domain::verp::bounce_domain(
+            self.bounce_domain.as_deref(),
+            self.dkim_domain.as_deref(),
+            crate::domain::urls::split_port(&self.public_host).0,
+        )
+    }
+}
+
 const EXIT_FAILURE: u8 = 1;
 const EXIT_USAGE: u8 = 2;
 const EXIT_NOT_FOUND: u8 = 3;

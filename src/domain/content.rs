@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use maud::html;
 
-use super::render_budget::{self, RenderFailure};
+use super::render_budget::{self, Output, RenderFailure};
 use super::{DomainError, DomainResult};
 use crate::store::StoreError;
 
@@ -116,7 +116,7 @@ pub fn shape_problem(markdown: &str) -> Option<String> {
 /// `content_markdown` field error that says why. Blocks for up to the budget: call it on a
 /// blocking thread, and before taking a database connection.
 pub fn render(markdown: &str) -> DomainResult<String> {
-    attempt(markdown).map_err(|refusal| match refusal {
+    attempt(markdown, Output::Html).map_err(|refusal| match refusal {
         Refusal::Content(message) => DomainError::invalid(FIELD, message),
         Refusal::Busy => DomainError::invalid(
             FIELD,
@@ -131,7 +131,7 @@ pub fn render(markdown: &str) -> DomainResult<String> {
 /// accepted under the old limits and must still show). `None` when the server was too busy to
 /// render it now.
 pub fn render_saved(markdown: &str) -> DomainResult<Option<String>> {
-    match attempt(markdown) {
+    match attempt(markdown, Output::Html) {
         Ok(html) => Ok(Some(html)),
         Err(Refusal::Content(_)) => Ok(Some(plain_paragraphs(markdown))),
         Err(Refusal::Busy) => Ok(None),
@@ -139,7 +139,23 @@ pub fn render_saved(markdown: &str) -> DomainResult<Option<String>> {
     }
 }
 
-/// Why [`attempt`] gave no HTML.
+/// The plain text of `markdown` for a mail's text part ([`markdown_text`]), rendered within
+/// the same budget as its HTML. Content the renderer cannot finish in time (accepted under
+/// older limits) keeps its source as the text: readable, only unformatted. `None` when the
+/// server was too busy to render it now. Blocks for up to the budget: call it on a blocking
+/// thread.
+///
+/// [`markdown_text`]: super::markdown_text
+pub fn plain_text(markdown: &str) -> DomainResult<Option<String>> {
+    match attempt(markdown, Output::Text) {
+        Ok(text) => Ok(Some(text)),
+        Err(Refusal::Content(_)) => Ok(Some(markdown.trim().to_string())),
+        Err(Refusal::Busy) => Ok(None),
+        Err(Refusal::Server(e)) => Err(DomainError::Store(StoreError::Io(e))),
+    }
+}
+
+/// Why [`attempt`] gave no output.
 enum Refusal {
     /// The content's fault, in words for its field.
     Content(String),
@@ -149,14 +165,14 @@ enum Refusal {
     Server(std::io::Error),
 }
 
-fn attempt(markdown: &str) -> Result<String, Refusal> {
+fn attempt(markdown: &str, output: Output) -> Result<String, Refusal> {
     if let Some(problem) = shape_problem(markdown) {
         return Err(Refusal::Content(problem));
     }
     if markdown.is_empty() {
         return Ok(String::new());
     }
-    render_budget::render_within(markdown, RENDER_BUDGET).map_err(|failure| match failure {
+    render_budget::render_within(markdown, output, RENDER_BUDGET).map_err(|failure| match failure {
         RenderFailure::TooSlow => Refusal::Content(format!(
             "takes too long to render (more than {} seconds); simplify its markup or split it into several issues",
             RENDER_BUDGET.as_secs()

@@ -12,6 +12,7 @@ pub mod email;
 pub mod events;
 pub mod import;
 pub mod issues;
+pub mod markdown_text;
 pub mod newsletters;
 pub mod opt_in;
 pub mod pagination;
@@ -24,6 +25,7 @@ pub mod stats;
 pub mod subscribers;
 pub mod tracking;
 pub mod urls;
+pub mod verp;
 pub mod webhooks;
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! Markdown to HTML within a time budget. The `markdown` crate's time grows with the square of
+//! Markdown to HTML (or to plain text) within a time budget. The `markdown` crate's time grows with the square of
 //! some shapes of input (its edit lists are searched linearly: wooorm/markdown-rs#113, #218), so
 //! a render that overruns must be stopped, and a thread cannot be. `serve` therefore renders in
 //! a child process of its own binary (`broadsheet render-markdown`), killed when the budget
@@ -13,6 +13,7 @@ use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::content::markdown_to_html;
+use super::markdown_text::markdown_to_text;
 
 /// The hidden subcommand that renders standard input to standard output.
 pub const SUBCOMMAND: &str = "render-markdown";
@@ -21,7 +22,29 @@ pub const SUBCOMMAND: &str = "render-markdown";
 /// more than this many cores from the readers.
 const AT_ONCE: usize = 2;
 
-/// Why a render gave no HTML.
+/// What a render makes of Markdown. Both parse the source the same way, so both cost the
+/// same and both run within the budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    /// The HTML of the pages and of the mail's HTML part.
+    Html,
+    /// The plain text of the mail's text part ([`markdown_to_text`]).
+    Text,
+}
+
+impl Output {
+    /// The flag of `render-markdown` that asks for plain text.
+    pub const TEXT_FLAG: &'static str = "--text";
+
+    fn render(self, source: &str) -> String {
+        match self {
+            Output::Html => markdown_to_html(source),
+            Output::Text => markdown_to_text(source),
+        }
+    }
+}
+
+/// Why a render gave no output.
 #[derive(Debug)]
 pub enum RenderFailure {
     /// It did not finish within the budget, and was stopped (or, on a thread, abandoned).
@@ -54,37 +77,49 @@ pub fn own_binary() -> std::io::Result<PathBuf> {
     }
 }
 
-/// `source` as HTML ([`markdown_to_html`]), if that takes less than `budget`, waiting for a
-/// slot included.
-pub fn render_within(source: &str, budget: Duration) -> Result<String, RenderFailure> {
+/// `source` as `output`, if that takes less than `budget`, waiting for a slot included.
+pub fn render_within(
+    source: &str,
+    output: Output,
+    budget: Duration,
+) -> Result<String, RenderFailure> {
     let deadline = Instant::now() + budget;
     let slot = Slot::take(deadline).ok_or(RenderFailure::Busy)?;
     match CHILD_BINARY.get() {
-        Some(binary) => in_child(binary, source, deadline),
-        None => on_thread(source, slot, deadline),
+        Some(binary) => in_child(binary, source, output, deadline),
+        None => on_thread(source, output, slot, deadline),
     }
 }
 
-/// The body of `broadsheet render-markdown`: Markdown on standard input, HTML on standard
+/// The body of `broadsheet render-markdown`: Markdown on standard input, `output` on standard
 /// output.
-pub fn child_main() -> std::io::Result<()> {
+pub fn child_main(output: Output) -> std::io::Result<()> {
     let mut source = String::new();
     std::io::stdin().read_to_string(&mut source)?;
-    let html = markdown_to_html(&source);
+    let rendered = output.render(&source);
     let mut out = std::io::stdout().lock();
-    out.write_all(html.as_bytes())?;
+    out.write_all(rendered.as_bytes())?;
     out.flush()
 }
 
-fn in_child(binary: &Path, source: &str, deadline: Instant) -> Result<String, RenderFailure> {
-    let mut child = Command::new(binary)
-        .arg(SUBCOMMAND)
+fn in_child(
+    binary: &Path,
+    source: &str,
+    output: Output,
+    deadline: Instant,
+) -> Result<String, RenderFailure> {
+    let mut command = Command::new(binary);
+    command.arg(SUBCOMMAND);
+    if output == Output::Text {
+        command.arg(Output::TEXT_FLAG);
+    }
+    let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .map_err(RenderFailure::Io)?;
-    let (mut input, mut output) = (
+    let (mut input, mut rendered) = (
         child.stdin.take().expect("piped stdin"),
         child.stdout.take().expect("piped stdout"),
     );
@@ -96,7 +131,7 @@ fn in_child(binary: &Path, source: &str, deadline: Instant) -> Result<String, Re
         let written = input.write_all(source.as_bytes());
         drop(input);
         let mut html = Vec::new();
-        let read = output.read_to_end(&mut html);
+        let read = rendered.read_to_end(&mut html);
         let _ = done.send(written.and(read).map(|_| html));
     });
     let outcome = finished.recv_timeout(deadline.saturating_duration_since(Instant::now()));
@@ -123,13 +158,18 @@ fn in_child(binary: &Path, source: &str, deadline: Instant) -> Result<String, Re
 
 /// Renders on a thread of its own; past the deadline the thread is left to finish, holding
 /// its slot until it does, so abandoned renders still count against [`AT_ONCE`].
-fn on_thread(source: &str, slot: Slot, deadline: Instant) -> Result<String, RenderFailure> {
+fn on_thread(
+    source: &str,
+    output: Output,
+    slot: Slot,
+    deadline: Instant,
+) -> Result<String, RenderFailure> {
     let source = source.to_owned();
     let (done, finished) = mpsc::channel();
     std::thread::Builder::new()
         .name("render-markdown".into())
         .spawn(move || {
-            let html = markdown_to_html(&source);
+            let html = output.render(&source);
             drop(slot);
             let _ = done.send(html);
         })
@@ -178,8 +218,10 @@ mod tests {
 
     #[test]
     fn renders_on_a_thread_outside_serve() {
-        let html = render_within("**b**", Duration::from_secs(5)).unwrap();
+        let html = render_within("**b**", Output::Html, Duration::from_secs(5)).unwrap();
         assert_eq!(html, markdown_to_html("**b**"));
+        let text = render_within("**b**", Output::Text, Duration::from_secs(5)).unwrap();
+        assert_eq!(text, "b");
     }
 
     #[test]
@@ -187,7 +229,7 @@ mod tests {
         // Quadratic in the renderer: far more than a millisecond in any build.
         let slow = "*a* ".repeat(2_000);
         assert!(matches!(
-            render_within(&slow, Duration::from_millis(1)),
+            render_within(&slow, Output::Text, Duration::from_millis(1)),
             Err(RenderFailure::TooSlow)
         ));
     }

@@ -5,7 +5,7 @@
 use rusqlite::{Connection, OptionalExtension};
 use serde_json::json;
 
-use super::bounce_report::{Complaint, Failure, Report, Severity};
+use super::bounce_report::{self, Complaint, Failure, NotAReport, Report, Severity};
 use super::secrets::{ServerSecret, Signer};
 use super::subscribers::{self, Status};
 use super::{DomainError, DomainResult, events};
@@ -325,21 +325,35 @@ fn bounce_address(
 /// that mark a subscriber bounced. A delivery with no soft bounce between them ends the run.
 pub const SOFT_BOUNCE_LIMIT: i64 = 3;
 
-/// A soft bounce of the newest delivery to `email`; the [`SOFT_BOUNCE_LIMIT`]th in a row
-/// bounces the subscriber (`email.bounced` with the last report's status).
+/// A soft bounce of the newest delivery to `email`; see [`soft_bounce_of`].
 fn soft_bounce(
     conn: &Connection,
     newsletter_id: i64,
     email: &str,
     dsn: &Failure,
 ) -> DomainResult<()> {
-    let (subscriber_id, Some(delivery_id)) = subscriber_and_latest(conn, newsletter_id, email)?
-    else {
-        return Ok(());
-    };
+    match subscriber_and_latest(conn, newsletter_id, email)? {
+        (subscriber_id, Some(delivery_id)) => {
+            soft_bounce_of(conn, Some(subscriber_id), delivery_id, dsn)
+        }
+        (_, None) => Ok(()),
+    }
+}
+
+/// A soft bounce of `delivery_id`; the [`SOFT_BOUNCE_LIMIT`]th in a row of its subscriber
+/// bounces the subscriber (`email.bounced` with the last report's status).
+fn soft_bounce_of(
+    conn: &Connection,
+    subscriber_id: Option<i64>,
+    delivery_id: i64,
+    dsn: &Failure,
+) -> DomainResult<()> {
     const NOTE: &str =
         "UPDATE deliveries SET soft_bounced_at = coalesce(soft_bounced_at, ?2) WHERE id = ?1";
     conn.execute(NOTE, (delivery_id, Timestamp::now()))?;
+    let Some(subscriber_id) = subscriber_id else {
+        return Ok(());
+    };
     const RUN: &str = "SELECT count(*) FROM (SELECT soft_bounced_at FROM deliveries
          WHERE subscriber_id = ?1 ORDER BY id DESC LIMIT ?2) WHERE soft_bounced_at IS NOT NULL";
     let run: i64 = conn.query_row(RUN, (subscriber_id, SOFT_BOUNCE_LIMIT), |r| r.get(0))?;
@@ -365,13 +379,31 @@ fn dsn_reason(dsn: &Failure) -> String {
 /// `"reason": "complaint"` (once; a second complaint changes nothing).
 fn complain(conn: &Connection, newsletter_id: i64, complaint: &Complaint) -> DomainResult<()> {
     let (subscriber_id, latest) = subscriber_and_latest(conn, newsletter_id, &complaint.email)?;
+    complain_of(
+        conn,
+        newsletter_id,
+        subscriber_id,
+        latest,
+        &complaint.feedback_type,
+    )
+}
+
+/// [`complain`] about `subscriber_id`, the message complained of being `delivery_id` (when
+/// known).
+fn complain_of(
+    conn: &Connection,
+    newsletter_id: i64,
+    subscriber_id: i64,
+    delivery_id: Option<i64>,
+    feedback_type: &str,
+) -> DomainResult<()> {
     let subscriber = subscribers::get(conn, newsletter_id, subscriber_id)?;
     if subscriber.status == Status::Unsubscribed {
         return Ok(());
     }
     let now = Timestamp::now();
     subscribers::set_status(conn, &subscriber, Status::Unsubscribed, now)?;
-    let mut data = match latest {
+    let mut data = match delivery_id {
         Some(delivery_id) => {
             conn.execute("UPDATE deliveries SET unsubscribed_at = coalesce(unsubscribed_at, ?2) WHERE id = ?1", (delivery_id, &now))?;
             delivery(conn, delivery_id)?.event_data()
@@ -379,7 +411,7 @@ fn complain(conn: &Connection, newsletter_id: i64, complaint: &Complaint) -> Dom
         None => json!({"email": subscriber.email}),
     };
     data["reason"] = json!("complaint");
-    data["feedback_type"] = json!(complaint.feedback_type);
+    data["feedback_type"] = json!(feedback_type);
     events::record(conn, newsletter_id, "email.unsubscribed", data)?;
     Ok(())
 }
@@ -465,6 +497,82 @@ pub fn apply_report(
                     });
                 note(&complaint.email, outcome, |a| &mut a.complained)?
             }
+        }
+        Ok(applied)
+    })
+}
+
+/// Whom a raw report is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportAbout {
+    /// The subscribers of a newsletter the report names (the bounce token's doors).
+    Newsletter(i64),
+    /// One delivery, named by the return path the report was mailed to (VERP): it is applied
+    /// to that delivery and its subscriber, whatever address the report gives.
+    Delivery(i64),
+}
+
+/// Reads one raw DSN or ARF message and applies it: the one path of every door that takes
+/// raw reports (`broadsheet bounce`, `POST /bounces/<token>`, the bounce listener). A message
+/// that is not a report changes nothing and comes back as the inner `Err`, for the door to
+/// log and answer.
+pub fn apply_raw_report(
+    conn: &mut Connection,
+    about: ReportAbout,
+    raw: &[u8],
+) -> DomainResult<Result<Applied, NotAReport>> {
+    let report = match bounce_report::parse(raw) {
+        Ok(report) => report,
+        Err(why) => return Ok(Err(why)),
+    };
+    match about {
+        ReportAbout::Newsletter(newsletter_id) => apply_report(conn, newsletter_id, &report),
+        ReportAbout::Delivery(delivery_id) => apply_to_delivery(conn, delivery_id, &report),
+    }
+    .map(Ok)
+}
+
+/// A report about one message (mailed to its return path): its first permanent failure, or
+/// else its first delay, or its complaint, applied to the delivery in one transaction.
+fn apply_to_delivery(
+    conn: &mut Connection,
+    delivery_id: i64,
+    report: &Report,
+) -> DomainResult<Applied> {
+    write_tx(conn, |tx| {
+        let d = delivery(tx, delivery_id)?;
+        let mut applied = Applied::default();
+        match report {
+            Report::Delivery(failures) => {
+                let failure = failures
+                    .iter()
+                    .find(|f| f.severity == Severity::Permanent)
+                    .or_else(|| failures.first());
+                match failure {
+                    Some(f) if f.severity == Severity::Permanent => {
+                        bounce_reported(tx, d.id, &dsn_reason(f), Some(f))?;
+                        applied.bounced.push(d.email);
+                    }
+                    Some(f) => {
+                        soft_bounce_of(tx, d.subscriber_id, d.id, f)?;
+                        applied.soft.push(d.email);
+                    }
+                    None => {}
+                }
+            }
+            Report::Complaint(complaint) => match d.subscriber_id {
+                Some(subscriber_id) => {
+                    complain_of(
+                        tx,
+                        d.newsletter_id,
+                        subscriber_id,
+                        Some(d.id),
+                        &complaint.feedback_type,
+                    )?;
+                    applied.complained.push(d.email);
+                }
+                None => applied.unknown.push(d.email),
+            },
         }
         Ok(applied)
     })

@@ -46,11 +46,7 @@ pub fn page_with(title: &str, meta: Option<&Meta<'_>>, body: Markup) -> Markup {
         (DOCTYPE)
         html lang="en" {
             head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                title { (title) }
-                // No favicon file to fetch (and no 404 for it in every visitor's console).
-                link rel="icon" href="data:,";
+                (head_start(title))
                 @if let Some(m) = meta {
                     @if !m.description.is_empty() { meta name="description" content=(m.description); }
                     link rel="canonical" href=(m.canonical);
@@ -65,6 +61,18 @@ pub fn page_with(title: &str, meta: Option<&Meta<'_>>, body: Markup) -> Markup {
             }
             body { main { (body) } }
         }
+    }
+}
+
+/// What the head of every page (public site and dashboard) starts with: the character set,
+/// the mobile viewport, the title, and an empty icon (no favicon file to fetch, and no 404 for
+/// it in every visitor's console).
+pub fn head_start(title: &str) -> Markup {
+    html! {
+        meta charset="utf-8";
+        meta name="viewport" content="width=device-width, initial-scale=1";
+        title { (title) }
+        link rel="icon" href="data:,";
     }
 }
 

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use crate::domain::secrets::ServerSecret;
 use crate::domain::urls::SiteUrls;
+use crate::domain::verp::ReturnPaths;
 use crate::mail::Transport;
 use crate::store::Pool;
 use crate::store::jobs::JobKind;
@@ -33,6 +34,8 @@ pub struct JobContext {
     pub urls: SiteUrls,
     /// Signs the tracking and unsubscribe links of sent issues.
     pub secret: ServerSecret,
+    /// The envelope senders (VERP return paths) of sent issues, on the bounce domain.
+    pub return_paths: ReturnPaths,
     pub send: send_issue::SendSettings,
     pub webhooks: crate::webhooks::Settings,
     /// Set when the server is asked to stop; long jobs wind down and leave the rest queued.

@@ -28,6 +28,7 @@ use crate::domain::content;
 use crate::domain::issues::{self, Issue};
 use crate::domain::sending::{self, Next, OutagePolicy, Outcome as Delivered, Recipient};
 use crate::domain::tracking::Links;
+use crate::domain::verp::ReturnPaths;
 use crate::mail::render::IssueEmail;
 use crate::mail::{Commit, Envelope, Lane, MailError, MessageSocket, write_end_of_data};
 use crate::store::jobs::{IssueSend, JobKind};
@@ -127,6 +128,10 @@ fn send(ctx: &JobContext, rt: &tokio::runtime::Runtime, issue_id: i64) -> Result
     if plan.issue.content_html.is_none() {
         plan.issue.content_html = Some(render_saved_issue(ctx, &plan.issue)?);
     }
+    // The text part, rendered within the budget once per round (never per recipient).
+    let body_text = content::plain_text(&plan.issue.content_markdown)
+        .map_err(|e| e.to_string())?
+        .ok_or("every render slot is busy")?;
     let links = Links::new(
         &plan.newsletter.site_origin(&ctx.urls),
         plan.newsletter.id,
@@ -138,6 +143,7 @@ fn send(ctx: &JobContext, rt: &tokio::runtime::Runtime, issue_id: i64) -> Result
         &plan.newsletter,
         ctx.urls.public_host_name(),
         links,
+        &body_text,
     ));
     let down_before = plan.issue.relay_down_since.map(Timestamp::datetime);
     let started = Instant::now();
@@ -280,6 +286,7 @@ async fn deliver(
                 lane: Lane::new(&ctx.transport),
                 work: work_rx.clone(),
                 email: email.clone(),
+                return_paths: ctx.return_paths.clone(),
                 writes: writes.clone(),
                 pacer: pacer.clone(),
                 round: round.clone(),
@@ -348,6 +355,7 @@ struct SendLane {
     lane: Lane,
     work: Arc<Mutex<mpsc::Receiver<Recipient>>>,
     email: Arc<IssueEmail>,
+    return_paths: ReturnPaths,
     writes: mpsc::UnboundedSender<Write>,
     pacer: Arc<Pacer>,
     round: Arc<Round>,
@@ -429,8 +437,10 @@ impl SendLane {
         // A copy of the send's pre-encoded message with the personal parts filled in: a few
         // microseconds, so it runs right here (see `IssueEmail::message`).
         let mime = self.email.message(recipient.delivery_id, &recipient.email);
+        // The return path names the delivery, so a bounce mailed back to it says whose it is.
+        let return_path = self.return_paths.address(recipient.delivery_id);
         let envelope = Envelope {
-            from: self.email.from_email(),
+            from: &return_path,
             to: &recipient.email,
         };
         let (writes, round, id) = (&self.writes, &self.round, recipient.delivery_id);

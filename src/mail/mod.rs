@@ -2,8 +2,8 @@
 //! through mail-send, or the `.eml` outbox that makes a fresh install work with no mail server).
 
 pub mod account;
+pub mod bounce_listener;
 pub mod dkim;
-mod plain_text;
 mod qp;
 mod seven_bit;
 mod smtp;

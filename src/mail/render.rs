@@ -1,6 +1,6 @@
 //! Turns an issue into e-mail: its HTML (rendered from Markdown when the content was saved,
-//! GFM, raw HTML escaped) wrapped once per send, with the text part read from that HTML
-//! (`plain_text`), then per recipient only the personal parts: signed click links, the open
+//! GFM, raw HTML escaped) wrapped once per send, with the text part the domain renders from
+//! the same Markdown (`domain::markdown_text`), then per recipient only the personal parts: signed click links, the open
 //! pixel, the unsubscribe link. The MIME message itself is encoded once per send too
 //! (quoted-printable in pieces, see `qp`): a recipient's copy encodes only its personal
 //! strings and copies everything else.
@@ -15,7 +15,7 @@ use mail_send::mail_builder::headers::text::Text;
 use maud::{DOCTYPE, PreEscaped, html};
 
 use super::smtp::dot_free;
-use super::{Mime, OutgoingMail, plain_text, qp, seven_bit};
+use super::{Mime, OutgoingMail, qp, seven_bit};
 use crate::domain::issues::Issue;
 use crate::domain::newsletters::Newsletter;
 use crate::domain::tracking::Links;
@@ -187,8 +187,15 @@ pub struct IssueEmail {
 impl IssueEmail {
     /// `public_host` is the host the newsletters' subdomains hang off (`--public-host`,
     /// without its port): List-Id and Feedback-ID name the newsletter under it, whichever
-    /// domain its links use.
-    pub fn new(issue: &Issue, newsletter: &Newsletter, public_host: &str, links: Links) -> Self {
+    /// domain its links use. `body_text` is the issue's content as plain text
+    /// (`domain::content::plain_text`, rendered within the render budget).
+    pub fn new(
+        issue: &Issue,
+        newsletter: &Newsletter,
+        public_host: &str,
+        links: Links,
+        body_text: &str,
+    ) -> Self {
         let body_html = issue.body_html();
         let html = html! {
             (DOCTYPE)
@@ -224,12 +231,12 @@ impl IssueEmail {
             }
         }
         .into_string();
-        // The text part, read from the same HTML (see `plain_text`), once per send.
+        // The text part: the subject, the content as text, then the articles.
         let mut text = format!(
             "{}\n{}\n\n{}\n",
             issue.subject,
             "=".repeat(issue.subject.chars().count().min(72)),
-            plain_text::html_to_text(&body_html)
+            body_text
         );
         for article in &issue.articles {
             text.push_str(&format!(
@@ -289,11 +296,6 @@ impl IssueEmail {
         email.template = email.template();
         email.template_dot_free = email.template.dot_free();
         email
-    }
-
-    /// The sender's address, for the SMTP envelope.
-    pub fn from_email(&self) -> &str {
-        &self.from_email
     }
 
     /// The MIME message with a slot for each personal part, as [`IssueEmail::personalise`]
@@ -597,7 +599,7 @@ mod tests {
         let issue = crate::domain::issues::get(&conn, 1, 1).unwrap();
         let secret = crate::domain::secrets::ServerSecret::load_or_create(&conn).unwrap();
         let links = Links::new("http://n.localhost", 1, secret, false);
-        let email = IssueEmail::new(&issue, &newsletter, "localhost", links);
+        let email = IssueEmail::new(&issue, &newsletter, "localhost", links, "x");
         let mail = email.personalise(1, "r@x.co");
         let (_, list_id) = mail.headers.iter().find(|(h, _)| h == "List-Id").unwrap();
         assert_eq!(list_id, "\"NewsBcc: all@example.com\" <n.localhost>");
@@ -653,7 +655,7 @@ mod tests {
             let secret = crate::domain::secrets::ServerSecret::load_or_create(&conn).unwrap();
             for tracking in [true, false] {
                 let links = Links::new("http://n.localhost", 1, secret.clone(), tracking);
-                let email = IssueEmail::new(&issue, &newsletter, "localhost", links);
+                let email = IssueEmail::new(&issue, &newsletter, "localhost", links, "x");
                 let mail = email.personalise(7, "r@x.co");
                 let message = email.message(7, "r@x.co");
                 assert!(message.dot_free);

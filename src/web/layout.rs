@@ -6,6 +6,7 @@ use super::Ctx;
 use super::csrf;
 use crate::domain::FieldErrors;
 use crate::domain::newsletters::Newsletter;
+use crate::http::public_page::head_start;
 
 /// The parts of one newsletter's dashboard, in the order its section bar shows them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,11 +94,7 @@ pub fn page(ctx: &Ctx, title: &str, narrow: bool, body: Markup) -> Markup {
         (DOCTYPE)
         html lang="en" {
             head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                title { (title) " · Broadsheet" }
-                // No favicon file to fetch (and no 404 for it in the console).
-                link rel="icon" href="data:,";
+                (head_start(&format!("{title} · Broadsheet")))
                 link rel="stylesheet" href="/assets/app.css";
             }
             body {

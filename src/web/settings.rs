@@ -1,6 +1,6 @@
 //! The settings page of the dashboard: details (as the API's `PATCH /newsletter`), publishing
-//! rhythm, audience and voice, tracking, the plan with an upgrade request, and pause / resume /
-//! cancel behind a confirmation page. Each form posts to its own URL; bad input shows the page
+//! rhythm, audience and voice, tracking, the plan with an upgrade request, pause / resume /
+//! cancel behind a confirmation page, and where bounces come back (read-only). Each form posts to its own URL; bad input shows the page
 //! again (422) with the messages beside that form and changes nothing. A cancelled newsletter
 //! is read-only: the page shows the values without forms and every post is refused (403).
 
@@ -14,6 +14,7 @@ use super::{Ctx, FormData, State, WebError, WebResult, invalid_fields, render, s
 use crate::domain::newsletters::{
     self, ContentTone, Details, Frequency, Newsletter, NewsletterLength, Preferences, Status, Tier,
 };
+use crate::domain::verp::{self, BounceSetup};
 use crate::domain::{DomainResult, FieldErrors};
 
 /// The forms of the page; each is a section with this anchor.
@@ -124,6 +125,7 @@ fn settings_page(
     ctx: &Ctx,
     state: &State,
     n: &Newsletter,
+    bounces: &BounceSetup,
     entered: &Entered,
     failed: Option<(Part, &FieldErrors)>,
 ) -> Markup {
@@ -251,17 +253,52 @@ fn settings_page(
                     Status::Cancelled => { p.muted { "Cancelled: read-only." } }
                 }
             }
+            (bounce_section(bounces))
         },
     )
+}
+
+/// Where bounces and complaints come back (`broadsheet bounce-token` prints the same), for
+/// the operator of the mail server to configure: read-only.
+fn bounce_section(setup: &BounceSetup) -> Markup {
+    html! {
+        section.panel #bounces {
+            h2 { "Bounces and complaints" }
+            p.muted { "Mail that cannot be delivered, and spam complaints, come back to this server and stop mail to the address. Each issue message goes out with its own return path, on the bounce domain; the server's operator points that domain's MX at the bounce listener, or has a mail server hand the messages over one of the other two ways." }
+            dl.bounce-setup {
+                dt { "Return path of each issue message" }
+                dd { code #bounce-return-paths { (setup.return_paths) } }
+                dt { "Report URL (POST a DSN or ARF message, or JSON)" }
+                dd { code #bounce-url { (setup.url) } }
+                dt { "Pipe command (the message on standard input)" }
+                dd { code #bounce-pipe { (setup.pipe_command) } }
+            }
+            p.muted { "The URL holds this newsletter's bounce token: keep it private." }
+        }
+    }
+}
+
+/// The bounce setup of `n`, for its section of the page.
+async fn bounce_setup(state: &State, n: &Newsletter) -> Result<BounceSetup, WebError> {
+    let (n, base_url, domain) = (
+        n.clone(),
+        state.urls.base_url.clone(),
+        state.bounce_domain.clone(),
+    );
+    Ok(state
+        .db
+        .run(move |conn| verp::setup(conn, &n, &base_url, &domain))
+        .await?)
 }
 
 #[handler]
 pub async fn show(req: &Request, Path(id): Path<String>, Data(state): Data<&State>) -> WebResult {
     let ctx = Ctx::load(req, state).await?;
     let n = owned(&ctx, state, &id).await?;
+    let bounces = bounce_setup(state, &n).await?;
     render(
         StatusCode::OK,
-        settings_page(&ctx, state, &n, &Entered::stored(&n), None),
+        settings_page(&ctx, state, &n, &bounces, &Entered::stored(&n), None),
     )
 }
 
@@ -273,6 +310,7 @@ struct Post<'a> {
     form: FormData,
     ctx: Ctx,
     n: Newsletter,
+    bounces: BounceSetup,
 }
 
 impl<'a> Post<'a> {
@@ -284,12 +322,14 @@ impl<'a> Post<'a> {
     ) -> Result<Post<'a>, WebError> {
         let (form, ctx, n) = owned_post(req, state, id, body).await?;
         n.ensure_writable()?;
+        let bounces = bounce_setup(state, &n).await?;
         Ok(Post {
             req,
             state,
             form,
             ctx,
             n,
+            bounces,
         })
     }
 
@@ -317,6 +357,7 @@ impl<'a> Post<'a> {
                         &self.ctx,
                         self.state,
                         &self.n,
+                        &self.bounces,
                         &entered,
                         Some((part, &problems)),
                     ),

@@ -216,6 +216,14 @@ fn double_opt_in_from_form_to_subscriber() {
     let stale = app.smtp.wait_for_message_to("reader@example.com", 1);
     subscribe(&site, "reader@example.com", "Rita Reader").expect(200);
     let stale_path = path_of(&link_containing(&stale.text(), "/subscribe/confirm/").unwrap());
+    // A body the server cannot read (over the form limit) is a bad request that confirms
+    // nothing, not a refused form (403) that would tell the reader the link is stale.
+    let fresh = app.smtp.wait_for_message_to("reader@example.com", 2);
+    let fresh_path = path_of(&link_containing(&fresh.text(), "/subscribe/confirm/").unwrap());
+    let unreadable = site.post_form(&fresh_path, &[("filler", &"x".repeat(1024 * 1024))]);
+    unreadable.expect(400);
+    assert!(unreadable.body.contains("<html"), "{}", unreadable.body);
+    assert_eq!(owner.get("/subscribers").json()["subscribers"], json!([]));
     let done = confirm(&app, &site, "reader@example.com", 2);
     done.expect(200);
     assert!(done.body.contains("You are subscribed"));

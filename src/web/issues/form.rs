@@ -11,9 +11,9 @@ use super::{
     Posted, issue_url, list_url, local_input, problems, render, utc_from_local, viewed, when,
 };
 use crate::clock::{self, Timestamp};
+use crate::domain::FieldErrors;
 use crate::domain::issues::{self, ArticleInput, Issue, IssueInput, Status};
 use crate::domain::newsletters::Newsletter;
-use crate::domain::{DomainError, FieldErrors};
 use crate::web::layout::{Section, csrf_field, errors, newsletter_page};
 use crate::web::newsletters::{owned, owned_post};
 use crate::web::{Ctx, FormData, State, WebError, WebResult, see_other};
@@ -381,7 +381,7 @@ async fn submit(
             let (state, n, current) = (state.clone(), n.clone(), current.clone());
             let shown = tokio::task::spawn_blocking(move || {
                 let shown = issues::preview(n.id, current.as_ref(), check()?);
-                Ok::<_, DomainError>(preview_block(&state, &n, &shown))
+                preview_block(&state, &n, &shown)
             })
             .await
             .map_err(|e| WebError::Internal(e.to_string()))?;

@@ -8,6 +8,7 @@ use serde::Deserialize;
 
 use super::{issue_url, list_url, local_input, render, viewed, when};
 use crate::clock::{self, Timestamp};
+use crate::domain::content;
 use crate::domain::issues::{self, Issue, Status};
 use crate::domain::newsletters::Newsletter;
 use crate::domain::pagination::Page;
@@ -354,16 +355,24 @@ fn with_base(document: &str, origin: &str) -> String {
 }
 
 /// Both previews of `issue`: the e-mail a subscriber receives, rendered by the sender's own
-/// renderer (without tracking, so its links are the real ones), and the public web page.
-pub(super) fn preview_block(state: &State, n: &Newsletter, issue: &Issue) -> Markup {
+/// renderer (without tracking, so its links are the real ones), and the public web page. It
+/// renders the text part within the budget: call it on a blocking thread.
+pub(super) fn preview_block(
+    state: &State,
+    n: &Newsletter,
+    issue: &Issue,
+) -> Result<Markup, DomainError> {
     let origin = n.site_origin(&state.urls);
     let links = Links::new(&origin, n.id, state.secret.clone(), false);
-    let mail = IssueEmail::new(issue, n, state.urls.public_host_name(), links)
+    // Busy renderers: the preview shows the source rather than nothing.
+    let text = content::plain_text(&issue.content_markdown)?
+        .unwrap_or_else(|| issue.content_markdown.clone());
+    let mail = IssueEmail::new(issue, n, state.urls.public_host_name(), links, &text)
         .personalise(0, "subscriber@example.com");
     let mut on_web = issue.clone();
     on_web.published_at = on_web.published_at.or_else(|| Some(Timestamp::now()));
     let page = issue_document(&state.urls, n, &on_web);
-    html! {
+    Ok(html! {
         div.previews {
             section {
                 h3 { "E-mail" }
@@ -380,7 +389,7 @@ pub(super) fn preview_block(state: &State, n: &Newsletter, issue: &Issue) -> Mar
                 iframe #web-preview.preview title="Web page preview" sandbox="allow-popups allow-popups-to-escape-sandbox" srcdoc=(with_base(&page.into_string(), &origin)) {}
             }
         }
-    }
+    })
 }
 
 /// `GET /newsletters/:id/issues/:issue_id/preview`: the saved issue's previews.
@@ -396,7 +405,7 @@ pub async fn preview(
         let (state, n, issue) = (state.clone(), n.clone(), issue.clone());
         tokio::task::spawn_blocking(move || preview_block(&state, &n, &issue))
             .await
-            .map_err(|e| WebError::Internal(e.to_string()))?
+            .map_err(|e| WebError::Internal(e.to_string()))??
     };
     render(
         StatusCode::OK,

@@ -129,7 +129,8 @@ pub fn spawn_app_outbox() -> App {
     app
 }
 
-fn free_port() -> u16 {
+/// A loopback port nothing listens on now (another process may take it before it is used).
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")

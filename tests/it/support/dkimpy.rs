@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
+use super::run_tool;
+
 /// Verifies with `dkim.verify`, answering the one TXT record given (a DNS name and its value).
 const VERIFY: &str = r#"
 import sys, dkim
@@ -39,28 +41,13 @@ fn install() -> Result<PathBuf, String> {
     if has_dkimpy(&python) {
         return Ok(python);
     }
-    let run = |program: &str, args: &[&str]| -> Result<(), String> {
-        let out = Command::new(program)
-            .args(args)
-            .output()
-            .map_err(|e| format!("{program}: {e}"))?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(format!(
-                "{program} {}: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ))
-        }
-    };
     let dir = venv();
-    run(
+    run_tool(
         "python3",
         &["-m", "venv", dir.to_str().expect("utf-8 path")],
     )?;
     let pip = dir.join("bin/pip");
-    run(
+    run_tool(
         pip.to_str().expect("utf-8 path"),
         &["install", "-q", "dkimpy"],
     )?;

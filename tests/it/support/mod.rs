@@ -9,6 +9,7 @@ pub mod disk;
 pub mod dkimpy;
 pub mod dns;
 pub mod http;
+pub mod postfix;
 pub mod receiver;
 pub mod send;
 pub mod smtp;
@@ -285,4 +286,35 @@ pub fn settled_mail(app: &App, email: &str) -> Vec<Received> {
         },
     );
     app.smtp.messages_to(email)
+}
+
+/// The `data` of the newest `kind` event (recorded only when a webhook listens: [`listen`]).
+pub fn last_event(app: &App, kind: &str) -> Value {
+    let payload: String = app
+        .db()
+        .query_row(
+            "SELECT payload FROM events WHERE kind = ?1 ORDER BY id DESC LIMIT 1",
+            [kind],
+            |r| r.get(0),
+        )
+        .unwrap();
+    serde_json::from_str::<Value>(&payload).unwrap()["data"].clone()
+}
+
+/// Runs a helper program of the tests to its end; when it fails, why (its output).
+pub fn run_tool(program: &str, args: &[&str]) -> Result<(), String> {
+    let out = std::process::Command::new(program)
+        .args(args)
+        .output()
+        .map_err(|e| format!("{program}: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{program} {}: {} {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout).trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
 }
