@@ -58,11 +58,14 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
     let mail_from = match &args.mail_from {
         Some(from) => ("Broadsheet".to_string(), from.clone()),
         None => {
-            let host = url::Url::parse(&urls.base_url)
+            // A domain name with a dot: an IP address or a bare host name makes an address
+            // that relays refuse (Postfix: "501 Bad sender address syntax").
+            let domain = url::Url::parse(&urls.base_url)
                 .ok()
-                .and_then(|u| u.host_str().map(str::to_string));
-            let domain = host
-                .filter(|h| h.contains('.'))
+                .and_then(|u| match u.host() {
+                    Some(url::Host::Domain(name)) if name.contains('.') => Some(name.to_string()),
+                    _ => None,
+                })
                 .unwrap_or_else(|| "localhost.localdomain".to_string());
             ("Broadsheet".to_string(), format!("no-reply@{domain}"))
         }

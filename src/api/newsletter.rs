@@ -10,6 +10,7 @@ use crate::domain::DomainResult;
 use crate::domain::newsletters::{self, Newsletter};
 use crate::domain::stats;
 use crate::domain::urls::SiteUrls;
+use crate::domain::welcome::WelcomeChanges;
 
 #[derive(Tags)]
 enum ApiTags {
@@ -45,6 +46,12 @@ pub struct NewsletterObject {
     pub subscriber_count: i64,
     /// All issues.
     pub issue_count: i64,
+    /// Whether readers who confirm on the public site get the welcome e-mail.
+    pub welcome_enabled: bool,
+    /// The welcome e-mail's subject as sent (the default until one is set).
+    pub welcome_subject: String,
+    /// The welcome e-mail's Markdown body as sent (the default until one is set).
+    pub welcome_body: String,
     pub created_at: String,
     pub updated_at: String,
     pub urls: NewsletterUrls,
@@ -64,6 +71,9 @@ impl NewsletterObject {
             tier: n.tier.as_str().to_string(),
             subscriber_count: counts.0,
             issue_count: counts.1,
+            welcome_enabled: n.welcome.enabled,
+            welcome_subject: n.welcome.subject_or_default(&n.name),
+            welcome_body: n.welcome.body_or_default(&n.name),
             created_at: n.created_at.to_string(),
             updated_at: n.updated_at.to_string(),
             urls: NewsletterUrls {
@@ -94,6 +104,11 @@ pub struct NewsletterPatch {
     pub tagline: Option<Text>,
     pub sender_name: Option<Text>,
     pub sender_email: Option<Text>,
+    pub welcome_enabled: Option<bool>,
+    /// At most 200 characters, one line; `""` goes back to the default.
+    pub welcome_subject: Option<Text>,
+    /// Markdown, at most 10,000 characters; `""` goes back to the default.
+    pub welcome_body: Option<Text>,
 }
 
 #[derive(Debug, Object)]
@@ -230,7 +245,7 @@ impl NewsletterApi {
         ))
     }
 
-    /// Changes the name, tagline or sender; answers like `GET /newsletter`.
+    /// Changes the name, tagline, sender or welcome e-mail; answers like `GET /newsletter`.
     #[oai(
         path = "/newsletter",
         method = "patch",
@@ -250,13 +265,22 @@ impl NewsletterApi {
             tagline: patch.tagline.map(String::from),
             sender_name: patch.sender_name.map(String::from),
             sender_email: patch.sender_email.map(String::from),
+            welcome: WelcomeChanges {
+                enabled: patch.welcome_enabled,
+                subject: patch.welcome_subject.map(String::from),
+                body: patch.welcome_body.map(String::from),
+            },
         };
+        // The welcome body renders before a connection is taken.
         let loaded = state
             .db
-            .run(move |conn| {
-                newsletters::update_details(conn, id, &changes)?;
-                load(conn, id)
-            })
+            .run_after(
+                move || newsletters::check_details(&changes),
+                move |conn, checked| {
+                    newsletters::apply_details(conn, id, &checked)?;
+                    load(conn, id)
+                },
+            )
             .await?;
         Ok(envelope(state, loaded))
     }

@@ -59,13 +59,17 @@ pub struct SubscriberFields {
     pub tags: Option<Vec<Text>>,
 }
 
-/// `{email, name?, tags?}`, or the same inside `{"subscriber": {...}}`.
+/// `{email, name?, tags?}`, or the same inside `{"subscriber": {...}}`; `send_welcome` beside
+/// either.
 #[derive(Debug, Object)]
 pub struct CreateBody {
     pub email: Option<Text>,
     pub name: Option<Text>,
     pub tags: Option<Vec<Text>>,
     pub subscriber: Option<SubscriberFields>,
+    /// `true` mails the newsletter's welcome e-mail to a subscriber this request adds (not
+    /// to one already present). Default `false`: subscribers added through the API get no mail.
+    pub send_welcome: Option<bool>,
 }
 
 impl From<SubscriberFields> for NewSubscriber {
@@ -268,6 +272,7 @@ impl SubscribersApi {
         Data(state): Data<&State>,
     ) -> Result<CreateResponse, ApiError> {
         let Json(body) = body;
+        let send_welcome = body.send_welcome.unwrap_or(false);
         let input: NewSubscriber = match body.subscriber {
             Some(inner) => inner.into(),
             None => SubscriberFields {
@@ -280,7 +285,7 @@ impl SubscribersApi {
         let nid = p.newsletter_id;
         let (s, created) = state
             .db
-            .run(move |conn| subscribers::create(conn, nid, &input))
+            .run(move |conn| subscribers::create_and_welcome(conn, nid, &input, send_welcome))
             .await?;
         Ok(if created {
             CreateResponse::Created(Json(s.into()))

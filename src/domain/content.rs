@@ -116,10 +116,16 @@ pub fn shape_problem(markdown: &str) -> Option<String> {
 /// `content_markdown` field error that says why. Blocks for up to the budget: call it on a
 /// blocking thread, and before taking a database connection.
 pub fn render(markdown: &str) -> DomainResult<String> {
+    render_as(markdown, FIELD)
+}
+
+/// [`render`] for Markdown held in another field (a welcome e-mail's body): its errors name
+/// `field`.
+pub fn render_as(markdown: &str, field: &str) -> DomainResult<String> {
     attempt(markdown, Output::Html).map_err(|refusal| match refusal {
-        Refusal::Content(message) => DomainError::invalid(FIELD, message),
+        Refusal::Content(message) => DomainError::invalid(field, message),
         Refusal::Busy => DomainError::invalid(
-            FIELD,
+            field,
             "could not be rendered now: the server is busy rendering other issues; try again in a moment",
         ),
         Refusal::Server(e) => DomainError::Store(StoreError::Io(e)),

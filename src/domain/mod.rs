@@ -27,6 +27,7 @@ pub mod tracking;
 pub mod urls;
 pub mod verp;
 pub mod webhooks;
+pub mod welcome;
 
 #[cfg(test)]
 pub mod testing;
@@ -51,6 +52,11 @@ impl FieldErrors {
 
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// Adds every message of `other`, after these.
+    pub fn append(&mut self, other: FieldErrors) {
+        self.0.extend(other.0);
     }
 
     /// `Ok(())` when nothing was added, else a `validation_error`.

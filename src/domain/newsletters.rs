@@ -5,6 +5,7 @@ use rusqlite::{Connection, OptionalExtension, Row};
 
 use super::email::EmailAddress;
 use super::urls::SiteUrls;
+use super::welcome::{self, CheckedWelcome, Welcome, WelcomeChanges};
 use super::{DomainError, DomainResult, FieldErrors, clean_line, clean_text};
 use crate::clock::Timestamp;
 use crate::store::jobs::MailSender;
@@ -100,6 +101,8 @@ pub struct Newsletter {
     pub tracking_enabled: bool,
     /// The verified custom domain (`www.example.com`), once it is active: the site's address.
     pub custom_domain: Option<String>,
+    /// The welcome e-mail readers get after confirming (`domain/welcome.rs`).
+    pub welcome: Welcome,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -163,7 +166,8 @@ macro_rules! select_newsletter {
         concat!(
             "SELECT id, owner_id, name, tagline, keywords, sender_name, sender_email, subdomain, status, tier, ",
             "frequency, target_audience, content_tone, newsletter_length, live_at, tracking_enabled, created_at, updated_at, ",
-            "(SELECT domain FROM custom_domains WHERE custom_domains.newsletter_id = newsletters.id AND custom_domains.status = 'active') ",
+            "(SELECT domain FROM custom_domains WHERE custom_domains.newsletter_id = newsletters.id AND custom_domains.status = 'active'), ",
+            "welcome_enabled, welcome_subject, welcome_body ",
             "FROM newsletters ", $($tail),+
         )
     };
@@ -190,6 +194,11 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Newsletter> {
         created_at: row.get(16)?,
         updated_at: row.get(17)?,
         custom_domain: row.get(18)?,
+        welcome: Welcome {
+            enabled: row.get(19)?,
+            subject: row.get(20)?,
+            body: row.get(21)?,
+        },
     })
 }
 
@@ -446,13 +455,32 @@ pub struct Details {
     pub tagline: Option<String>,
     pub sender_name: Option<String>,
     pub sender_email: Option<String>,
+    pub welcome: WelcomeChanges,
 }
 
+/// [`Details`] checked, the welcome body rendered: what [`apply_details`] writes.
+#[derive(Debug, Clone)]
+pub struct CheckedDetails {
+    name: Option<String>,
+    tagline: Option<String>,
+    sender_name: Option<String>,
+    sender_email: Option<String>,
+    welcome: CheckedWelcome,
+}
+
+/// Checks and applies `changes` ([`check_details`] then [`apply_details`]).
 pub fn update_details(
     conn: &mut Connection,
     id: i64,
     changes: &Details,
 ) -> DomainResult<Newsletter> {
+    let checked = check_details(changes)?;
+    apply_details(conn, id, &checked)
+}
+
+/// Checks every field of `changes`, and renders the welcome body within the render budget:
+/// call it before taking a database connection (`Db::run_after`).
+pub fn check_details(changes: &Details) -> DomainResult<CheckedDetails> {
     let mut errors = FieldErrors::new();
     let name = changes
         .name
@@ -476,23 +504,48 @@ pub fn update_details(
             }
         },
     };
+    let welcome = welcome::check(&changes.welcome, &mut errors)?;
     errors.into_result()?;
+    Ok(CheckedDetails {
+        name,
+        tagline,
+        sender_name,
+        sender_email,
+        welcome,
+    })
+}
+
+/// Writes checked changes; `updated_at` moves only when something changed.
+pub fn apply_details(
+    conn: &mut Connection,
+    id: i64,
+    checked: &CheckedDetails,
+) -> DomainResult<Newsletter> {
+    let CheckedDetails {
+        name,
+        tagline,
+        sender_name,
+        sender_email,
+        welcome,
+    } = checked.clone();
     write_tx(conn, |tx| {
         let current = get(tx, id)?;
         current.ensure_writable()?;
+        let welcome_changed = welcome::apply(tx, id, &welcome)?;
         let next = (
             name.unwrap_or_else(|| current.name.clone()),
             tagline.unwrap_or_else(|| current.tagline.clone()),
             sender_name.unwrap_or_else(|| current.sender_name.clone()),
             sender_email.unwrap_or_else(|| current.sender_email.clone()),
         );
-        if next
-            == (
-                current.name.clone(),
-                current.tagline.clone(),
-                current.sender_name.clone(),
-                current.sender_email.clone(),
-            )
+        if !welcome_changed
+            && next
+                == (
+                    current.name.clone(),
+                    current.tagline.clone(),
+                    current.sender_name.clone(),
+                    current.sender_email.clone(),
+                )
         {
             // Nothing changes: `updated_at` stays as it is.
             return Ok(current);
@@ -715,6 +768,7 @@ mod tests {
                 tagline: Some("x\ry".into()),
                 sender_name: Some("Ed\u{0}".into()),
                 sender_email: None,
+                welcome: WelcomeChanges::default(),
             },
         ));
         for field in ["name", "tagline", "sender_name"] {

@@ -12,7 +12,7 @@ use super::rate_limit::{self, Bucket};
 use super::secrets::{random_hex, sha256_hex};
 use super::subscribers::{self, NewSubscriber, Status, Subscriber};
 use super::urls::{SiteUrls, host_of};
-use super::{DomainError, DomainResult, events};
+use super::{DomainError, DomainResult, events, welcome};
 use crate::clock::{self, Timestamp};
 use crate::store::jobs::{AccountMail, AccountMailKind, queue_account_mail};
 use crate::store::write_tx;
@@ -110,45 +110,55 @@ pub fn request(
 }
 
 /// Follows a confirmation link of `newsletter_id`'s site: the address becomes an active
-/// subscriber (a former subscriber who had left is active again). Works once; a link followed
-/// after the newsletter was cancelled is refused.
+/// subscriber (a former subscriber who had left is active again), and its welcome e-mail is
+/// queued when the newsletter sends one and the subscriber never had it (`welcome`). Works
+/// once; a link followed after the newsletter was cancelled is refused.
 pub fn confirm(conn: &mut Connection, newsletter_id: i64, token: &str) -> DomainResult<Subscriber> {
     write_tx(conn, |tx| {
-        super::newsletters::get(tx, newsletter_id)?.ensure_writable()?;
-        const FIND: &str = "SELECT id, email, name FROM subscription_requests
-             WHERE newsletter_id = ?1 AND token_hash = ?2 AND expires_at > ?3";
-        let (request_id, email, name): (i64, String, Option<String>) = tx
-            .query_row(
-                FIND,
-                (newsletter_id, sha256_hex(token), Timestamp::now()),
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .optional()?
-            .ok_or(DomainError::NotFound("subscription request"))?;
-        tx.execute(
-            "DELETE FROM subscription_requests WHERE id = ?1",
-            [request_id],
-        )?;
-        let valid = subscribers::validate(&NewSubscriber {
-            email,
-            name,
-            tags: Vec::new(),
-        })?;
-        let (subscriber, _created) = subscribers::insert(tx, newsletter_id, &valid)?;
-        if subscriber.status != Status::Unsubscribed {
-            return Ok(subscriber);
+        let newsletter = super::newsletters::get(tx, newsletter_id)?;
+        newsletter.ensure_writable()?;
+        let subscriber = activate(tx, newsletter_id, token)?;
+        if newsletter.welcome.enabled && subscriber.status == Status::Active {
+            welcome::queue(tx, subscriber.id)?;
         }
-        const RESUBSCRIBE: &str =
-            "UPDATE subscribers SET status = 'active', unsubscribed_at = NULL,
-             resubscribed_at = ?2, changed_at = ?2 WHERE id = ?1";
-        tx.execute(RESUBSCRIBE, (subscriber.id, Timestamp::now()))?;
-        let subscriber = subscribers::get(tx, newsletter_id, subscriber.id)?;
-        events::record(
-            tx,
-            newsletter_id,
-            "subscriber.updated",
-            subscriber.event_data(),
-        )?;
         Ok(subscriber)
     })
+}
+
+/// The confirmation itself, inside [`confirm`]'s transaction.
+fn activate(tx: &Connection, newsletter_id: i64, token: &str) -> DomainResult<Subscriber> {
+    const FIND: &str = "SELECT id, email, name FROM subscription_requests
+         WHERE newsletter_id = ?1 AND token_hash = ?2 AND expires_at > ?3";
+    let (request_id, email, name): (i64, String, Option<String>) = tx
+        .query_row(
+            FIND,
+            (newsletter_id, sha256_hex(token), Timestamp::now()),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()?
+        .ok_or(DomainError::NotFound("subscription request"))?;
+    tx.execute(
+        "DELETE FROM subscription_requests WHERE id = ?1",
+        [request_id],
+    )?;
+    let valid = subscribers::validate(&NewSubscriber {
+        email,
+        name,
+        tags: Vec::new(),
+    })?;
+    let (subscriber, _created) = subscribers::insert(tx, newsletter_id, &valid)?;
+    if subscriber.status != Status::Unsubscribed {
+        return Ok(subscriber);
+    }
+    const RESUBSCRIBE: &str = "UPDATE subscribers SET status = 'active', unsubscribed_at = NULL,
+         resubscribed_at = ?2, changed_at = ?2 WHERE id = ?1";
+    tx.execute(RESUBSCRIBE, (subscriber.id, Timestamp::now()))?;
+    let subscriber = subscribers::get(tx, newsletter_id, subscriber.id)?;
+    events::record(
+        tx,
+        newsletter_id,
+        "subscriber.updated",
+        subscriber.event_data(),
+    )?;
+    Ok(subscriber)
 }

@@ -567,16 +567,32 @@ fn ensure_open(tx: &Connection, newsletter_id: i64) -> DomainResult<()> {
     super::newsletters::get(tx, newsletter_id)?.ensure_writable()
 }
 
-/// Adds a subscriber, or returns the existing one with the same address (`false`).
+/// Adds a subscriber, or returns the existing one with the same address (`false`). No mail
+/// is sent.
 pub fn create(
     conn: &mut Connection,
     newsletter_id: i64,
     input: &NewSubscriber,
 ) -> DomainResult<(Subscriber, bool)> {
+    create_and_welcome(conn, newsletter_id, input, false)
+}
+
+/// [`create`]; with `send_welcome`, a subscriber added now gets the welcome e-mail
+/// (`welcome`), queued in the same transaction.
+pub fn create_and_welcome(
+    conn: &mut Connection,
+    newsletter_id: i64,
+    input: &NewSubscriber,
+    send_welcome: bool,
+) -> DomainResult<(Subscriber, bool)> {
     let valid = validate(input)?;
     write_tx(conn, |tx| {
         ensure_open(tx, newsletter_id)?;
-        insert(tx, newsletter_id, &valid)
+        let (subscriber, created) = insert(tx, newsletter_id, &valid)?;
+        if created && send_welcome {
+            super::welcome::queue(tx, subscriber.id)?;
+        }
+        Ok((subscriber, created))
     })
 }
 

@@ -35,6 +35,7 @@ pub struct Links {
     newsletter_id: i64,
     tracking: bool,
     unsubscribe: Signer,
+    unsubscribe_subscriber: Signer,
     open: Signer,
     click: Signer,
     click_target: Signer,
@@ -47,6 +48,7 @@ impl Links {
             newsletter_id,
             tracking,
             unsubscribe: secret.signer("unsubscribe"),
+            unsubscribe_subscriber: secret.signer(SUBSCRIBER_UNSUBSCRIBE),
             open: secret.signer("open"),
             click: secret.signer("click"),
             click_target: secret.signer("click-target"),
@@ -63,6 +65,17 @@ impl Links {
             "{}/u/{delivery_id}/{}",
             self.origin,
             self.unsubscribe.sign_hex(&delivery_id.to_string(), SIG_LEN)
+        )
+    }
+
+    /// The unsubscribe link of mail that is no issue's delivery (the welcome e-mail): it names
+    /// the subscriber, as `s<id>` where a delivery link has the delivery's id.
+    pub fn unsubscribe_subscriber(&self, subscriber_id: i64) -> String {
+        format!(
+            "{}/u/s{subscriber_id}/{}",
+            self.origin,
+            self.unsubscribe_subscriber
+                .sign_hex(&subscriber_id.to_string(), SIG_LEN)
         )
     }
 
@@ -112,6 +125,23 @@ impl Links {
 
 pub fn verify_unsubscribe(secret: &ServerSecret, delivery_id: i64, given: &str) -> bool {
     check(secret, "unsubscribe", &delivery_id.to_string(), given)
+}
+
+/// The purpose of subscribers' unsubscribe signatures: apart from deliveries', so a delivery's
+/// signature can never unsubscribe the subscriber with the same number.
+const SUBSCRIBER_UNSUBSCRIBE: &str = "unsubscribe-subscriber";
+
+pub fn verify_subscriber_unsubscribe(
+    secret: &ServerSecret,
+    subscriber_id: i64,
+    given: &str,
+) -> bool {
+    check(
+        secret,
+        SUBSCRIBER_UNSUBSCRIBE,
+        &subscriber_id.to_string(),
+        given,
+    )
 }
 
 pub fn verify_open(secret: &ServerSecret, delivery_id: i64, given: &str) -> bool {
@@ -218,15 +248,44 @@ pub fn unsubscribe(conn: &mut Connection, delivery_id: i64) -> DomainResult<Deli
         let Some(subscriber_id) = d.subscriber_id else {
             return Ok(d);
         };
-        let subscriber = subscribers::get(tx, d.newsletter_id, subscriber_id)?;
-        if subscriber.status != Status::Unsubscribed {
-            let now = Timestamp::now();
-            subscribers::set_status(tx, &subscriber, Status::Unsubscribed, now)?;
+        if let Some(now) = leave(tx, d.newsletter_id, subscriber_id)? {
             tx.execute("UPDATE deliveries SET unsubscribed_at = coalesce(unsubscribed_at, ?2) WHERE id = ?1", (delivery_id, &now))?;
             events::record(tx, d.newsletter_id, "email.unsubscribed", d.event_data())?;
         }
         Ok(d)
     })
+}
+
+/// The unsubscribe link of a welcome e-mail, which names the subscriber of `newsletter_id`:
+/// as [`unsubscribe`], the event naming the subscriber (there is no delivery).
+pub fn unsubscribe_subscriber(
+    conn: &mut Connection,
+    newsletter_id: i64,
+    subscriber_id: i64,
+) -> DomainResult<()> {
+    write_tx(conn, |tx| {
+        if leave(tx, newsletter_id, subscriber_id)?.is_some() {
+            let subscriber = subscribers::get(tx, newsletter_id, subscriber_id)?;
+            let data = json!({"subscription_id": subscriber.id, "email": subscriber.email});
+            events::record(tx, newsletter_id, "email.unsubscribed", data)?;
+        }
+        Ok(())
+    })
+}
+
+/// Makes the subscriber `unsubscribed`; the time when it was not already, else `None`.
+fn leave(
+    conn: &Connection,
+    newsletter_id: i64,
+    subscriber_id: i64,
+) -> DomainResult<Option<Timestamp>> {
+    let subscriber = subscribers::get(conn, newsletter_id, subscriber_id)?;
+    if subscriber.status == Status::Unsubscribed {
+        return Ok(None);
+    }
+    let now = Timestamp::now();
+    subscribers::set_status(conn, &subscriber, Status::Unsubscribed, now)?;
+    Ok(Some(now))
 }
 
 /// A hard bounce of one delivery: the delivery is `bounced`, the subscriber `bounced`, and

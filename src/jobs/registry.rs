@@ -8,6 +8,7 @@ use super::prune_webhook_log::PruneWebhookLog;
 use super::render_content::RenderContent;
 use super::send_issue::SendIssue;
 use super::send_mail::SendMail;
+use super::send_welcome::SendWelcome;
 use crate::store::jobs::JobKind;
 
 /// The jobs the runner runs, one per kind.
@@ -18,6 +19,7 @@ pub static JOBS: &[&dyn Job] = &[
     &ImportSubscribers,
     &RenderContent,
     &PruneWebhookLog,
+    &SendWelcome,
 ];
 
 /// The job that runs rows of `kind` (as the `jobs.kind` column names it); `None` for a kind

@@ -1,6 +1,7 @@
-//! Turns an issue into e-mail: its HTML (rendered from Markdown when the content was saved,
-//! GFM, raw HTML escaped) wrapped once per send, with the text part the domain renders from
-//! the same Markdown (`domain::markdown_text`), then per recipient only the personal parts: signed click links, the open
+//! Turns an issue, and a newsletter's welcome e-mail, into e-mail: its HTML (rendered from
+//! Markdown when the content was saved, GFM, raw HTML escaped) wrapped once per send, with the
+//! text part the domain renders from the same Markdown (`domain::markdown_text`), then per
+//! recipient only the personal parts: signed click links, the open
 //! pixel, the unsubscribe link. The MIME message itself is encoded once per send too
 //! (quoted-printable in pieces, see `qp`): a recipient's copy encodes only its personal
 //! strings and copies everything else.
@@ -12,7 +13,7 @@ use mail_send::mail_builder::headers::address::Address;
 use mail_send::mail_builder::headers::date::Date;
 use mail_send::mail_builder::headers::raw::Raw;
 use mail_send::mail_builder::headers::text::Text;
-use maud::{DOCTYPE, PreEscaped, html};
+use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 use super::smtp::dot_free;
 use super::{Mime, OutgoingMail, qp, seven_bit};
@@ -197,47 +198,27 @@ impl IssueEmail {
         body_text: &str,
     ) -> Self {
         let body_html = issue.body_html();
-        let html = html! {
-            (DOCTYPE)
-            html lang="en" {
-                head {
-                    meta charset="utf-8";
-                    meta name="viewport" content="width=device-width, initial-scale=1";
-                    title { (issue.subject) }
-                    style { (PreEscaped(EMAIL_CSS)) }
-                }
-                body {
-                    div.wrap {
-                        p.masthead { (newsletter.name) }
-                        h1 { (issue.subject) }
-                        div.content { (PreEscaped(&*body_html)) }
-                        @if !issue.articles.is_empty() {
-                            div.articles {
-                                @for article in &issue.articles {
-                                    div.article {
-                                        h2 { a href=(article.url) { (article.title) } }
-                                        @if !article.summarized_article.is_empty() { p { (article.summarized_article) } }
-                                    }
-                                }
+        let html = frame(
+            newsletter,
+            &issue.subject,
+            html! {
+                div.content { (PreEscaped(&*body_html)) }
+                @if !issue.articles.is_empty() {
+                    div.articles {
+                        @for article in &issue.articles {
+                            div.article {
+                                h2 { a href=(article.url) { (article.title) } }
+                                @if !article.summarized_article.is_empty() { p { (article.summarized_article) } }
                             }
                         }
-                        p.footer {
-                            "You receive " (newsletter.name) " because you subscribed. "
-                            a href="{{unsubscribe}}" { "Unsubscribe" }
-                        }
                     }
-                    (PreEscaped(PIXEL_MARK))
                 }
-            }
-        }
-        .into_string();
-        // The text part: the subject, the content as text, then the articles.
-        let mut text = format!(
-            "{}\n{}\n\n{}\n",
-            issue.subject,
-            "=".repeat(issue.subject.chars().count().min(72)),
-            body_text
+            },
+            "{{unsubscribe}}",
+            PreEscaped(PIXEL_MARK),
         );
+        // The text part: the subject, the content as text, then the articles.
+        let mut text = text_part(&issue.subject, body_text);
         for article in &issue.articles {
             text.push_str(&format!(
                 "\n{}\n{}\n{}\n",
@@ -280,15 +261,7 @@ impl IssueEmail {
             subject: issue.subject.clone(),
             from_name: sender.name,
             from_email: sender.email,
-            // A raw header: control characters go too, for names stored before they were
-            // refused (docs/security.md, "Names that go into mail headers").
-            list_id: format!(
-                "\"{}\" <{}.{public_host}>",
-                newsletter
-                    .name
-                    .replace(|c: char| c.is_control() || matches!(c, '<' | '>' | '"'), ""),
-                newsletter.subdomain,
-            ),
+            list_id: list_id(newsletter, public_host),
             feedback_id: feedback_id(issue.id, newsletter.id, public_host),
             message_domain,
             links,
@@ -550,6 +523,128 @@ impl IssueEmail {
             )),
             primary_link: None,
         }
+    }
+}
+
+/// The HTML of a newsletter's e-mail: its name as masthead, `subject` as title, `content`,
+/// the footer with the unsubscribe link `unsubscribe`, then `tail`.
+fn frame(
+    newsletter: &Newsletter,
+    subject: &str,
+    content: Markup,
+    unsubscribe: &str,
+    tail: PreEscaped<&str>,
+) -> String {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (subject) }
+                style { (PreEscaped(EMAIL_CSS)) }
+            }
+            body {
+                div.wrap {
+                    p.masthead { (newsletter.name) }
+                    h1 { (subject) }
+                    (content)
+                    p.footer {
+                        "You receive " (newsletter.name) " because you subscribed. "
+                        a href=(unsubscribe) { "Unsubscribe" }
+                    }
+                }
+                (tail)
+            }
+        }
+    }
+    .into_string()
+}
+
+/// The text part of a newsletter's e-mail: `subject` underlined, then `body_text` (the
+/// content as plain text, `domain::content::plain_text`).
+fn text_part(subject: &str, body_text: &str) -> String {
+    format!(
+        "{subject}\n{}\n\n{body_text}\n",
+        "=".repeat(subject.chars().count().min(72)),
+    )
+}
+
+/// `List-Id`: the newsletter's name and `<subdomain>.<public host>`, a raw header, so
+/// control characters go too, for names stored before they were refused (docs/security.md,
+/// "Names that go into mail headers").
+fn list_id(newsletter: &Newsletter, public_host: &str) -> String {
+    format!(
+        "\"{}\" <{}.{public_host}>",
+        newsletter
+            .name
+            .replace(|c: char| c.is_control() || matches!(c, '<' | '>' | '"'), ""),
+        newsletter.subdomain,
+    )
+}
+
+/// The welcome e-mail of subscriber `subscriber_id` (see `domain::welcome`): the issue's frame
+/// and text part around the owner's text (`body_html`, and `body_text` as for
+/// [`IssueEmail::new`]), from the newsletter's sender, with the reader's own unsubscribe link
+/// (one-click too) and the newsletter's `List-Id`. `public_host` as for [`IssueEmail::new`].
+pub struct Welcome<'a> {
+    pub newsletter: &'a Newsletter,
+    pub public_host: &'a str,
+    pub links: &'a Links,
+    pub subscriber_id: i64,
+    pub to: &'a str,
+    pub subject: &'a str,
+    pub body_html: &'a str,
+    pub body_text: &'a str,
+}
+
+/// The message of a [`Welcome`].
+pub fn welcome(welcome: &Welcome<'_>) -> OutgoingMail {
+    let Welcome {
+        newsletter,
+        public_host,
+        links,
+        subscriber_id,
+        to,
+        subject,
+        body_html,
+        body_text,
+    } = *welcome;
+    let unsubscribe = links.unsubscribe_subscriber(subscriber_id);
+    let html = frame(
+        newsletter,
+        subject,
+        html! { div.content { (PreEscaped(body_html)) } },
+        &unsubscribe,
+        PreEscaped(""),
+    );
+    let text = format!(
+        "{}\n-- \nUnsubscribe: {unsubscribe}\n",
+        text_part(subject, body_text)
+    );
+    let sender = newsletter.sender(&links.host());
+    OutgoingMail {
+        from_name: sender.name,
+        from_email: sender.email,
+        to: to.to_string(),
+        subject: subject.to_string(),
+        text,
+        html,
+        headers: vec![
+            ("List-Id".into(), list_id(newsletter, public_host)),
+            (
+                "Feedback-ID".into(),
+                format!("welcome:{}:broadsheet:{public_host}", newsletter.id),
+            ),
+            ("List-Unsubscribe".into(), format!("<{unsubscribe}>")),
+            (
+                "List-Unsubscribe-Post".into(),
+                "List-Unsubscribe=One-Click".into(),
+            ),
+            ("Auto-Submitted".into(), "auto-generated".into()),
+        ],
+        message_id: None,
+        primary_link: Some(unsubscribe),
     }
 }
 

@@ -1,5 +1,6 @@
 //! Where the links in sent mail lead: unsubscribe (a confirm page, and the RFC 8058
-//! one-click POST), the open pixel and the signed click redirect.
+//! one-click POST; an issue's link names its delivery, a welcome e-mail's the subscriber as
+//! `s<id>`), the open pixel and the signed click redirect.
 
 use maud::html;
 use poem::http::StatusCode;
@@ -8,7 +9,7 @@ use poem::{IntoResponse, Response, handler};
 use serde::Deserialize;
 
 use super::{Site, SiteError, SiteResult};
-use crate::domain::tracking;
+use crate::domain::{subscribers, tracking};
 use crate::http::public_page::page_response;
 use crate::state::AppState;
 
@@ -34,20 +35,51 @@ async fn checked_delivery(
     (delivery.newsletter_id == newsletter_id).then_some(id)
 }
 
+/// Who an unsubscribe link names.
+#[derive(Debug, Clone, Copy)]
+enum Leaving {
+    /// The recipient of an issue's delivery.
+    Delivery(i64),
+    /// A subscriber of this site's newsletter (mail that is no delivery: the welcome).
+    Subscriber(i64),
+}
+
+/// Whom a signed unsubscribe link names, if the signature is right and it belongs to this
+/// site.
+async fn checked_leaving(state: &State, site: &Site, raw_id: &str, sig: &str) -> Option<Leaving> {
+    let secret = state.secret.clone();
+    match raw_id.strip_prefix('s') {
+        Some(subscriber) => {
+            let id: i64 = subscriber.parse().ok()?;
+            tracking::verify_subscriber_unsubscribe(&secret, id, sig).then_some(())?;
+            let newsletter_id = site.0.id;
+            state
+                .db
+                .run(move |conn| subscribers::get(conn, newsletter_id, id))
+                .await
+                .ok()
+                .map(|_| Leaving::Subscriber(id))
+        }
+        None => checked_delivery(state, site, raw_id, |id| {
+            tracking::verify_unsubscribe(&secret, id, sig)
+        })
+        .await
+        .map(Leaving::Delivery),
+    }
+}
+
 #[handler]
 pub async fn unsubscribe_page(
     Path((delivery, sig)): Path<(String, String)>,
     Data(state): Data<&State>,
     Data(site): Data<&Site>,
 ) -> SiteResult {
-    let secret = state.secret.clone();
-    let Some(_) = checked_delivery(state, site, &delivery, |id| {
-        tracking::verify_unsubscribe(&secret, id, &sig)
-    })
-    .await
-    else {
+    if checked_leaving(state, site, &delivery, &sig)
+        .await
+        .is_none()
+    {
         return Err(SiteError::NotFound);
-    };
+    }
     Ok(page_response(
         StatusCode::OK,
         &format!("Unsubscribe from {}", site.0.name),
@@ -67,20 +99,19 @@ pub async fn unsubscribe(
     Data(state): Data<&State>,
     Data(site): Data<&Site>,
 ) -> SiteResult {
-    let secret = state.secret.clone();
-    let Some(id) = checked_delivery(state, site, &delivery, |id| {
-        tracking::verify_unsubscribe(&secret, id, &sig)
-    })
-    .await
-    else {
+    let Some(leaving) = checked_leaving(state, site, &delivery, &sig).await else {
         return Err(SiteError::NotFound);
     };
+    let newsletter_id = site.0.id;
     state
         .db
-        .run(move |conn| tracking::unsubscribe(conn, id))
+        .run(move |conn| match leaving {
+            Leaving::Delivery(id) => tracking::unsubscribe(conn, id).map(|_| ()),
+            Leaving::Subscriber(id) => tracking::unsubscribe_subscriber(conn, newsletter_id, id),
+        })
         .await
         .map_err(|e| {
-            SiteError::failed(&format!("unsubscribe of delivery {id} failed"), &e)
+            SiteError::failed(&format!("unsubscribe ({leaving:?}) failed"), &e)
                 .with_hint("Please try the link again.")
         })?;
     Ok(page_response(

@@ -25,6 +25,8 @@ pub enum JobKind {
     RenderContent,
     /// Deletes the webhook log past its retention; periodic.
     PruneWebhookLog,
+    /// One subscriber's welcome e-mail.
+    SendWelcome,
 }
 
 impl JobKind {
@@ -35,6 +37,7 @@ impl JobKind {
         JobKind::ImportSubscribers,
         JobKind::RenderContent,
         JobKind::PruneWebhookLog,
+        JobKind::SendWelcome,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -45,6 +48,7 @@ impl JobKind {
             JobKind::ImportSubscribers => "import_subscribers",
             JobKind::RenderContent => "render_content",
             JobKind::PruneWebhookLog => "prune_webhook_log",
+            JobKind::SendWelcome => "send_welcome",
         }
     }
 
@@ -87,6 +91,12 @@ pub struct WebhookDelivery {
 #[derive(Debug, Serialize, Deserialize)]
 pub struct SubscriberImport {
     pub import_id: i64,
+}
+
+/// Payload of a `send_welcome` job: the job reads the rest when it runs.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct WelcomeMail {
+    pub subscriber_id: i64,
 }
 
 /// Payload of a `send_mail` job: which account message goes to whom, with its link. The
@@ -148,6 +158,11 @@ pub fn queue_subscriber_import(conn: &Connection, import_id: i64) -> Result<i64,
 /// Queues an account message.
 pub fn queue_account_mail(conn: &Connection, mail: &AccountMail) -> Result<i64, StoreError> {
     queue(conn, JobKind::SendMail, mail)
+}
+
+/// Queues a subscriber's welcome e-mail.
+pub fn queue_welcome(conn: &Connection, subscriber_id: i64) -> Result<i64, StoreError> {
+    queue(conn, JobKind::SendWelcome, &WelcomeMail { subscriber_id })
 }
 
 /// Records a job of `kind` due now.

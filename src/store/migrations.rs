@@ -55,6 +55,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0013_soft_bounces",
         include_str!("../../migrations/0013_soft_bounces.sql"),
     ),
+    (
+        "0015_welcome",
+        include_str!("../../migrations/0015_welcome.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.

@@ -132,9 +132,7 @@ pub fn error_page(title: &str, message: &str) -> Markup {
         (DOCTYPE)
         html lang="en" {
             head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                title { (title) " · Broadsheet" }
+                (head_start(&format!("{title} · Broadsheet")))
                 link rel="stylesheet" href="/assets/app.css";
             }
             body {

@@ -220,6 +220,10 @@ pub fn routes() -> impl poem::Endpoint {
             post(settings::update_tracking),
         )
         .at(
+            "/newsletters/:id/settings/welcome",
+            post(settings::update_welcome),
+        )
+        .at(
             "/newsletters/:id/settings/upgrade",
             post(settings::request_upgrade),
         )

@@ -1,6 +1,7 @@
 //! The settings page of the dashboard: details (as the API's `PATCH /newsletter`), publishing
-//! rhythm, audience and voice, tracking, the plan with an upgrade request, pause / resume /
-//! cancel behind a confirmation page, and where bounces come back (read-only). Each form posts to its own URL; bad input shows the page
+//! rhythm, audience and voice, tracking, the welcome e-mail, the plan with an upgrade
+//! request, pause / resume / cancel behind a confirmation page, and where bounces come back
+//! (read-only). Each form posts to its own URL; bad input shows the page
 //! again (422) with the messages beside that form and changes nothing. A cancelled newsletter
 //! is read-only: the page shows the values without forms and every post is refused (403).
 
@@ -15,6 +16,7 @@ use crate::domain::newsletters::{
     self, ContentTone, Details, Frequency, Newsletter, NewsletterLength, Preferences, Status, Tier,
 };
 use crate::domain::verp::{self, BounceSetup};
+use crate::domain::welcome::{self, WelcomeChanges};
 use crate::domain::{DomainResult, FieldErrors};
 
 /// The forms of the page; each is a section with this anchor.
@@ -24,6 +26,7 @@ enum Part {
     Frequency,
     Preferences,
     Tracking,
+    Welcome,
     Plan,
     Status,
 }
@@ -35,6 +38,7 @@ impl Part {
             Part::Frequency => "frequency",
             Part::Preferences => "preferences",
             Part::Tracking => "tracking",
+            Part::Welcome => "welcome",
             Part::Plan => "plan",
             Part::Status => "status",
         }
@@ -70,6 +74,44 @@ impl DetailsForm {
             tagline: changed(&self.tagline, &n.tagline),
             sender_name: changed(&self.sender_name, &n.sender_name),
             sender_email: changed(&self.sender_email, &n.sender_email),
+            welcome: WelcomeChanges::default(),
+        }
+    }
+}
+
+/// The welcome form's fields as typed; an empty subject or body is the default.
+#[derive(Debug, Clone, Default)]
+struct WelcomeForm {
+    enabled: bool,
+    subject: String,
+    body: String,
+}
+
+impl WelcomeForm {
+    fn read(form: &FormData) -> Self {
+        WelcomeForm {
+            enabled: form.get("welcome[enabled]") == "on",
+            subject: form.get("welcome[subject]").to_string(),
+            body: form.get("welcome[body]").to_string(),
+        }
+    }
+
+    fn stored(n: &Newsletter) -> Self {
+        WelcomeForm {
+            enabled: n.welcome.enabled,
+            subject: n.welcome.subject.clone().unwrap_or_default(),
+            body: n.welcome.body.clone().unwrap_or_default(),
+        }
+    }
+
+    fn changes(&self) -> Details {
+        Details {
+            welcome: WelcomeChanges {
+                enabled: Some(self.enabled),
+                subject: Some(self.subject.clone()),
+                body: Some(self.body.clone()),
+            },
+            ..Details::default()
         }
     }
 }
@@ -81,6 +123,7 @@ struct Entered {
     frequency: String,
     preferences: Preferences,
     tracking: String,
+    welcome: WelcomeForm,
 }
 
 impl Entered {
@@ -98,6 +141,7 @@ impl Entered {
                 .unwrap_or_default(),
             preferences: current_preferences(n),
             tracking: if n.tracking_enabled { "on" } else { "off" }.to_string(),
+            welcome: WelcomeForm::stored(n),
         }
     }
 }
@@ -203,6 +247,25 @@ fn settings_page(
                         legend { "Tracking" }
                         label.check { input type="radio" name="tracking" value="on" checked[entered.tracking == "on"] required; "On: count opens and clicks" }
                         label.check { input type="radio" name="tracking" value="off" checked[entered.tracking == "off"] required; "Off: no pixel, plain links" }
+                    }
+                }))
+            }
+            section.panel #welcome {
+                h2 { "Welcome e-mail" }
+                p.muted { "Sent once to each reader who confirms a subscription on the public site, from the sender above, with an unsubscribe link. Subscribers added through the API get it only when the request asks (" code { "\"send_welcome\": true" } "); imports never. Leave the subject or the text empty for the default shown in grey." }
+                (problems(Part::Welcome))
+                (settings_form(ctx, writable, &format!("{base}/welcome"), "Save welcome e-mail", html! {
+                    label.check {
+                        input type="checkbox" name="welcome[enabled]" value="on" checked[entered.welcome.enabled];
+                        "Send the welcome e-mail"
+                    }
+                    label {
+                        "Subject (up to " (welcome::SUBJECT_MAX) " characters)"
+                        input type="text" name="welcome[subject]" value=(entered.welcome.subject) maxlength=(welcome::SUBJECT_MAX) placeholder=(welcome::default_subject(&n.name)) autocomplete="off";
+                    }
+                    label {
+                        "Text, in Markdown (up to " (welcome::BODY_MAX) " characters)"
+                        textarea name="welcome[body]" rows="8" maxlength=(welcome::BODY_MAX) placeholder=(welcome::default_body(&n.name)) { (entered.welcome.body) }
                     }
                 }))
             }
@@ -459,6 +522,31 @@ pub async fn update_tracking(
         _ => "Tracking is on: issues sent from now on count opens and clicks.",
     };
     post.answer(result, Part::Tracking, |e| e.tracking = typed, notice)
+}
+
+#[handler]
+pub async fn update_welcome(
+    req: &Request,
+    Path(id): Path<String>,
+    body: Body,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let post = Post::load(req, state, &id, body).await?;
+    let typed = WelcomeForm::read(&post.form);
+    let (nid, changes) = (post.n.id, typed.changes());
+    // The text renders before a connection is taken.
+    let result = state
+        .db
+        .run_after(
+            move || newsletters::check_details(&changes),
+            move |conn, checked| newsletters::apply_details(conn, nid, &checked),
+        )
+        .await;
+    let notice = match result.as_ref().map(|saved| saved.welcome.enabled) {
+        Ok(false) => "The welcome e-mail is saved, and off: readers who confirm get none.",
+        _ => "The welcome e-mail is saved.",
+    };
+    post.answer(result, Part::Welcome, |e| e.welcome = typed, notice)
 }
 
 #[handler]

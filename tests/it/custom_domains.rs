@@ -78,6 +78,11 @@ fn path_of(url: &str) -> String {
 fn a_subdomain_goes_from_pending_to_active_and_serves_the_site() {
     let (app, dns) = spawn_with_dns();
     let owner = onboard_paid(&app, "Domain Weekly");
+    // The reader's second message must be the issue (the welcome mail has its tests in
+    // welcome.rs).
+    owner
+        .patch("/newsletter", &json!({"welcome_enabled": false}))
+        .expect(200);
     let target = format!("{}.localhost", owner.subdomain);
     let custom_host = format!("www.example.com:{}", app.port);
     let custom_origin = format!("http://{custom_host}");

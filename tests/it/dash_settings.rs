@@ -71,6 +71,13 @@ fn every_form(owner: &Owner) -> Vec<(&'static str, Vec<(&'static str, String)>)>
             ],
         ),
         ("tracking", vec![("tracking", "off".into())]),
+        (
+            "welcome",
+            vec![
+                ("welcome[subject]", "Taken over".into()),
+                ("welcome[body]", "Hello".into()),
+            ],
+        ),
         ("upgrade", vec![]),
         ("status", vec![("status", "paused".into())]),
         (

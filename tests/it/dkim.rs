@@ -1,5 +1,5 @@
-//! DKIM signing with the operator's key (issue 15): every message the service sends, issues
-//! and account mail alike, verifies with an independent implementation (dkimpy) against the
+//! DKIM signing with the operator's key (issue 15): every message the service sends, issues,
+//! account mail and the welcome e-mail alike, verifies with an independent implementation (dkimpy) against the
 //! record `broadsheet dkim` prints; a message changed after signing does not.
 
 use std::time::Duration;
@@ -17,8 +17,15 @@ fn dkim_signs_every_message_and_an_independent_verifier_accepts_them() {
     let owner = onboard_paid(&app, "Signed Notes");
     let readers: Vec<String> = (0..3).map(|_| unique_email("signed")).collect();
     subscribe_all(&owner, &readers);
+    let welcomed = unique_email("welcomed");
+    owner
+        .post(
+            "/subscribers",
+            &json!({"email": welcomed, "send_welcome": true}),
+        )
+        .expect(201);
     let id = approved_issue(&owner, "Signed, sealed, delivered");
-    assert_eq!(send_now(&owner, id), 3);
+    assert_eq!(send_now(&owner, id), 4);
     wait_status(&owner, id, "sent", Duration::from_secs(30));
 
     let (code, record, err) = app.cli(&["dkim"]);
@@ -35,7 +42,15 @@ fn dkim_signs_every_message_and_an_independent_verifier_accepts_them() {
         .iter()
         .map(|r| app.smtp.wait_for_message_to(r, 1))
         .collect();
-    for message in account_mail.iter().chain(&issue_mail) {
+    // The welcomed reader's two messages: the welcome and the issue, in either order.
+    app.smtp.wait_for_message_to(&welcomed, 2);
+    let welcome = app
+        .smtp
+        .messages_to(&welcomed)
+        .into_iter()
+        .find(|m| m.parsed().subject() == Some("Welcome to Signed Notes"))
+        .expect("the welcome e-mail");
+    for message in account_mail.iter().chain(&issue_mail).chain([&welcome]) {
         let signature = message.header("DKIM-Signature").expect("a DKIM-Signature");
         for tag in [
             "a=rsa-sha256",

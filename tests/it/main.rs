@@ -37,3 +37,4 @@ mod smtp_security;
 mod sql;
 mod stats_recount;
 mod webhooks;
+mod welcome;

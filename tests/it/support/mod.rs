@@ -190,6 +190,26 @@ pub fn onboard(app: &App, name: &str) -> Owner {
     }
 }
 
+/// Gives the owner's newsletter the sender that [`assert_from_sender`] expects.
+pub fn set_sender(owner: &Owner) {
+    owner
+        .patch(
+            "/newsletter",
+            &json!({"sender_name": "Sam Sender", "sender_email": "sam@sender.example"}),
+        )
+        .expect(200);
+}
+
+/// `mail` comes from the sender [`set_sender`] sets: the envelope and the `From` header.
+#[track_caller]
+pub fn assert_from_sender(mail: &Received) {
+    assert_eq!(mail.from, "sam@sender.example", "the envelope sender");
+    let parsed = mail.parsed();
+    let from = parsed.from().and_then(|f| f.first()).expect("From");
+    assert_eq!(from.name(), Some("Sam Sender"));
+    assert_eq!(from.address(), Some("sam@sender.example"));
+}
+
 /// Onboards and sets the newsletter's tier to paid through the CLI (the API cannot).
 pub fn onboard_paid(app: &App, name: &str) -> Owner {
     let owner = onboard(app, name);

@@ -1,0 +1,146 @@
+//! Job kind `send_welcome`: one subscriber's welcome e-mail (`domain::welcome`). The
+//! subscriber is marked welcomed in the commit that lets the relay take the message, as an
+//! issue's delivery is made `sending`: a run after a crash finds the mark and sends nothing,
+//! and a relay never delivers a message cut off before that moment. When the relay then
+//! refuses it, the mark is taken back so a retry can send it.
+
+use std::cell::Cell;
+
+use super::{ClaimedJob, Job, JobContext, Outcome};
+use crate::domain::tracking::Links;
+use crate::domain::welcome::{self, Due};
+use crate::domain::{DomainError, DomainResult, content};
+use crate::mail::render;
+use crate::mail::{Commit, Envelope, Lane, MailError, Mime};
+use crate::store::jobs::{JobKind, WelcomeMail};
+
+pub struct SendWelcome;
+
+impl Job for SendWelcome {
+    fn kind(&self) -> JobKind {
+        JobKind::SendWelcome
+    }
+
+    fn run(&self, ctx: &JobContext, rt: &tokio::runtime::Runtime, job: &ClaimedJob) -> Outcome {
+        let subscriber_id = match job.payload::<WelcomeMail>() {
+            Ok(payload) => payload.subscriber_id,
+            Err(outcome) => return outcome,
+        };
+        match with_db(ctx, |conn| welcome::due(conn, subscriber_id)) {
+            Ok(Some(due)) => send(ctx, rt, &due),
+            Ok(None) => Outcome::Done,
+            Err(e) => unrecorded(e),
+        }
+    }
+}
+
+fn with_db<T>(
+    ctx: &JobContext,
+    work: impl FnOnce(&mut rusqlite::Connection) -> DomainResult<T>,
+) -> DomainResult<T> {
+    let mut conn = ctx.pool.get().map_err(|e| DomainError::Store(e.into()))?;
+    work(&mut conn)
+}
+
+/// A database failure before anything was handed over: wait when it passes by itself.
+fn unrecorded(e: DomainError) -> Outcome {
+    match e {
+        DomainError::Store(e) if super::passes_by_itself(&e) => Outcome::Blocked(e.to_string()),
+        e => Outcome::Retry(e.to_string()),
+    }
+}
+
+/// What the commit at the last moment found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Claim {
+    /// The message never got that far.
+    NotAsked,
+    /// The subscriber is marked welcomed: the relay may take the message.
+    Marked,
+    /// Someone else's run marked it: nothing is sent.
+    AlreadySent,
+    /// The mark could not be written: nothing is sent.
+    NotRecorded,
+}
+
+fn send(ctx: &JobContext, rt: &tokio::runtime::Runtime, due: &Due) -> Outcome {
+    // The text part, rendered within the budget as an issue's is.
+    let body_text = match content::plain_text(&due.body_markdown) {
+        Ok(Some(text)) => text,
+        Ok(None) => return Outcome::Retry("every render slot is busy".into()),
+        Err(e) => return Outcome::Retry(e.to_string()),
+    };
+    let newsletter = &due.newsletter;
+    let links = Links::new(
+        &newsletter.site_origin(&ctx.urls),
+        newsletter.id,
+        ctx.secret.clone(),
+        false,
+    );
+    let mail = render::welcome(&render::Welcome {
+        newsletter,
+        public_host: ctx.urls.public_host_name(),
+        links: &links,
+        subscriber_id: due.subscriber_id,
+        to: &due.email,
+        subject: &due.subject,
+        body_html: &due.body_html,
+        body_text: &body_text,
+    });
+    let mime = Mime {
+        bytes: mail.to_mime(),
+        dot_free: false,
+    };
+    let envelope = Envelope {
+        from: &mail.from_email,
+        to: &mail.to,
+    };
+    let claim = Cell::new(Claim::NotAsked);
+    let result = rt.block_on(async {
+        let mut lane = Lane::new(&ctx.transport);
+        lane.connect().await?;
+        let sent = lane
+            .send(envelope, &mime, |_| async {
+                let (found, answer) =
+                    match with_db(ctx, |conn| welcome::mark_sent(conn, due.subscriber_id)) {
+                        Ok(true) => (Claim::Marked, Commit::Claimed { end_written: 0 }),
+                        Ok(false) => (Claim::AlreadySent, Commit::Refused),
+                        Err(e) => {
+                            eprintln!(
+                                "welcome: cannot record subscriber {}: {e}",
+                                due.subscriber_id
+                            );
+                            (Claim::NotRecorded, Commit::Refused)
+                        }
+                    };
+                claim.set(found);
+                answer
+            })
+            .await;
+        lane.close().await;
+        sent
+    });
+    match result {
+        Ok(()) => Outcome::Done,
+        // The message went out: it may have arrived, and is never sent again.
+        Err(MailError::Unconfirmed(_)) => Outcome::Done,
+        Err(_) if claim.get() == Claim::AlreadySent => Outcome::Done,
+        Err(e) => {
+            if claim.get() == Claim::Marked
+                && let Err(undo) = with_db(ctx, |conn| welcome::unmark(conn, due.subscriber_id))
+            {
+                // Marked but not taken, and the mark stays: this welcome is lost rather
+                // than risk a second copy.
+                eprintln!(
+                    "welcome: subscriber {} keeps its mark after {e}: {undo}",
+                    due.subscriber_id
+                );
+                return Outcome::Fail(e.to_string());
+            }
+            match e {
+                MailError::Permanent(e) => Outcome::Fail(e),
+                e => Outcome::Retry(e.to_string()),
+            }
+        }
+    }
+}
