@@ -1,22 +1,31 @@
 //! Send benchmark (not a test): one issue to 100,000 subscribers through Postfix's `smtp-sink`,
-//! next to the ceiling `scripts/smtp-ceiling.sh` measures (pre-made messages sent to the same
-//! sink by `smtp-source`) in the same run, once before the send and once after it.
+//! with DKIM off and then on, next to the ceiling `scripts/smtp-ceiling.sh` measures (pre-made
+//! messages sent to the same sink by `smtp-source`) and, for DKIM on, the signing rate, all in
+//! the same run.
 //!
 //! ```text
 //! cargo build --release --bin broadsheet --example send_bench
-//! target/release/examples/send_bench [SUBSCRIBERS] [--no-tracking] [--concurrency N]
+//! target/release/examples/send_bench [SUBSCRIBERS] [--no-tracking] [--concurrency N] [--dkim off|on|both]
 //! ```
 //!
-//! It drives the release binary (`target/release/broadsheet`, or `$BROADSHEET_BIN`): `migrate`
-//! on a fresh data directory, one owner, newsletter (paid) and API key written straight into the
-//! database (the browser onboarding needs a mailbox), then `serve` with `--smtp-url` at the
-//! sink, subscribers through `POST /subscribers/bulk_create` in chunks of 1000, one issue with
-//! articles (about 23 KB per message), `send_now`, and waiting until the issue is `sent`
-//! (read from the database every 10 ms, so the wait costs the server nothing). The ceiling
-//! is measured right before the send (the server idle) and right after it, twice each: with
-//! the script's usual 20,000-byte messages and with messages of Broadsheet's own size. Prints
-//! messages per second, the ratios to the ceilings (to the mean of before and after), the
-//! CPU time per message of the server (per thread) and of the sink, and the server's peak
+//! It drives the release binary (`target/release/broadsheet`, or `$BROADSHEET_BIN`). For each
+//! send (DKIM off, then DKIM on with `serve --dkim-domain bench.example`; `--dkim` picks one):
+//! `migrate` on a fresh data directory, one owner, newsletter (paid) and API key written
+//! straight into the database (the browser onboarding needs a mailbox), then `serve` with
+//! `--smtp-url` at the sink, subscribers through `POST /subscribers/bulk_create` in chunks of
+//! 1000, one issue with articles (about 23 KB per message), `send_now`, and waiting until the
+//! issue is `sent` (read from the database every 10 ms, so the wait costs the server nothing).
+//!
+//! The ceiling is measured before the first send (the server idle) and after the last, twice
+//! each: with the script's usual 20,000-byte messages and with messages of Broadsheet's own
+//! size; the limit of a send is the latter (mean of before and after). With DKIM on, the limit
+//! is the lower of that and the signing rate: the project's own signer signing the server's
+//! rendered message with the server's key on as many threads as the sender signs with (one
+//! per core, `mail::dkim::signing_threads`), right before that send and after it. Before the
+//! DKIM-on send it also prints the `rsa` crate's raw RSA-2048 rate (the pure-Rust backend
+//! mail-auth offers) and `openssl speed -seconds 3 rsa2048` on one core and on all (the
+//! reference). For each send: messages per second, its limit and the ratio, the server's CPU
+//! time per thread and per message, `smtp-sink`'s CPU per message, and the server's peak
 //! memory (VmHWM) before and after the send.
 //!
 //! The ceiling script fetches `smtp-sink` and `smtp-source` from Debian's postfix package
@@ -30,14 +39,36 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-mod support;
-use support::{Api, Guard, free_port, wait_connectable};
+use broadsheet::domain::dkim::OperatorKey;
+use broadsheet::mail::dkim::signing_threads;
 
-/// What to measure: the list's size, tracking on or off, SMTP connections per send.
+mod support;
+use support::{Api, Guard, free_port, signing, wait_connectable};
+
+/// What to measure: the list's size, tracking on or off, SMTP connections per send, and
+/// which sends (DKIM off, on, or both, one after the other).
 struct Args {
     subscribers: usize,
     tracking: bool,
     concurrency: u32,
+    dkim: Dkim,
+}
+
+/// `--dkim off|on|both` (both by default).
+#[derive(Clone, Copy, PartialEq)]
+enum Dkim {
+    Off,
+    On,
+    Both,
+}
+
+impl Dkim {
+    fn off(self) -> bool {
+        self != Dkim::On
+    }
+    fn on(self) -> bool {
+        self != Dkim::Off
+    }
 }
 
 fn args() -> Args {
@@ -45,6 +76,7 @@ fn args() -> Args {
         subscribers: 100_000,
         tracking: true,
         concurrency: 8,
+        dkim: Dkim::Both,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -52,6 +84,14 @@ fn args() -> Args {
             "--no-tracking" => args.tracking = false,
             "--concurrency" => {
                 args.concurrency = it.next().and_then(|n| n.parse().ok()).expect("N")
+            }
+            "--dkim" => {
+                args.dkim = match it.next().as_deref() {
+                    Some("off") => Dkim::Off,
+                    Some("on") => Dkim::On,
+                    Some("both") => Dkim::Both,
+                    _ => panic!("--dkim off|on|both"),
+                }
             }
             n => args.subscribers = n.parse().expect("SUBSCRIBERS is a number"),
         }
@@ -155,8 +195,8 @@ fn issue_body() -> Value {
     json!({"issue": {"subject": "Bench issue", "status": "approved", "content_markdown": markdown, "articles": articles}})
 }
 
-/// Size of the message one recipient gets, rendered by the library as the sender does.
-fn message_size(data_dir: &Path, issue_id: i64, tracking: bool, port: u16) -> usize {
+/// The message one recipient gets, rendered by the library as the sender does (unsigned).
+fn sample_message(data_dir: &Path, issue_id: i64, tracking: bool, port: u16) -> Vec<u8> {
     use broadsheet::domain::{issues, newsletters, secrets::ServerSecret, tracking::Links};
     let conn = rusqlite::Connection::open(data_dir.join("broadsheet.db")).unwrap();
     let issue = issues::get(&conn, 1, issue_id).unwrap();
@@ -175,10 +215,7 @@ fn message_size(data_dir: &Path, issue_id: i64, tracking: bool, port: u16) -> us
     let prepared = started.elapsed();
     let message = email.message(123_456, "reader99999@example.net");
     assert!(message.dot_free, "the message needs no dot-stuffing");
-    let (size, lines) = (
-        message.bytes.len(),
-        message.bytes.split(|&b| b == b'\n').count(),
-    );
+    let lines = message.bytes.split(|&b| b == b'\n').count();
     // The rendering part of the per-message cost, in this process.
     let rounds = 5000;
     let started = Instant::now();
@@ -191,7 +228,7 @@ fn message_size(data_dir: &Path, issue_id: i64, tracking: bool, port: u16) -> us
         started.elapsed().as_secs_f64() * 1e6 / rounds as f64,
         bytes / rounds as usize
     );
-    size
+    message.bytes
 }
 
 /// The ceiling for messages of the ceiling script's usual size and for messages of
@@ -215,49 +252,49 @@ fn measure_ceilings(script: &str, own_size: usize) -> [(f64, String); 2] {
 /// always been compared with.
 const USUAL_SIZE: usize = 20_000;
 
-fn main() {
-    let args = args();
-    let script = std::env::var("SMTP_CEILING_SCRIPT").unwrap_or_else(|_| {
-        support::repository()
-            .join("scripts/smtp-ceiling.sh")
-            .to_string_lossy()
-            .into_owned()
-    });
-    let binary = support::binary();
+/// One send of the benchmark: a fresh data directory and server, the list imported, one
+/// issue; signed with DKIM when `dkim` is set.
+struct Prepared {
+    data: tempfile::TempDir,
+    server: Guard,
+    api: Api,
+    issue_id: i64,
+    message: Vec<u8>,
+}
 
-    let sink_port = free_port();
-    let sink = Guard(
-        Command::new(&script)
-            .args(["--sink", &sink_port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting smtp-sink"),
-    );
-    wait_connectable(sink_port);
+/// The domain the DKIM-on send signs as (`serve --dkim-domain`).
+const DKIM_DOMAIN: &str = "bench.example";
 
+fn prepare(binary: &Path, sink_port: u16, args: &Args, dkim: bool) -> Prepared {
     let data = tempfile::Builder::new()
         .prefix("send-bench-")
         .tempdir()
         .unwrap();
-    support::migrate_and_seed_owner(&binary, data.path());
+    support::migrate_and_seed_owner(binary, data.path());
     let (_, key) = support::seed_newsletter(data.path(), "bench", args.tracking);
 
     let port = free_port();
-    let log_path = data.path().join("server.log");
+    let concurrency = args.concurrency.to_string();
+    let mut flags = vec!["--send-concurrency", &concurrency];
+    if dkim {
+        flags.extend(["--dkim-domain", DKIM_DOMAIN]);
+    }
     let server = Guard(support::serve(
-        &binary,
+        binary,
         data.path(),
         port,
         sink_port,
-        &["--send-concurrency", &args.concurrency.to_string()],
+        &flags,
         &[],
     ));
-    let pid = server.0.id();
     wait_connectable(port);
     let api = Api::new(port, &key);
 
-    eprintln!("adding {} subscribers ...", args.subscribers);
+    eprintln!(
+        "DKIM {}: adding {} subscribers ...",
+        if dkim { "on" } else { "off" },
+        args.subscribers
+    );
     let started = Instant::now();
     let emails: Vec<String> = (0..args.subscribers)
         .map(|n| format!("reader{n}@example.net"))
@@ -271,20 +308,49 @@ fn main() {
     let (status, issue) = api.call("POST", "/issues", Some(issue_body()));
     assert_eq!(status, 201, "create issue: {issue}");
     let issue_id = issue["id"].as_i64().unwrap();
-    let size = message_size(data.path(), issue_id, args.tracking, port);
-    // Measured with the server idle beside it, and again after the send.
-    let ceilings_before = measure_ceilings(&script, size);
-    let peak_before = peak_kib(pid);
+    let message = sample_message(data.path(), issue_id, args.tracking, port);
+    Prepared {
+        data,
+        server,
+        api,
+        issue_id,
+        message,
+    }
+}
 
+/// What one send measured.
+struct Sent {
+    rate: f64,
+    elapsed: f64,
+    server_line: String,
+    peak_before: u64,
+    peak_after: u64,
+    /// CPU seconds of the server's threads during the send, by thread name.
+    cpu_by_thread: std::collections::BTreeMap<String, f64>,
+    sink_cpu: f64,
+}
+
+/// `send_now`, then waits until the issue is `sent`, sampling the server's threads' CPU.
+fn send(prepared: &Prepared, sink_pid: u32, subscribers: usize) -> Sent {
+    let Prepared {
+        data,
+        server,
+        api,
+        issue_id,
+        ..
+    } = prepared;
+    let issue_id = *issue_id;
+    let pid = server.0.id();
+    let peak_before = peak_kib(pid);
     eprintln!("sending ...");
     let mut before = std::collections::HashMap::new();
     thread_cpu(pid, &mut before);
     let mut during = before.clone();
-    let sink_cpu_before = process_cpu(sink.0.id());
+    let sink_cpu_before = process_cpu(sink_pid);
     let started = Instant::now();
     let (status, queued) = api.call("POST", &format!("/issues/{issue_id}/send_now"), None);
     assert_eq!(status, 200, "send_now: {queued}");
-    assert_eq!(queued["subscribers"], args.subscribers as u64);
+    assert_eq!(queued["subscribers"], subscribers as u64);
     // The issue's status straight from the database: polling the API would make the server
     // count the deliveries over and over while it sends.
     let watch = support::open(data.path());
@@ -310,71 +376,72 @@ fn main() {
     }
     thread_cpu(pid, &mut during);
     let elapsed = started.elapsed().as_secs_f64();
-    let sink_cpu = process_cpu(sink.0.id()) - sink_cpu_before;
+    let sink_cpu = process_cpu(sink_pid) - sink_cpu_before;
     let peak_after = peak_kib(pid);
-    let rate = args.subscribers as f64 / elapsed;
 
-    let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+    let log = std::fs::read_to_string(data.path().join("server.log")).unwrap_or_default();
     let server_line = BufReader::new(log.as_bytes())
         .lines()
         .map_while(Result::ok)
         .filter(|l| l.starts_with("send: issue"))
         .last()
         .unwrap_or_default();
-    let delivered: i64 = rusqlite::Connection::open(data.path().join("broadsheet.db"))
-        .unwrap()
+    let delivered: i64 = watch
         .query_row(
             "SELECT count(*) FROM deliveries WHERE status = 'sent'",
             [],
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(delivered, args.subscribers as i64, "every delivery sent");
-    drop(server);
-    let ceilings_after = measure_ceilings(&script, size);
-
-    for (before, after) in ceilings_before.iter().zip(&ceilings_after) {
-        println!("before the send: {}", before.1);
-        println!("after the send:  {}", after.1);
-    }
-    println!(
-        "broadsheet: {} messages of ~{size} bytes (tracking {}, {} connections) in {elapsed:.2} s = {rate:.0} msg/s (send_now to status sent)",
-        args.subscribers,
-        if args.tracking { "on" } else { "off" },
-        args.concurrency
-    );
-    println!("server log: {server_line}");
-    for (n, what) in [
-        format!("{USUAL_SIZE}-byte messages (the usual ceiling)"),
-        format!("{size}-byte messages (Broadsheet's size)"),
-    ]
-    .iter()
-    .enumerate()
-    {
-        let (before, after) = (ceilings_before[n].0, ceilings_after[n].0);
-        let mean = (before + after) / 2.0;
-        println!(
-            "ratio to the ceiling for {what}: {:.2} (to the mean of before and after, {mean:.0} msg/s; {:.2} to the one before, {:.2} to the one after)",
-            rate / mean,
-            rate / before,
-            rate / after
-        );
-    }
-    println!(
-        "server peak memory (VmHWM): {:.1} MiB before the send (after the import), {:.1} MiB after it",
-        peak_before as f64 / 1024.0,
-        peak_after as f64 / 1024.0
-    );
-    let mut by_name: std::collections::BTreeMap<String, f64> = Default::default();
+    assert_eq!(delivered, subscribers as i64, "every delivery sent");
+    let mut cpu_by_thread: std::collections::BTreeMap<String, f64> = Default::default();
     for (tid, (name, cpu)) in &during {
         let earlier = before.get(tid).map(|(_, c)| *c).unwrap_or(0.0);
-        *by_name.entry(name.clone()).or_default() += cpu - earlier;
+        *cpu_by_thread.entry(name.clone()).or_default() += cpu - earlier;
     }
-    let total: f64 = by_name.values().sum();
+    Sent {
+        rate: subscribers as f64 / elapsed,
+        elapsed,
+        server_line,
+        peak_before,
+        peak_after,
+        cpu_by_thread,
+        sink_cpu,
+    }
+}
+
+/// The key `serve --dkim-domain` generated and stored.
+fn server_key(prepared: &Prepared) -> OperatorKey {
+    OperatorKey::load(&support::open(prepared.data.path()))
+        .unwrap()
+        .expect("serve --dkim-domain stored a key")
+}
+
+/// Prints what one send measured against its limit.
+fn report(what: &str, sent: &Sent, limit: f64, limit_is: &str, args: &Args, size: usize) {
     println!(
-        "server CPU during the send: {total:.2} s ({:.0} us per message): {}",
+        "{what}: {} messages of ~{size} bytes (tracking {}, {} connections) in {:.2} s = {:.0} msg/s (send_now to status sent)",
+        args.subscribers,
+        if args.tracking { "on" } else { "off" },
+        args.concurrency,
+        sent.elapsed,
+        sent.rate
+    );
+    println!(
+        "{what}: limit {limit:.0} msg/s ({limit_is}), ratio {:.2}",
+        sent.rate / limit
+    );
+    println!("{what}: server log: {}", sent.server_line);
+    println!(
+        "{what}: server peak memory (VmHWM): {:.1} MiB before the send (after the import), {:.1} MiB after it",
+        sent.peak_before as f64 / 1024.0,
+        sent.peak_after as f64 / 1024.0
+    );
+    let total: f64 = sent.cpu_by_thread.values().sum();
+    println!(
+        "{what}: server CPU during the send: {total:.2} s ({:.0} us per message): {}",
         total * 1e6 / args.subscribers as f64,
-        by_name
+        sent.cpu_by_thread
             .iter()
             .filter(|(_, c)| **c >= 0.01)
             .map(|(n, c)| format!("{n} {c:.2} s"))
@@ -382,7 +449,109 @@ fn main() {
             .join(", ")
     );
     println!(
-        "smtp-sink CPU during the send: {sink_cpu:.2} s ({:.0} us per message)",
-        sink_cpu * 1e6 / args.subscribers as f64
+        "{what}: smtp-sink CPU during the send: {:.2} s ({:.0} us per message)",
+        sent.sink_cpu,
+        sent.sink_cpu * 1e6 / args.subscribers as f64
     );
+}
+
+fn main() {
+    let args = args();
+    let script = std::env::var("SMTP_CEILING_SCRIPT").unwrap_or_else(|_| {
+        support::repository()
+            .join("scripts/smtp-ceiling.sh")
+            .to_string_lossy()
+            .into_owned()
+    });
+    let binary = support::binary();
+
+    let sink_port = free_port();
+    let sink = Guard(
+        Command::new(&script)
+            .args(["--sink", &sink_port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting smtp-sink"),
+    );
+    wait_connectable(sink_port);
+    let sink_pid = sink.0.id();
+
+    // The ceiling is measured before the first send (the server idle) and after the last.
+    let mut ceilings_before = None;
+    let mut ceilings = |size: usize| {
+        ceilings_before
+            .get_or_insert_with(|| measure_ceilings(&script, size))
+            .clone()
+    };
+    let unsigned = args.dkim.off().then(|| {
+        let prepared = prepare(&binary, sink_port, &args, false);
+        ceilings(prepared.message.len());
+        (
+            prepared.message.len(),
+            send(&prepared, sink_pid, args.subscribers),
+        )
+    });
+    // With DKIM on, the signing rate of the server's key and message on the threads the
+    // sender signs with, right before the send and after it; before it, the alternatives'
+    // rates and openssl's too.
+    let signed = args.dkim.on().then(|| {
+        let prepared = prepare(&binary, sink_port, &args, true);
+        ceilings(prepared.message.len());
+        let key = server_key(&prepared);
+        eprintln!("measuring the signing rates ...");
+        let threads = signing_threads();
+        let rates = signing::Rates::measure(&key, &prepared.message, threads, 3.0);
+        let sent = send(&prepared, sink_pid, args.subscribers);
+        let after = signing::signer_rate(&key, &prepared.message, threads, 3.0);
+        (prepared.message.len(), rates, after, sent)
+    });
+    let size = unsigned
+        .as_ref()
+        .map(|(size, _)| *size)
+        .or(signed.as_ref().map(|(size, ..)| *size))
+        .expect("one send ran");
+    let ceilings_before = ceilings(size);
+    let ceilings_after = measure_ceilings(&script, size);
+    drop(sink);
+
+    for (before, after) in ceilings_before.iter().zip(&ceilings_after) {
+        println!("before the sends: {}", before.1);
+        println!("after the sends:  {}", after.1);
+    }
+    // The limit is the ceiling for messages of Broadsheet's size, mean of before and after.
+    let ceiling = (ceilings_before[1].0 + ceilings_after[1].0) / 2.0;
+    let usual = (ceilings_before[0].0 + ceilings_after[0].0) / 2.0;
+    if let Some((size, sent)) = &unsigned {
+        report(
+            "DKIM off",
+            sent,
+            ceiling,
+            "the ceiling for this size",
+            &args,
+            *size,
+        );
+        println!(
+            "DKIM off: ratio to the ceiling for {USUAL_SIZE}-byte messages (the figure of the earlier tables): {:.2} (mean {usual:.0} msg/s; {:.2} to the one before, {:.2} to the one after)",
+            sent.rate / usual,
+            sent.rate / ceilings_before[0].0,
+            sent.rate / ceilings_after[0].0
+        );
+    }
+    if let Some((size, rates, after, sent)) = &signed {
+        for line in rates.lines(*size) {
+            println!("{line}");
+        }
+        let signing = (rates.signer_all + after) / 2.0;
+        println!(
+            "signing rate on {} thread(s), the DKIM-on limit: {:.0}/s before the send, {after:.0}/s after it, mean {signing:.0}/s",
+            rates.threads, rates.signer_all
+        );
+        let (limit, limit_is) = if signing < ceiling {
+            (signing, "the signing rate; the ceiling is higher")
+        } else {
+            (ceiling, "the ceiling; the signing rate is higher")
+        };
+        report("DKIM on", sent, limit, limit_is, &args, *size);
+    }
 }

@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub mod signing;
+
 /// The repository the running example was built in: the nearest folder holding `Cargo.toml`
 /// above the example's own executable (`target/release/examples/...`), found at run time so
 /// nothing of the building machine is baked in; the current directory when there is none.

@@ -141,7 +141,7 @@ impl Transport {
     /// Sends one message on a connection of its own (account mail; bulk sending keeps an
     /// [`SmtpConnection`] open instead).
     pub async fn send(&self, mail: &OutgoingMail) -> Result<(), MailError> {
-        let mime = signed(self.dkim.as_deref(), mail.to_mime())?;
+        let mime = signed(self.dkim.as_deref(), mail.to_mime()).await?;
         match &self.route {
             MailRoute::Smtp(settings) => {
                 let mut connection = SmtpConnection::open(settings).await?;
@@ -158,10 +158,14 @@ impl Transport {
 
 /// The final bytes of a message as they go out: with a `DKIM-Signature` header in front when
 /// signing is on. The one place every message passes through (account mail, bulk sends, the
-/// outbox). A failure is nobody's fault among the recipients: the message stays due.
-fn signed(dkim: Option<&dkim::Signer>, mime: Vec<u8>) -> Result<Vec<u8>, MailError> {
+/// outbox), signing off the async threads. A failure is nobody's fault among the recipients:
+/// the message stays due.
+async fn signed(dkim: Option<&dkim::Signer>, mime: Vec<u8>) -> Result<Vec<u8>, MailError> {
     match dkim {
-        Some(signer) => signer.sign(&mime).map_err(MailError::Abandoned),
+        Some(signer) => signer
+            .sign_off_thread(mime)
+            .await
+            .map_err(MailError::Abandoned),
         None => Ok(mime),
     }
 }
@@ -236,7 +240,7 @@ impl Lane {
         // dot-free message stays dot-free.
         let signed_mime = match self.dkim.as_deref() {
             Some(signer) => Some(Mime {
-                bytes: signed(Some(signer), mime.bytes.clone())?,
+                bytes: signed(Some(signer), mime.bytes.clone()).await?,
                 dot_free: mime.dot_free,
             }),
             None => None,
