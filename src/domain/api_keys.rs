@@ -99,7 +99,7 @@ pub fn create(
         )?;
         if inserted == 1 {
             let id = conn.last_insert_rowid();
-            return Ok((find(conn, newsletter_id, id)?, key));
+            return Ok((get(conn, newsletter_id, id)?, key));
         }
         // A prefix collision (one in 36^8): draw again.
     }
@@ -123,7 +123,8 @@ pub fn list(conn: &Connection, newsletter_id: i64) -> DomainResult<Vec<ApiKey>> 
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
-fn find(conn: &Connection, newsletter_id: i64, id: i64) -> DomainResult<ApiKey> {
+/// A live (not revoked) key of `newsletter_id`.
+pub fn get(conn: &Connection, newsletter_id: i64, id: i64) -> DomainResult<ApiKey> {
     const SQL: &str = "SELECT id, newsletter_id, name, prefix, can_read, can_write, can_delete, created_at, last_used_at
          FROM api_keys WHERE newsletter_id = ?1 AND id = ?2 AND revoked_at IS NULL";
     conn.query_row(SQL, (newsletter_id, id), from_row)

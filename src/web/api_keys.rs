@@ -41,11 +41,7 @@ pub async fn index(req: &Request, Path(id): Path<String>, Data(state): Data<&Sta
                                     td { (key.created_at) }
                                     td { (key.last_used_at.map_or("never".to_string(), |at| at.to_string())) }
                                     td {
-                                        form.inline method="post" action={ "/newsletters/" (n.id) "/api_keys/" (key.id) } {
-                                            (csrf_field(&ctx))
-                                            input type="hidden" name="_method" value="delete";
-                                            button.danger type="submit" { "Revoke" }
-                                        }
+                                        a.button.danger href={ "/newsletters/" (n.id) "/api_keys/" (key.id) "/revoke" } { "Revoke…" }
                                     }
                                 }
                             }
@@ -145,6 +141,44 @@ pub async fn create(
             new_page(&ctx, &n, &name, &chosen, &invalid_fields(e)?),
         ),
     }
+}
+
+/// `GET /newsletters/:id/api_keys/:key_id/revoke`: asks before revoking, as every other
+/// destructive action does (scripts using the key stop working at once).
+#[handler]
+pub async fn confirm_revoke(
+    req: &Request,
+    Path((id, key_id)): Path<(String, String)>,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let ctx = Ctx::load(req, state).await?;
+    let n = owned(&ctx, state, &id).await?;
+    let (nid, key_id) = (n.id, parse_id(&key_id)?);
+    let key = state
+        .db
+        .run(move |conn| api_keys::get(conn, nid, key_id))
+        .await?;
+    let list = format!("/newsletters/{nid}/api_keys");
+    render(
+        StatusCode::OK,
+        newsletter_page(
+            &ctx,
+            &n,
+            Section::ApiKeys,
+            "Revoke API key",
+            html! {
+                h1 { "Revoke " (key.name) "?" }
+                p { "The key starting " code { (key.prefix) } " stops working at once: every script or integration that uses it gets 401 from then on. This cannot be undone; a new key can be created at any time." }
+                form.inline method="post" action={ (list) "/" (key.id) } {
+                    (csrf_field(&ctx))
+                    input type="hidden" name="_method" value="delete";
+                    button.danger type="submit" { "Revoke the key" }
+                }
+                " "
+                a href=(list) { "Cancel" }
+            },
+        ),
+    )
 }
 
 #[handler]

@@ -96,6 +96,10 @@ pub fn routes() -> impl poem::Endpoint {
             post(api_keys::revoke).delete(api_keys::revoke),
         )
         .at(
+            "/newsletters/:id/api_keys/:key_id/revoke",
+            get(api_keys::confirm_revoke),
+        )
+        .at(
             "/newsletters/:id/subscribers",
             get(subscribers::index).post(subscribers::create),
         )

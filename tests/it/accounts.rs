@@ -180,13 +180,30 @@ fn api_refuses_missing_unknown_revoked_and_underprivileged_keys() {
             |r| r.get(0),
         )
         .unwrap();
+    // Revoking asks first: the list links to a confirmation page, whose form revokes.
     let list_page = format!("/newsletters/{}/api_keys", owner.newsletter_id);
+    let confirm_page = format!("{list_page}/{id}/revoke");
+    assert!(
+        owner
+            .client
+            .get(&list_page)
+            .expect(200)
+            .body
+            .contains(&confirm_page)
+    );
+    let asked = owner.client.get(&confirm_page);
+    asked.expect(200);
+    assert!(asked.body.contains("stops working at once") && asked.body.contains(&read_only[..8]));
+    client
+        .api("GET", "/newsletter", &read_only, None)
+        .expect(200);
     let resp = owner.client.submit(
-        &list_page,
-        &format!("/newsletters/{}/api_keys/{id}", owner.newsletter_id),
+        &confirm_page,
+        &format!("{list_page}/{id}"),
         &[("_method", "delete")],
     );
     assert_eq!(resp.redirect(), list_page);
+    owner.client.get(&confirm_page).expect(404);
     let resp = client.api("GET", "/newsletter", &read_only, None);
     assert_eq!(resp.error_code(401), "unauthorized");
     owner.get("/newsletter").expect(200);
