@@ -62,7 +62,7 @@ pub async fn index(req: &Request, Path(id): Path<String>, Data(state): Data<&Sta
                                 td { a href={ (base(&n)) "/" (d.id) } { (d.domain) } }
                                 td { (status_badge(d)) }
                                 td { (d.created_at) }
-                                td { (remove_form(&ctx, &n, d)) }
+                                td { (remove_link(&n, d)) }
                             } }
                         } }
                         @if d.status == Status::Pending {
@@ -79,14 +79,9 @@ pub async fn index(req: &Request, Path(id): Path<String>, Data(state): Data<&Sta
     )
 }
 
-fn remove_form(ctx: &Ctx, n: &Newsletter, d: &CustomDomain) -> Markup {
-    html! {
-        form.inline method="post" action={ (base(n)) "/" (d.id) } {
-            (csrf_field(ctx))
-            input type="hidden" name="_method" value="delete";
-            button.danger type="submit" { "Remove" }
-        }
-    }
+/// Removing asks first ([`confirm_remove`]): the site moves back to its subdomain at once.
+fn remove_link(n: &Newsletter, d: &CustomDomain) -> Markup {
+    html! { a.button.danger href={ (base(n)) "/" (d.id) "/remove" } { "Remove…" } }
 }
 
 fn choose_page(
@@ -277,8 +272,41 @@ pub async fn show(
                         }
                         " "
                     }
-                    (remove_form(&ctx, &n, &d))
+                    (remove_link(&n, &d))
                 }
+            },
+        ),
+    )
+}
+
+/// `GET /newsletters/:id/custom_domains/:domain_id/remove`: what removing does, and the form
+/// that removes.
+#[handler]
+pub async fn confirm_remove(
+    req: &Request,
+    Path((id, domain_id)): Path<(String, String)>,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let ctx = Ctx::load(req, state).await?;
+    let (n, d) = load(&ctx, state, &id, &domain_id).await?;
+    let page = format!("{}/{}", base(&n), d.id);
+    render(
+        StatusCode::OK,
+        newsletter_page(
+            &ctx,
+            &n,
+            Section::Domains,
+            "Remove custom domain",
+            html! {
+                h1 { "Remove " (d.domain) "?" }
+                p { "The site moves back to " strong { (custom_domains::target_host(&state.urls, &n)) } " at once: links to " (d.domain) " stop working, and new e-mails, the feed and the API's URLs use the subdomain. The domain can be added again later, and must then be verified again." }
+                form.inline method="post" action=(page) {
+                    (csrf_field(&ctx))
+                    input type="hidden" name="_method" value="delete";
+                    button.danger type="submit" { "Remove the domain" }
+                }
+                " "
+                a href=(page) { "Cancel" }
             },
         ),
     )

@@ -202,6 +202,10 @@ pub fn routes() -> impl poem::Endpoint {
                 .delete(custom_domains::remove),
         )
         .at(
+            "/newsletters/:id/custom_domains/:domain_id/remove",
+            get(custom_domains::confirm_remove),
+        )
+        .at(
             "/newsletters/:id/custom_domains/:domain_id/verify",
             post(custom_domains::verify),
         )

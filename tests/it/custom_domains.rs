@@ -369,7 +369,16 @@ fn a_subdomain_goes_from_pending_to_active_and_serves_the_site() {
     let index = owner.client.get(&domains_page(&owner));
     assert!(index.body.contains("www.example.com"));
     assert!(index.body.contains("active"));
-    let removed = owner.client.submit(&page, &page, &[("_method", "delete")]);
+    // Removing asks first: the domain's page links to a confirmation page whose form removes.
+    let confirm = format!("{page}/remove");
+    assert!(owner.client.get(&page).body.contains(&confirm));
+    let asked = owner.client.get(&confirm);
+    asked.expect(200);
+    assert!(asked.body.contains("moves back to"), "{}", asked.body);
+    custom.get("/").expect(200);
+    let removed = owner
+        .client
+        .submit(&confirm, &page, &[("_method", "delete")]);
     assert_eq!(removed.redirect(), domains_page(&owner));
     let index = owner.client.get(&domains_page(&owner));
     assert!(index.body.contains("www.example.com is removed"));
@@ -540,7 +549,9 @@ fn other_users_ids_are_not_found_and_forms_need_the_csrf_token() {
         theirs.clone(),
         format!("{theirs}/choose_method"),
         page.clone(),
+        format!("{page}/remove"),
         format!("{mine}/{domain_id}"),
+        format!("{mine}/{domain_id}/remove"),
         format!("{mine}/999999"),
         format!("{mine}/not-a-number"),
     ] {
