@@ -317,6 +317,21 @@ mod tests {
         );
     }
 
+    #[test]
+    fn plain_text_keeps_the_source_of_content_it_cannot_render() {
+        assert_eq!(
+            plain_text("**b** [l](https://x.example/)")
+                .unwrap()
+                .unwrap(),
+            "b l (https://x.example/)"
+        );
+        assert_eq!(plain_text("").unwrap().unwrap(), "");
+        // Past today's limits (accepted under older ones): the source, trimmed, not an error.
+        let deep = format!("{}a\n", "> ".repeat(40));
+        assert!(shape_problem(&deep).is_some());
+        assert_eq!(plain_text(&deep).unwrap().unwrap(), deep.trim());
+    }
+
     fn refused(markdown: &str) -> String {
         shape_problem(markdown).unwrap_or_else(|| panic!("not refused: {markdown:.80?}"))
     }
