@@ -578,13 +578,14 @@ pub async fn request_upgrade(
     Data(state): Data<&State>,
 ) -> WebResult {
     let post = Post::load(req, state, &id, body).await?;
-    let (owner, nid) = (post.n.owner_id, post.n.id);
+    let (owner, nid, urls) = (post.n.owner_id, post.n.id, state.urls.clone());
     let result = state
         .db
-        .run(move |conn| newsletters::request_upgrade(conn, owner, nid))
+        .run(move |conn| newsletters::request_upgrade(conn, &urls, owner, nid))
         .await;
     if result.is_ok() {
-        // The operator learns of it from the server log (there is no operator inbox).
+        // The operators are mailed (in the request's transaction); the log says it too, for
+        // an installation whose operators have no confirmed address.
         let subdomain = &post.n.subdomain;
         eprintln!(
             "settings: {subdomain} asks for the paid tier; confirm with: broadsheet tier {subdomain} paid"
