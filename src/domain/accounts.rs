@@ -161,7 +161,8 @@ pub fn sign_up(
     let email = email.expect("validated above");
     let password_hash = hash_password(&form.password);
     write_tx(conn, |tx| {
-        const INSERT: &str = "INSERT INTO users (email, password_hash, operator, created_at, updated_at)
+        const INSERT: &str =
+            "INSERT INTO users (email, password_hash, operator, created_at, updated_at)
              VALUES (?1, ?2, NOT EXISTS (SELECT 1 FROM users), ?3, ?3)
              ON CONFLICT (email) DO NOTHING";
         rate_limit::hit(

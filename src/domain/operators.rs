@@ -237,7 +237,10 @@ mod tests {
         let other = add_user(&conn, "b@x.co", true);
         assert!(!is_operator(&conn, 1).unwrap());
         assert!(set_operator(&mut conn, " B@x.co ", true).unwrap());
-        assert!(!set_operator(&mut conn, "b@x.co", true).unwrap(), "no change");
+        assert!(
+            !set_operator(&mut conn, "b@x.co", true).unwrap(),
+            "no change"
+        );
         assert!(is_operator(&conn, other).unwrap());
         assert!(!is_operator(&conn, 1).unwrap());
         assert!(require(&conn, other).is_ok());

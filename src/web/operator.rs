@@ -69,9 +69,8 @@ pub async fn set_tier(req: &Request, body: Body, Data(state): Data<&State>) -> W
 #[handler]
 pub async fn set_status(req: &Request, body: Body, Data(state): Data<&State>) -> WebResult {
     change(req, body, state, "status", |conn, subdomain, value| {
-        let status = Status::parse(value.trim()).ok_or_else(|| {
-            DomainError::invalid("status", "must be active, paused or cancelled")
-        })?;
+        let status = Status::parse(value.trim())
+            .ok_or_else(|| DomainError::invalid("status", "must be active, paused or cancelled"))?;
         let n = newsletters::set_status(conn, subdomain, status).map_err(unknown_subdomain)?;
         Ok(format!("{}: status {}", n.subdomain, n.status))
     })
@@ -101,7 +100,10 @@ async fn change(
     let form = FormData::read(body).await?;
     let ctx = Ctx::load_verified(req, state, &form).await?;
     let user_id = ctx.user()?.id;
-    let (subdomain, value) = (form.get("subdomain").to_string(), form.get(field).to_string());
+    let (subdomain, value) = (
+        form.get("subdomain").to_string(),
+        form.get(field).to_string(),
+    );
     let outcome = state
         .db
         .run(move |conn| {

@@ -16,8 +16,8 @@ use crate::domain::newsletters::Newsletter;
 use crate::domain::sender_domains::SenderDomain;
 use crate::domain::{DomainResult, FieldErrors, sending};
 use crate::web::layout::{Section, csrf_field, errors, newsletter_page};
-use crate::web::{operator, sender_domain};
 use crate::web::{Ctx, FormData, State, WebResult, see_other};
+use crate::web::{operator, sender_domain};
 
 /// Runs `op` (which returns the notice to show) and goes on to `then`; a refusal shows the
 /// issue page again with the domain's message.
