@@ -164,9 +164,9 @@ fn operator_page(ctx: &Ctx, overview: &Overview, problems: &FieldErrors) -> Mark
                                     td { (requested(n.upgrade_requested_at)) }
                                     td { (n.subscribers) }
                                     td {
-                                        (tier_button(ctx, &n.subdomain, Tier::Paid, "Make paid", PAGE_PATH))
+                                        (tier_button(ctx, &n.subdomain, Tier::Paid, "Make paid", PAGE_PATH, false))
                                         " "
-                                        (tier_button(ctx, &n.subdomain, Tier::Free, "Keep free", PAGE_PATH))
+                                        (tier_button(ctx, &n.subdomain, Tier::Free, "Keep free", PAGE_PATH, true))
                                     }
                                 }
                             }
@@ -245,15 +245,23 @@ fn choice<'a>(
     }
 }
 
-/// A one-click tier change of `subdomain`, back to `then` afterwards.
-fn tier_button(ctx: &Ctx, subdomain: &str, tier: Tier, label: &str, then: &str) -> Markup {
+/// A one-click tier change of `subdomain`, back to `then` afterwards; `secondary` for the
+/// lesser of two buttons.
+fn tier_button(
+    ctx: &Ctx,
+    subdomain: &str,
+    tier: Tier,
+    label: &str,
+    then: &str,
+    secondary: bool,
+) -> Markup {
     html! {
         form.inline method="post" action=(TIER_PATH) {
             (csrf_field(ctx))
             input type="hidden" name="subdomain" value=(subdomain);
             input type="hidden" name="tier" value=(tier);
             input type="hidden" name="return_to" value=(then);
-            button type="submit" { (label) }
+            button.secondary[secondary] type="submit" { (label) }
         }
     }
 }
@@ -287,7 +295,7 @@ pub async fn tier_next_steps(
             div.panel #tier-next-steps {
                 @if ctx.operator {
                     p { "You are an operator of this installation: make this newsletter paid, then send." }
-                    (tier_button(ctx, &n.subdomain, Tier::Paid, "Make this newsletter paid", here))
+                    (tier_button(ctx, &n.subdomain, Tier::Paid, "Make this newsletter paid", here, false))
                     p.muted { "Or see every newsletter on the " a href=(PAGE_PATH) { "operator page" } "." }
                 } @else if n.tier == Tier::Pending {
                     p #upgrade-requested {

@@ -286,12 +286,12 @@ fn settings_page(
                                 (csrf_field(ctx))
                                 button type="submit" { "Request an upgrade to paid" }
                             }
-                            p.muted { "An upgrade request sets the tier to " em { "pending" } ". There is no payment here: the operator of this Broadsheet installation confirms it with "
+                            p.muted { "An upgrade request sets the tier to " em { "pending" } " and tells the operator of this Broadsheet installation by e-mail. There is no payment here: the operator confirms it on the operator page or with "
                                 code { "broadsheet tier " (n.subdomain) " paid" } "." }
                         }
                     }
                     Tier::Pending => {
-                        p { "Your upgrade request is waiting for the operator of this Broadsheet installation, who confirms it with "
+                        p { "Your upgrade request is waiting for the operator of this Broadsheet installation, who has been told by e-mail and confirms it on the operator page or with "
                             code { "broadsheet tier " (n.subdomain) " paid" } ". Sending e-mail works once the tier is paid." }
                     }
                     Tier::Paid => { p.muted { "All features, including sending e-mail." } }
