@@ -284,6 +284,33 @@ mod tests {
         overview(conn, None).unwrap()
     }
 
+    /// An installation with accounts before migration 0016 gets no operator by it.
+    #[test]
+    fn the_migration_promotes_nobody() {
+        use crate::store::{MIGRATIONS, migrate};
+        let mut conn = Connection::open_in_memory().unwrap();
+        let at = MIGRATIONS
+            .iter()
+            .position(|(name, _)| *name == "0016_operators")
+            .unwrap();
+        conn.execute_batch(
+            "CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)",
+        )
+        .unwrap();
+        for (name, sql) in &MIGRATIONS[..at] {
+            conn.execute_batch(sql).unwrap();
+            conn.execute("INSERT INTO schema_migrations VALUES (?1, 'n')", [name])
+                .unwrap();
+        }
+        conn.execute(
+            "INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('old@x.co', 'h', 'n', 'n')",
+            [],
+        )
+        .unwrap();
+        migrate(&mut conn).unwrap();
+        assert!(!is_operator(&conn, 1).unwrap());
+    }
+
     #[test]
     fn the_list_pages_by_id_and_counts_from_the_counters() {
         let conn = crate::domain::testing::db_with_newsletter("paid");

@@ -317,3 +317,27 @@ pub async fn tier_next_steps(
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_change_returns_only_to_a_newsletter_page_of_this_dashboard() {
+        assert_eq!(
+            return_to("/newsletters/4/issues/9/send"),
+            "/newsletters/4/issues/9/send"
+        );
+        for elsewhere in [
+            "",
+            "https://evil.example/newsletters/1",
+            "//evil.example/newsletters/",
+            "/newsletters//evil.example",
+            "/newsletters/\\evil.example",
+            "/newsletters/1 x",
+            "/account",
+        ] {
+            assert_eq!(return_to(elsewhere), PAGE_PATH, "{elsewhere:?}");
+        }
+    }
+}
