@@ -9,6 +9,7 @@ use poem::{IntoResponse, Response};
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, Object};
 
+use super::body_errors;
 use crate::domain::{DomainError, ErrorCode, FieldErrors};
 
 /// The error object inside the body.
@@ -201,9 +202,11 @@ pub fn into_json_response(err: poem::Error) -> Response {
     }
     let message = err.to_string();
     let error = if let Some(e) = err.downcast_ref::<ParseRequestPayloadError>() {
-        ApiError::validation(&FieldErrors::single("body", e.reason.clone()))
+        let explained = body_errors::explain(&e.reason, None);
+        ApiError::validation(&FieldErrors::single(&explained.field, explained.message))
     } else if let Some(e) = err.downcast_ref::<ParseParamError>() {
-        ApiError::validation(&FieldErrors::single(e.name, e.reason.clone()))
+        let explained = body_errors::explain(&e.reason, Some(e.name));
+        ApiError::validation(&FieldErrors::single(&explained.field, explained.message))
     } else if err.downcast_ref::<ParsePathError>().is_some() {
         ApiError::not_found("No such resource")
     } else {

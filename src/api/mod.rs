@@ -34,6 +34,7 @@ macro_rules! rate_limited_api {
     };
 }
 
+mod body_errors;
 pub mod bounces;
 mod common;
 mod error;

@@ -550,3 +550,130 @@ fn api_errors_every_endpoint_needs_a_key() {
     }
     assert_eq!(snapshot(&app), before);
 }
+
+/// Every operation of the OpenAPI document that takes a JSON body, given bodies of the wrong
+/// shape (none, `null`, a list, a string, a number, `{}`, and its object with `null` fields),
+/// answers a 4xx whose messages are written for the API's users: they name the field and what
+/// it needs, never a library's internal type name ("IssueBody") or phrase ("Expected input
+/// type"). Operations added later are covered by reading the document.
+#[test]
+fn api_errors_wrong_shapes_are_explained_in_the_apis_words() {
+    let app = spawn_app_with(&["--rate-limit-write", "100000", "--allow-private-webhooks"]);
+    let owner = onboard(&app, "Plain Words");
+    let sid = owner
+        .post("/subscribers", &json!({"email": "words@example.com"}))
+        .json()["id"]
+        .as_i64()
+        .unwrap();
+    let iid = owner
+        .post("/issues", &json!({"issue": {"subject": "Words"}}))
+        .json()["id"]
+        .as_i64()
+        .unwrap();
+    let wid = owner
+        .post(
+            "/webhook_subscriptions",
+            &json!({"url": "http://127.0.0.1:9/hook", "events": ["issue.sent"]}),
+        )
+        .json()["id"]
+        .as_i64()
+        .unwrap();
+    let document = owner.get("/openapi.json").json();
+    let schemas = document["components"]["schemas"].as_object().unwrap();
+    let internal_names: Vec<&String> = schemas.keys().collect();
+    let before = snapshot(&app);
+    let mut operations = 0;
+    for (path, item) in document["paths"].as_object().unwrap() {
+        for (method, operation) in item.as_object().unwrap() {
+            if operation.get("requestBody").is_none() || path == "/bounces" {
+                continue;
+            }
+            operations += 1;
+            let id = if path.starts_with("/issues") {
+                iid
+            } else if path.starts_with("/subscribers") {
+                sid
+            } else {
+                wid
+            };
+            let url = path.replace("{id}", &id.to_string());
+            let method = method.to_uppercase();
+            // The operation's own top-level fields, each set to null.
+            let schema_ref = operation["requestBody"]["content"]
+                .as_object()
+                .unwrap()
+                .values()
+                .next()
+                .unwrap()["schema"]["$ref"]
+                .as_str()
+                .unwrap_or_default()
+                .rsplit('/')
+                .next()
+                .unwrap()
+                .to_string();
+            let every_field = |value: Value| -> Vec<u8> {
+                let fields: serde_json::Map<String, Value> = schemas
+                    .get(&schema_ref)
+                    .and_then(|s| s["properties"].as_object())
+                    .map(|p| p.keys().map(|k| (k.clone(), value.clone())).collect())
+                    .unwrap_or_default();
+                serde_json::to_vec(&Value::Object(fields)).unwrap()
+            };
+            // (body, whether a success is a right answer: an empty PATCH changes nothing).
+            let bodies: Vec<(Vec<u8>, bool)> = vec![
+                (vec![], false),
+                (b"null".to_vec(), false),
+                (b"[]".to_vec(), false),
+                (b"\"text\"".to_vec(), false),
+                (b"5".to_vec(), false),
+                (b"{}".to_vec(), method == "PATCH"),
+                (every_field(Value::Null), method == "PATCH"),
+                (every_field(json!([1])), false),
+            ];
+            for (body, may_succeed) in bodies {
+                let what = format!("{method} {url} {}", String::from_utf8_lossy(&body));
+                let resp =
+                    owner
+                        .client
+                        .api_raw(&method, &url, &owner.key, "application/json", body);
+                if may_succeed && resp.status < 300 {
+                    continue;
+                }
+                let code = assert_json_4xx(&resp, &what);
+                assert!(
+                    [400, 422].contains(&resp.status),
+                    "{what}: {} {}",
+                    resp.status,
+                    resp.body
+                );
+                let error = resp.json()["error"].clone();
+                let mut messages = vec![error["message"].as_str().unwrap_or_default().to_string()];
+                for details in error["details"]
+                    .as_object()
+                    .into_iter()
+                    .flat_map(|d| d.values())
+                {
+                    for message in details.as_array().into_iter().flatten() {
+                        messages.push(message.as_str().unwrap_or_default().to_string());
+                    }
+                }
+                for message in resp.json()["errors"].as_array().into_iter().flatten() {
+                    messages.push(message.as_str().unwrap_or_default().to_string());
+                }
+                for message in &messages {
+                    assert!(!message.is_empty(), "{what}: {}", resp.body);
+                    assert!(
+                        !message.contains("Expected input type")
+                            && !message.contains("failed to parse")
+                            && !internal_names
+                                .iter()
+                                .any(|name| message.contains(&format!("\"{name}\""))),
+                        "{what} ({code}): {message}"
+                    );
+                }
+            }
+        }
+    }
+    assert!(operations >= 9, "{operations} operations with a body");
+    assert_eq!(snapshot(&app), before, "a refused request changes nothing");
+}
