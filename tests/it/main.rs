@@ -37,5 +37,6 @@ mod slow_clients;
 mod smtp_security;
 mod sql;
 mod stats_recount;
+mod test_send;
 mod webhooks;
 mod welcome;
