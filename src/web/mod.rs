@@ -170,6 +170,10 @@ pub fn routes() -> impl poem::Endpoint {
             get(issues::send_confirm).post(issues::send_now),
         )
         .at(
+            "/newsletters/:id/issues/:issue_id/send_test",
+            get(issues::test_form).post(issues::send_test),
+        )
+        .at(
             "/newsletters/:id/issues/:issue_id/publish",
             post(issues::publish),
         )

@@ -199,3 +199,110 @@ fn bad_addresses_other_owners_and_free_tiers_are_refused_and_change_nothing() {
     assert!(app.smtp.messages_to("ok@example.net").is_empty());
     assert!(app.smtp.messages_to("friend@example.net").is_empty());
 }
+
+#[test]
+fn the_dashboard_sends_a_test_from_the_editor_and_the_send_page() {
+    let app = spawn_app();
+    let owner = onboard_paid(&app, "Dash Tests");
+    let other = onboard_paid(&app, "Other Dash");
+    let id = draft(&owner, "Editor notes");
+    let base = format!("/newsletters/{}/issues/{id}", owner.newsletter_id);
+    let action = format!("{base}/send_test");
+
+    // The editor offers the form, filled with the owner's address.
+    let editor = owner.client.get(&format!("{base}/edit"));
+    editor.expect(200);
+    assert!(editor.body.contains("Send a test"), "{}", editor.body);
+    assert!(
+        editor
+            .body
+            .contains(&format!(">{}</textarea>", owner.email))
+    );
+    let sent = owner.client.submit(
+        &format!("{base}/edit"),
+        &action,
+        &[
+            ("emails", "one@example.net,\r\nTwo@example.net"),
+            ("from", "edit"),
+        ],
+    );
+    assert_eq!(sent.redirect(), format!("{base}/edit"));
+    let back = owner.client.get(&format!("{base}/edit"));
+    assert!(
+        back.body
+            .contains("on its way to one@example.net, two@example.net"),
+        "{}",
+        back.body
+    );
+    let mail = app.smtp.wait_for_message_to("two@example.net", 1);
+    assert_eq!(mail.parsed().subject(), Some("[Test] Editor notes"));
+
+    // Bad input: the form again with the messages and what was typed; nothing queued.
+    let queued = app.count("SELECT count(*) FROM jobs WHERE kind = 'send_test'");
+    let bad = owner.client.submit(
+        &format!("{base}/send_test"),
+        &action,
+        &[("emails", "nope, ok@example.net"), ("from", "send")],
+    );
+    bad.expect(422);
+    assert!(
+        bad.body.contains("Emails \"nope\" is invalid")
+            || bad.body.contains("Emails &quot;nope&quot; is invalid"),
+        "{}",
+        bad.body
+    );
+    assert!(bad.body.contains(">nope, ok@example.net</textarea>"));
+    assert_eq!(
+        app.count("SELECT count(*) FROM jobs WHERE kind = 'send_test'"),
+        queued
+    );
+
+    // The send page has it too, and goes back there.
+    let approved = owner.post(
+        "/issues",
+        &json!({"issue": {"subject": "Approved one", "status": "approved", "content_markdown": "Hi"}}),
+    );
+    let approved = approved.json()["id"].as_i64().unwrap();
+    let send_page = format!(
+        "/newsletters/{}/issues/{approved}/send",
+        owner.newsletter_id
+    );
+    let page = owner.client.get(&send_page);
+    assert!(page.body.contains("Send a test"), "{}", page.body);
+    let sent = owner.client.submit(
+        &send_page,
+        &format!(
+            "/newsletters/{}/issues/{approved}/send_test",
+            owner.newsletter_id
+        ),
+        &[("emails", &owner.email), ("from", "send")],
+    );
+    assert_eq!(sent.redirect(), send_page);
+    let mail = app.smtp.wait_for_message_to(&owner.email, 2);
+    assert_eq!(mail.parsed().subject(), Some("[Test] Approved one"));
+
+    // Without the CSRF token, or for someone else's issue, nothing is queued.
+    let queued = app.count("SELECT count(*) FROM jobs WHERE kind = 'send_test'");
+    assert_eq!(
+        owner
+            .client
+            .post_form(&action, &[("emails", "x@example.net")])
+            .status,
+        403
+    );
+    let theirs = draft(&other, "Theirs");
+    let resp = owner.client.submit(
+        &format!("{base}/edit"),
+        &format!(
+            "/newsletters/{}/issues/{theirs}/send_test",
+            other.newsletter_id
+        ),
+        &[("emails", "x@example.net")],
+    );
+    resp.expect(404);
+    assert_eq!(
+        app.count("SELECT count(*) FROM jobs WHERE kind = 'send_test'"),
+        queued
+    );
+    settled_tests(&app);
+}

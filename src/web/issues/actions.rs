@@ -10,6 +10,7 @@ use serde_json::json;
 
 use super::form::for_people;
 use super::pages::show_response;
+use super::test_send::{self, AskedFrom};
 use super::{Posted, issue_url, list_url, posted, problems, render, utc_from_local, viewed, when};
 use crate::domain::issues::{self, Issue, IssueInput, Status};
 use crate::domain::newsletters::Newsletter;
@@ -168,6 +169,7 @@ fn send_page(
                     p { "Nothing was sent. " a href=(base) { "Back to the issue" } }
                 }
             }
+            (test_send::form(ctx, n, issue, "", AskedFrom::SendPage))
         },
     )
 }
