@@ -237,6 +237,10 @@ pub fn routes() -> impl poem::Endpoint {
             post(settings::update_welcome),
         )
         .at(
+            "/newsletters/:id/settings/publishing",
+            post(settings::update_publishing),
+        )
+        .at(
             "/newsletters/:id/settings/upgrade",
             post(settings::request_upgrade),
         )

@@ -28,6 +28,7 @@ mod http_headers;
 mod layers;
 mod operator;
 mod postfix_relay;
+mod publish_on_send;
 mod send_faults;
 mod sender_domains;
 mod sending;

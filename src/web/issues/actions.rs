@@ -15,6 +15,7 @@ use super::{Posted, issue_url, list_url, posted, problems, render, utc_from_loca
 use crate::domain::issues::{self, Issue, IssueInput, Status};
 use crate::domain::newsletters::Newsletter;
 use crate::domain::sender_domains::SenderDomain;
+use crate::domain::urls::SiteUrls;
 use crate::domain::{DomainResult, FieldErrors, sending};
 use crate::web::layout::{Section, csrf_field, errors, newsletter_page};
 use crate::web::sender_domain;
@@ -133,12 +134,31 @@ pub async fn resume(
     .await
 }
 
+/// What the send confirmation says about the web: whether the issue will appear on the site
+/// (the newsletter's "publish on send" setting) and where.
+fn publishing_note(n: &Newsletter, issue: &Issue, urls: &SiteUrls) -> Markup {
+    let page = issue.page_url(n, urls);
+    html! {
+        p #publishing-note {
+            @if issue.published_at.is_some() {
+                "It is already on your site at " a href=(page) { (page) } "."
+            } @else if n.publish_on_send {
+                "It will also appear on your site at " a href=(page) { (page) } " when the send completes."
+            } @else {
+                "It will not be published on the web; you can publish it afterwards, or have sent issues published in "
+                a href={ "/newsletters/" (n.id) "/settings#publishing" } { "Settings" } "."
+            }
+        }
+    }
+}
+
 fn send_page(
     ctx: &Ctx,
     n: &Newsletter,
     issue: &Issue,
     sender: Option<&SenderDomain>,
     verdict: &Result<i64, FieldErrors>,
+    urls: &SiteUrls,
 ) -> Markup {
     let base = issue_url(n.id, issue.id);
     newsletter_page(
@@ -157,6 +177,7 @@ fn send_page(
                         @if *recipients == 1 { " active subscriber" } @else { " active subscribers" }
                         ". This cannot be undone."
                     }
+                    (publishing_note(n, issue, urls))
                     form.inline method="post" action={ (base) "/send" } {
                         (csrf_field(ctx))
                         button type="submit" { "Send to " (recipients) @if *recipients == 1 { " subscriber" } @else { " subscribers" } }
@@ -204,7 +225,7 @@ pub async fn send_confirm(
     let sender = sender_domain::load(state, &n).await?;
     render(
         StatusCode::OK,
-        send_page(&ctx, &n, &issue, sender.as_ref(), &verdict),
+        send_page(&ctx, &n, &issue, sender.as_ref(), &verdict, &state.urls),
     )
 }
 
@@ -235,7 +256,14 @@ pub async fn send_now(
             let sender = sender_domain::load(state, &p.n).await?;
             render(
                 StatusCode::UNPROCESSABLE_ENTITY,
-                send_page(&p.ctx, &p.n, &p.issue, sender.as_ref(), &verdict),
+                send_page(
+                    &p.ctx,
+                    &p.n,
+                    &p.issue,
+                    sender.as_ref(),
+                    &verdict,
+                    &state.urls,
+                ),
             )
         }
     }
