@@ -1,4 +1,4 @@
-//! Issues: list, show, create, update, delete, send_now, publish.
+//! Issues: list, show, create, update, delete, send_now, send_test, publish.
 
 use poem::web::Data;
 use poem_openapi::param::{Path, Query};
@@ -12,6 +12,7 @@ use crate::domain::issues::{self, ArticleInput, Issue, IssueInput, Status};
 use crate::domain::newsletters;
 use crate::domain::pagination::Page;
 use crate::domain::sending;
+use crate::domain::test_send;
 use crate::domain::{DomainError, DomainResult};
 
 #[derive(Tags)]
@@ -210,6 +211,25 @@ pub struct SendNowResult {
     pub subscribers: i64,
 }
 
+/// The addresses of a test send.
+#[derive(Debug, Object)]
+pub struct SendTestBody {
+    /// One to five addresses; the same address twice counts once. A newsletter that is not
+    /// on the paid tier (or is paused) may send tests only to its owner's address.
+    #[oai(validator(min_items = 1, max_items = 5))]
+    pub emails: Vec<Text>,
+}
+
+#[derive(Debug, Object)]
+pub struct SendTestResult {
+    pub message: String,
+    pub issue_id: i64,
+    /// The subject the test messages carry: the issue's, marked `[Test] `.
+    pub subject: String,
+    /// Where the test goes: the addresses as checked (lowercased, each once).
+    pub emails: Vec<String>,
+}
+
 #[derive(Debug, Object)]
 pub struct ResumeResult {
     pub message: String,
@@ -254,6 +274,13 @@ pub enum DeletedResponse {
 pub enum SendNowResponse {
     #[oai(status = 200)]
     Ok(Json<SendNowResult>),
+}
+
+#[derive(ApiResponse)]
+pub enum SendTestResponse {
+    /// Queued: the messages go out in a moment.
+    #[oai(status = 202)]
+    Accepted(Json<SendTestResult>),
 }
 
 #[derive(ApiResponse)]
@@ -448,6 +475,44 @@ impl IssuesApi {
             message: format!("Issue queued for sending to {recipients} subscriber(s)"),
             issue,
             subscribers: recipients,
+        })))
+    }
+
+    /// Sends the issue, whatever its status, to one to five addresses as a test: the real
+    /// message with `[Test] ` before its subject. Its links work but count nothing; it makes
+    /// no delivery, no stats and no event.
+    #[oai(
+        path = "/issues/:id/send_test",
+        method = "post",
+        operation_id = "sendIssueTest"
+    )]
+    async fn send_test(
+        &self,
+        _auth: ApiKeyAuth,
+        id: Path<String>,
+        body: Json<SendTestBody>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<SendTestResponse, ApiError> {
+        let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
+        let typed: Vec<String> = body.0.emails.into_iter().map(String::from).collect();
+        let queued = state
+            .db
+            .run_after(
+                move || test_send::check_recipients(&typed),
+                move |conn, recipients| test_send::queue(conn, nid, id, recipients),
+            )
+            .await?;
+        let emails: Vec<String> = queued
+            .recipients
+            .into_iter()
+            .map(|email| email.into_string())
+            .collect();
+        Ok(SendTestResponse::Accepted(Json(SendTestResult {
+            message: format!("Test queued to {}", emails.join(", ")),
+            issue_id: queued.issue.id,
+            subject: test_send::test_subject(&queued.issue.subject),
+            emails,
         })))
     }
 

@@ -79,6 +79,9 @@ pub struct NewsletterObject {
     pub welcome_subject: String,
     /// The welcome e-mail's Markdown body as sent (the default until one is set).
     pub welcome_body: String,
+    /// Whether an issue is published on the web (its `web_url` goes live) when its send
+    /// completes; on for newsletters created since this setting exists.
+    pub publish_on_send: bool,
     pub created_at: String,
     pub updated_at: String,
     pub urls: NewsletterUrls,
@@ -110,6 +113,7 @@ impl NewsletterObject {
             welcome_enabled: n.welcome.enabled,
             welcome_subject: n.welcome.subject_or_default(&n.name),
             welcome_body: n.welcome.body_or_default(&n.name),
+            publish_on_send: n.publish_on_send,
             created_at: n.created_at.to_string(),
             updated_at: n.updated_at.to_string(),
             urls: NewsletterUrls {
@@ -146,6 +150,8 @@ pub struct NewsletterPatch {
     pub welcome_subject: Option<Text>,
     /// Markdown, at most 10,000 characters; `""` goes back to the default.
     pub welcome_body: Option<Text>,
+    /// Publish issues on the web when their send completes.
+    pub publish_on_send: Option<bool>,
 }
 
 #[derive(Debug, Object)]
@@ -299,7 +305,7 @@ impl NewsletterApi {
         ))
     }
 
-    /// Changes the name, tagline, sender or welcome e-mail; answers like `GET /newsletter`.
+    /// Changes the name, tagline, sender, welcome e-mail or publishing on send; answers like `GET /newsletter`.
     #[oai(
         path = "/newsletter",
         method = "patch",
@@ -324,6 +330,7 @@ impl NewsletterApi {
                 subject: patch.welcome_subject.map(String::from),
                 body: patch.welcome_body.map(String::from),
             },
+            publish_on_send: patch.publish_on_send,
         };
         // The welcome body renders before a connection is taken.
         let loaded = state

@@ -100,7 +100,12 @@ impl Issue {
     pub fn web_url(&self, newsletter: &Newsletter, urls: &SiteUrls) -> Option<String> {
         self.published_at
             .as_ref()
-            .map(|_| format!("{}/p/{}", newsletter.site_origin(urls), self.path))
+            .map(|_| self.page_url(newsletter, urls))
+    }
+
+    /// Where the issue's page is once published (the send confirmation names it before).
+    pub fn page_url(&self, newsletter: &Newsletter, urls: &SiteUrls) -> String {
+        format!("{}/p/{}", newsletter.site_origin(urls), self.path)
     }
 
     /// The `data` of `issue.sent` and `issue.published`.
@@ -876,6 +881,8 @@ pub fn start_due_scheduled(conn: &mut Connection) -> DomainResult<usize> {
 
 /// Marks a sending issue sent (once) and records `issue.sent`; `shortfall` (what did not
 /// plainly arrive) becomes its `last_error`, so a partial failure never hides under `sent`.
+/// When the newsletter publishes on send, the issue is published in the same transaction,
+/// as [`publish`] does (`issue.published` follows `issue.sent`).
 pub fn mark_sent(
     conn: &Connection,
     newsletter_id: i64,
@@ -890,6 +897,10 @@ pub fn mark_sent(
     }
     let issue = get(conn, newsletter_id, id)?;
     events::record(conn, newsletter_id, "issue.sent", issue.event_data("sent"))?;
+    let newsletter = newsletters::get(conn, newsletter_id)?;
+    if newsletter.publish_on_send && newsletter.ensure_writable().is_ok() {
+        make_public(conn, newsletter_id, issue)?;
+    }
     Ok(true)
 }
 
@@ -914,33 +925,7 @@ pub fn publish(
         let newsletter = newsletters::get(tx, newsletter_id)?;
         newsletter.ensure_writable()?;
         let issue = get(tx, newsletter_id, id)?;
-        if issue.status == Status::Draft {
-            return Err(DomainError::rejected(
-                ErrorCode::InvalidState,
-                "Approve the issue before publishing it",
-            ));
-        }
-        if !issue.has_content() {
-            return Err(DomainError::rejected(
-                ErrorCode::NoContent,
-                "The issue has no content and no articles",
-            ));
-        }
-        let first_time = issue.published_at.is_none();
-        if first_time {
-            const PUBLISH: &str =
-                "UPDATE issues SET published_at = ?2, updated_at = ?2 WHERE id = ?1";
-            tx.execute(PUBLISH, (id, Timestamp::now()))?;
-        }
-        let issue = get(tx, newsletter_id, id)?;
-        if first_time {
-            events::record(
-                tx,
-                newsletter_id,
-                "issue.published",
-                issue.event_data("published"),
-            )?;
-        }
+        let (issue, first_time) = make_public(tx, newsletter_id, issue)?;
         let web_url = issue.web_url(&newsletter, urls).expect("published above");
         Ok(Published {
             issue,
@@ -948,6 +933,37 @@ pub fn publish(
             first_time,
         })
     })
+}
+
+/// The rules and the write of publishing, for [`publish`] and a send that publishes
+/// ([`mark_sent`]): the issue as it is now, and whether this was the first time.
+fn make_public(conn: &Connection, newsletter_id: i64, issue: Issue) -> DomainResult<(Issue, bool)> {
+    if issue.status == Status::Draft {
+        return Err(DomainError::rejected(
+            ErrorCode::InvalidState,
+            "Approve the issue before publishing it",
+        ));
+    }
+    if !issue.has_content() {
+        return Err(DomainError::rejected(
+            ErrorCode::NoContent,
+            "The issue has no content and no articles",
+        ));
+    }
+    let first_time = issue.published_at.is_none();
+    if !first_time {
+        return Ok((issue, false));
+    }
+    const PUBLISH: &str = "UPDATE issues SET published_at = ?2, updated_at = ?2 WHERE id = ?1";
+    conn.execute(PUBLISH, (issue.id, Timestamp::now()))?;
+    let issue = get(conn, newsletter_id, issue.id)?;
+    events::record(
+        conn,
+        newsletter_id,
+        "issue.published",
+        issue.event_data("published"),
+    )?;
+    Ok((issue, true))
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ pub mod sending;
 pub mod states;
 pub mod stats;
 pub mod subscribers;
+pub mod test_send;
 pub mod tracking;
 pub mod urls;
 pub mod verp;

@@ -103,6 +103,8 @@ pub struct Newsletter {
     pub custom_domain: Option<String>,
     /// The welcome e-mail readers get after confirming (`domain/welcome.rs`).
     pub welcome: Welcome,
+    /// Issues are published on the web when their send completes (`issues::mark_sent`).
+    pub publish_on_send: bool,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -167,7 +169,7 @@ macro_rules! select_newsletter {
             "SELECT id, owner_id, name, tagline, keywords, sender_name, sender_email, subdomain, status, tier, ",
             "frequency, target_audience, content_tone, newsletter_length, live_at, tracking_enabled, created_at, updated_at, ",
             "(SELECT domain FROM custom_domains WHERE custom_domains.newsletter_id = newsletters.id AND custom_domains.status = 'active'), ",
-            "welcome_enabled, welcome_subject, welcome_body ",
+            "welcome_enabled, welcome_subject, welcome_body, publish_on_send ",
             "FROM newsletters ", $($tail),+
         )
     };
@@ -199,6 +201,7 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Newsletter> {
             subject: row.get(20)?,
             body: row.get(21)?,
         },
+        publish_on_send: row.get(22)?,
     })
 }
 
@@ -284,8 +287,9 @@ pub fn create(
     write_tx(conn, |tx| {
         let subdomain = free_subdomain(tx, &base)?;
         const INSERT: &str = "INSERT INTO newsletters
-             (owner_id, name, tagline, keywords, sender_name, sender_email, subdomain, tier, bounce_token, created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)";
+             (owner_id, name, tagline, keywords, sender_name, sender_email, subdomain, tier, bounce_token, created_at, updated_at,
+              publish_on_send)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, 1)";
         let sender_name = if from_name.is_empty() {
             name.clone()
         } else {
@@ -456,6 +460,8 @@ pub struct Details {
     pub sender_name: Option<String>,
     pub sender_email: Option<String>,
     pub welcome: WelcomeChanges,
+    /// Publish issues on the web when they are sent.
+    pub publish_on_send: Option<bool>,
 }
 
 /// [`Details`] checked, the welcome body rendered: what [`apply_details`] writes.
@@ -466,6 +472,7 @@ pub struct CheckedDetails {
     sender_name: Option<String>,
     sender_email: Option<String>,
     welcome: CheckedWelcome,
+    publish_on_send: Option<bool>,
 }
 
 /// Checks and applies `changes` ([`check_details`] then [`apply_details`]).
@@ -512,6 +519,7 @@ pub fn check_details(changes: &Details) -> DomainResult<CheckedDetails> {
         sender_name,
         sender_email,
         welcome,
+        publish_on_send: changes.publish_on_send,
     })
 }
 
@@ -527,6 +535,7 @@ pub fn apply_details(
         sender_name,
         sender_email,
         welcome,
+        publish_on_send,
     } = checked.clone();
     write_tx(conn, |tx| {
         let current = get(tx, id)?;
@@ -537,6 +546,7 @@ pub fn apply_details(
             tagline.unwrap_or_else(|| current.tagline.clone()),
             sender_name.unwrap_or_else(|| current.sender_name.clone()),
             sender_email.unwrap_or_else(|| current.sender_email.clone()),
+            publish_on_send.unwrap_or(current.publish_on_send),
         );
         if !welcome_changed
             && next
@@ -545,16 +555,17 @@ pub fn apply_details(
                     current.tagline.clone(),
                     current.sender_name.clone(),
                     current.sender_email.clone(),
+                    current.publish_on_send,
                 )
         {
             // Nothing changes: `updated_at` stays as it is.
             return Ok(current);
         }
-        const UPDATE: &str = "UPDATE newsletters SET name = ?2, tagline = ?3, sender_name = ?4, sender_email = ?5, updated_at = ?6
-             WHERE id = ?1";
+        const UPDATE: &str = "UPDATE newsletters SET name = ?2, tagline = ?3, sender_name = ?4, sender_email = ?5, updated_at = ?6,
+             publish_on_send = ?7 WHERE id = ?1";
         tx.execute(
             UPDATE,
-            (id, next.0, next.1, next.2, next.3, Timestamp::now()),
+            (id, next.0, next.1, next.2, next.3, Timestamp::now(), next.4),
         )?;
         get(tx, id)
     })
@@ -710,6 +721,23 @@ pub fn counts(conn: &Connection, id: i64) -> DomainResult<(i64, i64)> {
 mod tests {
     use super::*;
 
+    /// New newsletters publish issues on send; rows from before the setting (migration 0017
+    /// adds it off) keep publishing as a separate step.
+    #[test]
+    fn new_newsletters_publish_on_send_and_older_ones_do_not() {
+        let mut conn = crate::domain::testing::db_with_newsletter("free");
+        assert!(!get(&conn, 1).unwrap().publish_on_send);
+        let form = NewNewsletter {
+            name: "Fresh".into(),
+            ..NewNewsletter::default()
+        };
+        assert!(
+            create(&mut conn, 1, &form, Tier::Free)
+                .unwrap()
+                .publish_on_send
+        );
+    }
+
     #[test]
     fn subdomains_are_slugs_unique_and_not_reserved() {
         assert_eq!(subdomain_base("  The Weekly Byte! "), "the-weekly-byte");
@@ -785,6 +813,7 @@ mod tests {
                 sender_name: Some("Ed\u{0}".into()),
                 sender_email: None,
                 welcome: WelcomeChanges::default(),
+                publish_on_send: None,
             },
         ));
         for field in ["name", "tagline", "sender_name"] {

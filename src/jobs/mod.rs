@@ -11,6 +11,7 @@ pub mod registry;
 pub mod render_content;
 pub mod send_issue;
 pub mod send_mail;
+pub mod send_test;
 pub mod send_welcome;
 
 use std::sync::Arc;

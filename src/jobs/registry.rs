@@ -8,6 +8,7 @@ use super::prune_webhook_log::PruneWebhookLog;
 use super::render_content::RenderContent;
 use super::send_issue::SendIssue;
 use super::send_mail::SendMail;
+use super::send_test::SendTest;
 use super::send_welcome::SendWelcome;
 use crate::store::jobs::JobKind;
 
@@ -20,6 +21,7 @@ pub static JOBS: &[&dyn Job] = &[
     &RenderContent,
     &PruneWebhookLog,
     &SendWelcome,
+    &SendTest,
 ];
 
 /// The job that runs rows of `kind` (as the `jobs.kind` column names it); `None` for a kind

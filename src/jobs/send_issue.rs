@@ -26,6 +26,7 @@ use super::{ClaimedJob, Job, JobContext, Outcome};
 use crate::clock::{self, Timestamp};
 use crate::domain::content;
 use crate::domain::issues::{self, Issue};
+use crate::domain::newsletters::Newsletter;
 use crate::domain::sending::{self, Next, OutagePolicy, Outcome as Delivered, Recipient};
 use crate::domain::tracking::Links;
 use crate::domain::verp::ReturnPaths;
@@ -100,6 +101,35 @@ fn render_saved_issue(ctx: &JobContext, issue: &Issue) -> Result<String, String>
     Ok(html)
 }
 
+/// The issue as e-mail, ready to personalise: its HTML (rendered now and stored when it was
+/// saved before HTML was), and its text part, rendered within the budget once per round
+/// (never per recipient). The real send and a test send (`send_test`) both build it here.
+pub(super) fn issue_email(
+    ctx: &JobContext,
+    issue: &mut Issue,
+    newsletter: &Newsletter,
+) -> Result<IssueEmail, String> {
+    if issue.content_html.is_none() {
+        issue.content_html = Some(render_saved_issue(ctx, issue)?);
+    }
+    let body_text = content::plain_text(&issue.content_markdown)
+        .map_err(|e| e.to_string())?
+        .ok_or("every render slot is busy")?;
+    let links = Links::new(
+        &newsletter.site_origin(&ctx.urls),
+        newsletter.id,
+        ctx.secret.clone(),
+        newsletter.tracking_enabled,
+    );
+    Ok(IssueEmail::new(
+        issue,
+        newsletter,
+        ctx.urls.public_host_name(),
+        links,
+        &body_text,
+    ))
+}
+
 /// How a round of the send ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum RoundEnd {
@@ -125,26 +155,7 @@ fn send(ctx: &JobContext, rt: &tokio::runtime::Runtime, issue_id: i64) -> Result
     let Some(mut plan) = plan else {
         return Ok(Next::Finished);
     };
-    if plan.issue.content_html.is_none() {
-        plan.issue.content_html = Some(render_saved_issue(ctx, &plan.issue)?);
-    }
-    // The text part, rendered within the budget once per round (never per recipient).
-    let body_text = content::plain_text(&plan.issue.content_markdown)
-        .map_err(|e| e.to_string())?
-        .ok_or("every render slot is busy")?;
-    let links = Links::new(
-        &plan.newsletter.site_origin(&ctx.urls),
-        plan.newsletter.id,
-        ctx.secret.clone(),
-        plan.newsletter.tracking_enabled,
-    );
-    let email = Arc::new(IssueEmail::new(
-        &plan.issue,
-        &plan.newsletter,
-        ctx.urls.public_host_name(),
-        links,
-        &body_text,
-    ));
+    let email = Arc::new(issue_email(ctx, &mut plan.issue, &plan.newsletter)?);
     let transport = ctx.newsletter_transport(&plan.newsletter)?;
     let down_before = plan.issue.relay_down_since.map(Timestamp::datetime);
     let started = Instant::now();

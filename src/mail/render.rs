@@ -271,6 +271,15 @@ impl IssueEmail {
         email
     }
 
+    /// The same message under another `Subject` header (a test send's "[Test] " mark); the
+    /// body keeps the issue's own subject as its title.
+    pub fn with_subject(mut self, subject: String) -> Self {
+        self.subject = subject;
+        self.template = self.template();
+        self.template_dot_free = self.template.dot_free();
+        self
+    }
+
     /// The MIME message with a slot for each personal part, as [`IssueEmail::personalise`]
     /// and [`OutgoingMail::to_mime`] would make it.
     fn template(&self) -> Template {

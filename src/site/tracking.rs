@@ -1,6 +1,7 @@
 //! Where the links in sent mail lead: unsubscribe (a confirm page, and the RFC 8058
 //! one-click POST; an issue's link names its delivery, a welcome e-mail's the subscriber as
-//! `s<id>`), the open pixel and the signed click redirect.
+//! `s<id>`), the open pixel and the signed click redirect. A test send's links name the test
+//! delivery (`test_send::TEST_DELIVERY`): they work the same and record nothing.
 
 use maud::html;
 use poem::http::StatusCode;
@@ -9,13 +10,15 @@ use poem::{IntoResponse, Response, handler};
 use serde::Deserialize;
 
 use super::{Site, SiteError, SiteResult};
+use crate::domain::test_send::TEST_DELIVERY;
 use crate::domain::{subscribers, tracking};
 use crate::http::public_page::page_response;
 use crate::state::AppState;
 
 type State = std::sync::Arc<AppState>;
 
-/// The delivery a signed link names, if the signature is right and it belongs to this site.
+/// The delivery a signed link names, if the signature is right and it belongs to this site
+/// (the test delivery belongs to every site: its links change nothing).
 async fn checked_delivery(
     state: &State,
     site: &Site,
@@ -25,6 +28,9 @@ async fn checked_delivery(
     let id: i64 = raw_id.parse().ok()?;
     if !verify(id) {
         return None;
+    }
+    if id == TEST_DELIVERY {
+        return Some(id);
     }
     let newsletter_id = site.0.id;
     let delivery = state
@@ -42,6 +48,8 @@ enum Leaving {
     Delivery(i64),
     /// A subscriber of this site's newsletter (mail that is no delivery: the welcome).
     Subscriber(i64),
+    /// Nobody: the link of a test send.
+    Test,
 }
 
 /// Whom a signed unsubscribe link names, if the signature is right and it belongs to this
@@ -64,7 +72,10 @@ async fn checked_leaving(state: &State, site: &Site, raw_id: &str, sig: &str) ->
             tracking::verify_unsubscribe(&secret, id, sig)
         })
         .await
-        .map(Leaving::Delivery),
+        .map(|id| match id {
+            TEST_DELIVERY => Leaving::Test,
+            id => Leaving::Delivery(id),
+        }),
     }
 }
 
@@ -74,11 +85,10 @@ pub async fn unsubscribe_page(
     Data(state): Data<&State>,
     Data(site): Data<&Site>,
 ) -> SiteResult {
-    if checked_leaving(state, site, &delivery, &sig)
-        .await
-        .is_none()
-    {
-        return Err(SiteError::NotFound);
+    match checked_leaving(state, site, &delivery, &sig).await {
+        None => return Err(SiteError::NotFound),
+        Some(Leaving::Test) => return Ok(test_unsubscribe_page(site)),
+        Some(_) => {}
     }
     Ok(page_response(
         StatusCode::OK,
@@ -102,12 +112,16 @@ pub async fn unsubscribe(
     let Some(leaving) = checked_leaving(state, site, &delivery, &sig).await else {
         return Err(SiteError::NotFound);
     };
+    if let Leaving::Test = leaving {
+        return Ok(test_unsubscribe_page(site));
+    }
     let newsletter_id = site.0.id;
     state
         .db
         .run(move |conn| match leaving {
             Leaving::Delivery(id) => tracking::unsubscribe(conn, id).map(|_| ()),
             Leaving::Subscriber(id) => tracking::unsubscribe_subscriber(conn, newsletter_id, id),
+            Leaving::Test => Ok(()),
         })
         .await
         .map_err(|e| {
@@ -121,6 +135,17 @@ pub async fn unsubscribe(
             p { "You will receive no more issues of " (site.0.name) "." }
         },
     ))
+}
+
+/// What the unsubscribe link of a test send shows, before and after its button alike.
+fn test_unsubscribe_page(site: &Site) -> Response {
+    page_response(
+        StatusCode::OK,
+        &format!("Unsubscribe from {}", site.0.name),
+        html! {
+            p { "This link came in a test send of " (site.0.name) ", so nobody was unsubscribed. In the real issue it unsubscribes its reader." }
+        },
+    )
 }
 
 /// A transparent 1x1 GIF.
@@ -147,10 +172,11 @@ pub async fn open_pixel(
     else {
         return Err(SiteError::NotFound);
     };
-    if let Err(e) = state
-        .db
-        .run(move |conn| tracking::record_open(conn, id))
-        .await
+    if id != TEST_DELIVERY
+        && let Err(e) = state
+            .db
+            .run(move |conn| tracking::record_open(conn, id))
+            .await
     {
         eprintln!("site: recording an open of delivery {id} failed: {e}");
     }
@@ -199,10 +225,11 @@ pub async fn click(
         return Err(SiteError::NotFound);
     };
     let recorded = target.clone();
-    if let Err(e) = state
-        .db
-        .run(move |conn| tracking::record_click(conn, id, &recorded))
-        .await
+    if id != TEST_DELIVERY
+        && let Err(e) = state
+            .db
+            .run(move |conn| tracking::record_click(conn, id, &recorded))
+            .await
     {
         eprintln!("site: recording a click of delivery {id} failed: {e}");
     }

@@ -27,6 +27,8 @@ pub enum JobKind {
     PruneWebhookLog,
     /// One subscriber's welcome e-mail.
     SendWelcome,
+    /// One test message of an issue to one address (`domain/test_send.rs`).
+    SendTest,
 }
 
 impl JobKind {
@@ -38,6 +40,7 @@ impl JobKind {
         JobKind::RenderContent,
         JobKind::PruneWebhookLog,
         JobKind::SendWelcome,
+        JobKind::SendTest,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -49,6 +52,7 @@ impl JobKind {
             JobKind::RenderContent => "render_content",
             JobKind::PruneWebhookLog => "prune_webhook_log",
             JobKind::SendWelcome => "send_welcome",
+            JobKind::SendTest => "send_test",
         }
     }
 
@@ -97,6 +101,14 @@ pub struct SubscriberImport {
 #[derive(Debug, Serialize, Deserialize)]
 pub struct WelcomeMail {
     pub subscriber_id: i64,
+}
+
+/// Payload of a `send_test` job: the issue is read and rendered when the job runs.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct TestMail {
+    pub newsletter_id: i64,
+    pub issue_id: i64,
+    pub to: String,
 }
 
 /// Payload of a `send_mail` job: which account message goes to whom, with its link. The
@@ -174,6 +186,21 @@ pub fn queue_account_mail(conn: &Connection, mail: &AccountMail) -> Result<i64, 
 /// Queues a subscriber's welcome e-mail.
 pub fn queue_welcome(conn: &Connection, subscriber_id: i64) -> Result<i64, StoreError> {
     queue(conn, JobKind::SendWelcome, &WelcomeMail { subscriber_id })
+}
+
+/// Queues one test message of an issue.
+pub fn queue_test_send(
+    conn: &Connection,
+    newsletter_id: i64,
+    issue_id: i64,
+    to: &str,
+) -> Result<i64, StoreError> {
+    let mail = TestMail {
+        newsletter_id,
+        issue_id,
+        to: to.to_string(),
+    };
+    queue(conn, JobKind::SendTest, &mail)
 }
 
 /// Records a job of `kind` due now.

@@ -67,6 +67,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0016_operators",
         include_str!("../../migrations/0016_operators.sql"),
     ),
+    (
+        "0017_publish_on_send",
+        include_str!("../../migrations/0017_publish_on_send.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.

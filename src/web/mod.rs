@@ -171,6 +171,10 @@ pub fn routes() -> impl poem::Endpoint {
             get(issues::send_confirm).post(issues::send_now),
         )
         .at(
+            "/newsletters/:id/issues/:issue_id/send_test",
+            get(issues::test_form).post(issues::send_test),
+        )
+        .at(
             "/newsletters/:id/issues/:issue_id/publish",
             post(issues::publish),
         )
@@ -232,6 +236,10 @@ pub fn routes() -> impl poem::Endpoint {
         .at(
             "/newsletters/:id/settings/welcome",
             post(settings::update_welcome),
+        )
+        .at(
+            "/newsletters/:id/settings/publishing",
+            post(settings::update_publishing),
         )
         .at(
             "/newsletters/:id/settings/upgrade",

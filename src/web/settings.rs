@@ -1,5 +1,5 @@
 //! The settings page of the dashboard: details (as the API's `PATCH /newsletter`), publishing
-//! rhythm, audience and voice, tracking, the welcome e-mail, the plan with an upgrade
+//! rhythm, audience and voice, tracking, publishing on send, the welcome e-mail, the plan with an upgrade
 //! request, pause / resume / cancel behind a confirmation page, and where bounces come back
 //! (read-only). Each form posts to its own URL; bad input shows the page
 //! again (422) with the messages beside that form and changes nothing. A cancelled newsletter
@@ -28,6 +28,7 @@ enum Part {
     Frequency,
     Preferences,
     Tracking,
+    Publishing,
     Welcome,
     Plan,
     Status,
@@ -40,6 +41,7 @@ impl Part {
             Part::Frequency => "frequency",
             Part::Preferences => "preferences",
             Part::Tracking => "tracking",
+            Part::Publishing => "publishing",
             Part::Welcome => "welcome",
             Part::Plan => "plan",
             Part::Status => "status",
@@ -77,6 +79,7 @@ impl DetailsForm {
             sender_name: changed(&self.sender_name, &n.sender_name),
             sender_email: changed(&self.sender_email, &n.sender_email),
             welcome: WelcomeChanges::default(),
+            publish_on_send: None,
         }
     }
 }
@@ -125,6 +128,7 @@ struct Entered {
     frequency: String,
     preferences: Preferences,
     tracking: String,
+    publish_on_send: String,
     welcome: WelcomeForm,
 }
 
@@ -143,6 +147,7 @@ impl Entered {
                 .unwrap_or_default(),
             preferences: current_preferences(n),
             tracking: if n.tracking_enabled { "on" } else { "off" }.to_string(),
+            publish_on_send: if n.publish_on_send { "on" } else { "off" }.to_string(),
             welcome: WelcomeForm::stored(n),
         }
     }
@@ -252,6 +257,18 @@ fn settings_page(
                         legend { "Tracking" }
                         label.check { input type="radio" name="tracking" value="on" checked[entered.tracking == "on"] required; "On: count opens and clicks" }
                         label.check { input type="radio" name="tracking" value="off" checked[entered.tracking == "off"] required; "Off: no pixel, plain links" }
+                    }
+                }))
+            }
+            section.panel #publishing {
+                h2 { "Publishing on the web" }
+                p.muted { "On: when the send of an issue completes, the issue also appears on your site, as the Publish button does. Off: it stays off the site until you press Publish." }
+                (problems(Part::Publishing))
+                (settings_form(ctx, writable, &format!("{base}/publishing"), "Save publishing", html! {
+                    fieldset {
+                        legend { "Publish issues on the web when they are sent" }
+                        label.check { input type="radio" name="publish_on_send" value="on" checked[entered.publish_on_send == "on"] required; "On: sent issues appear on the site" }
+                        label.check { input type="radio" name="publish_on_send" value="off" checked[entered.publish_on_send == "off"] required; "Off: publish each issue yourself" }
                     }
                 }))
             }
@@ -542,6 +559,51 @@ pub async fn update_tracking(
     };
     post.answer(result, Part::Tracking, |e| e.tracking = typed, notice)
         .await
+}
+
+/// `POST .../settings/publishing` with `publish_on_send` `on` or `off`.
+#[handler]
+pub async fn update_publishing(
+    req: &Request,
+    Path(id): Path<String>,
+    body: Body,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let post = Post::load(req, state, &id, body).await?;
+    let typed = post.form.get("publish_on_send").to_string();
+    let nid = post.n.id;
+    let chosen = match typed.trim() {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(crate::domain::DomainError::invalid(
+            "publish_on_send",
+            "must be on or off",
+        )),
+    };
+    let result = match chosen {
+        Ok(on) => {
+            let changes = Details {
+                publish_on_send: Some(on),
+                ..Details::default()
+            };
+            state
+                .db
+                .run(move |conn| newsletters::update_details(conn, nid, &changes))
+                .await
+        }
+        Err(e) => Err(e),
+    };
+    let notice = match result.as_ref().map(|saved| saved.publish_on_send) {
+        Ok(true) => "Issues will appear on your site when their send completes.",
+        _ => "Issues stay off your site until you publish them.",
+    };
+    post.answer(
+        result,
+        Part::Publishing,
+        |e| e.publish_on_send = typed,
+        notice,
+    )
+    .await
 }
 
 #[handler]

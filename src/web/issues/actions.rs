@@ -10,10 +10,12 @@ use serde_json::json;
 
 use super::form::for_people;
 use super::pages::show_response;
+use super::test_send::{self, AskedFrom};
 use super::{Posted, issue_url, list_url, posted, problems, render, utc_from_local, viewed, when};
 use crate::domain::issues::{self, Issue, IssueInput, Status};
 use crate::domain::newsletters::Newsletter;
 use crate::domain::sender_domains::SenderDomain;
+use crate::domain::urls::SiteUrls;
 use crate::domain::{DomainResult, FieldErrors, sending};
 use crate::web::layout::{Section, csrf_field, errors, newsletter_page};
 use crate::web::{Ctx, FormData, State, WebResult, see_other};
@@ -132,6 +134,24 @@ pub async fn resume(
     .await
 }
 
+/// What the send confirmation says about the web: whether the issue will appear on the site
+/// (the newsletter's "publish on send" setting) and where.
+fn publishing_note(n: &Newsletter, issue: &Issue, urls: &SiteUrls) -> Markup {
+    let page = issue.page_url(n, urls);
+    html! {
+        p #publishing-note {
+            @if issue.published_at.is_some() {
+                "It is already on your site at " a href=(page) { (page) } "."
+            } @else if n.publish_on_send {
+                "It will also appear on your site at " a href=(page) { (page) } " when the send completes."
+            } @else {
+                "It will not be published on the web; you can publish it afterwards, or have sent issues published in "
+                a href={ "/newsletters/" (n.id) "/settings#publishing" } { "Settings" } "."
+            }
+        }
+    }
+}
+
 fn send_page(
     ctx: &Ctx,
     n: &Newsletter,
@@ -139,6 +159,7 @@ fn send_page(
     sender: Option<&SenderDomain>,
     verdict: &Result<i64, FieldErrors>,
     tier_next_steps: Markup,
+    urls: &SiteUrls,
 ) -> Markup {
     let base = issue_url(n.id, issue.id);
     newsletter_page(
@@ -157,6 +178,7 @@ fn send_page(
                         @if *recipients == 1 { " active subscriber" } @else { " active subscribers" }
                         ". This cannot be undone."
                     }
+                    (publishing_note(n, issue, urls))
                     form.inline method="post" action={ (base) "/send" } {
                         (csrf_field(ctx))
                         button type="submit" { "Send to " (recipients) @if *recipients == 1 { " subscriber" } @else { " subscribers" } }
@@ -170,6 +192,7 @@ fn send_page(
                     p { "Nothing was sent. " a href=(base) { "Back to the issue" } }
                 }
             }
+            (test_send::form(ctx, n, issue, "", AskedFrom::SendPage))
         },
     )
 }
@@ -205,7 +228,15 @@ pub async fn send_confirm(
     let next = operator::tier_next_steps(state, &ctx, &n, req.uri().path()).await?;
     render(
         StatusCode::OK,
-        send_page(&ctx, &n, &issue, sender.as_ref(), &verdict, next),
+        send_page(
+            &ctx,
+            &n,
+            &issue,
+            sender.as_ref(),
+            &verdict,
+            next,
+            &state.urls,
+        ),
     )
 }
 
@@ -237,7 +268,15 @@ pub async fn send_now(
             let next = operator::tier_next_steps(state, &p.ctx, &p.n, req.uri().path()).await?;
             render(
                 StatusCode::UNPROCESSABLE_ENTITY,
-                send_page(&p.ctx, &p.n, &p.issue, sender.as_ref(), &verdict, next),
+                send_page(
+                    &p.ctx,
+                    &p.n,
+                    &p.issue,
+                    sender.as_ref(),
+                    &verdict,
+                    next,
+                    &state.urls,
+                ),
             )
         }
     }

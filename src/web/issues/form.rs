@@ -7,6 +7,7 @@ use poem::web::{Data, Path};
 use poem::{Body, Request, handler, http::StatusCode};
 
 use super::pages::preview_block;
+use super::test_send::{self, AskedFrom};
 use super::{
     Posted, issue_url, list_url, local_input, problems, render, utc_from_local, viewed, when,
 };
@@ -284,6 +285,7 @@ fn form_page(
                     (shown)
                 }
             }
+            @if let Some(i) = issue { (test_send::form(ctx, n, i, "", AskedFrom::Editor)) }
         },
     )
 }

@@ -1,0 +1,77 @@
+//! Job kind `send_test`: one test message of an issue to one address (`domain/test_send.rs`).
+//! The message is the real send's ([`super::send_issue::issue_email`], the newsletter's
+//! transport and DKIM key) under a "[Test] " subject, personalised for the test delivery, so
+//! its links work and count nothing. Nothing is written to the database but the job's own
+//! row: a test has no delivery, no stats and no event.
+
+use super::send_issue::issue_email;
+use super::{ClaimedJob, Job, JobContext, Outcome};
+use crate::domain::test_send::{TEST_DELIVERY, test_subject};
+use crate::domain::{DomainError, issues, newsletters};
+use crate::mail::{Commit, Envelope, Lane, MailError};
+use crate::store::jobs::{JobKind, TestMail};
+
+pub struct SendTest;
+
+impl Job for SendTest {
+    fn kind(&self) -> JobKind {
+        JobKind::SendTest
+    }
+
+    fn run(&self, ctx: &JobContext, rt: &tokio::runtime::Runtime, job: &ClaimedJob) -> Outcome {
+        let mail = match job.payload::<TestMail>() {
+            Ok(mail) => mail,
+            Err(outcome) => return outcome,
+        };
+        let found = ctx
+            .pool
+            .get()
+            .map_err(|e| DomainError::Store(e.into()))
+            .and_then(|conn| {
+                let newsletter = newsletters::get(&conn, mail.newsletter_id)?;
+                let issue = issues::get(&conn, mail.newsletter_id, mail.issue_id)?;
+                Ok((newsletter, issue))
+            });
+        let (newsletter, mut issue) = match found {
+            Ok(found) => found,
+            // Deleted since: there is nothing to test any more.
+            Err(DomainError::NotFound(_)) => return Outcome::Done,
+            Err(e) => return Outcome::Retry(e.to_string()),
+        };
+        let email = match issue_email(ctx, &mut issue, &newsletter) {
+            Ok(email) => email.with_subject(test_subject(&issue.subject)),
+            Err(e) => return Outcome::Retry(e),
+        };
+        let transport = match ctx.newsletter_transport(&newsletter) {
+            Ok(transport) => transport,
+            Err(e) => return Outcome::Retry(e),
+        };
+        let mime = email.message(TEST_DELIVERY, &mail.to);
+        // A bounce mailed back to this return path names no delivery, so it changes nothing.
+        let return_path = ctx.return_paths.address(TEST_DELIVERY);
+        let envelope = Envelope {
+            from: &return_path,
+            to: &mail.to,
+        };
+        let result = rt.block_on(async {
+            let mut lane = Lane::new(&transport);
+            lane.connect().await?;
+            let sent = lane
+                .send(envelope, &mime, |_| async {
+                    Commit::Claimed { end_written: 0 }
+                })
+                .await;
+            lane.close().await;
+            sent
+        });
+        match result {
+            Ok(()) => Outcome::Done,
+            Err(MailError::Permanent(e)) => Outcome::Fail(e),
+            // The message went out; sending it again could give a second copy.
+            Err(MailError::Unconfirmed(_)) => Outcome::Done,
+            Err(
+                e @ (MailError::Temporary(_) | MailError::Connection(_) | MailError::Abandoned(_)),
+            ) => Outcome::Retry(e.to_string()),
+        }
+    }
+}
