@@ -83,6 +83,7 @@ impl From<SubscriberFields> for NewSubscriber {
                 .into_iter()
                 .map(String::from)
                 .collect(),
+            subscribed_at: None,
         }
     }
 }

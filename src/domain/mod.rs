@@ -11,6 +11,7 @@ pub mod dkim;
 pub mod email;
 pub mod events;
 pub mod import;
+pub mod import_columns;
 pub mod issues;
 pub mod markdown_text;
 pub mod newsletters;

@@ -102,6 +102,7 @@ impl AddForm {
                 .filter(|t| !t.is_empty())
                 .map(str::to_string)
                 .collect(),
+            subscribed_at: None,
         }
     }
 }
@@ -614,6 +615,7 @@ fn import_form_page(
                     li { code { "tags" } ": several tags separated by " code { ";" } ", e.g. " code { "vip;2024" } }
                     li { code { "status" } ": rows marked " code { "unsubscribed" } " or " code { "bounced" } " are skipped, so nobody who left is subscribed again" }
                 }
+                p { "Exports from Mailchimp (the audience export) and Substack (the subscriber export) can be uploaded as they are: names, every tag and the original subscription dates are kept, and readers who left are skipped. The preview shows how each column is read." }
                 p.muted { "Other columns are ignored. Addresses already subscribed are left as they are, so importing the same file twice adds nobody twice. Files up to 50 MiB; for larger ones the server's operator can run " code { "broadsheet import" } ". An account may have " (import::OWNER_UPLOADS) " uploads waiting or being imported at once, " (import::OWNER_UPLOAD_BYTES / (1024 * 1024)) " MiB in all." }
                 pre { "email,name,tags\nann@example.com,Ann Lee,vip;early\nbob@example.com,," }
             }
@@ -898,16 +900,17 @@ async fn import_page(
                     @match &preview {
                         Some(Ok(preview)) => {
                             h2 { "Columns" }
+                            p id="import-source" { "Read as: " (preview.columns.source.label()) "." }
                             ul.columns {
-                                @for (name, used) in &preview.columns.header {
+                                @for (i, (name, used)) in preview.columns.header.iter().enumerate() {
                                     li class=(if *used == ColumnUse::Ignored { "ignored" } else { "used" }) {
-                                        code { (clip(name)) } " → " (used.describe())
+                                        code { (clip(name)) } " → " (preview.columns.meaning(i))
                                     }
                                 }
                             }
                             h2 { "First rows" }
                             div.table-wrap { table.preview {
-                                thead { tr { th { "Line" } th { "E-mail" } th { "Name" } th { "Tags" } th { "Check" } } }
+                                thead { tr { th { "Line" } th { "E-mail" } th { "Name" } th { "Tags" } th { "Subscribed" } th { "Check" } } }
                                 tbody {
                                     @for row in &preview.rows {
                                         tr class=(if row.problem.is_some() { "refused" } else { "ok" }) {
@@ -915,6 +918,7 @@ async fn import_page(
                                             td { (clip(&row.email)) }
                                             td { (clip(&row.name)) }
                                             td { (clip(&row.tags.join("; "))) }
+                                            td { (row.subscribed_at.map(|at| at.human()).unwrap_or_default()) }
                                             td { (clip(row.problem.as_deref().unwrap_or("ok"))) }
                                         }
                                     }

@@ -25,6 +25,7 @@ mod disk_full;
 mod dkim;
 mod header_names;
 mod http_headers;
+mod imports;
 mod layers;
 mod operator;
 mod postfix_relay;
