@@ -24,6 +24,7 @@ pub mod sender_domains;
 pub mod sending;
 pub mod states;
 pub mod stats;
+pub mod subscriber_export;
 pub mod subscribers;
 pub mod tracking;
 pub mod urls;

@@ -1,7 +1,7 @@
 //! Subscribers in the dashboard: a paged list with search and filters, add, edit (name,
-//! status), tags, delete with confirmation, CSV export, and CSV import: upload, preview of the
-//! first rows, then an import job whose progress and result (with the refused rows) the
-//! import's page shows.
+//! status), tags, delete with confirmation, CSV export, one subscriber's data as JSON (a data
+//! request), and CSV import: upload, preview of the first rows, then an import job whose
+//! progress and result (with the refused rows) the import's page shows.
 
 use std::path::Path as FsPath;
 
@@ -17,6 +17,7 @@ use super::{Ctx, FormData, State, WebError, WebResult, csrf, invalid_fields, ren
 use crate::domain::import::{self, ColumnUse, Upload, UploadState};
 use crate::domain::newsletters::Newsletter;
 use crate::domain::pagination::Page;
+use crate::domain::subscriber_export;
 use crate::domain::subscribers::{self, Changes, Filter, NewSubscriber, Status, Subscriber};
 use crate::domain::{DomainError, ErrorCode, FieldErrors};
 
@@ -351,6 +352,7 @@ fn edit_page(
                 @if let Some(at) = &s.unsubscribed_at { " · unsubscribed " (at) }
                 " · added " (s.created_at)
             }
+            p { a href={ (url) "/export.json" } download { "Download this subscriber's data (JSON)" } " · for a data request: the record, tags, every issue sent and its history" }
             (errors(problems))
             @if can_write {
                 form.stack method="post" action=(url) {
@@ -590,6 +592,33 @@ pub async fn export(req: &Request, Path(id): Path<String>, Data(state): Data<&St
         )
         .header("Cache-Control", "no-store")
         .body(Body::from_async_read(reader)))
+}
+
+/// One subscriber's data as a JSON download, for a data request: the document the API's
+/// `GET /subscribers/{id}/export` answers (`domain::subscriber_export`).
+#[handler]
+pub async fn export_one(
+    req: &Request,
+    Path((id, sid)): Path<(String, String)>,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let ctx = Ctx::load(req, state).await?;
+    let n = owned(&ctx, state, &id).await?;
+    let (nid, sid) = (n.id, parse_id(&sid)?);
+    let document = state
+        .db
+        .run(move |conn| subscriber_export::export(conn, nid, sid))
+        .await?;
+    let body = serde_json::to_vec_pretty(&document).expect("an export serialises");
+    let file_name = format!("{}-subscriber-{sid}.json", n.subdomain);
+    Ok(Response::builder()
+        .content_type("application/json")
+        .header(
+            "Content-Disposition",
+            format!("attachment; filename=\"{file_name}\""),
+        )
+        .header("Cache-Control", "no-store")
+        .body(body))
 }
 
 fn import_form_page(
