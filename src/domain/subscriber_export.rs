@@ -12,7 +12,7 @@ use rusqlite::{Connection, Row};
 use serde::Serialize;
 
 use super::DomainResult;
-use super::subscribers::{self, Status};
+use super::subscribers::{self, Subscriber};
 use crate::clock::Timestamp;
 
 /// Deliveries one export includes at most: twenty-seven years of a daily newsletter.
@@ -29,20 +29,6 @@ crate::string_enum!(
         Failed => "failed",
     }
 );
-
-/// The subscriber's record, as the API's subscriber object shows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Record {
-    pub id: i64,
-    pub email: String,
-    pub name: Option<String>,
-    pub status: Status,
-    pub tags: Vec<String>,
-    pub subscribed_at: Timestamp,
-    pub unsubscribed_at: Option<Timestamp>,
-    pub created_at: Timestamp,
-    pub updated_at: Timestamp,
-}
 
 /// One issue sent (or being sent) to the subscriber.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -74,7 +60,8 @@ pub struct Event {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SubscriberExport {
     pub exported_at: Timestamp,
-    pub subscriber: Record,
+    /// The record with its tags, as the API's subscriber object shows it.
+    pub subscriber: Subscriber,
     /// Newest first, at most [`DELIVERIES_KEPT`].
     pub deliveries: Vec<Delivery>,
     /// All the subscriber's deliveries, including any left out.
@@ -130,17 +117,7 @@ pub fn export(
     let events = history(s.created_at, &deliveries);
     Ok(SubscriberExport {
         exported_at: Timestamp::now(),
-        subscriber: Record {
-            id: s.id,
-            email: s.email,
-            name: s.name,
-            status: s.status,
-            tags: s.tags,
-            subscribed_at: s.subscribed_at,
-            unsubscribed_at: s.unsubscribed_at,
-            created_at: s.created_at,
-            updated_at: s.updated_at,
-        },
+        subscriber: s,
         deliveries,
         deliveries_total: total,
         note,

@@ -23,9 +23,11 @@ crate::string_enum!(
     pub Status { Active => "active", Unsubscribed => "unsubscribed", Bounced => "bounced" }
 );
 
-#[derive(Debug, Clone, PartialEq)]
+/// Serialised as the API's subscriber object (a data request's export writes it so).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Subscriber {
     pub id: i64,
+    #[serde(skip)]
     pub newsletter_id: i64,
     pub email: String,
     pub name: Option<String>,
