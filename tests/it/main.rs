@@ -29,6 +29,7 @@ mod http_headers;
 mod imports;
 mod layers;
 mod operator;
+mod operator_role;
 mod postfix_relay;
 mod send_faults;
 mod sender_domains;
