@@ -1,4 +1,5 @@
-//! Subscribers: list, show, create, update, delete, tags, bulk create.
+//! Subscribers: list, show, create, update, delete, tags, bulk create, and one subscriber's
+//! data as a JSON document (`export`, for a data request).
 
 use poem::web::Data;
 use poem_openapi::param::{Path, Query};
@@ -9,6 +10,7 @@ use poem_openapi::{ApiResponse, Object, Tags};
 use super::common::{Text, parse_id};
 use super::{ApiError, ApiKeyAuth, Principal, State};
 use crate::domain::pagination::{Cursor, Page};
+use crate::domain::subscriber_export;
 use crate::domain::subscribers::{self, Changes, Filter, NewSubscriber, Subscriber};
 
 #[derive(Tags)]
@@ -83,6 +85,7 @@ impl From<SubscriberFields> for NewSubscriber {
                 .into_iter()
                 .map(String::from)
                 .collect(),
+            subscribed_at: None,
         }
     }
 }
@@ -175,6 +178,13 @@ pub enum CreateResponse {
 pub enum DeletedResponse {
     #[oai(status = 204)]
     NoContent,
+}
+
+#[derive(ApiResponse)]
+pub enum ExportResponse {
+    /// The subscriber's data (`domain::subscriber_export::SubscriberExport`).
+    #[oai(status = 200)]
+    Ok(Json<serde_json::Value>),
 }
 
 #[derive(ApiResponse)]
@@ -423,6 +433,32 @@ impl SubscribersApi {
                 })
                 .collect(),
         })))
+    }
+
+    /// Everything kept about one subscriber, for a data request: `subscriber` (the record,
+    /// with its tags), `deliveries` (every issue sent to them, newest first; at most 10,000,
+    /// `deliveries_total` counts them all and `note` says when some were left out), `events`
+    /// (their history, oldest first: `subscriber.created`, `email.sent`, `email.opened`,
+    /// `email.clicked`, `email.bounced`, `email.unsubscribed`) and `exported_at`.
+    #[oai(
+        path = "/subscribers/:id/export",
+        method = "get",
+        operation_id = "exportSubscriber"
+    )]
+    async fn export(
+        &self,
+        _auth: ApiKeyAuth,
+        id: Path<String>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<ExportResponse, ApiError> {
+        let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
+        let export = state
+            .db
+            .run(move |conn| subscriber_export::export(conn, nid, id))
+            .await?;
+        let document = serde_json::to_value(&export).expect("an export serialises");
+        Ok(ExportResponse::Ok(Json(document)))
     }
 }
 }

@@ -11,7 +11,7 @@ use indicatif::{HumanBytes, ProgressBar, ProgressStyle};
 use super::{
     EXIT_FAILURE, EXIT_NOT_FOUND, EXIT_ROWS_REFUSED, Failure, by_subdomain, open_migrated, usage,
 };
-use crate::domain::import::{self, Observer, Totals};
+use crate::domain::import::{self, Columns, Observer, Source, Totals};
 
 /// Where `import` reads from: a file (its size known, for the progress) or standard input.
 fn open_input(csv: &Path) -> Result<(Box<dyn Read>, Option<u64>), Failure> {
@@ -43,6 +43,8 @@ struct ImportProgress {
     bar: Option<ProgressBar>,
     total: Option<u64>,
     last_step: u64,
+    /// How the header was read, for the summary.
+    columns: Option<(Source, String)>,
 }
 
 impl ImportProgress {
@@ -68,11 +70,16 @@ impl ImportProgress {
             bar,
             total,
             last_step: 0,
+            columns: None,
         }
     }
 }
 
 impl Observer for ImportProgress {
+    fn columns(&mut self, columns: &Columns) {
+        self.columns = Some((columns.source, columns.summary()));
+    }
+
     fn committed(&mut self, totals: &Totals, bytes_read: u64) {
         if let Some(bar) = &self.bar {
             bar.set_position(bytes_read);
@@ -130,6 +137,9 @@ pub(super) fn run(data_dir: &Path, subdomain: &str, csv: &Path) -> Result<(), Fa
         newsletter.subdomain,
         totals.rows
     );
+    if let Some((source, columns)) = &progress.columns {
+        println!("  read as   {}: {columns}", source.label());
+    }
     println!("  created   {}", totals.created);
     println!(
         "  existing  {} (already subscribed, left unchanged)",

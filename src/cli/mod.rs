@@ -122,6 +122,9 @@ pub enum Command {
         other columns are ignored. Rows are checked like the API's bulk_create and committed \
         1,000 at a time. Addresses already subscribed are counted as existing and left \
         unchanged, so running an interrupted import again is safe: it creates no duplicates.\n\n\
+        Mailchimp's audience export and Substack's subscriber export are read as they come: \
+        names, every tag and the original subscription dates (docs/subscribers.md, \"Import \
+        formats\"); the summary says which columns were used and which were ignored.\n\n\
         Progress goes to stderr (a bar on a terminal, a line per 10% otherwise); the summary \
         (created, existing, skipped, refused rows with their line numbers) goes to stdout.\n\n\
         Exit codes: 0 every row imported or already there, 5 done but some rows were refused \

@@ -5,7 +5,9 @@
 //! The format: a header line is required; columns are found by name in any order (`email`
 //! required, `name`, `tags` and `status` optional, any other column ignored). The tags of a
 //! row are separated by `;` inside the tags field. A `status` of `unsubscribed` or `bounced`
-//! skips the row, so re-importing an export never resubscribes someone who left.
+//! skips the row, so re-importing an export never resubscribes someone who left. Mailchimp's
+//! and Substack's exports are read as they come, names, tags and subscription dates
+//! included (`domain::import_columns`).
 //!
 //! Rows are checked with the API's rules (`subscribers::import`, which also records
 //! `subscriber.created`) and committed [`BATCH_ROWS`] to a transaction. An address already
@@ -20,13 +22,13 @@ use std::path::{Path, PathBuf};
 use csv::{ByteRecord, Reader, ReaderBuilder, WriterBuilder};
 use rusqlite::{Connection, OptionalExtension, Row};
 
-use super::subscribers::{self, NewSubscriber, Status};
+pub use super::import_columns::{ColumnUse, Columns, Source, TAG_SEPARATOR};
+use super::import_columns::{Parsed, header_error};
+use super::subscribers::{self, NewSubscriber};
 use super::{DomainError, DomainResult, ErrorCode, FieldErrors, newsletters};
 use crate::clock::{self, Timestamp};
 use crate::store::{StoreError, write_tx};
 
-/// Separates the tags inside a row's tags field (the comma already separates fields).
-pub const TAG_SEPARATOR: char = ';';
 /// Rows committed per transaction: about 70 ms of the database's writer in a release build, and
 /// a hundred commits (each an fsync) per million rows; 1,000 made the fsyncs cost as much as the
 /// inserts on a busy disk (docs/performance.md, "Importing 1,000,000 subscribers").
@@ -51,129 +53,6 @@ pub const EXPORT_HEADER: [&str; 7] = [
     "unsubscribed_at",
     "created_at",
 ];
-
-/// What a header column is used for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ColumnUse {
-    Email,
-    Name,
-    Tags,
-    Status,
-    Ignored,
-}
-
-impl ColumnUse {
-    /// `Email Address`, `e-mail` and `EMAIL` all name the email column.
-    fn of(header: &str) -> ColumnUse {
-        let key: String = header
-            .chars()
-            .filter(|c| c.is_alphanumeric())
-            .collect::<String>()
-            .to_lowercase();
-        match key.as_str() {
-            "email" | "emailaddress" => ColumnUse::Email,
-            "name" | "fullname" => ColumnUse::Name,
-            "tags" => ColumnUse::Tags,
-            "status" => ColumnUse::Status,
-            _ => ColumnUse::Ignored,
-        }
-    }
-
-    pub fn describe(self) -> &'static str {
-        match self {
-            ColumnUse::Email => "e-mail address",
-            ColumnUse::Name => "name",
-            ColumnUse::Tags => "tags, separated by ;",
-            ColumnUse::Status => "status: unsubscribed and bounced rows are skipped",
-            ColumnUse::Ignored => "ignored",
-        }
-    }
-}
-
-/// The header of a file and where the known columns are.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Columns {
-    /// Each header cell as written (trimmed) with what it is used for.
-    pub header: Vec<(String, ColumnUse)>,
-    email: usize,
-    name: Option<usize>,
-    tags: Option<usize>,
-    status: Option<usize>,
-}
-
-fn header_error(message: impl Into<String>) -> DomainError {
-    DomainError::Invalid(
-        ErrorCode::ValidationError,
-        FieldErrors::single("base", message),
-    )
-}
-
-impl Columns {
-    /// Reads the header record; refuses a file whose first line does not name an email column.
-    fn parse(record: &ByteRecord) -> DomainResult<Columns> {
-        let mut header = Vec::new();
-        for (i, raw) in record.iter().enumerate() {
-            let text = std::str::from_utf8(raw).map_err(|_| {
-                header_error("The first line is not UTF-8 text: save the file as CSV (UTF-8).")
-            })?;
-            // Spreadsheets often start a UTF-8 file with a byte-order mark.
-            let text = if i == 0 {
-                text.trim_start_matches('\u{feff}')
-            } else {
-                text
-            };
-            let text = text.trim().to_string();
-            let used = ColumnUse::of(&text);
-            header.push((text, used));
-        }
-        let find = |wanted: ColumnUse| -> DomainResult<Option<usize>> {
-            let mut at = header.iter().enumerate().filter(|(_, (_, u))| *u == wanted);
-            match (at.next(), at.next()) {
-                (Some((i, _)), None) => Ok(Some(i)),
-                (None, _) => Ok(None),
-                (Some((_, (a, _))), Some((_, (b, _)))) => Err(header_error(format!(
-                    "The header has two {} columns ({a:?} and {b:?}); keep one.",
-                    wanted.describe()
-                ))),
-            }
-        };
-        let (name, tags, status) = (
-            find(ColumnUse::Name)?,
-            find(ColumnUse::Tags)?,
-            find(ColumnUse::Status)?,
-        );
-        let Some(email) = find(ColumnUse::Email)? else {
-            let cells: Vec<&str> = header.iter().map(|(h, _)| h.as_str()).collect();
-            let message = if cells.iter().all(|c| c.is_empty()) {
-                "The file is empty: its first line must be a header such as email,name,tags."
-                    .to_string()
-            } else if cells.len() == 1 && (cells[0].contains(';') || cells[0].contains('\t')) {
-                format!(
-                    "The header {:?} is one column: the file must be separated by commas, not semicolons or tabs.",
-                    cells[0]
-                )
-            } else if cells.iter().any(|c| c.contains('@')) {
-                format!(
-                    "The first line must be a header naming the columns (email,name,tags), but it holds an address: {}.",
-                    cells.join(",")
-                )
-            } else {
-                format!(
-                    "The header has no email column (found: {}). Name the columns email,name,tags.",
-                    cells.join(", ")
-                )
-            };
-            return Err(header_error(message));
-        };
-        Ok(Columns {
-            header,
-            email,
-            name,
-            tags,
-            status,
-        })
-    }
-}
 
 /// A refused row: its line in the file, the address as written, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -203,6 +82,9 @@ pub struct Totals {
 /// records commits with the batch (the dashboard's job records its progress there);
 /// `committed` runs after the commit (the CLI's progress bar).
 pub trait Observer {
+    /// The header was read: what each column is used for.
+    fn columns(&mut self, _columns: &Columns) {}
+
     fn committing(
         &mut self,
         _tx: &Connection,
@@ -255,74 +137,6 @@ pub fn check_header<R: Read>(input: R) -> DomainResult<Columns> {
     read_header(&mut reader(input))
 }
 
-/// `'=1+1` as exported (see [`escape_formula`]) is read back as `=1+1`.
-fn unescape_formula(text: &str) -> &str {
-    match text.strip_prefix('\'') {
-        Some(rest) if rest.starts_with(['=', '+', '-', '@']) => rest,
-        _ => text,
-    }
-}
-
-/// What one data row asks for.
-enum Parsed {
-    Entry(NewSubscriber),
-    /// Unsubscribed or bounced in the file.
-    Skipped,
-    Refused {
-        email: String,
-        reason: String,
-    },
-}
-
-fn parse_row(columns: &Columns, record: &ByteRecord) -> Parsed {
-    let cell = |at: Option<usize>| -> Result<&str, ()> {
-        match at.and_then(|i| record.get(i)) {
-            None => Ok(""),
-            Some(bytes) => std::str::from_utf8(bytes)
-                .map(unescape_formula)
-                .map_err(|_| ()),
-        }
-    };
-    let (Ok(email), Ok(name), Ok(tags), Ok(status)) = (
-        cell(Some(columns.email)),
-        cell(columns.name),
-        cell(columns.tags),
-        cell(columns.status),
-    ) else {
-        let email = record
-            .get(columns.email)
-            .map(|b| String::from_utf8_lossy(b).into_owned())
-            .unwrap_or_default();
-        return Parsed::Refused {
-            email,
-            reason: "The line is not UTF-8 text".to_string(),
-        };
-    };
-    let status = status.trim().to_lowercase();
-    match Status::parse(&status) {
-        Some(Status::Active) => {}
-        None if status.is_empty() => {}
-        Some(Status::Unsubscribed | Status::Bounced) => return Parsed::Skipped,
-        None => {
-            return Parsed::Refused {
-                email: email.trim().to_string(),
-                reason: "Status must be active, unsubscribed or bounced".to_string(),
-            };
-        }
-    }
-    let name = name.trim();
-    Parsed::Entry(NewSubscriber {
-        email: email.to_string(),
-        name: (!name.is_empty()).then(|| name.to_string()),
-        tags: tags
-            .split(TAG_SEPARATOR)
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .map(str::to_string)
-            .collect(),
-    })
-}
-
 /// The rows read since the last commit.
 #[derive(Default)]
 struct Batch {
@@ -345,6 +159,7 @@ pub fn import_csv<R: Read>(
     newsletters::get(conn, newsletter_id)?.ensure_writable()?;
     let mut reader = reader(input);
     let columns = read_header(&mut reader)?;
+    observer.columns(&columns);
     let mut totals = resume;
     let mut record = ByteRecord::new();
     for _ in 0..totals.rows {
@@ -358,7 +173,7 @@ pub fn import_csv<R: Read>(
         if more {
             let line = record.position().map_or(0, |p| p.line());
             batch.rows += 1;
-            match parse_row(&columns, &record) {
+            match columns.read(&record) {
                 Parsed::Entry(entry) => batch.entries.push((line as usize, entry)),
                 Parsed::Skipped => batch.skipped += 1,
                 Parsed::Refused { email, reason } => {
@@ -430,6 +245,7 @@ pub struct PreviewRow {
     pub email: String,
     pub name: String,
     pub tags: Vec<String>,
+    pub subscribed_at: Option<Timestamp>,
     /// Why the import would refuse or skip it.
     pub problem: Option<String>,
 }
@@ -449,29 +265,31 @@ pub fn preview<R: Read>(input: R, limit: usize) -> DomainResult<Preview> {
     let mut record = ByteRecord::new();
     while rows.len() < limit && reader.read_byte_record(&mut record).map_err(csv_error)? {
         let line = record.position().map_or(0, |p| p.line());
-        rows.push(match parse_row(&columns, &record) {
+        rows.push(match columns.read(&record) {
             Parsed::Entry(entry) => PreviewRow {
                 line,
                 problem: subscribers::validate(&entry).err().map(|e| e.to_string()),
                 email: entry.email,
                 name: entry.name.unwrap_or_default(),
                 tags: entry.tags,
+                subscribed_at: entry.subscribed_at,
             },
             Parsed::Skipped => PreviewRow {
                 line,
-                email: cell_text(&record, columns.email),
-                name: columns
-                    .name
-                    .map(|i| cell_text(&record, i))
-                    .unwrap_or_default(),
+                email: cell_text(&record, columns.email_at()),
+                name: String::new(),
                 tags: Vec::new(),
-                problem: Some("Skipped: unsubscribed or bounced in the file".to_string()),
+                subscribed_at: None,
+                problem: Some(
+                    "Skipped: unsubscribed, bounced or e-mail turned off in the file".to_string(),
+                ),
             },
             Parsed::Refused { email, reason } => PreviewRow {
                 line,
                 email,
                 name: String::new(),
                 tags: Vec::new(),
+                subscribed_at: None,
                 problem: Some(reason),
             },
         });

@@ -52,6 +52,7 @@ pub fn request(
         email: email.to_string(),
         name,
         tags: Vec::new(),
+        subscribed_at: None,
     })?;
     write_tx(conn, |tx| {
         rate_limit::hit(tx, &Bucket::Subscribe { client }, 3600, PER_CLIENT_PER_HOUR)?;
@@ -146,6 +147,7 @@ fn activate(tx: &Connection, newsletter_id: i64, token: &str) -> DomainResult<Su
         email,
         name,
         tags: Vec::new(),
+        subscribed_at: None,
     })?;
     let (subscriber, _created) = subscribers::insert(tx, newsletter_id, &valid)?;
     if subscriber.status != Status::Unsubscribed {

@@ -23,9 +23,11 @@ crate::string_enum!(
     pub Status { Active => "active", Unsubscribed => "unsubscribed", Bounced => "bounced" }
 );
 
-#[derive(Debug, Clone, PartialEq)]
+/// Serialised as the API's subscriber object (a data request's export writes it so).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Subscriber {
     pub id: i64,
+    #[serde(skip)]
     pub newsletter_id: i64,
     pub email: String,
     pub name: Option<String>,
@@ -380,6 +382,9 @@ pub struct NewSubscriber {
     pub email: String,
     pub name: Option<String>,
     pub tags: Vec<String>,
+    /// When the reader subscribed, if before now: an import keeps the date of the service it
+    /// came from (stored as `created_at`, so the counters put it on that day).
+    pub subscribed_at: Option<Timestamp>,
 }
 
 fn clean_name(errors: &mut FieldErrors, name: Option<&str>) -> Option<String> {
@@ -415,6 +420,7 @@ pub(super) struct Valid {
     pub(super) email: EmailAddress,
     pub(super) name: Option<String>,
     tags: Vec<String>,
+    subscribed_at: Option<Timestamp>,
 }
 
 pub(super) fn validate(input: &NewSubscriber) -> DomainResult<Valid> {
@@ -440,8 +446,17 @@ pub(super) fn validate(input: &NewSubscriber) -> DomainResult<Valid> {
             format!("are too many (maximum is {TAGS_PER_SUBSCRIBER})"),
         );
     }
+    let subscribed_at = input.subscribed_at;
+    if subscribed_at.is_some_and(|at| at > Timestamp::now()) {
+        errors.add("subscribed_at", "is in the future");
+    }
     errors.into_result()?;
-    Ok(Valid { email, name, tags })
+    Ok(Valid {
+        email,
+        name,
+        tags,
+        subscribed_at,
+    })
 }
 
 /// Adds validated subscribers to one newsletter inside the caller's transaction: the one way
@@ -484,14 +499,17 @@ impl<'c> Inserter<'c> {
     fn insert_chunk(&mut self, valids: &[Valid]) -> DomainResult<Vec<Option<i64>>> {
         // Rows are read in array order, so of two equal addresses the first is inserted.
         const INSERT: &str = "INSERT INTO subscribers (newsletter_id, email, name, created_at)
-             SELECT ?1, value ->> 0, value ->> 1, ?2 FROM json_each(?3) WHERE true
+             SELECT ?1, value ->> 0, value ->> 1, coalesce(value ->> 2, ?2) FROM json_each(?3) WHERE true
              ON CONFLICT (newsletter_id, email) DO NOTHING
              RETURNING id, email";
         const TAGS: &str = "INSERT OR IGNORE INTO subscriber_tags (subscriber_id, tag)
              SELECT value ->> 0, value ->> 1 FROM json_each(?1)";
-        let rows: Vec<(&str, Option<&str>)> = valids
+        let rows: Vec<(&str, Option<&str>, Option<String>)> = valids
             .iter()
-            .map(|v| (v.email.as_str(), v.name.as_deref()))
+            .map(|v| {
+                let since = v.subscribed_at.map(|at| at.to_string());
+                (v.email.as_str(), v.name.as_deref(), since)
+            })
             .collect();
         let rows = serde_json::to_string(&rows).expect("strings serialise");
         let mut added: HashMap<String, i64> = HashMap::with_capacity(valids.len());
@@ -527,6 +545,7 @@ impl<'c> Inserter<'c> {
     fn created(&self, id: i64, valid: &Valid) -> Subscriber {
         let mut tags = valid.tags.clone();
         tags.sort();
+        let since = valid.subscribed_at.unwrap_or(self.now);
         Subscriber {
             id,
             newsletter_id: self.newsletter_id,
@@ -534,10 +553,10 @@ impl<'c> Inserter<'c> {
             name: valid.name.clone(),
             status: Status::Active,
             tags,
-            subscribed_at: self.now,
+            subscribed_at: since,
             unsubscribed_at: None,
-            created_at: self.now,
-            updated_at: self.now,
+            created_at: since,
+            updated_at: since,
         }
     }
 }
@@ -940,6 +959,7 @@ mod tests {
             email: " Ann@Example.com".into(),
             name: Some("Ann".into()),
             tags: vec![" vip ".into(), "vip".into()],
+            subscribed_at: None,
         };
         let (a, created) = create(&mut conn, 1, &input).unwrap();
         assert!(created);

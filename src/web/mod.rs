@@ -109,6 +109,10 @@ pub fn routes() -> impl poem::Endpoint {
             get(subscribers::export),
         )
         .at(
+            "/newsletters/:id/subscribers/:subscriber_id/export.json",
+            get(subscribers::export_one),
+        )
+        .at(
             "/newsletters/:id/subscribers/import",
             get(subscribers::import_form).post(subscribers::upload_csv),
         )

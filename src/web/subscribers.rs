@@ -1,7 +1,7 @@
 //! Subscribers in the dashboard: a paged list with search and filters, add, edit (name,
-//! status), tags, delete with confirmation, CSV export, and CSV import: upload, preview of the
-//! first rows, then an import job whose progress and result (with the refused rows) the
-//! import's page shows.
+//! status), tags, delete with confirmation, CSV export, one subscriber's data as JSON (a data
+//! request), and CSV import: upload, preview of the first rows, then an import job whose
+//! progress and result (with the refused rows) the import's page shows.
 
 use std::path::Path as FsPath;
 
@@ -17,6 +17,7 @@ use super::{Ctx, FormData, State, WebError, WebResult, csrf, invalid_fields, ren
 use crate::domain::import::{self, ColumnUse, Upload, UploadState};
 use crate::domain::newsletters::Newsletter;
 use crate::domain::pagination::Page;
+use crate::domain::subscriber_export;
 use crate::domain::subscribers::{self, Changes, Filter, NewSubscriber, Status, Subscriber};
 use crate::domain::{DomainError, ErrorCode, FieldErrors};
 
@@ -102,6 +103,7 @@ impl AddForm {
                 .filter(|t| !t.is_empty())
                 .map(str::to_string)
                 .collect(),
+            subscribed_at: None,
         }
     }
 }
@@ -350,6 +352,7 @@ fn edit_page(
                 @if let Some(at) = &s.unsubscribed_at { " · unsubscribed " (at) }
                 " · added " (s.created_at)
             }
+            p { a href={ (url) "/export.json" } download { "Download this subscriber's data (JSON)" } " · for a data request: the record, tags, every issue sent and its history" }
             (errors(problems))
             @if can_write {
                 form.stack method="post" action=(url) {
@@ -591,6 +594,33 @@ pub async fn export(req: &Request, Path(id): Path<String>, Data(state): Data<&St
         .body(Body::from_async_read(reader)))
 }
 
+/// One subscriber's data as a JSON download, for a data request: the document the API's
+/// `GET /subscribers/{id}/export` answers (`domain::subscriber_export`).
+#[handler]
+pub async fn export_one(
+    req: &Request,
+    Path((id, sid)): Path<(String, String)>,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let ctx = Ctx::load(req, state).await?;
+    let n = owned(&ctx, state, &id).await?;
+    let (nid, sid) = (n.id, parse_id(&sid)?);
+    let document = state
+        .db
+        .run(move |conn| subscriber_export::export(conn, nid, sid))
+        .await?;
+    let body = serde_json::to_vec_pretty(&document).expect("an export serialises");
+    let file_name = format!("{}-subscriber-{sid}.json", n.subdomain);
+    Ok(Response::builder()
+        .content_type("application/json")
+        .header(
+            "Content-Disposition",
+            format!("attachment; filename=\"{file_name}\""),
+        )
+        .header("Cache-Control", "no-store")
+        .body(body))
+}
+
 fn import_form_page(
     ctx: &Ctx,
     n: &Newsletter,
@@ -614,6 +644,7 @@ fn import_form_page(
                     li { code { "tags" } ": several tags separated by " code { ";" } ", e.g. " code { "vip;2024" } }
                     li { code { "status" } ": rows marked " code { "unsubscribed" } " or " code { "bounced" } " are skipped, so nobody who left is subscribed again" }
                 }
+                p { "Exports from Mailchimp (the audience export) and Substack (the subscriber export) can be uploaded as they are: names, every tag and the original subscription dates are kept, and readers who left are skipped. The preview shows how each column is read." }
                 p.muted { "Other columns are ignored. Addresses already subscribed are left as they are, so importing the same file twice adds nobody twice. Files up to 50 MiB; for larger ones the server's operator can run " code { "broadsheet import" } ". An account may have " (import::OWNER_UPLOADS) " uploads waiting or being imported at once, " (import::OWNER_UPLOAD_BYTES / (1024 * 1024)) " MiB in all." }
                 pre { "email,name,tags\nann@example.com,Ann Lee,vip;early\nbob@example.com,," }
             }
@@ -898,16 +929,17 @@ async fn import_page(
                     @match &preview {
                         Some(Ok(preview)) => {
                             h2 { "Columns" }
+                            p id="import-source" { "Read as: " (preview.columns.source.label()) "." }
                             ul.columns {
-                                @for (name, used) in &preview.columns.header {
+                                @for (i, (name, used)) in preview.columns.header.iter().enumerate() {
                                     li class=(if *used == ColumnUse::Ignored { "ignored" } else { "used" }) {
-                                        code { (clip(name)) } " → " (used.describe())
+                                        code { (clip(name)) } " → " (preview.columns.meaning(i))
                                     }
                                 }
                             }
                             h2 { "First rows" }
                             div.table-wrap { table.preview {
-                                thead { tr { th { "Line" } th { "E-mail" } th { "Name" } th { "Tags" } th { "Check" } } }
+                                thead { tr { th { "Line" } th { "E-mail" } th { "Name" } th { "Tags" } th { "Subscribed" } th { "Check" } } }
                                 tbody {
                                     @for row in &preview.rows {
                                         tr class=(if row.problem.is_some() { "refused" } else { "ok" }) {
@@ -915,6 +947,7 @@ async fn import_page(
                                             td { (clip(&row.email)) }
                                             td { (clip(&row.name)) }
                                             td { (clip(&row.tags.join("; "))) }
+                                            td { (row.subscribed_at.map(|at| at.human()).unwrap_or_default()) }
                                             td { (clip(row.problem.as_deref().unwrap_or("ok"))) }
                                         }
                                     }
