@@ -68,7 +68,7 @@ fn a_subscribers_data_exports_through_the_api_and_the_dashboard() {
     let download = owner.client.get(&format!("{page}/export.json"));
     download.expect(200);
     assert_eq!(
-        download.header("content-disposition").as_deref(),
+        download.header("content-disposition"),
         Some(
             format!(
                 "attachment; filename=\"{}-subscriber-{sid}.json\"",

@@ -41,7 +41,7 @@ fn the_first_account_is_the_operator_and_grant_makes_others() {
     let app = spawn_app();
     let first = onboard(&app, "First Light");
     let second = onboard(&app, "Second Wind");
-    assert_eq!(operators_in(&app), [first.email.clone()]);
+    assert_eq!(operators_in(&app), std::slice::from_ref(&first.email));
 
     let page = first.client.get("/newsletters");
     assert!(page.body.contains(OPERATOR_LINK), "{}", page.body);
@@ -91,7 +91,7 @@ fn the_first_account_is_the_operator_and_grant_makes_others() {
     let (code, out, err) = app.cli(&["operator", "revoke", &second.email]);
     assert_eq!(code, 0, "{out}{err}");
     second.client.get("/operator").expect(404);
-    assert_eq!(operators_in(&app), [first.email.clone()]);
+    assert_eq!(operators_in(&app), std::slice::from_ref(&first.email));
 }
 
 /// Sign-ups arriving together on a fresh install: exactly one of them is first.
