@@ -79,6 +79,9 @@ pub struct NewsletterObject {
     pub welcome_subject: String,
     /// The welcome e-mail's Markdown body as sent (the default until one is set).
     pub welcome_body: String,
+    /// The IANA time zone (`Europe/Berlin`) the publishing frequency's 09:00 slots are in;
+    /// times in the API stay RFC 3339 UTC.
+    pub time_zone: String,
     pub created_at: String,
     pub updated_at: String,
     pub urls: NewsletterUrls,
@@ -110,6 +113,7 @@ impl NewsletterObject {
             welcome_enabled: n.welcome.enabled,
             welcome_subject: n.welcome.subject_or_default(&n.name),
             welcome_body: n.welcome.body_or_default(&n.name),
+            time_zone: n.time_zone.to_string(),
             created_at: n.created_at.to_string(),
             updated_at: n.updated_at.to_string(),
             urls: NewsletterUrls {
@@ -146,6 +150,8 @@ pub struct NewsletterPatch {
     pub welcome_subject: Option<Text>,
     /// Markdown, at most 10,000 characters; `""` goes back to the default.
     pub welcome_body: Option<Text>,
+    /// An IANA time zone name (`America/New_York`); anything else is a 422.
+    pub time_zone: Option<Text>,
 }
 
 #[derive(Debug, Object)]
@@ -299,7 +305,8 @@ impl NewsletterApi {
         ))
     }
 
-    /// Changes the name, tagline, sender or welcome e-mail; answers like `GET /newsletter`.
+    /// Changes the name, tagline, sender, welcome e-mail or time zone; answers like
+    /// `GET /newsletter`.
     #[oai(
         path = "/newsletter",
         method = "patch",
@@ -324,6 +331,7 @@ impl NewsletterApi {
                 subject: patch.welcome_subject.map(String::from),
                 body: patch.welcome_body.map(String::from),
             },
+            time_zone: patch.time_zone.map(String::from),
         };
         // The welcome body renders before a connection is taken.
         let loaded = state

@@ -24,6 +24,7 @@ pub mod sending;
 pub mod states;
 pub mod stats;
 pub mod subscribers;
+pub mod time_zones;
 pub mod tracking;
 pub mod urls;
 pub mod verp;

@@ -5,6 +5,7 @@ use rusqlite::{Connection, OptionalExtension, Row};
 
 use super::email::EmailAddress;
 use super::urls::SiteUrls;
+use super::time_zones::{self, TimeZoneName};
 use super::welcome::{self, CheckedWelcome, Welcome, WelcomeChanges};
 use super::{DomainError, DomainResult, FieldErrors, clean_line, clean_text};
 use crate::clock::Timestamp;
@@ -59,7 +60,7 @@ crate::string_enum!(
     pub Tier { Free => "free", Pending => "pending", Paid => "paid" }
 );
 crate::string_enum!(
-    /// Publishing rhythm; slots are at 09:00 UTC.
+    /// Publishing rhythm; slots are at 09:00 in the newsletter's time zone.
     pub Frequency { Daily => "daily", ThreeTimes => "three_times", Weekly => "weekly", Skip => "skip" }
 );
 crate::string_enum!(pub ContentTone {
@@ -103,6 +104,8 @@ pub struct Newsletter {
     pub custom_domain: Option<String>,
     /// The welcome e-mail readers get after confirming (`domain/welcome.rs`).
     pub welcome: Welcome,
+    /// Where the frequency's 09:00 slots are (`domain/time_zones.rs`).
+    pub time_zone: TimeZoneName,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -167,7 +170,8 @@ macro_rules! select_newsletter {
             "SELECT id, owner_id, name, tagline, keywords, sender_name, sender_email, subdomain, status, tier, ",
             "frequency, target_audience, content_tone, newsletter_length, live_at, tracking_enabled, created_at, updated_at, ",
             "(SELECT domain FROM custom_domains WHERE custom_domains.newsletter_id = newsletters.id AND custom_domains.status = 'active'), ",
-            "welcome_enabled, welcome_subject, welcome_body ",
+            "welcome_enabled, welcome_subject, welcome_body, ",
+            "time_zone ",
             "FROM newsletters ", $($tail),+
         )
     };
@@ -199,6 +203,7 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Newsletter> {
             subject: row.get(20)?,
             body: row.get(21)?,
         },
+        time_zone: row.get(22)?,
     })
 }
 
@@ -258,7 +263,8 @@ pub struct NewNewsletter {
     pub from_email: String,
 }
 
-/// Creates a newsletter owned by `owner_id`, with a subdomain made from its name.
+/// Creates a newsletter owned by `owner_id`, with a subdomain made from its name and its
+/// owner's time zone.
 pub fn create(
     conn: &mut Connection,
     owner_id: i64,
@@ -284,8 +290,8 @@ pub fn create(
     write_tx(conn, |tx| {
         let subdomain = free_subdomain(tx, &base)?;
         const INSERT: &str = "INSERT INTO newsletters
-             (owner_id, name, tagline, keywords, sender_name, sender_email, subdomain, tier, bounce_token, created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)";
+             (owner_id, name, tagline, keywords, sender_name, sender_email, subdomain, tier, bounce_token, created_at, updated_at, time_zone)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, (SELECT time_zone FROM users WHERE id = ?1))";
         let sender_name = if from_name.is_empty() {
             name.clone()
         } else {
@@ -456,6 +462,8 @@ pub struct Details {
     pub sender_name: Option<String>,
     pub sender_email: Option<String>,
     pub welcome: WelcomeChanges,
+    /// An IANA name (`domain/time_zones.rs`).
+    pub time_zone: Option<String>,
 }
 
 /// [`Details`] checked, the welcome body rendered: what [`apply_details`] writes.
@@ -466,6 +474,7 @@ pub struct CheckedDetails {
     sender_name: Option<String>,
     sender_email: Option<String>,
     welcome: CheckedWelcome,
+    time_zone: Option<TimeZoneName>,
 }
 
 /// Checks and applies `changes` ([`check_details`] then [`apply_details`]).
@@ -505,6 +514,10 @@ pub fn check_details(changes: &Details) -> DomainResult<CheckedDetails> {
         },
     };
     let welcome = welcome::check(&changes.welcome, &mut errors)?;
+    let time_zone = changes
+        .time_zone
+        .as_deref()
+        .and_then(|v| TimeZoneName::parse(v).map_err(|m| errors.add("time_zone", m)).ok());
     errors.into_result()?;
     Ok(CheckedDetails {
         name,
@@ -512,6 +525,7 @@ pub fn check_details(changes: &Details) -> DomainResult<CheckedDetails> {
         sender_name,
         sender_email,
         welcome,
+        time_zone,
     })
 }
 
@@ -527,11 +541,13 @@ pub fn apply_details(
         sender_name,
         sender_email,
         welcome,
+        time_zone,
     } = checked.clone();
     write_tx(conn, |tx| {
         let current = get(tx, id)?;
         current.ensure_writable()?;
         let welcome_changed = welcome::apply(tx, id, &welcome)?;
+        let zone_changed = time_zones::apply_newsletter_zone(tx, id, time_zone.as_ref())?;
         let next = (
             name.unwrap_or_else(|| current.name.clone()),
             tagline.unwrap_or_else(|| current.tagline.clone()),
@@ -539,6 +555,7 @@ pub fn apply_details(
             sender_email.unwrap_or_else(|| current.sender_email.clone()),
         );
         if !welcome_changed
+            && !zone_changed
             && next
                 == (
                     current.name.clone(),
@@ -769,6 +786,7 @@ mod tests {
                 sender_name: Some("Ed\u{0}".into()),
                 sender_email: None,
                 welcome: WelcomeChanges::default(),
+                time_zone: None,
             },
         ));
         for field in ["name", "tagline", "sender_name"] {

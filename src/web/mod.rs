@@ -13,6 +13,7 @@ mod session;
 mod settings;
 mod stats;
 mod subscribers;
+mod time_zones;
 mod webhooks;
 
 use std::sync::Arc;
@@ -245,6 +246,8 @@ pub fn routes() -> impl poem::Endpoint {
             get(settings::confirm_status).post(settings::change_status),
         )
         .at("/assets/app.css", get(stylesheet))
+        .at("/assets/time-zone.js", get(time_zones::script))
+        .at("/account/time_zone", post(time_zones::update_account_zone))
         .with(CookieJarManager::new())
 }
 

@@ -77,6 +77,7 @@ impl DetailsForm {
             sender_name: changed(&self.sender_name, &n.sender_name),
             sender_email: changed(&self.sender_email, &n.sender_email),
             welcome: WelcomeChanges::default(),
+            time_zone: None,
         }
     }
 }
