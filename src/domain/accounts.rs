@@ -174,7 +174,8 @@ pub fn sign_up(
             SIGN_UPS_PER_CLIENT_PER_HOUR,
         )?;
         let now = Timestamp::now();
-        let time_zone = TimeZoneName::parse(&form.time_zone).unwrap_or_else(|_| TimeZoneName::utc());
+        let time_zone =
+            TimeZoneName::parse(&form.time_zone).unwrap_or_else(|_| TimeZoneName::utc());
         if tx.execute(INSERT, (email.as_str(), &password_hash, &now, &time_zone))? == 0 {
             return Err(DomainError::invalid(
                 "email_address",
@@ -317,8 +318,7 @@ pub fn resend_confirmation(
 }
 
 fn find_user_by_email(conn: &Connection, email: &str) -> DomainResult<Option<(User, String)>> {
-    const FIND: &str =
-        "SELECT id, email, confirmed_at IS NOT NULL, password_hash, time_zone FROM users WHERE email = ?1";
+    const FIND: &str = "SELECT id, email, confirmed_at IS NOT NULL, password_hash, time_zone FROM users WHERE email = ?1";
     Ok(conn
         .query_row(FIND, [email], |r| {
             Ok((
@@ -409,7 +409,8 @@ pub fn session_user(
     token: &str,
     lifetimes: &SessionLifetimes,
 ) -> DomainResult<Option<User>> {
-    const FIND: &str = "SELECT s.id, s.last_seen_at, u.id, u.email, u.confirmed_at IS NOT NULL, u.time_zone
+    const FIND: &str =
+        "SELECT s.id, s.last_seen_at, u.id, u.email, u.confirmed_at IS NOT NULL, u.time_zone
          FROM sessions s JOIN users u ON u.id = s.user_id
          WHERE s.token_hash = ?1 AND s.last_seen_at > ?2 AND s.created_at > ?3";
     const TOUCH: &str = "UPDATE sessions SET last_seen_at = ?2 WHERE id = ?1";

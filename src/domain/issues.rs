@@ -3,9 +3,9 @@
 
 use std::borrow::Cow;
 
+use jiff::civil::Weekday;
 use rusqlite::{Connection, OptionalExtension, Row};
 use serde_json::json;
-use jiff::civil::Weekday;
 use time::OffsetDateTime;
 
 use super::content::plain_paragraphs;

@@ -4,8 +4,8 @@
 use rusqlite::{Connection, OptionalExtension, Row};
 
 use super::email::EmailAddress;
-use super::urls::SiteUrls;
 use super::time_zones::{self, TimeZoneName};
+use super::urls::SiteUrls;
 use super::welcome::{self, CheckedWelcome, Welcome, WelcomeChanges};
 use super::{DomainError, DomainResult, FieldErrors, clean_line, clean_text};
 use crate::clock::Timestamp;
@@ -514,10 +514,11 @@ pub fn check_details(changes: &Details) -> DomainResult<CheckedDetails> {
         },
     };
     let welcome = welcome::check(&changes.welcome, &mut errors)?;
-    let time_zone = changes
-        .time_zone
-        .as_deref()
-        .and_then(|v| TimeZoneName::parse(v).map_err(|m| errors.add("time_zone", m)).ok());
+    let time_zone = changes.time_zone.as_deref().and_then(|v| {
+        TimeZoneName::parse(v)
+            .map_err(|m| errors.add("time_zone", m))
+            .ok()
+    });
     errors.into_result()?;
     Ok(CheckedDetails {
         name,

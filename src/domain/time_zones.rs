@@ -75,16 +75,45 @@ impl TimeZoneName {
         let zone = self.zone();
         let ambiguous = zone.to_ambiguous_timestamp(local);
         if let AmbiguousOffset::Gap { before, after } = ambiguous.offset() {
-            return Err(format!(
-                "{} does not exist in {}: the clocks go forward from UTC{before} to UTC{after} then; choose a time outside that hour",
-                local.strftime("%-d %b %Y, %H:%M"),
-                self.0,
-            ));
+            return Err(self.skipped(local, before, after));
         }
         let at = ambiguous
             .earlier()
             .expect("a local time of a real zone is within the supported range");
         Ok(from_instant(at))
+    }
+}
+
+impl TimeZoneName {
+    /// Why `local`, in the gap between the offsets `before` and `after`, is no time here:
+    /// the sentence follows the field's name ("Send time does not exist ...").
+    fn skipped(
+        &self,
+        local: DateTime,
+        before: jiff::tz::Offset,
+        after: jiff::tz::Offset,
+    ) -> String {
+        let zone = self.zone();
+        // The jump: the first transition after `local` read with the later offset.
+        let jump = after
+            .to_timestamp(local)
+            .ok()
+            .and_then(|at| zone.following(at).next())
+            .map(|transition| transition.timestamp());
+        match jump {
+            Some(at) => format!(
+                "does not exist in {}: on {} the clocks go forward from {} to {}; choose a time outside that gap",
+                self.0,
+                local.strftime("%-d %b %Y"),
+                before.to_datetime(at).strftime("%H:%M"),
+                after.to_datetime(at).strftime("%H:%M"),
+            ),
+            None => format!(
+                "does not exist in {}: the clocks skip {} there",
+                self.0,
+                local.strftime("%-d %b %Y, %H:%M")
+            ),
+        }
     }
 }
 
@@ -144,11 +173,7 @@ pub fn local_input(at: Timestamp, zone: &TimeZoneName) -> String {
 }
 
 /// Sets the zone the account `user_id` reads and types times in.
-pub fn set_account_zone(
-    conn: &Connection,
-    user_id: i64,
-    zone: &TimeZoneName,
-) -> DomainResult<()> {
+pub fn set_account_zone(conn: &Connection, user_id: i64, zone: &TimeZoneName) -> DomainResult<()> {
     const UPDATE: &str = "UPDATE users SET time_zone = ?2, updated_at = ?3 WHERE id = ?1";
     conn.execute(UPDATE, (user_id, zone, Timestamp::now()))?;
     Ok(())
@@ -241,7 +266,7 @@ mod tests {
         let message = &fields.by_field()["scheduled_for"][0];
         assert_eq!(
             message,
-            "29 Mar 2026, 02:30 does not exist in Europe/Berlin: the clocks go forward from UTC+01 to UTC+02 then; choose a time outside that hour"
+            "does not exist in Europe/Berlin: on 29 Mar 2026 the clocks go forward from 02:00 to 03:00; choose a time outside that gap"
         );
         // 25 October 2026: 02:30 comes twice; the first is still summer time (UTC+2).
         assert_eq!(

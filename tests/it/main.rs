@@ -37,5 +37,6 @@ mod slow_clients;
 mod smtp_security;
 mod sql;
 mod stats_recount;
+mod time_zones;
 mod webhooks;
 mod welcome;

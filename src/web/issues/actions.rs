@@ -11,13 +11,13 @@ use serde_json::json;
 use super::form::for_people;
 use super::pages::show_response;
 use super::{Posted, issue_url, list_url, posted, problems, render, typed_time, viewed};
-use crate::web::time_zones::friendly;
 use crate::domain::issues::{self, Issue, IssueInput, Status};
 use crate::domain::newsletters::Newsletter;
 use crate::domain::sender_domains::SenderDomain;
 use crate::domain::{DomainResult, FieldErrors, sending};
 use crate::web::layout::{Section, csrf_field, errors, newsletter_page};
 use crate::web::sender_domain;
+use crate::web::time_zones::friendly;
 use crate::web::{Ctx, FormData, State, WebResult, see_other};
 
 /// Runs `op` (which returns the notice to show) and goes on to `then`; a refusal shows the

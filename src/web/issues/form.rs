@@ -9,13 +9,13 @@ use poem::{Body, Request, handler, http::StatusCode};
 use super::pages::preview_block;
 use super::{Posted, issue_url, list_url, problems, render, typed_time, viewed};
 use crate::clock::{self, Timestamp};
-use crate::domain::time_zones::{TimeZoneName, local_input};
-use crate::domain::{DomainResult, FieldErrors};
-use crate::web::time_zones::shown;
 use crate::domain::issues::{self, ArticleInput, Issue, IssueInput, Status};
 use crate::domain::newsletters::Newsletter;
+use crate::domain::time_zones::{TimeZoneName, local_input};
+use crate::domain::{DomainResult, FieldErrors};
 use crate::web::layout::{Section, csrf_field, errors, newsletter_page};
 use crate::web::newsletters::{owned, owned_post};
+use crate::web::time_zones::shown;
 use crate::web::{Ctx, FormData, State, WebError, WebResult, see_other};
 
 const TITLE: &str = "issue[articles][][title]";
@@ -493,7 +493,14 @@ mod tests {
         let positions: Vec<&str> = read.articles.iter().map(|a| a.position.as_str()).collect();
         assert_eq!(positions, ["1", "2", "3"]);
         assert_eq!(read.empty_rows, 1);
-        assert_eq!(read.input().articles.unwrap().len(), 3);
+        assert_eq!(
+            read.input(&TimeZoneName::utc())
+                .unwrap()
+                .articles
+                .unwrap()
+                .len(),
+            3
+        );
     }
 
     #[test]

@@ -13,14 +13,14 @@ use crate::domain::issues::{self, Issue, Status};
 use crate::domain::newsletters::Newsletter;
 use crate::domain::pagination::Page;
 use crate::domain::sending::{self, Report};
+use crate::domain::time_zones::{TimeZoneName, local_input};
 use crate::domain::tracking::Links;
 use crate::domain::{DomainError, FieldErrors};
 use crate::http::public_page::issue_document;
 use crate::mail::render::IssueEmail;
-use crate::domain::time_zones::{TimeZoneName, local_input};
 use crate::web::layout::{Section, csrf_field, errors, newsletter_page};
-use crate::web::time_zones::shown;
 use crate::web::newsletters::owned;
+use crate::web::time_zones::shown;
 use crate::web::{Ctx, State, WebError, WebResult, invalid_fields};
 
 /// The list's tabs: `None` is all.
