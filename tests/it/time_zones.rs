@@ -383,3 +383,48 @@ fn the_newsletters_zone_is_on_the_api_and_places_its_slots_across_daylight_savin
     let me = owner.client.api("GET", "/newsletter", &key, None).json();
     assert_eq!(me["data"]["time_zone"], "Asia/Tokyo");
 }
+
+#[test]
+fn chromium_signs_up_in_its_own_zone() {
+    let Some(driver) = crate::support::browser::Driver::start("time zone at sign-up") else {
+        return;
+    };
+    let app = spawn_app();
+    let email = unique_email("chromium-zone");
+    let (browser_zone, field, errors) = crate::support::browser::runtime().block_on(async {
+        use crate::support::browser::{click, fill, wait_for_path};
+        let c = driver.session().await;
+        c.goto(&format!("{}/signup", app.base_url)).await.unwrap();
+        let zones = c
+            .execute(
+                "return [Intl.DateTimeFormat().resolvedOptions().timeZone, \
+                 document.querySelector('[data-browser-time-zone]').value];",
+                vec![],
+            )
+            .await
+            .unwrap();
+        fill(&c, "user[email_address]", &email).await;
+        fill(&c, "user[password]", PASSWORD).await;
+        fill(&c, "user[password_confirmation]", PASSWORD).await;
+        click(&c, "form[action=\"/signup\"] button[type=submit]").await;
+        wait_for_path(&c, "/email_confirmation_pending").await;
+        let errors = driver.console_errors(&c).await;
+        c.close().await.unwrap();
+        (
+            zones[0].as_str().unwrap().to_string(),
+            zones[1].as_str().unwrap().to_string(),
+            errors,
+        )
+    });
+    assert_eq!(field, browser_zone, "the script ran under the page's CSP");
+    assert!(errors.is_empty(), "{errors:?}");
+    let client = app.client();
+    let mail = app.smtp.wait_for_message_to(&email, 1);
+    let link = link_containing(&mail.text(), "/email_confirmations/").unwrap();
+    assert_eq!(client.get(&link).redirect(), "/newsletters");
+    let account = client.get("/account").body;
+    assert_eq!(
+        selected_zone(&account).to_ascii_lowercase(),
+        browser_zone.to_ascii_lowercase()
+    );
+}
