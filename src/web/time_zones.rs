@@ -4,6 +4,7 @@
 //! page's script that proposes the browser's zone.
 
 use maud::{Markup, html};
+use poem::web::Data;
 use poem::{Body, Request, Response, handler};
 
 use super::layout::csrf_field;
@@ -53,7 +54,7 @@ pub fn account_section(ctx: &Ctx) -> Markup {
 pub async fn update_account_zone(
     req: &Request,
     body: Body,
-    poem::web::Data(state): poem::web::Data<&State>,
+    Data(state): Data<&State>,
 ) -> WebResult {
     let form = FormData::read(body).await?;
     let ctx = Ctx::load_verified(req, state, &form).await?;
