@@ -8,6 +8,7 @@ mod custom_domains;
 mod issues;
 mod layout;
 mod newsletters;
+mod operator;
 mod sender_domain;
 mod session;
 mod settings;
@@ -245,6 +246,9 @@ pub fn routes() -> impl poem::Endpoint {
             "/newsletters/:id/settings/status",
             get(settings::confirm_status).post(settings::change_status),
         )
+        .at("/operator", get(operator::show))
+        .at("/operator/tier", post(operator::set_tier))
+        .at("/operator/status", post(operator::set_status))
         .at("/assets/app.css", get(stylesheet))
         .at("/assets/time-zone.js", get(time_zones::script))
         .at("/account/time_zone", post(time_zones::update_account_zone))
