@@ -58,6 +58,7 @@ fn prepare(data_dir: &Path) -> String {
             email: "bench@example.com".into(),
             password: "benchmark password".into(),
             password_confirmation: "benchmark password".into(),
+            time_zone: "UTC".into(),
         },
     )
     .unwrap();

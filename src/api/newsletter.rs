@@ -82,6 +82,9 @@ pub struct NewsletterObject {
     /// Whether an issue is published on the web (its `web_url` goes live) when its send
     /// completes; on for newsletters created since this setting exists.
     pub publish_on_send: bool,
+    /// The IANA time zone (`Europe/Berlin`) the publishing frequency's 09:00 slots are in;
+    /// times in the API stay RFC 3339 UTC.
+    pub time_zone: String,
     pub created_at: String,
     pub updated_at: String,
     pub urls: NewsletterUrls,
@@ -114,6 +117,7 @@ impl NewsletterObject {
             welcome_subject: n.welcome.subject_or_default(&n.name),
             welcome_body: n.welcome.body_or_default(&n.name),
             publish_on_send: n.publish_on_send,
+            time_zone: n.time_zone.to_string(),
             created_at: n.created_at.to_string(),
             updated_at: n.updated_at.to_string(),
             urls: NewsletterUrls {
@@ -152,6 +156,8 @@ pub struct NewsletterPatch {
     pub welcome_body: Option<Text>,
     /// Publish issues on the web when their send completes.
     pub publish_on_send: Option<bool>,
+    /// An IANA time zone name (`America/New_York`); anything else is a 422.
+    pub time_zone: Option<Text>,
 }
 
 #[derive(Debug, Object)]
@@ -305,7 +311,8 @@ impl NewsletterApi {
         ))
     }
 
-    /// Changes the name, tagline, sender, welcome e-mail or publishing on send; answers like `GET /newsletter`.
+    /// Changes the name, tagline, sender, welcome e-mail, publishing on send or time zone;
+    /// answers like `GET /newsletter`.
     #[oai(
         path = "/newsletter",
         method = "patch",
@@ -331,6 +338,7 @@ impl NewsletterApi {
                 body: patch.welcome_body.map(String::from),
             },
             publish_on_send: patch.publish_on_send,
+            time_zone: patch.time_zone.map(String::from),
         };
         // The welcome body renders before a connection is taken.
         let loaded = state

@@ -13,6 +13,7 @@ use time::Duration;
 use super::email::EmailAddress;
 use super::rate_limit::{self, Bucket};
 use super::secrets::{random_hex, sha256_hex};
+use super::time_zones::TimeZoneName;
 use super::urls::SiteUrls;
 use super::{DomainError, DomainResult, FieldErrors};
 use crate::clock::{self, Timestamp};
@@ -46,6 +47,8 @@ pub struct User {
     pub id: i64,
     pub email: String,
     pub confirmed: bool,
+    /// The zone the dashboard shows and takes this person's times in.
+    pub time_zone: TimeZoneName,
 }
 
 /// How long a session lasts: `idle` since it was last used, `absolute` since sign-in.
@@ -90,6 +93,9 @@ pub struct SignUp {
     pub email: String,
     pub password: String,
     pub password_confirmation: String,
+    /// The browser's IANA zone, filled in by the sign-up page's script; UTC when it is
+    /// missing or unknown, since the owner can change it on the account page.
+    pub time_zone: String,
 }
 
 fn hash_password(password: &str) -> String {
@@ -162,8 +168,8 @@ pub fn sign_up(
     let password_hash = hash_password(&form.password);
     write_tx(conn, |tx| {
         const INSERT: &str =
-            "INSERT INTO users (email, password_hash, operator, created_at, updated_at)
-             VALUES (?1, ?2, NOT EXISTS (SELECT 1 FROM users), ?3, ?3)
+            "INSERT INTO users (email, password_hash, operator, created_at, updated_at, time_zone)
+             VALUES (?1, ?2, NOT EXISTS (SELECT 1 FROM users), ?3, ?3, ?4)
              ON CONFLICT (email) DO NOTHING";
         rate_limit::hit(
             tx,
@@ -172,7 +178,9 @@ pub fn sign_up(
             SIGN_UPS_PER_CLIENT_PER_HOUR,
         )?;
         let now = Timestamp::now();
-        if tx.execute(INSERT, (email.as_str(), &password_hash, &now))? == 0 {
+        let time_zone =
+            TimeZoneName::parse(&form.time_zone).unwrap_or_else(|_| TimeZoneName::utc());
+        if tx.execute(INSERT, (email.as_str(), &password_hash, &now, &time_zone))? == 0 {
             return Err(DomainError::invalid(
                 "email_address",
                 "has already been taken",
@@ -182,6 +190,7 @@ pub fn sign_up(
             id: tx.last_insert_rowid(),
             email: email.to_string(),
             confirmed: false,
+            time_zone,
         };
         send_confirmation(tx, urls, &user)?;
         Ok(user)
@@ -313,8 +322,7 @@ pub fn resend_confirmation(
 }
 
 fn find_user_by_email(conn: &Connection, email: &str) -> DomainResult<Option<(User, String)>> {
-    const FIND: &str =
-        "SELECT id, email, confirmed_at IS NOT NULL, password_hash FROM users WHERE email = ?1";
+    const FIND: &str = "SELECT id, email, confirmed_at IS NOT NULL, password_hash, time_zone FROM users WHERE email = ?1";
     Ok(conn
         .query_row(FIND, [email], |r| {
             Ok((
@@ -322,6 +330,7 @@ fn find_user_by_email(conn: &Connection, email: &str) -> DomainResult<Option<(Us
                     id: r.get(0)?,
                     email: r.get(1)?,
                     confirmed: r.get(2)?,
+                    time_zone: r.get(4)?,
                 },
                 r.get(3)?,
             ))
@@ -404,7 +413,8 @@ pub fn session_user(
     token: &str,
     lifetimes: &SessionLifetimes,
 ) -> DomainResult<Option<User>> {
-    const FIND: &str = "SELECT s.id, s.last_seen_at, u.id, u.email, u.confirmed_at IS NOT NULL
+    const FIND: &str =
+        "SELECT s.id, s.last_seen_at, u.id, u.email, u.confirmed_at IS NOT NULL, u.time_zone
          FROM sessions s JOIN users u ON u.id = s.user_id
          WHERE s.token_hash = ?1 AND s.last_seen_at > ?2 AND s.created_at > ?3";
     const TOUCH: &str = "UPDATE sessions SET last_seen_at = ?2 WHERE id = ?1";
@@ -421,6 +431,7 @@ pub fn session_user(
                         id: r.get(2)?,
                         email: r.get(3)?,
                         confirmed: r.get(4)?,
+                        time_zone: r.get(5)?,
                     },
                 ))
             },
@@ -587,6 +598,7 @@ mod tests {
             email: email.into(),
             password: password.into(),
             password_confirmation: confirmation.into(),
+            time_zone: String::new(),
         }
     }
 

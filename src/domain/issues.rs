@@ -3,13 +3,15 @@
 
 use std::borrow::Cow;
 
+use jiff::civil::Weekday;
 use rusqlite::{Connection, OptionalExtension, Row};
 use serde_json::json;
-use time::{OffsetDateTime, Weekday};
+use time::OffsetDateTime;
 
 use super::content::plain_paragraphs;
 use super::newsletters::{self, Frequency, Newsletter};
 use super::pagination::{Page, invalid_filter};
+use super::time_zones::TimeZoneName;
 use super::urls::SiteUrls;
 use super::{
     DomainError, DomainResult, ErrorCode, FieldErrors, clean_text, content, events, subscribers,
@@ -427,8 +429,14 @@ fn is_web_url(text: &str) -> bool {
         && text.len() <= 2000
 }
 
-/// The next slot of `frequency` strictly after `after`, at 09:00 UTC; `None` for skip.
-pub fn next_slot(frequency: Frequency, after: OffsetDateTime) -> Option<OffsetDateTime> {
+/// The next slot of `frequency` strictly after `after`: 09:00 on the clocks of `zone` (the
+/// newsletter's), so the slot stays at 09:00 there across daylight saving time; `None` for
+/// skip.
+pub fn next_slot(
+    frequency: Frequency,
+    after: OffsetDateTime,
+    zone: &TimeZoneName,
+) -> Option<OffsetDateTime> {
     let days: &[Weekday] = match frequency {
         Frequency::Daily => &[
             Weekday::Monday,
@@ -441,11 +449,12 @@ pub fn next_slot(frequency: Frequency, after: OffsetDateTime) -> Option<OffsetDa
         Frequency::Weekly => &[Weekday::Tuesday],
         Frequency::Skip => return None,
     };
-    let after = after.to_offset(time::UtcOffset::UTC);
+    let after = Timestamp::from(after);
+    let today = zone.local(after).date();
     (0..=7).find_map(|offset| {
-        let day = after.date() + time::Duration::days(offset);
-        let slot = day.with_hms(9, 0, 0).ok()?.assume_utc();
-        (days.contains(&day.weekday()) && slot > after).then_some(slot)
+        let day = today.checked_add(jiff::Span::new().days(offset)).ok()?;
+        let slot = zone.instant_of(day.at(9, 0, 0, 0)).ok()?;
+        (days.contains(&day.weekday()) && slot > after).then(|| slot.datetime())
     })
 }
 
@@ -470,7 +479,10 @@ fn settle_schedule(
             "scheduled_for",
             "must be in the future",
         )),
-        _ => match newsletter.frequency.and_then(|f| next_slot(f, now)) {
+        _ => match newsletter
+            .frequency
+            .and_then(|f| next_slot(f, now, &newsletter.time_zone))
+        {
             Some(slot) => Ok(Some(Timestamp::from(slot))),
             None => Err(DomainError::invalid(
                 "scheduled_for",
@@ -973,29 +985,61 @@ mod tests {
 
     #[test]
     fn slots_follow_the_frequency_at_nine_utc() {
+        let utc = TimeZoneName::utc();
+        let slot = |f, after| next_slot(f, after, &utc);
         // 2026-11-22 is a Sunday.
         let sunday_noon = datetime!(2026-11-22 12:00 UTC);
         assert_eq!(
-            next_slot(Frequency::Daily, sunday_noon),
+            slot(Frequency::Daily, sunday_noon),
             Some(datetime!(2026-11-23 09:00 UTC))
         );
         assert_eq!(
-            next_slot(Frequency::Weekly, sunday_noon),
+            slot(Frequency::Weekly, sunday_noon),
             Some(datetime!(2026-11-24 09:00 UTC))
         );
         assert_eq!(
-            next_slot(Frequency::ThreeTimes, datetime!(2026-11-23 09:00 UTC)),
+            slot(Frequency::ThreeTimes, datetime!(2026-11-23 09:00 UTC)),
             Some(datetime!(2026-11-25 09:00 UTC))
         );
         assert_eq!(
-            next_slot(Frequency::Weekly, datetime!(2026-11-24 08:59 UTC)),
+            slot(Frequency::Weekly, datetime!(2026-11-24 08:59 UTC)),
             Some(datetime!(2026-11-24 09:00 UTC))
         );
         assert_eq!(
-            next_slot(Frequency::Weekly, datetime!(2026-11-24 09:00 UTC)),
+            slot(Frequency::Weekly, datetime!(2026-11-24 09:00 UTC)),
             Some(datetime!(2026-12-01 09:00 UTC))
         );
-        assert_eq!(next_slot(Frequency::Skip, sunday_noon), None);
+        assert_eq!(slot(Frequency::Skip, sunday_noon), None);
+    }
+
+    #[test]
+    fn slots_are_at_nine_on_the_newsletters_clocks_across_daylight_saving_time() {
+        let new_york = TimeZoneName::parse("America/New_York").unwrap();
+        // Sunday 1 November 2026, 02:00 EDT: the clocks go back to 01:00 EST.
+        assert_eq!(
+            next_slot(
+                Frequency::Weekly,
+                datetime!(2026-10-27 14:00 UTC),
+                &new_york
+            ),
+            Some(datetime!(2026-11-03 14:00 UTC)),
+            "09:00 EST after the change"
+        );
+        assert_eq!(
+            next_slot(
+                Frequency::Weekly,
+                datetime!(2026-10-20 12:00 UTC),
+                &new_york
+            ),
+            Some(datetime!(2026-10-20 13:00 UTC)),
+            "09:00 EDT before it"
+        );
+        // Monday 09:00 in Tokyo is still Sunday in UTC: the day is the zone's.
+        let tokyo = TimeZoneName::parse("Asia/Tokyo").unwrap();
+        assert_eq!(
+            next_slot(Frequency::Daily, datetime!(2026-11-22 12:00 UTC), &tokyo),
+            Some(datetime!(2026-11-23 00:00 UTC))
+        );
     }
 
     fn db() -> Connection {

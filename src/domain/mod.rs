@@ -28,6 +28,7 @@ pub mod stats;
 pub mod subscriber_export;
 pub mod subscribers;
 pub mod test_send;
+pub mod time_zones;
 pub mod tracking;
 pub mod urls;
 pub mod verp;

@@ -4,6 +4,7 @@
 use rusqlite::{Connection, OptionalExtension, Row};
 
 use super::email::EmailAddress;
+use super::time_zones::{self, TimeZoneName};
 use super::urls::SiteUrls;
 use super::welcome::{self, CheckedWelcome, Welcome, WelcomeChanges};
 use super::{DomainError, DomainResult, FieldErrors, clean_line, clean_text};
@@ -59,7 +60,7 @@ crate::string_enum!(
     pub Tier { Free => "free", Pending => "pending", Paid => "paid" }
 );
 crate::string_enum!(
-    /// Publishing rhythm; slots are at 09:00 UTC.
+    /// Publishing rhythm; slots are at 09:00 in the newsletter's time zone.
     pub Frequency { Daily => "daily", ThreeTimes => "three_times", Weekly => "weekly", Skip => "skip" }
 );
 crate::string_enum!(pub ContentTone {
@@ -105,6 +106,8 @@ pub struct Newsletter {
     pub welcome: Welcome,
     /// Issues are published on the web when their send completes (`issues::mark_sent`).
     pub publish_on_send: bool,
+    /// Where the frequency's 09:00 slots are (`domain/time_zones.rs`).
+    pub time_zone: TimeZoneName,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -169,7 +172,8 @@ macro_rules! select_newsletter {
             "SELECT id, owner_id, name, tagline, keywords, sender_name, sender_email, subdomain, status, tier, ",
             "frequency, target_audience, content_tone, newsletter_length, live_at, tracking_enabled, created_at, updated_at, ",
             "(SELECT domain FROM custom_domains WHERE custom_domains.newsletter_id = newsletters.id AND custom_domains.status = 'active'), ",
-            "welcome_enabled, welcome_subject, welcome_body, publish_on_send ",
+            "welcome_enabled, welcome_subject, welcome_body, publish_on_send, ",
+            "time_zone ",
             "FROM newsletters ", $($tail),+
         )
     };
@@ -202,6 +206,7 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Newsletter> {
             body: row.get(21)?,
         },
         publish_on_send: row.get(22)?,
+        time_zone: row.get(23)?,
     })
 }
 
@@ -261,7 +266,8 @@ pub struct NewNewsletter {
     pub from_email: String,
 }
 
-/// Creates a newsletter owned by `owner_id`, with a subdomain made from its name.
+/// Creates a newsletter owned by `owner_id`, with a subdomain made from its name and its
+/// owner's time zone.
 pub fn create(
     conn: &mut Connection,
     owner_id: i64,
@@ -288,8 +294,8 @@ pub fn create(
         let subdomain = free_subdomain(tx, &base)?;
         const INSERT: &str = "INSERT INTO newsletters
              (owner_id, name, tagline, keywords, sender_name, sender_email, subdomain, tier, bounce_token, created_at, updated_at,
-              publish_on_send)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, 1)";
+              publish_on_send, time_zone)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, 1, (SELECT time_zone FROM users WHERE id = ?1))";
         let sender_name = if from_name.is_empty() {
             name.clone()
         } else {
@@ -462,6 +468,8 @@ pub struct Details {
     pub welcome: WelcomeChanges,
     /// Publish issues on the web when they are sent.
     pub publish_on_send: Option<bool>,
+    /// An IANA name (`domain/time_zones.rs`).
+    pub time_zone: Option<String>,
 }
 
 /// [`Details`] checked, the welcome body rendered: what [`apply_details`] writes.
@@ -473,6 +481,7 @@ pub struct CheckedDetails {
     sender_email: Option<String>,
     welcome: CheckedWelcome,
     publish_on_send: Option<bool>,
+    time_zone: Option<TimeZoneName>,
 }
 
 /// Checks and applies `changes` ([`check_details`] then [`apply_details`]).
@@ -512,6 +521,11 @@ pub fn check_details(changes: &Details) -> DomainResult<CheckedDetails> {
         },
     };
     let welcome = welcome::check(&changes.welcome, &mut errors)?;
+    let time_zone = changes.time_zone.as_deref().and_then(|v| {
+        TimeZoneName::parse(v)
+            .map_err(|m| errors.add("time_zone", m))
+            .ok()
+    });
     errors.into_result()?;
     Ok(CheckedDetails {
         name,
@@ -520,6 +534,7 @@ pub fn check_details(changes: &Details) -> DomainResult<CheckedDetails> {
         sender_email,
         welcome,
         publish_on_send: changes.publish_on_send,
+        time_zone,
     })
 }
 
@@ -536,11 +551,13 @@ pub fn apply_details(
         sender_email,
         welcome,
         publish_on_send,
+        time_zone,
     } = checked.clone();
     write_tx(conn, |tx| {
         let current = get(tx, id)?;
         current.ensure_writable()?;
         let welcome_changed = welcome::apply(tx, id, &welcome)?;
+        let zone_changed = time_zones::apply_newsletter_zone(tx, id, time_zone.as_ref())?;
         let next = (
             name.unwrap_or_else(|| current.name.clone()),
             tagline.unwrap_or_else(|| current.tagline.clone()),
@@ -549,6 +566,7 @@ pub fn apply_details(
             publish_on_send.unwrap_or(current.publish_on_send),
         );
         if !welcome_changed
+            && !zone_changed
             && next
                 == (
                     current.name.clone(),
@@ -814,6 +832,7 @@ mod tests {
                 sender_email: None,
                 welcome: WelcomeChanges::default(),
                 publish_on_send: None,
+                time_zone: None,
             },
         ));
         for field in ["name", "tagline", "sender_name"] {

@@ -71,6 +71,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0017_publish_on_send",
         include_str!("../../migrations/0017_publish_on_send.sql"),
     ),
+    (
+        "0019_time_zones",
+        include_str!("../../migrations/0019_time_zones.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.

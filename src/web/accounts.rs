@@ -6,6 +6,7 @@ use poem::web::{Data, Path};
 use poem::{Body, Request, handler, http::StatusCode};
 
 use super::layout::{csrf_field, errors, field, page};
+use super::time_zones;
 use super::{
     Ctx, FormData, State, WebError, WebResult, client_address, invalid_fields, render, see_other,
 };
@@ -46,6 +47,7 @@ fn signup_page(ctx: &Ctx, form: &SignUp, problems: &FieldErrors) -> Markup {
                 (field("E-mail address", "email", "user[email_address]", &form.email, "email", true))
                 (field("Password (at least 8 characters)", "password", "user[password]", "", "new-password", true))
                 (field("Confirm password", "password", "user[password_confirmation]", "", "new-password", true))
+                (time_zones::browser_zone_field())
                 button type="submit" { "Sign up" }
             }
             p.muted { "Already have an account? " a href="/session/new" { "Sign in" } }
@@ -70,6 +72,7 @@ pub async fn signup(req: &Request, body: Body, Data(state): Data<&State>) -> Web
         email: form.get("user[email_address]").to_string(),
         password: form.get("user[password]").to_string(),
         password_confirmation: form.get("user[password_confirmation]").to_string(),
+        time_zone: form.get("user[time_zone]").to_string(),
     };
     let (urls, client) = (state.urls.clone(), client_address(req, state));
     let attempt = input.clone();
@@ -405,6 +408,7 @@ pub async fn account(req: &Request, Data(state): Data<&State>) -> WebResult {
         .run(move |conn| accounts::sessions_of(conn, user.id, &current, &lifetimes))
         .await?;
     let others = sessions.iter().filter(|s| !s.current).count();
+    let zone = ctx.zone();
     render(
         StatusCode::OK,
         page(
@@ -414,6 +418,7 @@ pub async fn account(req: &Request, Data(state): Data<&State>) -> WebResult {
             html! {
                 h1 { "Your account" }
                 p { "Signed in as " strong { (ctx.user()?.email) } "." }
+                (time_zones::account_section(&ctx))
                 h2 { "Sessions" }
                 p.muted { "A session ends after " (span(lifetimes.idle)) " without a visit, and " (span(lifetimes.absolute)) " after signing in at the latest." }
                 table #sessions {
@@ -421,8 +426,8 @@ pub async fn account(req: &Request, Data(state): Data<&State>) -> WebResult {
                     tbody {
                         @for s in &sessions {
                             tr {
-                                td { time datetime=(s.created_at) { (s.created_at) } }
-                                td { time datetime=(s.last_seen_at) { (s.last_seen_at) } }
+                                td { (time_zones::shown(s.created_at, &zone)) }
+                                td { (time_zones::shown(s.last_seen_at, &zone)) }
                                 td { @if s.current { "this browser" } }
                             }
                         }

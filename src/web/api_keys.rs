@@ -6,6 +6,7 @@ use poem::{Body, Request, handler, http::StatusCode};
 
 use super::layout::{Section, csrf_field, errors, field, newsletter_page, page};
 use super::newsletters::{owned, owned_post, parse_id};
+use super::time_zones::shown;
 use super::{Ctx, State, WebResult, invalid_fields, render, see_other};
 use crate::domain::FieldErrors;
 use crate::domain::api_keys::{self, Permission};
@@ -38,8 +39,8 @@ pub async fn index(req: &Request, Path(id): Path<String>, Data(state): Data<&Sta
                                     td { (key.name) }
                                     td { code { (key.prefix) } }
                                     td { (key.permissions.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(", ")) }
-                                    td { (key.created_at) }
-                                    td { (key.last_used_at.map_or("never".to_string(), |at| at.to_string())) }
+                                    td { (shown(key.created_at, &ctx.zone())) }
+                                    td { @if let Some(at) = key.last_used_at { (shown(at, &ctx.zone())) } @else { "never" } }
                                     td {
                                         a.button.danger href={ "/newsletters/" (n.id) "/api_keys/" (key.id) "/revoke" } { "Revoke…" }
                                     }

@@ -10,6 +10,7 @@ use serde_json::json;
 
 use super::layout::{Section, csrf_field, errors, newsletter_page};
 use super::newsletters::{owned, owned_post, parse_id};
+use super::time_zones::shown;
 use super::{Ctx, FormData, State, WebError, WebResult, invalid_fields, render, see_other};
 use crate::domain::FieldErrors;
 use crate::domain::custom_domains::{self, CustomDomain, DnsRecord, Method, Status};
@@ -61,7 +62,7 @@ pub async fn index(req: &Request, Path(id): Path<String>, Data(state): Data<&Sta
                             tbody { tr {
                                 td { a href={ (base(&n)) "/" (d.id) } { (d.domain) } }
                                 td { (status_badge(d)) }
-                                td { (d.created_at) }
+                                td { (shown(d.created_at, &ctx.zone())) }
                                 td { (remove_link(&n, d)) }
                             } }
                         } }
@@ -244,11 +245,11 @@ pub async fn show(
                     p { "Status: " span id="domain-status" { (status_badge(&d)) } }
                     @if d.status == Status::Active {
                         @let url = format!("{}/", n.site_origin(&state.urls));
-                        p { "Verified " (d.verified_at.map(|at| at.to_string()).unwrap_or_default()) ". Your site answers at " a href=(url) { (url) } "; the archive, the feed, the API's URLs and new e-mails use it." }
+                        p { "Verified " @if let Some(at) = d.verified_at { (shown(at, &ctx.zone())) } ". Your site answers at " a href=(url) { (url) } "; the archive, the feed, the API's URLs and new e-mails use it." }
                     } @else {
                         @if let Some(reason) = &d.reason {
                             p.reason role="status" { strong { "Not verified yet: " } (reason) }
-                            p.muted { "Last checked " (d.checked_at.map(|at| at.to_string()).unwrap_or_default()) "." }
+                            p.muted { "Last checked " @if let Some(at) = d.checked_at { (shown(at, &ctx.zone())) } "." }
                         } @else {
                             p { "Not checked yet. Add the records below, then verify." }
                         }

@@ -14,6 +14,7 @@ mod session;
 mod settings;
 mod stats;
 mod subscribers;
+mod time_zones;
 mod webhooks;
 
 use std::sync::Arc;
@@ -261,6 +262,8 @@ pub fn routes() -> impl poem::Endpoint {
         .at("/operator/tier", post(operator::set_tier))
         .at("/operator/status", post(operator::set_status))
         .at("/assets/app.css", get(stylesheet))
+        .at("/assets/time-zone.js", get(time_zones::script))
+        .at("/account/time_zone", post(time_zones::update_account_zone))
         .with(CookieJarManager::new())
 }
 

@@ -7,6 +7,7 @@ use poem::Request;
 use super::{FormData, State, WebError, csrf};
 use crate::domain::accounts::{self, NewSession, User};
 use crate::domain::operators;
+use crate::domain::time_zones::TimeZoneName;
 use crate::http::cookies::{cookie, csrf_cookie_value, read_cookie, removal, renew_csrf_cookie};
 
 /// The session cookie's name on http; on https it is `__Host-broadsheet_session`.
@@ -84,6 +85,13 @@ impl Ctx {
         let mut ctx = Ctx::load(req, state).await?;
         ctx.csrf_cookie = submitted_cookie;
         Ok(ctx)
+    }
+
+    /// The zone the signed-in user reads and types times in; UTC for anyone else.
+    pub fn zone(&self) -> TimeZoneName {
+        self.user
+            .as_ref()
+            .map_or_else(TimeZoneName::utc, |u| u.time_zone.clone())
     }
 
     /// The signed-in user, or a redirect to the sign-in form.

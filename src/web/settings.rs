@@ -80,6 +80,7 @@ impl DetailsForm {
             sender_email: changed(&self.sender_email, &n.sender_email),
             welcome: WelcomeChanges::default(),
             publish_on_send: None,
+            time_zone: None,
         }
     }
 }

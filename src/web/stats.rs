@@ -9,9 +9,11 @@ use poem::{Request, handler, http::StatusCode};
 use super::charts::{self, ChartText, Group, figure};
 use super::layout::{Section, newsletter_page};
 use super::newsletters::owned;
+use super::time_zones::shown;
 use super::{Ctx, State, WebResult, render};
 use crate::domain::DomainError;
 use crate::domain::stats::{self, DayCount, IssueEngagement, Stats};
+use crate::domain::time_zones::TimeZoneName;
 
 #[handler]
 pub async fn show(req: &Request, Path(id): Path<String>, Data(state): Data<&State>) -> WebResult {
@@ -48,7 +50,7 @@ pub async fn show(req: &Request, Path(id): Path<String>, Data(state): Data<&Stat
                 }
                 section.panel aria-labelledby="engagement-heading" {
                     h2 #engagement-heading { "Opens and clicks per issue" }
-                    (engagement_chart(&recent))
+                    (engagement_chart(&recent, &ctx.zone()))
                 }
                 (top_issues(&figures))
             },
@@ -149,7 +151,7 @@ fn growth_chart(s: &Stats, series: &[DayCount]) -> Markup {
 
 const SERIES: [&str; 2] = ["Opens", "Clicks"];
 
-fn engagement_chart(recent: &[IssueEngagement]) -> Markup {
+fn engagement_chart(recent: &[IssueEngagement], zone: &TimeZoneName) -> Markup {
     if recent.is_empty() {
         return html! { p.empty { "No sent issues yet. Opens and clicks show here once an issue is sent." } };
     }
@@ -188,7 +190,7 @@ fn engagement_chart(recent: &[IssueEngagement]) -> Markup {
                     @for i in recent {
                         tr data-issue=(i.id) {
                             td { (i.subject) }
-                            td { (i.sent_at.map(|at| at.to_string()).unwrap_or_default()) }
+                            td { @if let Some(at) = i.sent_at { (shown(at, zone)) } }
                             td { (i.delivered) }
                             td { (i.opens) }
                             td data-rate="open" { (rate(i.open_rate)) }

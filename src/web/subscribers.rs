@@ -13,6 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::layout::{Section, csrf_field, errors, field, newsletter_page};
 use super::newsletters::{owned, owned_post, parse_id};
+use super::time_zones::shown;
 use super::{Ctx, FormData, State, WebError, WebResult, csrf, invalid_fields, render, see_other};
 use crate::domain::import::{self, ColumnUse, Upload, UploadState};
 use crate::domain::newsletters::Newsletter;
@@ -216,7 +217,7 @@ fn list_page(
                                 td { (s.name.as_deref().unwrap_or("")) }
                                 td { span class={ "status " (s.status.as_str()) } { (s.status.as_str()) } }
                                 td { @for t in &s.tags { span.tag { (t) } " " } }
-                                td { (s.subscribed_at.date()) }
+                                td { (shown(s.subscribed_at, &ctx.zone())) }
                             }
                         }
                     }
@@ -348,9 +349,9 @@ fn edit_page(
             h1 { (s.email) }
             p.muted {
                 "Status " strong { (s.status.as_str()) }
-                " · subscribed " (s.subscribed_at)
-                @if let Some(at) = &s.unsubscribed_at { " · unsubscribed " (at) }
-                " · added " (s.created_at)
+                " · subscribed " (shown(s.subscribed_at, &ctx.zone()))
+                @if let Some(at) = s.unsubscribed_at { " · unsubscribed " (shown(at, &ctx.zone())) }
+                " · added " (shown(s.created_at, &ctx.zone()))
             }
             p { a href={ (url) "/export.json" } download { "Download this subscriber's data (JSON)" } " · for a data request: the record, tags, every issue sent and its history" }
             (errors(problems))
@@ -670,7 +671,7 @@ fn import_form_page(
                                 td { (u.totals.created) }
                                 td { (u.totals.existing) }
                                 td { (u.totals.error_count) }
-                                td { (u.created_at) }
+                                td { (shown(u.created_at, &ctx.zone())) }
                             }
                         }
                     }
@@ -925,7 +926,7 @@ async fn import_page(
             (errors(problems))
             @match upload.state {
                 UploadState::Uploaded => {
-                    p.muted { (upload.size_bytes) " bytes uploaded " (upload.created_at) ". Nothing is imported until you start." }
+                    p.muted { (upload.size_bytes) " bytes uploaded " (shown(upload.created_at, &ctx.zone())) ". Nothing is imported until you start." }
                     @match &preview {
                         Some(Ok(preview)) => {
                             h2 { "Columns" }

@@ -8,6 +8,7 @@ use poem::{Body, Request, handler, http::StatusCode};
 
 use super::layout::{Section, csrf_field, newsletter_page};
 use super::newsletters::{owned, owned_post, parse_id};
+use super::time_zones::shown;
 use super::{Ctx, State, WebResult, render, see_other};
 use crate::domain::{events, webhooks};
 
@@ -82,7 +83,7 @@ pub async fn index(req: &Request, Path(id): Path<String>, Data(state): Data<&Sta
                                                 td { (d.state) }
                                                 td { (d.attempts) }
                                                 td { @if let Some(code) = d.response_status { (code) } @else { "—" } }
-                                                td { (d.updated_at) }
+                                                td { (shown(d.updated_at, &ctx.zone())) }
                                                 td { small { (d.response_excerpt.as_deref().or(d.last_error.as_deref()).unwrap_or("")) } }
                                                 td {
                                                     @if d.state != webhooks::DeliveryState::Pending {

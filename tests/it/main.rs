@@ -42,5 +42,6 @@ mod smtp_security;
 mod sql;
 mod stats_recount;
 mod test_send;
+mod time_zones;
 mod webhooks;
 mod welcome;

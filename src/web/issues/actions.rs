@@ -11,13 +11,14 @@ use serde_json::json;
 use super::form::for_people;
 use super::pages::show_response;
 use super::test_send::{self, AskedFrom};
-use super::{Posted, issue_url, list_url, posted, problems, render, utc_from_local, viewed, when};
+use super::{Posted, issue_url, list_url, posted, problems, render, typed_time, viewed};
 use crate::domain::issues::{self, Issue, IssueInput, Status};
 use crate::domain::newsletters::Newsletter;
 use crate::domain::sender_domains::SenderDomain;
 use crate::domain::urls::SiteUrls;
 use crate::domain::{DomainResult, FieldErrors, sending};
 use crate::web::layout::{Section, csrf_field, errors, newsletter_page};
+use crate::web::time_zones::friendly;
 use crate::web::{Ctx, FormData, State, WebResult, see_other};
 use crate::web::{operator, sender_domain};
 
@@ -69,7 +70,8 @@ pub async fn approve(
     .await
 }
 
-/// `POST .../schedule` with `scheduled_for` (datetime-local, UTC; empty takes the next slot).
+/// `POST .../schedule` with `scheduled_for` (datetime-local, on the account's clocks; empty
+/// takes the next slot).
 #[handler]
 pub async fn schedule(
     req: &Request,
@@ -78,20 +80,27 @@ pub async fn schedule(
     Data(state): Data<&State>,
 ) -> WebResult {
     let p = posted(req, state, &id, &issue_id, FormData::read(body).await?).await?;
-    let (at, then) = (
+    let (at, then, zone) = (
         p.form.get("scheduled_for").trim().to_string(),
         issue_url(p.n.id, p.issue.id),
+        p.ctx.zone(),
     );
     act(req, state, p, then, move |conn, nid, iid| {
         let input = IssueInput {
             status: Some(Status::Scheduled.as_str().into()),
-            scheduled_for: Some((!at.is_empty()).then(|| utc_from_local(&at))),
+            scheduled_for: Some(match at.as_str() {
+                "" => None,
+                typed => Some(typed_time(typed, &zone)?),
+            }),
             ..Default::default()
         };
         let issue = issues::update(conn, nid, iid, &issues::check_changes(&input)?)?;
         Ok(format!(
             "Scheduled for {}.",
-            issue.scheduled_for.map(when).unwrap_or_default()
+            issue
+                .scheduled_for
+                .map(|at| friendly(at, &zone))
+                .unwrap_or_default()
         ))
     })
     .await

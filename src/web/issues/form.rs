@@ -8,15 +8,15 @@ use poem::{Body, Request, handler, http::StatusCode};
 
 use super::pages::preview_block;
 use super::test_send::{self, AskedFrom};
-use super::{
-    Posted, issue_url, list_url, local_input, problems, render, utc_from_local, viewed, when,
-};
+use super::{Posted, issue_url, list_url, problems, render, typed_time, viewed};
 use crate::clock::{self, Timestamp};
-use crate::domain::FieldErrors;
 use crate::domain::issues::{self, ArticleInput, Issue, IssueInput, Status};
 use crate::domain::newsletters::Newsletter;
+use crate::domain::time_zones::{TimeZoneName, local_input};
+use crate::domain::{DomainResult, FieldErrors};
 use crate::web::layout::{Section, csrf_field, errors, newsletter_page};
 use crate::web::newsletters::{owned, owned_post};
+use crate::web::time_zones::shown;
 use crate::web::{Ctx, FormData, State, WebError, WebResult, see_other};
 
 const TITLE: &str = "issue[articles][][title]";
@@ -68,12 +68,15 @@ impl IssueForm {
         }
     }
 
-    fn from_issue(issue: &Issue) -> Self {
+    fn from_issue(issue: &Issue, zone: &TimeZoneName) -> Self {
         IssueForm {
             subject: issue.subject.clone(),
             content_markdown: issue.content_markdown.clone(),
             status: issue.status.as_str().to_string(),
-            scheduled_for: issue.scheduled_for.map(local_input).unwrap_or_default(),
+            scheduled_for: issue
+                .scheduled_for
+                .map(|at| local_input(at, zone))
+                .unwrap_or_default(),
             articles: issue
                 .articles
                 .iter()
@@ -151,14 +154,16 @@ impl IssueForm {
         (read, problems)
     }
 
-    fn input(&self) -> IssueInput {
-        IssueInput {
+    /// What the issue rules take; the send time typed on the account's clocks (`zone`).
+    fn input(&self, zone: &TimeZoneName) -> DomainResult<IssueInput> {
+        Ok(IssueInput {
             subject: Some(self.subject.clone()),
             content_markdown: Some(self.content_markdown.clone()),
             status: (!self.status.is_empty()).then(|| self.status.clone()),
-            scheduled_for: Some(
-                (!self.scheduled_for.is_empty()).then(|| utc_from_local(&self.scheduled_for)),
-            ),
+            scheduled_for: Some(match self.scheduled_for.as_str() {
+                "" => None,
+                typed => Some(typed_time(typed, zone)?),
+            }),
             articles: Some(
                 self.articles
                     .iter()
@@ -169,7 +174,7 @@ impl IssueForm {
                     })
                     .collect(),
             ),
-        }
+        })
     }
 }
 
@@ -229,8 +234,9 @@ fn form_page(
     };
     let next_slot = n
         .frequency
-        .and_then(|f| issues::next_slot(f, clock::now()))
+        .and_then(|f| issues::next_slot(f, clock::now(), &n.time_zone))
         .map(Timestamp::from);
+    let zone = ctx.zone();
     let blank = ArticleRow::default();
     newsletter_page(
         ctx,
@@ -267,10 +273,10 @@ fn form_page(
                             }
                         }
                     }
-                    label { "Send time (UTC)" input type="datetime-local" name="issue[scheduled_for]" value=(form.scheduled_for); }
+                    label { "Send time (" (zone) ")" input type="datetime-local" name="issue[scheduled_for]" value=(form.scheduled_for); }
                     p.muted {
-                        "All times are UTC. A scheduled issue needs a time in the future"
-                        @if let Some(slot) = &next_slot { "; left empty, it takes the next slot of your frequency, " strong { (when(*slot)) } }
+                        "All times are in " (zone) ". A scheduled issue needs a time in the future"
+                        @if let Some(slot) = &next_slot { "; left empty, it takes the next slot of your frequency, " strong { (shown(*slot, &zone)) } }
                         "."
                     }
                 }
@@ -325,7 +331,7 @@ pub async fn edit_form(
         );
         return see_other(&issue_url(n.id, issue.id));
     }
-    let form = IssueForm::from_issue(&issue);
+    let form = IssueForm::from_issue(&issue, &ctx.zone());
     render(
         StatusCode::OK,
         form_page(&ctx, &n, Some(&issue), &form, &FieldErrors::new(), None),
@@ -364,10 +370,11 @@ async fn submit(
     if !found.is_empty() {
         return again(StatusCode::UNPROCESSABLE_ENTITY, &found, &typed, None);
     }
-    let input = typed.input();
+    let input = typed.input(&ctx.zone());
     let creating = current.is_none();
     // Checking renders the content (up to the render budget): on a blocking thread.
     let check = move || {
+        let input = input?;
         if creating {
             issues::check_new(&input)
         } else {
@@ -488,7 +495,14 @@ mod tests {
         let positions: Vec<&str> = read.articles.iter().map(|a| a.position.as_str()).collect();
         assert_eq!(positions, ["1", "2", "3"]);
         assert_eq!(read.empty_rows, 1);
-        assert_eq!(read.input().articles.unwrap().len(), 3);
+        assert_eq!(
+            read.input(&TimeZoneName::utc())
+                .unwrap()
+                .articles
+                .unwrap()
+                .len(),
+            3
+        );
     }
 
     #[test]

@@ -13,13 +13,11 @@ use poem::{Body, Request, Response, handler};
 
 use super::newsletters::{owned, parse_id};
 use super::{Ctx, FormData, State, WebError, WebResult};
-use crate::clock::Timestamp;
 use crate::domain::issues::{self, Issue};
 use crate::domain::newsletters::Newsletter;
-use crate::domain::{DomainError, FieldErrors};
+use crate::domain::time_zones::{self, TimeZoneName};
+use crate::domain::{DomainError, DomainResult, FieldErrors};
 use crate::http::headers::Policy;
-use time::format_description::BorrowedFormatItem;
-use time::macros::format_description;
 
 pub use actions::{
     approve, delete_confirm, progress, publish, resume, schedule, script, send_confirm, send_now,
@@ -103,30 +101,10 @@ fn render(status: poem::http::StatusCode, markup: maud::Markup) -> WebResult {
     Ok(response)
 }
 
-/// The value of an `<input type=datetime-local>` (minutes, no zone) for an instant; the
-/// dashboard shows and takes times in UTC.
-fn local_input(at: Timestamp) -> String {
-    const INPUT: &[BorrowedFormatItem<'static>] =
-        format_description!("[year]-[month]-[day]T[hour]:[minute]");
-    at.datetime()
-        .format(INPUT)
-        .expect("a UTC instant always formats")
-}
-
-/// A datetime-local value read as UTC, in the form the domain parses (RFC 3339); anything
-/// else is passed on for the domain to refuse.
-fn utc_from_local(text: &str) -> String {
-    let text = text.trim();
-    match text.len() {
-        16 => format!("{text}:00Z"),
-        19 => format!("{text}Z"),
-        _ => text.to_string(),
-    }
-}
-
-/// An instant for people: `2026-11-24 09:00 UTC`.
-fn when(at: Timestamp) -> String {
-    format!("{} UTC", local_input(at).replace('T', " "))
+/// A send time typed into a `datetime-local` input, read on the account's clocks (`zone`),
+/// as the RFC 3339 text the issue rules take; a time those clocks skip is refused.
+fn typed_time(text: &str, zone: &TimeZoneName) -> DomainResult<String> {
+    time_zones::local_to_rfc3339(text, zone, "scheduled_for")
 }
 
 /// `POST /newsletters/:id/issues/:issue_id`: an update (`_method=patch`) or a delete
@@ -148,23 +126,5 @@ pub async fn change(
         actions::delete(req, state, p).await
     } else {
         form::update(req, state, p).await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn datetime_local_values_are_utc() {
-        assert_eq!(utc_from_local("2026-12-01T09:00"), "2026-12-01T09:00:00Z");
-        assert_eq!(
-            utc_from_local("2026-12-01T09:00:30"),
-            "2026-12-01T09:00:30Z"
-        );
-        assert_eq!(utc_from_local(" soon "), "soon");
-        let at = Timestamp::parse("2026-12-01T09:00:00.000Z").unwrap();
-        assert_eq!(local_input(at), "2026-12-01T09:00");
-        assert_eq!(when(at), "2026-12-01 09:00 UTC");
     }
 }

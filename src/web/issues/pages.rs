@@ -6,19 +6,21 @@ use poem::web::{Data, Path, Query};
 use poem::{Request, handler, http::StatusCode};
 use serde::Deserialize;
 
-use super::{issue_url, list_url, local_input, render, viewed, when};
+use super::{issue_url, list_url, render, viewed};
 use crate::clock::{self, Timestamp};
 use crate::domain::content;
 use crate::domain::issues::{self, Issue, Status};
 use crate::domain::newsletters::Newsletter;
 use crate::domain::pagination::Page;
 use crate::domain::sending::{self, Report};
+use crate::domain::time_zones::{TimeZoneName, local_input};
 use crate::domain::tracking::Links;
 use crate::domain::{DomainError, FieldErrors};
 use crate::http::public_page::issue_document;
 use crate::mail::render::IssueEmail;
 use crate::web::layout::{Section, csrf_field, errors, newsletter_page};
 use crate::web::newsletters::owned;
+use crate::web::time_zones::shown;
 use crate::web::{Ctx, State, WebError, WebResult, invalid_fields};
 
 /// The list's tabs: `None` is all.
@@ -65,6 +67,7 @@ pub async fn index(
 ) -> WebResult {
     let ctx = Ctx::load(req, state).await?;
     let n = owned(&ctx, state, &id).await?;
+    let zone = ctx.zone();
     let status = query.status.filter(|s| !s.is_empty() && s != "all");
     let nid = n.id;
     let (chosen, raw_page) = (status.clone(), query.page.clone());
@@ -115,10 +118,10 @@ pub async fn index(
                                 tr data-issue-id=(issue.id) {
                                     td { a href=(issue_url(nid, issue.id)) { (issue.subject) } }
                                     td { (status_badge(issue.status)) }
-                                    td { (when(issue.created_at)) }
+                                    td { (shown(issue.created_at, &zone)) }
                                     td {
-                                        @if let Some(sent) = &issue.sent_at { "sent " (when(*sent)) }
-                                        @else if let Some(at) = &issue.scheduled_for { (when(*at)) }
+                                        @if let Some(sent) = &issue.sent_at { "sent " (shown(*sent, &zone)) }
+                                        @else if let Some(at) = &issue.scheduled_for { (shown(*at, &zone)) }
                                     }
                                     td {
                                         @if let Some(url) = issue.web_url(&n, &state.urls) { a href=(url) { "published" } }
@@ -146,7 +149,12 @@ struct IssueView {
     schedule_default: String,
 }
 
-async fn load_view(state: &State, n: &Newsletter, issue: Issue) -> Result<IssueView, WebError> {
+async fn load_view(
+    state: &State,
+    n: &Newsletter,
+    issue: Issue,
+    zone: &TimeZoneName,
+) -> Result<IssueView, WebError> {
     let report = match issue.status {
         Status::Sending | Status::Sent | Status::Failed => {
             let shown = issue.clone();
@@ -160,11 +168,11 @@ async fn load_view(state: &State, n: &Newsletter, issue: Issue) -> Result<IssueV
         _ => None,
     };
     let schedule_default = match (&issue.scheduled_for, issue.status) {
-        (Some(at), Status::Scheduled) => local_input(*at),
+        (Some(at), Status::Scheduled) => local_input(*at, zone),
         _ => n
             .frequency
-            .and_then(|f| issues::next_slot(f, clock::now()))
-            .map(|slot| local_input(Timestamp::from(slot)))
+            .and_then(|f| issues::next_slot(f, clock::now(), &n.time_zone))
+            .map(|slot| local_input(Timestamp::from(slot), zone))
             .unwrap_or_default(),
     };
     Ok(IssueView {
@@ -248,6 +256,7 @@ fn show_page(
     let base = issue_url(n.id, issue.id);
     let web_url = issue.web_url(n, &state.urls);
     let editable = issue.status.is_editable();
+    let zone = ctx.zone();
     newsletter_page(
         ctx,
         n,
@@ -257,14 +266,14 @@ fn show_page(
             p { a href=(list_url(n.id)) { "← Issues" } }
             h1 { (issue.subject) }
             (errors(found))
-            p #issue-status { (status_badge(issue.status)) " · created " (when(issue.created_at)) " · updated " (when(issue.updated_at)) }
+            p #issue-status { (status_badge(issue.status)) " · created " (shown(issue.created_at, &zone)) " · updated " (shown(issue.updated_at, &zone)) }
             dl.facts {
-                @if let Some(at) = &issue.scheduled_for { dt { "Send time" } dd { (when(*at)) } }
-                @if let Some(at) = &issue.sent_at { dt { "Sent" } dd { (when(*at)) } }
+                @if let Some(at) = &issue.scheduled_for { dt { "Send time" } dd { (shown(*at, &zone)) } }
+                @if let Some(at) = &issue.sent_at { dt { "Sent" } dd { (shown(*at, &zone)) } }
                 dt { "Articles" } dd { (issue.articles_count) }
                 dt { "Web page" }
                 dd {
-                    @if let Some(url) = &web_url { a #web-url href=(url) { (url) } " (published " (issue.published_at.map(when).unwrap_or_default()) ")" }
+                    @if let Some(url) = &web_url { a #web-url href=(url) { (url) } " (published " @if let Some(at) = issue.published_at { (shown(at, &zone)) } ")" }
                     @else { "not published; it will be at " code { "/p/" (issue.path) } }
                 }
             }
@@ -298,13 +307,13 @@ fn show_page(
                     h2 { "Schedule" }
                     form.schedule method="post" action={ (base) "/schedule" } {
                         (csrf_field(ctx))
-                        label { "Send at (UTC)" input type="datetime-local" name="scheduled_for" value=(view.schedule_default); }
+                        label { "Send at (" (zone) ")" input type="datetime-local" name="scheduled_for" value=(view.schedule_default); }
                         button type="submit" { "Schedule" }
                     }
                     p.muted {
-                        "Times are in UTC (now " (when(Timestamp::now())) "). "
+                        "Times are in " (zone) " (now " (shown(Timestamp::now(), &zone)) "; " a href="/account" { "change your time zone" } "). "
                         @match n.frequency.filter(|f| *f != crate::domain::newsletters::Frequency::Skip) {
-                            Some(f) => { "The default is the next slot of your frequency (" (f.describe()) "), at 09:00 UTC." }
+                            Some(f) => { "The default is the next slot of your frequency (" (f.describe()) "), at 09:00 " (n.time_zone) " time." }
                             None => { "Set a frequency to get a default slot." }
                         }
                     }
@@ -330,7 +339,7 @@ pub(super) async fn show_response(
     found: &FieldErrors,
     status: StatusCode,
 ) -> WebResult {
-    let view = load_view(state, n, issue).await?;
+    let view = load_view(state, n, issue, &ctx.zone()).await?;
     render(status, show_page(ctx, state, n, &view, found))
 }
 
