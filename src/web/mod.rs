@@ -131,8 +131,20 @@ pub fn routes() -> impl poem::Endpoint {
             "/newsletters/:id/subscribers/:subscriber_id/tags",
             post(subscribers::change_tags),
         )
-        .at("/newsletters/:id/webhooks", get(webhooks::index))
+        .at(
+            "/newsletters/:id/webhooks",
+            get(webhooks::index).post(webhooks::create),
+        )
+        .at("/newsletters/:id/webhooks/new", get(webhooks::new_form))
         .at("/newsletters/:id/webhooks/test", post(webhooks::send_test))
+        .at(
+            "/newsletters/:id/webhooks/:subscription_id",
+            post(webhooks::update).patch(webhooks::update),
+        )
+        .at(
+            "/newsletters/:id/webhooks/:subscription_id/edit",
+            get(webhooks::edit_form),
+        )
         .at(
             "/newsletters/:id/webhooks/deliveries/:delivery_id/redeliver",
             post(webhooks::redeliver),

@@ -21,6 +21,7 @@ mod dash_issues;
 mod dash_settings;
 mod dash_stats;
 mod dash_subscribers;
+mod dash_webhooks;
 mod disk_full;
 mod dkim;
 mod header_names;
