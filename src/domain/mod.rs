@@ -15,6 +15,7 @@ pub mod issues;
 pub mod markdown_text;
 pub mod newsletters;
 pub mod opt_in;
+pub mod overview;
 pub mod pagination;
 pub mod rate_limit;
 pub mod render_budget;

@@ -69,6 +69,10 @@ pub fn routes() -> impl poem::Endpoint {
             get(newsletters::index).post(newsletters::create),
         )
         .at("/newsletters/new", get(newsletters::new_form))
+        .at(
+            "/newsletters/subdomain",
+            get(newsletters::subdomain_preview),
+        )
         .at("/newsletters/:id", get(newsletters::show))
         .at(
             "/newsletters/:id/setup_frequency",
@@ -257,6 +261,7 @@ pub fn routes() -> impl poem::Endpoint {
             get(settings::confirm_status).post(settings::change_status),
         )
         .at("/assets/app.css", get(stylesheet))
+        .at("/assets/widgets.js", get(widgets))
         .with(CookieJarManager::new())
 }
 
@@ -266,6 +271,16 @@ fn stylesheet() -> Response {
         .content_type("text/css; charset=utf-8")
         .header("Cache-Control", "public, max-age=3600")
         .body(include_str!("../../assets/app.css"))
+}
+
+/// `GET /assets/widgets.js`: copy buttons and the create form's live subdomain preview; the
+/// pages work without it.
+#[poem::handler]
+fn widgets() -> Response {
+    Response::builder()
+        .content_type("text/javascript; charset=utf-8")
+        .header("Cache-Control", "public, max-age=3600")
+        .body(include_str!("../../assets/widgets.js"))
 }
 
 /// Why a browser request did not get its page; mapped to a response once, here.

@@ -293,6 +293,19 @@ pub async fn create(
     }
 }
 
+/// The subscription `raw_id` of newsletter `n`; another newsletter's is a 404.
+async fn subscription_of(
+    state: &State,
+    n: &Newsletter,
+    raw_id: &str,
+) -> Result<Subscription, super::WebError> {
+    let (nid, id) = (n.id, parse_id(raw_id)?);
+    Ok(state
+        .db
+        .run(move |conn| webhooks::get(conn, nid, id))
+        .await?)
+}
+
 /// `GET /newsletters/:id/webhooks/:subscription_id/edit`.
 #[handler]
 pub async fn edit_form(
@@ -302,11 +315,7 @@ pub async fn edit_form(
 ) -> WebResult {
     let ctx = Ctx::load(req, state).await?;
     let n = owned(&ctx, state, &id).await?;
-    let (nid, sid) = (n.id, parse_id(&subscription)?);
-    let s = state
-        .db
-        .run(move |conn| webhooks::get(conn, nid, sid))
-        .await?;
+    let s = subscription_of(state, &n, &subscription).await?;
     let draft = Draft {
         url: s.url.clone(),
         events: s.events.clone(),
@@ -328,11 +337,8 @@ pub async fn update(
     Data(state): Data<&State>,
 ) -> WebResult {
     let (form, ctx, n) = owned_post(req, state, &id, body).await?;
-    let (nid, sid) = (n.id, parse_id(&subscription)?);
-    let current = state
-        .db
-        .run(move |conn| webhooks::get(conn, nid, sid))
-        .await?;
+    let current = subscription_of(state, &n, &subscription).await?;
+    let (nid, sid) = (n.id, current.id);
     let draft = draft_of(&form);
     let changes = Changes {
         url: Some(draft.url.clone()),

@@ -17,6 +17,7 @@ mod browser;
 mod cli_import;
 mod content_limits;
 mod custom_domains;
+mod dash_dents;
 mod dash_issues;
 mod dash_settings;
 mod dash_stats;
