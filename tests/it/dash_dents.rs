@@ -215,3 +215,61 @@ fn the_subdomain_preview_follows_the_name_and_the_key_command_wraps_and_copies()
         c.close().await.unwrap();
     });
 }
+
+#[test]
+fn a_send_in_progress_counts_from_its_recipients_before_they_are_recorded() {
+    let mut app = spawn_app();
+    let owner = onboard_paid(&app, "Counted From The Start");
+    for n in 0..3 {
+        add_subscriber(&owner, &format!("reader{n}@example.com"));
+    }
+    let issue = owner.post(
+        "/issues",
+        &json!({"issue": {"subject": "Counted", "status": "approved", "content_markdown": "Hello"}}),
+    );
+    let iid = issue.json()["id"].as_i64().unwrap();
+    // The job runner now polls rarely: the send is queued but its recipients not recorded.
+    app.set_args(&["--job-poll-ms", "600000"]);
+    app.restart();
+    let page = format!("/newsletters/{}/issues/{iid}", owner.newsletter_id);
+    let sent = owner
+        .client
+        .submit(&format!("{page}/send"), &format!("{page}/send"), &[]);
+    assert_eq!(sent.redirect(), page);
+    assert_eq!(
+        app.count(&format!(
+            "SELECT count(*) FROM deliveries WHERE issue_id = {iid}"
+        )),
+        0
+    );
+    let body = owner.client.get(&page).body;
+    assert!(
+        body.contains("<strong data-progress=\"total\">3</strong>"),
+        "{body}"
+    );
+    assert!(
+        body.contains("id=\"send-progress\" max=\"3\" value=\"0\""),
+        "{body}"
+    );
+    let progress = owner.client.get(&format!("{page}/progress")).json();
+    assert_eq!(
+        (progress["total"].as_i64(), progress["done"].as_i64()),
+        (Some(3), Some(0))
+    );
+    assert_eq!(progress["remaining"], 3);
+    // Once the runner records them, the same count comes from the deliveries.
+    app.set_args(&[]);
+    app.restart();
+    let done = wait_for(
+        "the send to finish",
+        std::time::Duration::from_secs(30),
+        || {
+            let p = owner.client.get(&format!("{page}/progress")).json();
+            (p["status"] == "sent").then_some(p)
+        },
+    );
+    assert_eq!(
+        (done["total"].as_i64(), done["sent"].as_i64()),
+        (Some(3), Some(3))
+    );
+}
