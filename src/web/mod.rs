@@ -372,7 +372,10 @@ impl poem::error::ResponseError for WebError {
             WebError::BadForm(m) => ("Bad request", m.clone()),
             WebError::TooManyRequests(secs) => (
                 "Too many attempts",
-                format!("Too many attempts. Please wait {secs} seconds and try again."),
+                format!(
+                    "Too many attempts. Please wait {} and try again.",
+                    crate::http::plural::count(*secs, "second", "seconds")
+                ),
             ),
             WebError::Forbidden(m) => ("Not allowed", m.clone()),
             WebError::DiskFull(detail) => {

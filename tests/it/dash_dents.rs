@@ -273,3 +273,35 @@ fn a_send_in_progress_counts_from_its_recipients_before_they_are_recorded() {
         (Some(3), Some(3))
     );
 }
+
+#[test]
+fn counts_are_written_in_the_right_number() {
+    let app = spawn_app();
+    let owner = onboard_paid(&app, "One Reader");
+    add_subscriber(&owner, "only@example.com");
+    let issue = owner.post(
+        "/issues",
+        &json!({"issue": {"subject": "For one", "status": "approved", "content_markdown": "Hi"}}),
+    );
+    let page = format!(
+        "/newsletters/{}/issues/{}",
+        owner.newsletter_id,
+        issue.json()["id"]
+    );
+    let confirm = owner.client.get(&format!("{page}/send")).body;
+    assert!(
+        confirm.contains("</strong> active subscriber. This"),
+        "{confirm}"
+    );
+    assert!(confirm.contains("Send to 1 subscriber<"), "{confirm}");
+    let sent = owner
+        .client
+        .submit(&format!("{page}/send"), &format!("{page}/send"), &[]);
+    let shown = owner.client.get(&sent.redirect()).body;
+    assert!(shown.contains("Sending to 1 subscriber."), "{shown}");
+    let overview = owner
+        .client
+        .get(&format!("/newsletters/{}", owner.newsletter_id))
+        .body;
+    assert!(overview.contains("1 subscriber · 1 sent"), "{overview}");
+}
