@@ -63,6 +63,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0015_welcome",
         include_str!("../../migrations/0015_welcome.sql"),
     ),
+    (
+        "0016_operators",
+        include_str!("../../migrations/0016_operators.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.
