@@ -117,12 +117,9 @@ pub enum DeletedResponse {
 
 pub struct WebhooksApi;
 
-/// The SSRF guard as the domain's URL policy, honouring `--allow-private-webhooks` and
-/// resolving through `--dns-server` (it runs inside the database task, off the async threads).
+/// The SSRF guard as the domain's URL policy (`crate::webhooks::url_policy`).
 fn url_policy(state: &State) -> impl Fn(&str) -> Result<(), String> + Send + 'static {
-    let allow_private = state.allow_private_webhooks;
-    let dns = state.dns.clone();
-    move |url: &str| crate::webhooks::check_url(url, allow_private, &dns)
+    crate::webhooks::url_policy(state.allow_private_webhooks, state.dns.clone())
 }
 
 rate_limited_api! {

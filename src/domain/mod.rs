@@ -17,6 +17,7 @@ pub mod markdown_text;
 pub mod newsletters;
 pub mod operators;
 pub mod opt_in;
+pub mod overview;
 pub mod pagination;
 pub mod rate_limit;
 pub mod render_budget;

@@ -366,6 +366,12 @@ pub fn subdomain_base(name: &str) -> String {
     }
 }
 
+/// The subdomain a newsletter named `name` would get if created now (the create form's
+/// preview): the same rule as [`create`].
+pub fn subdomain_for(conn: &Connection, name: &str) -> DomainResult<String> {
+    free_subdomain(conn, &subdomain_base(name))
+}
+
 fn free_subdomain(conn: &Connection, base: &str) -> DomainResult<String> {
     const TAKEN: &str = "SELECT EXISTS(SELECT 1 FROM newsletters WHERE subdomain = ?1)";
     let reserved = RESERVED_SUBDOMAINS.contains(&base);

@@ -259,7 +259,9 @@ impl Progress {
     }
 }
 
-/// The send's counts, from the issue's counters (`issue_counts`, kept by triggers).
+/// The send's counts, from the issue's counters (`issue_counts`, kept by triggers). A send
+/// queued whose recipients are not recorded yet counts from the recipients it will have, so
+/// its progress starts at "0 of N", never at "0 of 0".
 pub fn progress(conn: &Connection, issue_id: i64) -> DomainResult<Progress> {
     Ok(counts(conn, issue_id)?.0)
 }
@@ -269,7 +271,7 @@ fn counts(conn: &Connection, issue_id: i64) -> DomainResult<(Progress, [i64; 3])
     const SQL: &str =
         "SELECT total, sent, unconfirmed, bounced, failed, remaining, opened, clicked, unsubscribed
          FROM issue_counts WHERE issue_id = ?1";
-    Ok(conn
+    let (mut progress, others) = conn
         .query_row(SQL, [issue_id], |r| {
             Ok((
                 Progress {
@@ -284,7 +286,29 @@ fn counts(conn: &Connection, issue_id: i64) -> DomainResult<(Progress, [i64; 3])
             ))
         })
         .optional()?
-        .unwrap_or_default())
+        .unwrap_or_default();
+    if progress.total == 0
+        && let Some(planned) = planned_recipients(conn, issue_id)?
+    {
+        progress.total = planned;
+        progress.remaining = planned;
+    }
+    Ok((progress, others))
+}
+
+/// The recipients of a send queued but not yet planned (`sending`, no delivery rows
+/// recorded by [`prepare`] yet): the count the send confirmation stated
+/// (`issues::check_sendable`). `None` for any other issue.
+fn planned_recipients(conn: &Connection, issue_id: i64) -> DomainResult<Option<i64>> {
+    const QUEUED: &str = "SELECT newsletter_id FROM issues
+         WHERE id = ?1 AND status = 'sending' AND recipients_at IS NULL";
+    let Some(newsletter_id) = conn
+        .query_row(QUEUED, [issue_id], |r| r.get::<_, i64>(0))
+        .optional()?
+    else {
+        return Ok(None);
+    };
+    Ok(Some(super::subscribers::active_count(conn, newsletter_id)?))
 }
 
 /// When the earliest pending delivery is due: `""` when one is due at once, `None` when none

@@ -10,6 +10,7 @@ pub mod cookies;
 pub mod csrf;
 pub mod form;
 pub mod headers;
+pub mod plural;
 pub mod public_page;
 pub mod routing;
 pub mod server;

@@ -392,7 +392,7 @@ fn span(lifetime: time::Duration) -> String {
     } else {
         (minutes, "minute")
     };
-    format!("{n} {unit}{}", if n == 1 { "" } else { "s" })
+    crate::http::plural::count(n, unit, &format!("{unit}s"))
 }
 
 /// `GET /account`: who is signed in, the account's live sessions, and a form that ends all

@@ -130,10 +130,13 @@ pub async fn create(
                     h1 { "Your new API key" }
                     p { strong { "Copy it now: " } "this is the only time the full key is shown. Broadsheet keeps only a hash of it." }
                     code.key id="api-key" { (secret) }
+                    p { button.secondary type="button" data-copy="#api-key" hidden { "Copy the key" } }
                     p.muted { "Name: " (key.name) " · Permissions: " (key.permissions.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(", ")) }
                     p { "Try it: " }
-                    pre.panel { "curl -H \"Authorization: Bearer " (secret) "\" " (state.urls.service("/api/v1/newsletter")) }
+                    pre.panel.try-it #try-it { "curl -H \"Authorization: Bearer " (secret) "\" " (state.urls.service("/api/v1/newsletter")) }
+                    p { button.secondary type="button" data-copy="#try-it" hidden { "Copy the command" } }
                     p { a.button href={ "/newsletters/" (n.id) "/api_keys" } { "Done" } }
+                    script src="/assets/widgets.js" defer {}
                 },
             ),
         ),

@@ -71,6 +71,10 @@ pub fn routes() -> impl poem::Endpoint {
             get(newsletters::index).post(newsletters::create),
         )
         .at("/newsletters/new", get(newsletters::new_form))
+        .at(
+            "/newsletters/subdomain",
+            get(newsletters::subdomain_preview),
+        )
         .at("/newsletters/:id", get(newsletters::show))
         .at(
             "/newsletters/:id/setup_frequency",
@@ -137,8 +141,20 @@ pub fn routes() -> impl poem::Endpoint {
             "/newsletters/:id/subscribers/:subscriber_id/tags",
             post(subscribers::change_tags),
         )
-        .at("/newsletters/:id/webhooks", get(webhooks::index))
+        .at(
+            "/newsletters/:id/webhooks",
+            get(webhooks::index).post(webhooks::create),
+        )
+        .at("/newsletters/:id/webhooks/new", get(webhooks::new_form))
         .at("/newsletters/:id/webhooks/test", post(webhooks::send_test))
+        .at(
+            "/newsletters/:id/webhooks/:subscription_id",
+            post(webhooks::update).patch(webhooks::update),
+        )
+        .at(
+            "/newsletters/:id/webhooks/:subscription_id/edit",
+            get(webhooks::edit_form),
+        )
         .at(
             "/newsletters/:id/webhooks/deliveries/:delivery_id/redeliver",
             post(webhooks::redeliver),
@@ -264,6 +280,7 @@ pub fn routes() -> impl poem::Endpoint {
         .at("/assets/app.css", get(stylesheet))
         .at("/assets/time-zone.js", get(time_zones::script))
         .at("/account/time_zone", post(time_zones::update_account_zone))
+        .at("/assets/widgets.js", get(widgets))
         .with(CookieJarManager::new())
 }
 
@@ -273,6 +290,16 @@ fn stylesheet() -> Response {
         .content_type("text/css; charset=utf-8")
         .header("Cache-Control", "public, max-age=3600")
         .body(include_str!("../../assets/app.css"))
+}
+
+/// `GET /assets/widgets.js`: copy buttons and the create form's live subdomain preview; the
+/// pages work without it.
+#[poem::handler]
+fn widgets() -> Response {
+    Response::builder()
+        .content_type("text/javascript; charset=utf-8")
+        .header("Cache-Control", "public, max-age=3600")
+        .body(include_str!("../../assets/widgets.js"))
 }
 
 /// Why a browser request did not get its page; mapped to a response once, here.
@@ -364,7 +391,10 @@ impl poem::error::ResponseError for WebError {
             WebError::BadForm(m) => ("Bad request", m.clone()),
             WebError::TooManyRequests(secs) => (
                 "Too many attempts",
-                format!("Too many attempts. Please wait {secs} seconds and try again."),
+                format!(
+                    "Too many attempts. Please wait {} and try again.",
+                    crate::http::plural::count(*secs, "second", "seconds")
+                ),
             ),
             WebError::Forbidden(m) => ("Not allowed", m.clone()),
             WebError::DiskFull(detail) => {

@@ -1,4 +1,6 @@
-//! Newsletter creation, the onboarding steps and the newsletter's home in the dashboard.
+//! Newsletter creation (with a preview of the subdomain it will get), the onboarding steps
+//! (numbered while the newsletter is not live yet), the list of the owner's newsletters with
+//! their state, and the newsletter's home with its next steps.
 
 use maud::{Markup, html};
 use poem::web::{Data, Path};
@@ -10,6 +12,8 @@ use crate::domain::FieldErrors;
 use crate::domain::newsletters::{
     self, ContentTone, Frequency, NewNewsletter, Newsletter, NewsletterLength, Preferences,
 };
+use crate::domain::overview::{self, NextStep, Summary};
+use crate::http::plural::count;
 
 /// Path ids that are not numbers are simply not found.
 pub fn parse_id(raw: &str) -> Result<i64, WebError> {
@@ -45,7 +49,12 @@ pub async fn index(req: &Request, Data(state): Data<&State>) -> WebResult {
     let owner = ctx.user()?.id;
     let list = state
         .db
-        .run(move |conn| newsletters::list_owned(conn, owner))
+        .run(move |conn| {
+            newsletters::list_owned(conn, owner)?
+                .into_iter()
+                .map(|n| Ok((overview::summary(conn, n.id)?, n)))
+                .collect::<Result<Vec<_>, crate::domain::DomainError>>()
+        })
         .await?;
     render(
         StatusCode::OK,
@@ -59,11 +68,17 @@ pub async fn index(req: &Request, Data(state): Data<&State>) -> WebResult {
                     p { "You have no newsletter yet. Create the first one: it takes a minute." }
                 } @else {
                     ul.cards {
-                        @for n in &list {
-                            li {
+                        @for (summary, n) in &list {
+                            li.newsletter {
                                 a href={ "/newsletters/" (n.id) } { strong { (n.name) } }
                                 br;
                                 span.muted { (n.links(&state.urls).home) }
+                                p.state {
+                                    span class={ "status status-" (n.status) } { (n.status) }
+                                    " " span.status { (n.tier) " tier" }
+                                    @if n.live_at.is_none() { " " span.status { "setup not finished" } }
+                                }
+                                p.figures { (summary_line(summary)) }
                             }
                         }
                     }
@@ -74,25 +89,96 @@ pub async fn index(req: &Request, Data(state): Data<&State>) -> WebResult {
     )
 }
 
-fn new_page(ctx: &Ctx, form: &NewNewsletter, problems: &FieldErrors) -> Markup {
+/// "3 subscribers · 1 draft · 2 sent": a newsletter's figures in a line.
+fn summary_line(s: &Summary) -> String {
+    let mut parts = vec![count(s.subscribers, "subscriber", "subscribers")];
+    if s.issues() == 0 {
+        parts.push("no issues yet".to_string());
+    }
+    for (n, one, many) in [
+        (s.unsent, "draft", "drafts"),
+        (s.scheduled, "scheduled", "scheduled"),
+        (s.sent, "sent", "sent"),
+    ] {
+        if n > 0 {
+            parts.push(count(n, one, many));
+        }
+    }
+    parts.join(" · ")
+}
+
+/// The three onboarding steps, `current` (1-based) marked, the earlier ones done.
+fn steps(current: usize) -> Markup {
+    const STEPS: [&str; 3] = ["Name and sender", "How often", "Audience and voice"];
+    html! {
+        nav.steps aria-label="Setup" {
+            p.muted { "Step " (current) " of " (STEPS.len()) }
+            ol {
+                @for (i, step) in STEPS.iter().enumerate() {
+                    li aria-current=[(i + 1 == current).then_some("step")] class=[(i + 1 < current).then_some("done")] { (step) }
+                }
+            }
+        }
+    }
+}
+
+/// `preview`: the site's address for the name typed, when there is one.
+fn new_page(
+    ctx: &Ctx,
+    form: &NewNewsletter,
+    preview: Option<&str>,
+    problems: &FieldErrors,
+) -> Markup {
     page(
         ctx,
         "New newsletter",
         true,
         html! {
+            (steps(1))
             h1 { "New newsletter" }
             (errors(problems))
             form.stack method="post" action="/newsletters" {
                 (csrf_field(ctx))
                 (field("Name", "text", "newsletter[name]", &form.name, "off", true))
+                p.muted #subdomain-preview data-subdomain-url="/newsletters/subdomain" {
+                    span data-subdomain-shown hidden[preview.is_none()] {
+                        "Its site will be at " strong data-subdomain { (preview.unwrap_or_default()) } ". "
+                    }
+                    "The address is made from the name: lowercase letters, digits and hyphens, with a number added if it is taken."
+                }
                 (field("Tagline", "text", "newsletter[tagline]", &form.tagline, "off", false))
                 (field("Keywords (comma-separated)", "text", "newsletter[keywords]", &form.keywords, "off", false))
                 (field("From name", "text", "newsletter[from_name]", &form.from_name, "name", false))
                 (field("From e-mail address", "email", "newsletter[from_email]", &form.from_email, "email", false))
                 button type="submit" { "Create newsletter" }
             }
+            script src="/assets/widgets.js" defer {}
         },
     )
+}
+
+/// `GET /newsletters/subdomain?name=…`: the subdomain and site address a newsletter of that
+/// name would get now, as JSON for the create form's live preview.
+#[handler]
+pub async fn subdomain_preview(req: &Request, Data(state): Data<&State>) -> WebResult {
+    let ctx = Ctx::load(req, state).await?;
+    ctx.user()?;
+    let name = url::form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes())
+        .find(|(k, _)| k == "name")
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default();
+    let subdomain = state
+        .db
+        .run(move |conn| newsletters::subdomain_for(conn, &name))
+        .await?;
+    let body = serde_json::json!({
+        "subdomain": subdomain,
+        "url": state.urls.subdomain_origin(&subdomain),
+    });
+    Ok(poem::Response::builder()
+        .content_type("application/json")
+        .header("Cache-Control", "no-store")
+        .body(body.to_string()))
 }
 
 #[handler]
@@ -101,7 +187,7 @@ pub async fn new_form(req: &Request, Data(state): Data<&State>) -> WebResult {
     ctx.user()?;
     render(
         StatusCode::OK,
-        new_page(&ctx, &NewNewsletter::default(), &FieldErrors::new()),
+        new_page(&ctx, &NewNewsletter::default(), None, &FieldErrors::new()),
     )
 }
 
@@ -124,10 +210,24 @@ pub async fn create(req: &Request, body: Body, Data(state): Data<&State>) -> Web
         .await
     {
         Ok(n) => see_other(&format!("/newsletters/{}/setup_frequency", n.id)),
-        Err(e) => render(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            new_page(&ctx, &input, &invalid_fields(e)?),
-        ),
+        Err(e) => {
+            let problems = invalid_fields(e)?;
+            let name = input.name.clone();
+            let preview = match name.trim() {
+                "" => None,
+                _ => Some(
+                    state
+                        .db
+                        .run(move |conn| newsletters::subdomain_for(conn, &name))
+                        .await?,
+                ),
+            };
+            let preview = preview.map(|s| state.urls.subdomain_origin(&s));
+            render(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                new_page(&ctx, &input, preview.as_deref(), &problems),
+            )
+        }
     }
 }
 
@@ -137,6 +237,7 @@ fn frequency_page(ctx: &Ctx, n: &Newsletter, problems: &FieldErrors) -> Markup {
         "How often will you publish?",
         true,
         html! {
+            @if n.live_at.is_none() { (steps(2)) }
             h1 { "How often will you publish?" }
             p.muted { "Scheduled issues default to the next slot, at 09:00 UTC. You can change this later." }
             (errors(problems))
@@ -220,6 +321,7 @@ fn preference_page(
         "Your audience and voice",
         true,
         html! {
+            @if n.live_at.is_none() { (steps(3)) }
             h1 { "Your audience and voice" }
             (errors(problems))
             form.stack method="post" action={ "/newsletters/" (n.id) "/preference" } {
@@ -304,6 +406,12 @@ pub async fn show(req: &Request, Path(id): Path<String>, Data(state): Data<&Stat
     let ctx = Ctx::load(req, state).await?;
     let n = owned(&ctx, state, &id).await?;
     let links = n.links(&state.urls);
+    let nid = n.id;
+    let summary = state
+        .db
+        .run(move |conn| overview::summary(conn, nid))
+        .await?;
+    let base = format!("/newsletters/{nid}");
     render(
         StatusCode::OK,
         newsletter_page(
@@ -318,6 +426,23 @@ pub async fn show(req: &Request, Path(id): Path<String>, Data(state): Data<&Stat
                     p { "Public site: " @if n.live_at.is_some() { a href=(links.home) { (links.home) } } @else { (links.home) " (live once the " a href={ "/newsletters/" (n.id) "/preference/edit" } { "preferences" } " are set)" } }
                     p { "Subdomain: " code { (n.subdomain) } " · Status: " strong { (n.status) } " · Tier: " strong { (n.tier) } }
                     p { "Frequency: " (n.frequency.map(|f| f.describe()).unwrap_or("not set")) " · " a href={ "/newsletters/" (n.id) "/setup_frequency" } { "change" } }
+                    p #figures { (summary_line(&summary)) }
+                }
+                section.panel #next-steps {
+                    h2 { "Next steps" }
+                    ol.next-steps {
+                        @for step in NextStep::ALL {
+                            @let done = step.done(&summary);
+                            li.done[done] data-step=(format!("{step:?}")) {
+                                @match step {
+                                    NextStep::WriteFirstIssue => { a href={ (base) "/issues/new" } { "Write the first issue" } }
+                                    NextStep::ShareSite => { a href=(links.home) { "Share your site" } " so readers can subscribe" }
+                                    NextStep::CreateApiKey => { a href={ (base) "/api_keys/new" } { "Create an API key" } " for your scripts" }
+                                }
+                                @if done { " " span.tick { "✓ done" } }
+                            }
+                        }
+                    }
                 }
             },
         ),

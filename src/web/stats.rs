@@ -136,7 +136,7 @@ fn growth_chart(s: &Stats, series: &[DayCount]) -> Markup {
     html! {
         (charts::line_chart(&text, &points))
         details {
-            summary { "Figures for the last " (series.len()) " days" }
+            summary { "Figures for the last " (crate::http::plural::count(series.len() as i64, "day", "days")) }
             div.table-wrap { table #growth-figures {
                 thead { tr { th { "Day" } th { "Active subscribers" } } }
                 tbody {

@@ -21,6 +21,7 @@ use crate::domain::pagination::Page;
 use crate::domain::subscriber_export;
 use crate::domain::subscribers::{self, Changes, Filter, NewSubscriber, Status, Subscriber};
 use crate::domain::{DomainError, ErrorCode, FieldErrors};
+use crate::http::plural;
 
 /// Subscribers per page of the list.
 const PER_PAGE: &str = "50";
@@ -926,7 +927,7 @@ async fn import_page(
             (errors(problems))
             @match upload.state {
                 UploadState::Uploaded => {
-                    p.muted { (upload.size_bytes) " bytes uploaded " (shown(upload.created_at, &ctx.zone())) ". Nothing is imported until you start." }
+                    p.muted { (plural::count(upload.size_bytes as i64, "byte", "bytes")) " uploaded " (shown(upload.created_at, &ctx.zone())) ". Nothing is imported until you start." }
                     @match &preview {
                         Some(Ok(preview)) => {
                             h2 { "Columns" }
@@ -971,14 +972,14 @@ async fn import_page(
                     }
                 }
                 UploadState::Queued | UploadState::Running => {
-                    p role="status" { "Importing… " (t.rows) " rows so far (" (percent(upload.bytes_done, upload.size_bytes)) "% of the file). This page refreshes itself." }
+                    p role="status" { "Importing… " (plural::count(t.rows as i64, "row", "rows")) " so far (" (percent(upload.bytes_done, upload.size_bytes)) "% of the file). This page refreshes itself." }
                     progress max="100" value=(percent(upload.bytes_done, upload.size_bytes)) {}
                 }
                 UploadState::Done | UploadState::Failed => {
                     @if let Some(failure) = &upload.failure {
                         p.bad role="alert" { "The import stopped: " (failure) }
                     } @else {
-                        p.notice role="status" id="import-result" { "Import finished: " (t.rows) " rows read." }
+                        p.notice role="status" id="import-result" { "Import finished: " (plural::count(t.rows as i64, "row", "rows")) " read." }
                     }
                 }
             }

@@ -9,3 +9,13 @@ mod ssrf;
 pub use deliver::{Settings, attempt};
 pub use sign::{contract_signature, standard_signature};
 pub use ssrf::check_url;
+
+use crate::domain::custom_domains::Dns;
+
+/// The SSRF guard as the domain's URL policy (`domain::webhooks::UrlPolicy`), honouring
+/// `--allow-private-webhooks` and resolving through `--dns-server`. The API and the dashboard
+/// both save subscriptions through it; it blocks on the lookup, so it runs inside a database
+/// task, off the async threads.
+pub fn url_policy(allow_private: bool, dns: Dns) -> impl Fn(&str) -> Result<(), String> + Send {
+    move |url: &str| check_url(url, allow_private, &dns)
+}

@@ -27,14 +27,17 @@ const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     // The doors: parse, call the domain, render. The dashboard previews an issue's e-mail
-    // with the mail renderer and the API checks webhook addresses with the SSRF guard.
+    // with the mail renderer; the API and the dashboard check webhook addresses with the
+    // SSRF guard.
     (
         "api",
         &["http", "state", "domain", "store", "clock", "webhooks"],
     ),
     (
         "web",
-        &["http", "state", "domain", "store", "clock", "mail"],
+        &[
+            "http", "state", "domain", "store", "clock", "mail", "webhooks",
+        ],
     ),
     ("site", &["http", "state", "domain", "store", "clock"]),
     // What the doors share: HTTP pieces, and the state every handler takes.

@@ -17,6 +17,7 @@ use crate::domain::newsletters::Newsletter;
 use crate::domain::sender_domains::SenderDomain;
 use crate::domain::urls::SiteUrls;
 use crate::domain::{DomainResult, FieldErrors, sending};
+use crate::http::plural::{count, noun};
 use crate::web::layout::{Section, csrf_field, errors, newsletter_page};
 use crate::web::time_zones::friendly;
 use crate::web::{Ctx, FormData, State, WebResult, see_other};
@@ -136,8 +137,8 @@ pub async fn resume(
     act(req, state, p, then, move |conn, nid, iid| {
         let queued = issues::resume(conn, nid, iid)?;
         Ok(format!(
-            "Sending resumed: {} message(s) to go.",
-            queued.recipients
+            "Sending resumed: {} to go.",
+            count(queued.recipients, "message", "messages")
         ))
     })
     .await
@@ -184,13 +185,13 @@ fn send_page(
                 Ok(recipients) => {
                     p #recipient-count {
                         "It goes out at once to " strong data-recipients=(recipients) { (recipients) }
-                        @if *recipients == 1 { " active subscriber" } @else { " active subscribers" }
+                        " " (noun(*recipients, "active subscriber", "active subscribers"))
                         ". This cannot be undone."
                     }
                     (publishing_note(n, issue, urls))
                     form.inline method="post" action={ (base) "/send" } {
                         (csrf_field(ctx))
-                        button type="submit" { "Send to " (recipients) @if *recipients == 1 { " subscriber" } @else { " subscribers" } }
+                        button type="submit" { "Send to " (count(*recipients, "subscriber", "subscribers")) }
                     }
                     " "
                     a.button.secondary href=(base) { "Cancel" }
@@ -267,7 +268,10 @@ pub async fn send_now(
         Ok(queued) => {
             p.ctx.notice_next(
                 req,
-                &format!("Sending to {} subscriber(s).", queued.recipients),
+                &format!(
+                    "Sending to {}.",
+                    count(queued.recipients, "subscriber", "subscribers")
+                ),
             );
             see_other(&issue_url(nid, iid))
         }

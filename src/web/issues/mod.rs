@@ -83,8 +83,8 @@ fn issue_url(newsletter_id: i64, issue_id: i64) -> String {
 }
 
 /// A refused action or invalid input, as messages to show on the page (the domain's own
-/// words); anything else stays an error page.
-fn problems(e: DomainError) -> Result<FieldErrors, WebError> {
+/// words); anything else stays an error page. The webhooks forms show theirs the same way.
+pub(super) fn problems(e: DomainError) -> Result<FieldErrors, WebError> {
     match e {
         DomainError::Invalid(_, fields) => Ok(fields),
         DomainError::Rejected(_, message) => Ok(FieldErrors::single("base", message)),
