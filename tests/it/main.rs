@@ -28,6 +28,7 @@ mod http_headers;
 mod layers;
 mod operator;
 mod postfix_relay;
+mod segments;
 mod send_faults;
 mod sender_domains;
 mod sending;

@@ -168,6 +168,7 @@ impl IssueForm {
                     })
                     .collect(),
             ),
+            audience: None,
         }
     }
 }

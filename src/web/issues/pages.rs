@@ -262,6 +262,13 @@ fn show_page(
                 @if let Some(at) = &issue.scheduled_for { dt { "Send time" } dd { (when(*at)) } }
                 @if let Some(at) = &issue.sent_at { dt { "Sent" } dd { (when(*at)) } }
                 dt { "Articles" } dd { (issue.articles_count) }
+                dt { "Audience" }
+                dd #issue-audience {
+                    (issue.audience.describe())
+                    @if let Some(recipients) = issue.recipients {
+                        " · " (recipients) @if recipients == 1 { " recipient" } @else { " recipients" }
+                    }
+                }
                 dt { "Web page" }
                 dd {
                     @if let Some(url) = &web_url { a #web-url href=(url) { (url) } " (published " (issue.published_at.map(when).unwrap_or_default()) ")" }
