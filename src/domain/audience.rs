@@ -128,7 +128,7 @@ pub fn check_known(
             {
                 errors.add(
                     &format!("{prefix}{field}"),
-                    format!("names “{tag}”, but no subscriber has that tag"),
+                    format!("include “{tag}”, a tag no subscriber has"),
                 );
             }
         }

@@ -276,3 +276,95 @@ fn segments_scheduled_issue_sends_to_its_recorded_audience() {
     resp.expect(200);
     assert_eq!(resp.json()["subscribers"], 4);
 }
+
+#[test]
+fn segments_dashboard_reviews_the_exact_count_then_sends_to_the_chosen_tags() {
+    let app = spawn_app();
+    let owner = onboard_paid(&app, "Dashboard Segments");
+    let r = readers(&owner);
+    let all = [&r.news, &r.news_vip, &r.events, &r.untagged, &r.gone];
+    let id = approved(&owner, "Chosen in the dashboard");
+    let url = format!("/newsletters/{}/issues/{id}", owner.newsletter_id);
+
+    // First visit: every tag to choose from, and everyone counted.
+    let page = owner.client.get(&format!("{url}/send"));
+    page.expect(200);
+    for tag in ["news", "vip", "events", "old"] {
+        assert!(
+            page.body
+                .contains(&format!("name=\"tags\" value=\"{tag}\"")),
+            "{tag}: {}",
+            page.body
+        );
+    }
+    assert!(page.body.contains("data-recipients=\"4\""), "{}", page.body);
+
+    // Review: the exact count of the checked audience, before anything is sent.
+    let review = format!("{url}/send?audience=chosen&tags=news&tags=events&exclude_tags=vip");
+    let page = owner.client.get(&review);
+    page.expect(200);
+    assert!(page.body.contains("data-recipients=\"2\""), "{}", page.body);
+    assert!(
+        page.body.contains("except those tagged “vip”"),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body
+            .contains("name=\"exclude_tags\" value=\"vip\" checked"),
+        "{}",
+        page.body
+    );
+    assert_eq!(
+        issue(&owner, id)["status"],
+        "approved",
+        "a review sends nothing"
+    );
+
+    // A tag nobody has (typed into the address): said on the page, no send button.
+    let page = owner
+        .client
+        .get(&format!("{url}/send?audience=chosen&tags=nwes"));
+    page.expect(200);
+    assert!(
+        page.body
+            .contains("Tags include “nwes”, a tag no subscriber has"),
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains("data-recipients"), "{}", page.body);
+
+    let resp = owner.client.submit(
+        &review,
+        &format!("{url}/send"),
+        &[
+            ("audience", "chosen"),
+            ("tags", "news"),
+            ("tags", "events"),
+            ("exclude_tags", "vip"),
+        ],
+    );
+    assert_eq!(resp.redirect(), url);
+    let sent = wait_status(&owner, id, "sent", Duration::from_secs(20));
+    assert_eq!(sent["recipients"], 2);
+    let mut got = received(&app, &all, "Chosen in the dashboard");
+    got.sort();
+    let mut want = vec![r.news.clone(), r.events.clone()];
+    want.sort();
+    assert_eq!(got, want);
+
+    // The issue page states the audience and the recipients.
+    let page = owner.client.get(&url);
+    assert!(
+        page.body.contains(
+            "active subscribers tagged “events” or “news”, except those tagged “vip” · 2 recipients"
+        ),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains("id=\"report-recipients\">2<"),
+        "{}",
+        page.body
+    );
+}
