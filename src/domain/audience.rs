@@ -4,8 +4,9 @@
 //! by the send when it records its deliveries (`domain::sending::prepare`).
 //!
 //! Counting stays bounded at a million subscribers: everyone is the stored counter
-//! (`subscriber_totals`), and a count with tags walks only the rows of those tags in the tag
-//! index (`subscriber_tags_tag`), never the whole list.
+//! (`subscriber_totals`); a count with tags reads the rows of those tags in the tag index
+//! (`subscriber_tags_tag`) when they are few, else one index entry and one tag probe per
+//! active subscriber. Doors count on the blocking pool (`store::Db`), never on async threads.
 
 use rusqlite::{Connection, OptionalExtension};
 
@@ -164,25 +165,44 @@ pub fn count(conn: &Connection, newsletter_id: i64, audience: &Audience) -> Doma
     tagged(conn, newsletter_id, &audience.tags, &audience.exclude_tags)
 }
 
-/// Active subscribers of the newsletter with any of `tags` and none of `except`. The
-/// subquery reads the tag index for `tags` only; each of those subscribers is then one
-/// primary-key lookup (newsletter, status) and one probe of its own tags per `except`.
+/// Active subscribers of the newsletter with any of `tags` and none of `except`, read the
+/// cheaper of two ways, chosen from the tag counters: when the tags' subscribers are a small
+/// part of the list, through the tag index (those rows only, each one lookup of its
+/// subscriber); otherwise along the newsletter's active subscribers in the list index, each
+/// one probe of its own tags (`docs/performance.md`, "Counting a segment").
 fn tagged(
     conn: &Connection,
     newsletter_id: i64,
     tags: &[String],
     except: &[String],
 ) -> DomainResult<i64> {
-    const SQL: &str = "SELECT count(*) FROM subscribers s
+    const CARRIERS: &str = "SELECT coalesce(sum(subscribers), 0) FROM tag_counts
+         WHERE newsletter_id = ?1 AND tag IN (SELECT value FROM json_each(?2))";
+    const BY_TAG: &str = "SELECT count(*) FROM subscribers s
          WHERE s.id IN (SELECT t.subscriber_id FROM subscriber_tags t
                         WHERE t.tag IN (SELECT value FROM json_each(?2)))
            AND s.newsletter_id = ?1 AND s.status = 'active'
            AND NOT EXISTS (SELECT 1 FROM subscriber_tags x
                            WHERE x.subscriber_id = s.id AND x.tag IN (SELECT value FROM json_each(?3)))";
-    Ok(conn.prepare_cached(SQL)?.query_row(
-        (newsletter_id, Audience::json(tags), Audience::json(except)),
-        |r| r.get(0),
-    )?)
+    const BY_LIST: &str = "SELECT count(*) FROM subscribers s INDEXED BY subscribers_list
+         WHERE s.newsletter_id = ?1 AND s.status = 'active'
+           AND EXISTS (SELECT 1 FROM subscriber_tags t
+                       WHERE t.subscriber_id = s.id AND t.tag IN (SELECT value FROM json_each(?2)))
+           AND NOT EXISTS (SELECT 1 FROM subscriber_tags x
+                           WHERE x.subscriber_id = s.id AND x.tag IN (SELECT value FROM json_each(?3)))";
+    let (tags, except) = (Audience::json(tags), Audience::json(except));
+    let carriers: i64 = conn
+        .prepare_cached(CARRIERS)?
+        .query_row((newsletter_id, &tags), |r| r.get(0))?;
+    let everyone = subscribers::active_count(conn, newsletter_id)?;
+    let sql = if carriers * 3 < everyone {
+        BY_TAG
+    } else {
+        BY_LIST
+    };
+    Ok(conn
+        .prepare_cached(sql)?
+        .query_row((newsletter_id, tags, except), |r| r.get(0))?)
 }
 
 /// Replaces the audience recorded on issue `issue_id`.
@@ -272,6 +292,19 @@ mod tests {
         assert_eq!(count(&["a"], &["b"]), 1);
         assert_eq!(count(&[], &["b"]), 2);
         assert_eq!(count(&["old"], &[]), 0, "only an unsubscribed one has it");
+        // Among many untagged subscribers the tags' rows are few: read through the tag index.
+        for n in 1..=20 {
+            conn.execute(
+                "INSERT INTO subscribers (newsletter_id, email, status, created_at)
+                 VALUES (1, ?1, 'active', '2026-01-01T00:00:00.000Z')",
+                [format!("u{n}@x.co")],
+            )
+            .unwrap();
+        }
+        assert_eq!(count(&[], &[]), 24);
+        assert_eq!(count(&["a"], &["b"]), 1);
+        assert_eq!(count(&["a", "b"], &[]), 3);
+        assert_eq!(count(&[], &["b"]), 22);
         let unknown = check(&conn, 1, &input(&["a", "typo"], &[]), "");
         assert!(matches!(unknown, Err(DomainError::Invalid(..))));
     }
