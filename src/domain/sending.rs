@@ -79,9 +79,9 @@ fn record_recipients(conn: &Connection, issue: &Issue, now: &Timestamp) -> Domai
     const AUDIENCE: &str = "INSERT OR IGNORE INTO deliveries (issue_id, subscriber_id, email, created_at)
          SELECT ?1, s.id, s.email, ?2 FROM subscribers s WHERE s.newsletter_id = ?3 AND s.status = 'active'
            AND (?4 = '[]' OR EXISTS (SELECT 1 FROM subscriber_tags t
-                WHERE t.subscriber_id = s.id AND t.tag IN (SELECT value FROM json_each(?4))))
+                WHERE t.subscriber_id = s.id AND +t.tag IN (SELECT value FROM json_each(?4))))
            AND NOT EXISTS (SELECT 1 FROM subscriber_tags x
-                WHERE x.subscriber_id = s.id AND x.tag IN (SELECT value FROM json_each(?5)))
+                WHERE x.subscriber_id = s.id AND +x.tag IN (SELECT value FROM json_each(?5)))
          ORDER BY s.id";
     if issue.audience.is_everyone() {
         conn.execute(EVERYONE, (issue.id, now, issue.newsletter_id))?;
