@@ -210,6 +210,9 @@ pub fn main() -> ExitCode {
     // mail-send and ureq must agree on one rustls crypto provider (stack notes, gotcha 1).
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve(_)) {
+        end_quietly_on_closed_pipe();
+    }
     let data_dir = cli.data_dir.as_path();
     let result = match cli.command {
         Command::Serve(args) => serve::run(data_dir, *args),
@@ -251,6 +254,17 @@ pub fn main() -> ExitCode {
             eprintln!("broadsheet: {}", failure.message);
             ExitCode::from(failure.code)
         }
+    }
+}
+
+/// Lets a command writing to a closed pipe (`broadsheet openapi | head`, `export | head`) end
+/// quietly by SIGPIPE, as Unix tools do. Rust ignores SIGPIPE, which turns every later print
+/// into a panic; the server keeps ignoring it (a closed socket is an error it handles).
+fn end_quietly_on_closed_pipe() {
+    // SAFETY: called at start on the only thread, before anything writes to a pipe; SIG_DFL is
+    // a valid action for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 
@@ -339,10 +353,27 @@ fn usage(message: String) -> Failure {
 }
 
 /// Opens the database of `data_dir`, applying pending migrations.
-fn open_migrated(data_dir: &Path) -> Result<rusqlite::Connection, StoreError> {
-    let mut conn = store::open(&store::database_path(data_dir))?;
+/// The database of `data_dir`, migrated; "no database in DIR" (exit 3) when there is none, so
+/// a mistyped `--data-dir` is reported instead of answered from a new, empty database. Only
+/// `serve`, `migrate` and `restore` create one.
+fn open_migrated(data_dir: &Path) -> Result<rusqlite::Connection, Failure> {
+    let mut conn = store::open(&existing_database(data_dir)?)?;
     store::migrate(&mut conn)?;
     Ok(conn)
+}
+
+/// The path of `data_dir`'s database if it exists: the check every command that reads an
+/// existing database makes before touching the directory.
+fn existing_database(data_dir: &Path) -> Result<PathBuf, Failure> {
+    let db = store::database_path(data_dir);
+    if db.is_file() {
+        Ok(db)
+    } else {
+        Err(Failure {
+            code: EXIT_NOT_FOUND,
+            message: format!("no database in {}", data_dir.display()),
+        })
+    }
 }
 
 /// The newsletter with `subdomain`, or a not-found failure that names it.

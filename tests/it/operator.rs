@@ -516,3 +516,55 @@ fn serve_reads_its_mail_and_dns_flags_before_touching_the_data_dir() {
         assert!(!data_dir.exists(), "{args:?} created the data directory");
     }
 }
+
+/// Every command that reads an existing database says "no database in DIR" (exit 3) for a data
+/// directory without one, and creates nothing there; only serve, migrate and restore create it.
+#[test]
+fn commands_on_a_data_dir_without_a_database_say_so_and_create_nothing() {
+    let parent = tempfile::tempdir().unwrap();
+    let missing = parent.path().join("mistyped");
+    let backup_to = parent.path().join("copy.db");
+    let backup_to = backup_to.to_str().unwrap();
+    let commands: [&[&str]; 9] = [
+        &["tier", "news", "paid"],
+        &["status", "news", "paused"],
+        &["tracking", "news", "off"],
+        &["export", "news"],
+        &["import", "news", "-"],
+        &["dkim", "--dkim-domain", "example.com"],
+        &["bounce-token", "news"],
+        &["bounce", "news"],
+        &["backup", backup_to],
+    ];
+    for args in commands {
+        let (code, out, err) = crate::support::app::run_cli_with_input(&missing, args, Some(b""));
+        assert_eq!(code, 3, "{args:?}: {out}{err}");
+        assert!(
+            err.contains(&format!("no database in {}", missing.display())),
+            "{args:?}: {err}"
+        );
+        assert!(!missing.exists(), "{args:?} created the data directory");
+    }
+    assert!(!std::path::Path::new(backup_to).exists());
+}
+
+/// A command whose reader goes away (`broadsheet openapi | head`) ends by SIGPIPE like any Unix
+/// tool: no panic, nothing on stderr.
+#[test]
+fn a_closed_pipe_ends_a_command_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(crate::support::app::binary())
+        .arg("openapi")
+        .env("BROADSHEET_DATA_DIR", dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The document is far larger than a pipe's buffer: closing the read end before reading
+    // anything makes the write fail.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?}", out.status);
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}
