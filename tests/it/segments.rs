@@ -368,3 +368,47 @@ fn segments_dashboard_reviews_the_exact_count_then_sends_to_the_chosen_tags() {
         page.body
     );
 }
+
+#[test]
+fn segments_dashboard_schedules_with_an_audience() {
+    let app = spawn_app();
+    let owner = onboard_paid(&app, "Scheduled Segments");
+    readers(&owner);
+    let id = approved(&owner, "Later, for some");
+    let url = format!("/newsletters/{}/issues/{id}", owner.newsletter_id);
+    let page = owner.client.get(&url);
+    assert!(
+        page.body.contains("name=\"exclude_tags\" value=\"vip\""),
+        "the schedule form offers the tags: {}",
+        page.body
+    );
+    let at = (app.clock_now() + time::Duration::hours(2))
+        .format(time::macros::format_description!(
+            "[year]-[month]-[day]T[hour]:[minute]"
+        ))
+        .unwrap();
+    let resp = owner.client.submit(
+        &url,
+        &format!("{url}/schedule"),
+        &[
+            ("scheduled_for", &at),
+            ("audience", "chosen"),
+            ("tags", "news"),
+            ("exclude_tags", "vip"),
+        ],
+    );
+    assert_eq!(resp.redirect(), url);
+    let shown = issue(&owner, id);
+    assert_eq!(shown["status"], "scheduled");
+    assert_eq!(
+        shown["audience"],
+        json!({"tags": ["news"], "exclude_tags": ["vip"]})
+    );
+    let page = owner.client.get(&url);
+    assert!(
+        page.body
+            .contains("active subscribers tagged “news”, except those tagged “vip”"),
+        "{}",
+        page.body
+    );
+}

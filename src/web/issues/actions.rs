@@ -68,7 +68,8 @@ pub async fn approve(
     .await
 }
 
-/// `POST .../schedule` with `scheduled_for` (datetime-local, UTC; empty takes the next slot).
+/// `POST .../schedule` with `scheduled_for` (datetime-local, UTC; empty takes the next slot)
+/// and, when the newsletter has tags, the audience the scheduled send goes to.
 #[handler]
 pub async fn schedule(
     req: &Request,
@@ -77,14 +78,16 @@ pub async fn schedule(
     Data(state): Data<&State>,
 ) -> WebResult {
     let p = posted(req, state, &id, &issue_id, FormData::read(body).await?).await?;
-    let (at, then) = (
+    let (at, then, audience) = (
         p.form.get("scheduled_for").trim().to_string(),
         issue_url(p.n.id, p.issue.id),
+        chosen_audience(&p.form),
     );
     act(req, state, p, then, move |conn, nid, iid| {
         let input = IssueInput {
             status: Some(Status::Scheduled.as_str().into()),
             scheduled_for: Some((!at.is_empty()).then(|| utc_from_local(&at))),
+            audience,
             ..Default::default()
         };
         let issue = issues::update(conn, nid, iid, &issues::check_changes(&input)?)?;
@@ -142,19 +145,29 @@ struct AudienceChoice {
 
 /// The audience a send-page form names: `audience=chosen` marks a form that chose one
 /// (`tags`, `exclude_tags`, none checked: everyone); without it, the issue's recorded one.
-fn chosen_audience(form: &FormData) -> Option<AudienceInput> {
+pub(super) fn chosen_audience(form: &FormData) -> Option<AudienceInput> {
     (form.get("audience") == "chosen").then(|| AudienceInput {
         tags: form.all("tags"),
         exclude_tags: form.all("exclude_tags"),
     })
 }
 
+/// The tag checkboxes of both lists (`tags`, `exclude_tags`), `chosen` checked, after the
+/// marker that the form chooses an audience.
+pub(super) fn audience_boxes(tags: &[(String, i64)], chosen: &Audience) -> Markup {
+    html! {
+        input type="hidden" name="audience" value="chosen";
+        (tag_boxes("tags", "Send to", tags, &chosen.tags))
+        (tag_boxes("exclude_tags", "Leave out", tags, &chosen.exclude_tags))
+    }
+}
+
 /// The tag checkboxes of one list (`tags` or `exclude_tags`).
-fn tag_boxes(name: &str, legend: &str, choice: &AudienceChoice, chosen: &[String]) -> Markup {
+fn tag_boxes(name: &str, legend: &str, tags: &[(String, i64)], chosen: &[String]) -> Markup {
     html! {
         fieldset.tags {
             legend { (legend) }
-            @for (tag, count) in &choice.tags {
+            @for (tag, count) in tags {
                 label.check {
                     input type="checkbox" name=(name) value=(tag) checked[chosen.contains(tag)];
                     (tag) " " span.muted { "(" (count) ")" }
@@ -188,9 +201,7 @@ fn send_page(
                     h2 { "Audience" }
                     p.muted { "Send to subscribers having any of the checked tags (none checked: every active subscriber), leaving out those having any tag checked under “Leave out”. The number of subscribers having each tag is in brackets." }
                     form.stack method="get" action={ (base) "/send" } {
-                        input type="hidden" name="audience" value="chosen";
-                        (tag_boxes("tags", "Send to", choice, &chosen.tags))
-                        (tag_boxes("exclude_tags", "Leave out", choice, &chosen.exclude_tags))
+                        (audience_boxes(&choice.tags, chosen))
                         button.secondary type="submit" { "Review" }
                     }
                 }

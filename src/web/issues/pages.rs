@@ -6,6 +6,7 @@ use poem::web::{Data, Path, Query};
 use poem::{Request, handler, http::StatusCode};
 use serde::Deserialize;
 
+use super::actions::audience_boxes;
 use super::{issue_url, list_url, local_input, render, viewed, when};
 use crate::clock::{self, Timestamp};
 use crate::domain::content;
@@ -13,6 +14,7 @@ use crate::domain::issues::{self, Issue, Status};
 use crate::domain::newsletters::Newsletter;
 use crate::domain::pagination::Page;
 use crate::domain::sending::{self, Report};
+use crate::domain::subscribers;
 use crate::domain::tracking::Links;
 use crate::domain::{DomainError, FieldErrors};
 use crate::http::public_page::issue_document;
@@ -144,6 +146,9 @@ struct IssueView {
     report: Option<Report>,
     /// The schedule form's default: the issue's own time when scheduled, else the next slot.
     schedule_default: String,
+    /// The newsletter's tags and their subscribers, for the schedule form's audience (editable
+    /// issues only).
+    tags: Vec<(String, i64)>,
 }
 
 async fn load_view(state: &State, n: &Newsletter, issue: Issue) -> Result<IssueView, WebError> {
@@ -167,10 +172,20 @@ async fn load_view(state: &State, n: &Newsletter, issue: Issue) -> Result<IssueV
             .map(|slot| local_input(Timestamp::from(slot)))
             .unwrap_or_default(),
     };
+    let tags = if issue.status.is_editable() {
+        let nid = n.id;
+        state
+            .db
+            .run(move |conn| subscribers::tag_counts(conn, nid))
+            .await?
+    } else {
+        Vec::new()
+    };
     Ok(IssueView {
         issue,
         report,
         schedule_default,
+        tags,
     })
 }
 
@@ -306,6 +321,7 @@ fn show_page(
                     form.schedule method="post" action={ (base) "/schedule" } {
                         (csrf_field(ctx))
                         label { "Send at (UTC)" input type="datetime-local" name="scheduled_for" value=(view.schedule_default); }
+                        @if !view.tags.is_empty() { (audience_boxes(&view.tags, &issue.audience)) }
                         button type="submit" { "Schedule" }
                     }
                     p.muted {
