@@ -21,6 +21,7 @@ mod export;
 mod import;
 mod migrate;
 mod openapi;
+mod operator;
 mod render_markdown;
 mod restore;
 mod serve;
@@ -80,6 +81,20 @@ pub enum Command {
         /// The new tier.
         #[arg(value_enum)]
         tier: TierValue,
+    },
+    /// Make an account an operator of this installation (grant) or not (revoke).
+    #[command(
+        long_about = "Make an account an operator of this installation (grant) or not \
+        (revoke). The first account created on a fresh install is an operator already. \
+        Operators get the dashboard's operator page (/operator: every newsletter, its tier and \
+        status, the upgrade requests) and are mailed each upgrade request. Works while `serve` \
+        runs.\n\n\
+        Exit codes: 0 done (or nothing to change), 3 no account has the address, 1 any other \
+        failure."
+    )]
+    Operator {
+        #[command(subcommand)]
+        action: operator::OperatorAction,
     },
     /// Set a newsletter's status: active, paused (sending held) or cancelled (read-only).
     Status {
@@ -220,6 +235,7 @@ pub fn main() -> ExitCode {
         Command::Backup { file } => backup::run(data_dir, &file),
         Command::Restore { file } => restore::run(data_dir, &file),
         Command::Tier { subdomain, tier } => tier::run(data_dir, &subdomain, tier),
+        Command::Operator { action } => operator::run(data_dir, action),
         Command::Status { subdomain, status } => status::run(data_dir, &subdomain, status),
         Command::Tracking { subdomain, setting } => tracking::run(data_dir, &subdomain, setting),
         Command::Import { subdomain, csv } => import::run(data_dir, &subdomain, &csv),

@@ -64,6 +64,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../../migrations/0015_welcome.sql"),
     ),
     (
+        "0016_operators",
+        include_str!("../../migrations/0016_operators.sql"),
+    ),
+    (
         "0018_issue_audience",
         include_str!("../../migrations/0018_issue_audience.sql"),
     ),

@@ -8,6 +8,7 @@ mod custom_domains;
 mod issues;
 mod layout;
 mod newsletters;
+mod operator;
 mod sender_domain;
 mod session;
 mod settings;
@@ -244,6 +245,9 @@ pub fn routes() -> impl poem::Endpoint {
             "/newsletters/:id/settings/status",
             get(settings::confirm_status).post(settings::change_status),
         )
+        .at("/operator", get(operator::show))
+        .at("/operator/tier", post(operator::set_tier))
+        .at("/operator/status", post(operator::set_status))
         .at("/assets/app.css", get(stylesheet))
         .with(CookieJarManager::new())
 }

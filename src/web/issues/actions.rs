@@ -17,8 +17,8 @@ use crate::domain::newsletters::Newsletter;
 use crate::domain::sender_domains::SenderDomain;
 use crate::domain::{DomainResult, FieldErrors, sending, subscribers};
 use crate::web::layout::{Section, csrf_field, errors, newsletter_page};
-use crate::web::sender_domain;
 use crate::web::{Ctx, FormData, State, WebResult, see_other};
+use crate::web::{operator, sender_domain};
 
 /// Runs `op` (which returns the notice to show) and goes on to `then`; a refusal shows the
 /// issue page again with the domain's message.
@@ -184,6 +184,7 @@ fn send_page(
     sender: Option<&SenderDomain>,
     choice: &AudienceChoice,
     verdict: &Result<i64, FieldErrors>,
+    tier_next_steps: Markup,
 ) -> Markup {
     let base = issue_url(n.id, issue.id);
     let chosen = &choice.chosen;
@@ -226,6 +227,7 @@ fn send_page(
                 }
                 Err(found) => {
                     (errors(found))
+                    (tier_next_steps)
                     p { "Nothing was sent. " a href=(base) { "Back to the issue" } }
                 }
             }
@@ -280,9 +282,10 @@ pub async fn send_confirm(
     let query = FormData::parse(req.uri().query().unwrap_or_default().as_bytes());
     let (choice, verdict) = verdict(state, &n, &issue, chosen_audience(&query)).await?;
     let sender = sender_domain::load(state, &n).await?;
+    let next = operator::tier_next_steps(state, &ctx, &n, req.uri().path()).await?;
     render(
         StatusCode::OK,
-        send_page(&ctx, &n, &issue, sender.as_ref(), &choice, &verdict),
+        send_page(&ctx, &n, &issue, sender.as_ref(), &choice, &verdict, next),
     )
 }
 
@@ -315,6 +318,7 @@ pub async fn send_now(
             let found = problems(e)?;
             let (choice, _) = verdict(state, &p.n, &p.issue, given).await?;
             let sender = sender_domain::load(state, &p.n).await?;
+            let next = operator::tier_next_steps(state, &p.ctx, &p.n, req.uri().path()).await?;
             render(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 send_page(
@@ -324,6 +328,7 @@ pub async fn send_now(
                     sender.as_ref(),
                     &choice,
                     &Err(found),
+                    next,
                 ),
             )
         }
