@@ -8,6 +8,7 @@ use poem_openapi::{ApiResponse, Object, Tags};
 
 use super::common::{ListMeta, Text, parse_id};
 use super::{ApiError, ApiKeyAuth, Principal, State};
+use crate::domain::audience::{Audience, AudienceInput};
 use crate::domain::issues::{self, ArticleInput, Issue, IssueInput, Status};
 use crate::domain::newsletters;
 use crate::domain::pagination::Page;
@@ -60,12 +61,62 @@ pub struct IssueObject {
     pub content_markdown: Option<String>,
     #[oai(skip_serializing_if_is_none)]
     pub articles: Option<Vec<ArticleObject>>,
+    /// Who the send goes to: active subscribers having any of `tags` (none: every active
+    /// subscriber) and none of `exclude_tags`.
+    pub audience: AudienceObject,
+    /// Messages the send created, one per subscriber of the audience when it started; null
+    /// until the send records its recipients.
+    #[oai(nullable)]
+    pub recipients: Option<i64>,
     /// How the send went, message by message: in single-issue answers of an issue that is
     /// sending, sent or failed.
     #[oai(skip_serializing_if_is_none)]
     pub delivery: Option<DeliveryObject>,
     pub created_at: String,
     pub updated_at: String,
+}
+
+/// An issue's audience (a segment of the subscribers, by tag).
+#[derive(Debug, Object)]
+pub struct AudienceObject {
+    /// Subscribers having any of these tags; empty: every active subscriber.
+    pub tags: Vec<String>,
+    /// Subscribers having any of these tags are left out.
+    pub exclude_tags: Vec<String>,
+}
+
+impl From<Audience> for AudienceObject {
+    fn from(a: Audience) -> Self {
+        AudienceObject {
+            tags: a.tags,
+            exclude_tags: a.exclude_tags,
+        }
+    }
+}
+
+/// An audience as sent: either list may be left out (empty).
+#[derive(Debug, Object)]
+pub struct AudienceBody {
+    /// Send to active subscribers having any of these tags; empty or absent: all of them.
+    pub tags: Option<Vec<Text>>,
+    /// Leave out subscribers having any of these tags.
+    pub exclude_tags: Option<Vec<Text>>,
+}
+
+impl AudienceBody {
+    /// `None` when neither list was given.
+    fn input(self) -> Option<AudienceInput> {
+        let strings = |list: Option<Vec<Text>>| {
+            list.unwrap_or_default()
+                .into_iter()
+                .map(String::from)
+                .collect()
+        };
+        (self.tags.is_some() || self.exclude_tags.is_some()).then(|| AudienceInput {
+            tags: strings(self.tags),
+            exclude_tags: strings(self.exclude_tags),
+        })
+    }
 }
 
 /// The messages of a send by outcome; `sent + unconfirmed + bounced + failed + pending`
@@ -137,6 +188,8 @@ impl IssueObject {
                     })
                     .collect()
             }),
+            audience: issue.audience.into(),
+            recipients: issue.recipients,
             delivery: None,
             created_at: issue.created_at.to_string(),
             updated_at: issue.updated_at.to_string(),
@@ -165,6 +218,9 @@ pub struct IssueFields {
     pub status: MaybeUndefined<Text>,
     /// Replaces the issue's articles; `position` follows the array order.
     pub articles: Option<Vec<ArticleBody>>,
+    /// Who a send of the issue goes to (a scheduled send included); null: every active
+    /// subscriber. Tags no subscriber has are refused.
+    pub audience: MaybeUndefined<AudienceBody>,
 }
 
 #[derive(Debug, Object)]
@@ -192,6 +248,11 @@ impl From<IssueFields> for IssueInput {
                     })
                     .collect()
             }),
+            audience: match f.audience {
+                MaybeUndefined::Undefined => None,
+                MaybeUndefined::Null => Some(AudienceInput::default()),
+                MaybeUndefined::Value(v) => Some(v.input().unwrap_or_default()),
+            },
         }
     }
 }
@@ -207,7 +268,7 @@ pub struct SendNowResult {
     pub message: String,
     /// The issue as it was when queued (e.g. `approved`); it moves to `sending` next.
     pub issue: IssueObject,
-    /// Recipients: the active subscribers.
+    /// Recipients: the active subscribers of the issue's audience.
     pub subscribers: i64,
 }
 
@@ -447,7 +508,10 @@ impl IssuesApi {
         Ok(DeletedResponse::NoContent)
     }
 
-    /// Queues an approved or scheduled issue for sending to every active subscriber now.
+    /// Queues an approved or scheduled issue for sending now. An optional body
+    /// `{"tags": [...], "exclude_tags": [...]}` chooses the audience (recorded on the issue):
+    /// active subscribers having any of `tags` (empty: all) and none of `exclude_tags`. No
+    /// body, or neither list, sends to the audience already recorded (everyone by default).
     #[oai(
         path = "/issues/:id/send_now",
         method = "post",
@@ -457,14 +521,16 @@ impl IssuesApi {
         &self,
         _auth: ApiKeyAuth,
         id: Path<String>,
+        body: Json<Option<AudienceBody>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
     ) -> Result<SendNowResponse, ApiError> {
         let (nid, id, state2) = (p.newsletter_id, parse_id(&id.0)?, state.clone());
+        let chosen = body.0.and_then(AudienceBody::input);
         let (issue, recipients) = state
             .db
             .run(move |conn| {
-                let queued = issues::send_now(conn, nid, id)?;
+                let queued = issues::send_now(conn, nid, id, chosen.as_ref())?;
                 Ok::<_, DomainError>((
                     with_url(conn, &state2, nid, queued.issue, false)?,
                     queued.recipients,

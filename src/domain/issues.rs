@@ -8,14 +8,13 @@ use rusqlite::{Connection, OptionalExtension, Row};
 use serde_json::json;
 use time::OffsetDateTime;
 
+use super::audience::{self, Audience, AudienceInput};
 use super::content::plain_paragraphs;
 use super::newsletters::{self, Frequency, Newsletter};
 use super::pagination::{Page, invalid_filter};
 use super::time_zones::TimeZoneName;
 use super::urls::SiteUrls;
-use super::{
-    DomainError, DomainResult, ErrorCode, FieldErrors, clean_text, content, events, subscribers,
-};
+use super::{DomainError, DomainResult, ErrorCode, FieldErrors, clean_text, content, events};
 use crate::clock::{self, Timestamp};
 use crate::store::write_tx;
 
@@ -82,6 +81,11 @@ pub struct Issue {
     pub relay_down_since: Option<Timestamp>,
     /// While a send waits (for the relay, or for deferred messages): when it tries again.
     pub send_resumes_at: Option<Timestamp>,
+    /// Who the send goes to (everyone unless tags were chosen).
+    pub audience: Audience,
+    /// Messages the send created, one per subscriber of the audience; `None` until the send
+    /// records its recipients.
+    pub recipients: Option<i64>,
 }
 
 impl Issue {
@@ -131,7 +135,11 @@ macro_rules! select_issue {
             "SELECT i.id, i.newsletter_id, i.subject, i.content_markdown, i.status, i.scheduled_for, i.sent_at, i.path, ",
             "i.published_at, i.last_error, i.created_at, i.updated_at, ",
             "(SELECT count(*) FROM articles a WHERE a.issue_id = i.id), i.relay_down_since, i.send_resumes_at, ",
-            $html, " FROM issues i ", $($tail),+
+            $html, ", ",
+            "(SELECT group_concat(tag, char(10)) FROM (SELECT tag FROM issue_audience_tags WHERE issue_id = i.id AND excluded = 0 ORDER BY tag)), ",
+            "(SELECT group_concat(tag, char(10)) FROM (SELECT tag FROM issue_audience_tags WHERE issue_id = i.id AND excluded = 1 ORDER BY tag)), ",
+            "CASE WHEN i.recipients_at IS NULL THEN NULL ELSE coalesce((SELECT c.total FROM issue_counts c WHERE c.issue_id = i.id), 0) END",
+            " FROM issues i ", $($tail),+
         )
     };
 }
@@ -155,6 +163,8 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Issue> {
         articles: Vec::new(),
         relay_down_since: row.get(13)?,
         send_resumes_at: row.get(14)?,
+        audience: Audience::from_lines(row.get(16)?, row.get(17)?),
+        recipients: row.get(18)?,
     })
 }
 
@@ -313,6 +323,8 @@ pub struct IssueInput {
     pub scheduled_for: Option<Option<String>>,
     /// Replaces all articles when given.
     pub articles: Option<Vec<ArticleInput>>,
+    /// Replaces the audience when given; empty lists: every active subscriber.
+    pub audience: Option<AudienceInput>,
 }
 
 struct Valid {
@@ -323,6 +335,7 @@ struct Valid {
     status: Option<Status>,
     scheduled_for: Option<Option<OffsetDateTime>>,
     articles: Option<Vec<ArticleInput>>,
+    audience: Option<Audience>,
 }
 
 fn validate(input: &IssueInput, creating: bool) -> DomainResult<Valid> {
@@ -412,6 +425,10 @@ fn validate(input: &IssueInput, creating: bool) -> DomainResult<Valid> {
             Some(cleaned)
         }
     };
+    let audience = input
+        .audience
+        .as_ref()
+        .map(|given| audience::check_shape(given, "audience.", &mut errors));
     errors.into_result()?;
     Ok(Valid {
         subject,
@@ -420,6 +437,7 @@ fn validate(input: &IssueInput, creating: bool) -> DomainResult<Valid> {
         status,
         scheduled_for,
         articles,
+        audience,
     })
 }
 
@@ -590,6 +608,8 @@ pub fn preview(newsletter_id: i64, current: Option<&Issue>, changes: Checked) ->
         updated_at: now,
         relay_down_since: None,
         send_resumes_at: None,
+        audience: Audience::default(),
+        recipients: None,
     });
     if let Some(subject) = valid.subject {
         issue.subject = subject;
@@ -644,6 +664,7 @@ pub fn create(conn: &mut Connection, newsletter_id: i64, issue: &Checked) -> Dom
         if let Some(articles) = &valid.articles {
             replace_articles(tx, id, articles)?;
         }
+        set_audience(tx, newsletter_id, id, valid.audience.as_ref())?;
         get(tx, newsletter_id, id)
     })
 }
@@ -706,8 +727,24 @@ pub fn update(
         if let Some(articles) = &valid.articles {
             replace_articles(tx, id, articles)?;
         }
+        set_audience(tx, newsletter_id, id, valid.audience.as_ref())?;
         get(tx, newsletter_id, id)
     })
+}
+
+/// Records `chosen` (shape-checked) as the issue's audience once its tags are known to the
+/// newsletter; `None` keeps the recorded one.
+fn set_audience(
+    conn: &Connection,
+    newsletter_id: i64,
+    id: i64,
+    chosen: Option<&Audience>,
+) -> DomainResult<()> {
+    if let Some(chosen) = chosen {
+        audience::check_known(conn, newsletter_id, chosen, "audience.")?;
+        audience::store(conn, id, chosen)?;
+    }
+    Ok(())
 }
 
 /// Deletes a draft; any other status is `invalid_state`.
@@ -727,7 +764,7 @@ pub fn delete(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainResul
 }
 
 /// The send_now checks, in the decided order: status, paused, subscribers, tier, content.
-/// Returns the number of active subscribers.
+/// Returns the number of subscribers in the issue's audience.
 pub fn check_sendable(
     conn: &Connection,
     newsletter: &Newsletter,
@@ -748,11 +785,19 @@ pub fn check_sendable(
             "The newsletter is paused; resume it to send",
         ));
     }
-    let recipients = subscribers::active_count(conn, newsletter.id)?;
+    let recipients = audience::count(conn, newsletter.id, &issue.audience)?;
     if recipients == 0 {
+        let message = if issue.audience.is_everyone() {
+            "The newsletter has no active subscribers".to_string()
+        } else {
+            format!(
+                "No active subscriber is in this audience ({})",
+                issue.audience.describe()
+            )
+        };
         return Err(DomainError::rejected(
             ErrorCode::NoActiveSubscribers,
-            "The newsletter has no active subscribers",
+            message,
         ));
     }
     if newsletter.tier != newsletters::Tier::Paid {
@@ -788,12 +833,23 @@ pub struct Queued {
 }
 
 /// Checks the issue and queues its send; the issue turns `sending` at once, so a second
-/// send_now cannot queue it twice.
-pub fn send_now(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainResult<Queued> {
+/// send_now cannot queue it twice. `chosen` replaces the issue's recorded audience (checked
+/// first: a refusal changes nothing); `None` sends to the recorded one.
+pub fn send_now(
+    conn: &mut Connection,
+    newsletter_id: i64,
+    id: i64,
+    chosen: Option<&AudienceInput>,
+) -> DomainResult<Queued> {
     write_tx(conn, |tx| {
         let newsletter = newsletters::get(tx, newsletter_id)?;
         newsletter.ensure_writable()?;
-        let issue = get(tx, newsletter_id, id)?;
+        let mut issue = get(tx, newsletter_id, id)?;
+        if let Some(chosen) = chosen {
+            let chosen = audience::check(tx, newsletter_id, chosen, "")?;
+            audience::store(tx, id, &chosen)?;
+            issue.audience = chosen;
+        }
         let recipients = sendable(tx, &newsletter, &issue)?;
         start_sending(tx, &issue)?;
         Ok(Queued { issue, recipients })
@@ -1101,7 +1157,7 @@ mod tests {
         };
         change(&mut conn, issue.id, &approve).unwrap();
         assert!(matches!(
-            send_now(&mut conn, 1, issue.id),
+            send_now(&mut conn, 1, issue.id, None),
             Err(DomainError::Rejected(ErrorCode::NoActiveSubscribers, _))
         ));
         conn.execute(
@@ -1109,14 +1165,14 @@ mod tests {
             [],
         )
         .unwrap();
-        let queued = send_now(&mut conn, 1, issue.id).unwrap();
+        let queued = send_now(&mut conn, 1, issue.id, None).unwrap();
         assert_eq!(
             (queued.issue.status, queued.recipients),
             (Status::Approved, 1)
         );
         assert_eq!(get(&conn, 1, issue.id).unwrap().status, Status::Sending);
         assert!(matches!(
-            send_now(&mut conn, 1, issue.id),
+            send_now(&mut conn, 1, issue.id, None),
             Err(DomainError::Rejected(ErrorCode::InvalidState, _))
         ));
         assert!(matches!(

@@ -4,6 +4,7 @@
 
 pub mod accounts;
 pub mod api_keys;
+pub mod audience;
 pub mod bounce_report;
 pub mod content;
 pub mod custom_domains;

@@ -1,9 +1,9 @@
-//! The rules of sending an issue: one delivery row per active subscriber (recorded once, so a
-//! restart never adds a second copy), each marked `sending` durably just before the
-//! end-of-data mark that lets the relay take its message, then `sent`, `unconfirmed` (the
-//! relay's answer never came), `bounced`, or back to `pending` for a retry; the issue turns
-//! `sent` when no delivery is left to do, or `failed` when the relay stays unreachable past
-//! the outage limit.
+//! The rules of sending an issue: one delivery row per active subscriber of the issue's
+//! audience (`domain::audience`; recorded once, so a restart never adds a second copy), each
+//! marked `sending` durably just before the end-of-data mark that lets the relay take its
+//! message, then `sent`, `unconfirmed` (the relay's answer never came), `bounced`, or back to
+//! `pending` for a retry; the issue turns `sent` when no delivery is left to do, or `failed`
+//! when the relay stays unreachable past the outage limit.
 
 use rusqlite::{Connection, OptionalExtension};
 use time::{Duration, OffsetDateTime};
@@ -47,9 +47,7 @@ pub fn prepare(conn: &mut Connection, issue_id: i64) -> DomainResult<Option<Send
         let issue = issues::get(tx, newsletter_id, issue_id)?;
         let now = Timestamp::now();
         if issue_recipients_pending(tx, issue_id)? {
-            const RECIPIENTS: &str = "INSERT OR IGNORE INTO deliveries (issue_id, subscriber_id, email, created_at)
-                 SELECT ?1, id, email, ?2 FROM subscribers WHERE newsletter_id = ?3 AND status = 'active' ORDER BY id";
-            tx.execute(RECIPIENTS, (issue_id, &now, newsletter_id))?;
+            record_recipients(tx, &issue, &now)?;
             tx.execute(
                 "UPDATE issues SET recipients_at = ?2 WHERE id = ?1",
                 (issue_id, &now),
@@ -70,6 +68,31 @@ pub fn prepare(conn: &mut Connection, issue_id: i64) -> DomainResult<Option<Send
             issue,
         }))
     })
+}
+
+/// One delivery per active subscriber of the issue's audience (`domain::audience`): any of
+/// its tags (no tags: everyone), none of its excluded tags. Runs once, in the transaction
+/// that marks the recipients recorded, so a resumed send never widens or narrows it.
+fn record_recipients(conn: &Connection, issue: &Issue, now: &Timestamp) -> DomainResult<()> {
+    const EVERYONE: &str = "INSERT OR IGNORE INTO deliveries (issue_id, subscriber_id, email, created_at)
+         SELECT ?1, id, email, ?2 FROM subscribers WHERE newsletter_id = ?3 AND status = 'active' ORDER BY id";
+    const AUDIENCE: &str = "INSERT OR IGNORE INTO deliveries (issue_id, subscriber_id, email, created_at)
+         SELECT ?1, s.id, s.email, ?2 FROM subscribers s WHERE s.newsletter_id = ?3 AND s.status = 'active'
+           AND (?4 = '[]' OR EXISTS (SELECT 1 FROM subscriber_tags t
+                WHERE t.subscriber_id = s.id AND +t.tag IN (SELECT value FROM json_each(?4))))
+           AND NOT EXISTS (SELECT 1 FROM subscriber_tags x
+                WHERE x.subscriber_id = s.id AND +x.tag IN (SELECT value FROM json_each(?5)))
+         ORDER BY s.id";
+    if issue.audience.is_everyone() {
+        conn.execute(EVERYONE, (issue.id, now, issue.newsletter_id))?;
+    } else {
+        let (tags, exclude_tags) = super::audience::stored_json(conn, issue.id)?;
+        conn.execute(
+            AUDIENCE,
+            (issue.id, now, issue.newsletter_id, tags, exclude_tags),
+        )?;
+    }
+    Ok(())
 }
 
 fn issue_recipients_pending(conn: &Connection, issue_id: i64) -> DomainResult<bool> {

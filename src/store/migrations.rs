@@ -72,6 +72,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../../migrations/0017_publish_on_send.sql"),
     ),
     (
+        "0018_issue_audience",
+        include_str!("../../migrations/0018_issue_audience.sql"),
+    ),
+    (
         "0019_time_zones",
         include_str!("../../migrations/0019_time_zones.sql"),
     ),

@@ -12,11 +12,12 @@ use super::form::for_people;
 use super::pages::show_response;
 use super::test_send::{self, AskedFrom};
 use super::{Posted, issue_url, list_url, posted, problems, render, typed_time, viewed};
+use crate::domain::audience::{self, Audience, AudienceInput};
 use crate::domain::issues::{self, Issue, IssueInput, Status};
 use crate::domain::newsletters::Newsletter;
 use crate::domain::sender_domains::SenderDomain;
 use crate::domain::urls::SiteUrls;
-use crate::domain::{DomainResult, FieldErrors, sending};
+use crate::domain::{DomainResult, FieldErrors, sending, subscribers};
 use crate::http::plural::{count, noun};
 use crate::web::layout::{Section, csrf_field, errors, newsletter_page};
 use crate::web::time_zones::friendly;
@@ -72,7 +73,8 @@ pub async fn approve(
 }
 
 /// `POST .../schedule` with `scheduled_for` (datetime-local, on the account's clocks; empty
-/// takes the next slot).
+/// takes the next slot) and, when the newsletter has tags, the audience the scheduled send
+/// goes to.
 #[handler]
 pub async fn schedule(
     req: &Request,
@@ -81,10 +83,11 @@ pub async fn schedule(
     Data(state): Data<&State>,
 ) -> WebResult {
     let p = posted(req, state, &id, &issue_id, FormData::read(body).await?).await?;
-    let (at, then, zone) = (
+    let (at, then, zone, audience) = (
         p.form.get("scheduled_for").trim().to_string(),
         issue_url(p.n.id, p.issue.id),
         p.ctx.zone(),
+        chosen_audience(&p.form),
     );
     act(req, state, p, then, move |conn, nid, iid| {
         let input = IssueInput {
@@ -93,6 +96,7 @@ pub async fn schedule(
                 "" => None,
                 typed => Some(typed_time(typed, &zone)?),
             }),
+            audience,
             ..Default::default()
         };
         let issue = issues::update(conn, nid, iid, &issues::check_changes(&input)?)?;
@@ -162,16 +166,59 @@ fn publishing_note(n: &Newsletter, issue: &Issue, urls: &SiteUrls) -> Markup {
     }
 }
 
+/// The audience the send page works with: the tags to choose from (with how many
+/// subscribers carry each) and the chosen lists.
+struct AudienceChoice {
+    tags: Vec<(String, i64)>,
+    chosen: Audience,
+}
+
+/// The audience a send-page form names: `audience=chosen` marks a form that chose one
+/// (`tags`, `exclude_tags`, none checked: everyone); without it, the issue's recorded one.
+pub(super) fn chosen_audience(form: &FormData) -> Option<AudienceInput> {
+    (form.get("audience") == "chosen").then(|| AudienceInput {
+        tags: form.all("tags"),
+        exclude_tags: form.all("exclude_tags"),
+    })
+}
+
+/// The tag checkboxes of both lists (`tags`, `exclude_tags`), `chosen` checked, after the
+/// marker that the form chooses an audience.
+pub(super) fn audience_boxes(tags: &[(String, i64)], chosen: &Audience) -> Markup {
+    html! {
+        input type="hidden" name="audience" value="chosen";
+        (tag_boxes("tags", "Send to", tags, &chosen.tags))
+        (tag_boxes("exclude_tags", "Leave out", tags, &chosen.exclude_tags))
+    }
+}
+
+/// The tag checkboxes of one list (`tags` or `exclude_tags`).
+fn tag_boxes(name: &str, legend: &str, tags: &[(String, i64)], chosen: &[String]) -> Markup {
+    html! {
+        fieldset.tags {
+            legend { (legend) }
+            @for (tag, count) in tags {
+                label.check {
+                    input type="checkbox" name=(name) value=(tag) checked[chosen.contains(tag)];
+                    (tag) " " span.muted { "(" (count) ")" }
+                }
+            }
+        }
+    }
+}
+
 fn send_page(
     ctx: &Ctx,
     n: &Newsletter,
     issue: &Issue,
     sender: Option<&SenderDomain>,
+    choice: &AudienceChoice,
     verdict: &Result<i64, FieldErrors>,
     tier_next_steps: Markup,
     urls: &SiteUrls,
 ) -> Markup {
     let base = issue_url(n.id, issue.id);
+    let chosen = &choice.chosen;
     newsletter_page(
         ctx,
         n,
@@ -181,16 +228,30 @@ fn send_page(
             p { a href=(base) { "← " (issue.subject) } }
             h1 { "Send “" (issue.subject) "” now?" }
             (sender_domain::warning(n, sender))
+            @if !choice.tags.is_empty() {
+                section.panel #audience {
+                    h2 { "Audience" }
+                    p.muted { "Send to subscribers having any of the checked tags (none checked: every active subscriber), leaving out those having any tag checked under “Leave out”. The number of subscribers having each tag is in brackets." }
+                    form.stack method="get" action={ (base) "/send" } {
+                        (audience_boxes(&choice.tags, chosen))
+                        button.secondary type="submit" { "Review" }
+                    }
+                }
+            }
             @match verdict {
                 Ok(recipients) => {
                     p #recipient-count {
                         "It goes out at once to " strong data-recipients=(recipients) { (recipients) }
                         " " (noun(*recipients, "active subscriber", "active subscribers"))
+                        @if !chosen.is_everyone() { " (" span #audience-description { (chosen.describe()) } ")" }
                         ". This cannot be undone."
                     }
                     (publishing_note(n, issue, urls))
                     form.inline method="post" action={ (base) "/send" } {
                         (csrf_field(ctx))
+                        input type="hidden" name="audience" value="chosen";
+                        @for tag in &chosen.tags { input type="hidden" name="tags" value=(tag); }
+                        @for tag in &chosen.exclude_tags { input type="hidden" name="exclude_tags" value=(tag); }
                         button type="submit" { "Send to " (count(*recipients, "subscriber", "subscribers")) }
                     }
                     " "
@@ -207,25 +268,43 @@ fn send_page(
     )
 }
 
-/// What send_now would answer, as the confirmation page shows it.
+/// What send_now would answer for the audience `given` (the issue's recorded one when
+/// `None`), as the confirmation page shows it, with the tags to choose from.
 async fn verdict(
     state: &State,
     n: &Newsletter,
     issue: &Issue,
-) -> Result<Result<i64, FieldErrors>, crate::web::WebError> {
-    let (n2, issue2) = (n.clone(), issue.clone());
-    match state
+    given: Option<AudienceInput>,
+) -> Result<(AudienceChoice, Result<i64, FieldErrors>), crate::web::WebError> {
+    let (n2, mut issue2) = (n.clone(), issue.clone());
+    let (tags, chosen, verdict) = state
         .db
-        .run(move |conn| issues::sendable(conn, &n2, &issue2))
-        .await
-    {
-        Ok(recipients) => Ok(Ok(recipients)),
-        Err(e) => Ok(Err(problems(e)?)),
-    }
+        .run(move |conn| {
+            let tags = subscribers::tag_counts(conn, n2.id)?;
+            let checked = match &given {
+                Some(input) => audience::check(conn, n2.id, input, ""),
+                None => Ok(issue2.audience.clone()),
+            };
+            let (chosen, verdict) = match checked {
+                Ok(chosen) => {
+                    issue2.audience = chosen.clone();
+                    (chosen, issues::sendable(conn, &n2, &issue2))
+                }
+                Err(e) => (issue2.audience.clone(), Err(e)),
+            };
+            Ok::<_, crate::domain::DomainError>((tags, chosen, verdict))
+        })
+        .await?;
+    let verdict = match verdict {
+        Ok(recipients) => Ok(recipients),
+        Err(e) => Err(problems(e)?),
+    };
+    Ok((AudienceChoice { tags, chosen }, verdict))
 }
 
-/// `GET .../send`: the confirmation, with the recipient count (the active subscribers), or
-/// why the issue cannot be sent now.
+/// `GET .../send`: the confirmation, with the audience's tag choices and the exact recipient
+/// count for the chosen audience (the query of the "Review" button), or why the issue cannot
+/// be sent now.
 #[handler]
 pub async fn send_confirm(
     req: &Request,
@@ -233,7 +312,8 @@ pub async fn send_confirm(
     Data(state): Data<&State>,
 ) -> WebResult {
     let (ctx, n, issue) = viewed(req, state, &id, &issue_id).await?;
-    let verdict = verdict(state, &n, &issue).await?;
+    let query = FormData::parse(req.uri().query().unwrap_or_default().as_bytes());
+    let (choice, verdict) = verdict(state, &n, &issue, chosen_audience(&query)).await?;
     let sender = sender_domain::load(state, &n).await?;
     let next = operator::tier_next_steps(state, &ctx, &n, req.uri().path()).await?;
     render(
@@ -243,6 +323,7 @@ pub async fn send_confirm(
             &n,
             &issue,
             sender.as_ref(),
+            &choice,
             &verdict,
             next,
             &state.urls,
@@ -250,7 +331,8 @@ pub async fn send_confirm(
     )
 }
 
-/// `POST .../send`: queues the send; the issue page then follows its progress.
+/// `POST .../send`: queues the send to the audience the page chose; the issue page then
+/// follows its progress.
 #[handler]
 pub async fn send_now(
     req: &Request,
@@ -260,9 +342,11 @@ pub async fn send_now(
 ) -> WebResult {
     let p = posted(req, state, &id, &issue_id, FormData::read(body).await?).await?;
     let (nid, iid) = (p.n.id, p.issue.id);
+    let given = chosen_audience(&p.form);
+    let sent_to = given.clone();
     match state
         .db
-        .run(move |conn| issues::send_now(conn, nid, iid))
+        .run(move |conn| issues::send_now(conn, nid, iid, sent_to.as_ref()))
         .await
     {
         Ok(queued) => {
@@ -276,7 +360,8 @@ pub async fn send_now(
             see_other(&issue_url(nid, iid))
         }
         Err(e) => {
-            let verdict = Err(problems(e)?);
+            let found = problems(e)?;
+            let (choice, _) = verdict(state, &p.n, &p.issue, given).await?;
             let sender = sender_domain::load(state, &p.n).await?;
             let next = operator::tier_next_steps(state, &p.ctx, &p.n, req.uri().path()).await?;
             render(
@@ -286,7 +371,8 @@ pub async fn send_now(
                     &p.n,
                     &p.issue,
                     sender.as_ref(),
-                    &verdict,
+                    &choice,
+                    &Err(found),
                     next,
                     &state.urls,
                 ),

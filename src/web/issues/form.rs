@@ -174,6 +174,7 @@ impl IssueForm {
                     })
                     .collect(),
             ),
+            audience: None,
         })
     }
 }

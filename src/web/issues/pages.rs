@@ -6,6 +6,7 @@ use poem::web::{Data, Path, Query};
 use poem::{Request, handler, http::StatusCode};
 use serde::Deserialize;
 
+use super::actions::audience_boxes;
 use super::{issue_url, list_url, render, viewed};
 use crate::clock::{self, Timestamp};
 use crate::domain::content;
@@ -13,6 +14,7 @@ use crate::domain::issues::{self, Issue, Status};
 use crate::domain::newsletters::Newsletter;
 use crate::domain::pagination::Page;
 use crate::domain::sending::{self, Report};
+use crate::domain::subscribers;
 use crate::domain::time_zones::{TimeZoneName, local_input};
 use crate::domain::tracking::Links;
 use crate::domain::{DomainError, FieldErrors};
@@ -147,6 +149,9 @@ struct IssueView {
     report: Option<Report>,
     /// The schedule form's default: the issue's own time when scheduled, else the next slot.
     schedule_default: String,
+    /// The newsletter's tags and their subscribers, for the schedule form's audience (editable
+    /// issues only).
+    tags: Vec<(String, i64)>,
 }
 
 async fn load_view(
@@ -175,10 +180,20 @@ async fn load_view(
             .map(|slot| local_input(Timestamp::from(slot), zone))
             .unwrap_or_default(),
     };
+    let tags = if issue.status.is_editable() {
+        let nid = n.id;
+        state
+            .db
+            .run(move |conn| subscribers::tag_counts(conn, nid))
+            .await?
+    } else {
+        Vec::new()
+    };
     Ok(IssueView {
         issue,
         report,
         schedule_default,
+        tags,
     })
 }
 
@@ -271,6 +286,13 @@ fn show_page(
                 @if let Some(at) = &issue.scheduled_for { dt { "Send time" } dd { (shown(*at, &zone)) } }
                 @if let Some(at) = &issue.sent_at { dt { "Sent" } dd { (shown(*at, &zone)) } }
                 dt { "Articles" } dd { (issue.articles_count) }
+                dt { "Audience" }
+                dd #issue-audience {
+                    (issue.audience.describe())
+                    @if let Some(recipients) = issue.recipients {
+                        " · " (recipients) @if recipients == 1 { " recipient" } @else { " recipients" }
+                    }
+                }
                 dt { "Web page" }
                 dd {
                     @if let Some(url) = &web_url { a #web-url href=(url) { (url) } " (published " @if let Some(at) = issue.published_at { (shown(at, &zone)) } ")" }
@@ -308,6 +330,7 @@ fn show_page(
                     form.schedule method="post" action={ (base) "/schedule" } {
                         (csrf_field(ctx))
                         label { "Send at (" (zone) ")" input type="datetime-local" name="scheduled_for" value=(view.schedule_default); }
+                        @if !view.tags.is_empty() { (audience_boxes(&view.tags, &issue.audience)) }
                         button type="submit" { "Schedule" }
                     }
                     p.muted {
