@@ -9,6 +9,7 @@ use super::{ApiError, ApiKeyAuth, Principal, State};
 use crate::domain::DomainResult;
 use crate::domain::newsletters::{self, Newsletter};
 use crate::domain::sender_domains::{self, SenderDomain};
+use crate::domain::site_theme::{AccentColor, ThemeChanges};
 use crate::domain::stats;
 use crate::domain::urls::SiteUrls;
 use crate::domain::welcome::WelcomeChanges;
@@ -79,6 +80,12 @@ pub struct NewsletterObject {
     pub welcome_subject: String,
     /// The welcome e-mail's Markdown body as sent (the default until one is set).
     pub welcome_body: String,
+    /// The public site's accent colour, `#rrggbb`; null for the default blue.
+    #[oai(nullable)]
+    pub accent_color: Option<String>,
+    /// The public site's logo, an `https://` image URL; null for none.
+    #[oai(nullable)]
+    pub logo_url: Option<String>,
     pub created_at: String,
     pub updated_at: String,
     pub urls: NewsletterUrls,
@@ -110,6 +117,8 @@ impl NewsletterObject {
             welcome_enabled: n.welcome.enabled,
             welcome_subject: n.welcome.subject_or_default(&n.name),
             welcome_body: n.welcome.body_or_default(&n.name),
+            accent_color: n.theme.accent_color.map(AccentColor::hex),
+            logo_url: n.theme.logo_url.clone(),
             created_at: n.created_at.to_string(),
             updated_at: n.updated_at.to_string(),
             urls: NewsletterUrls {
@@ -146,6 +155,11 @@ pub struct NewsletterPatch {
     pub welcome_subject: Option<Text>,
     /// Markdown, at most 10,000 characters; `""` goes back to the default.
     pub welcome_body: Option<Text>,
+    /// `#rrggbb`; buttons get black or white text, whichever stays readable. `""` goes back
+    /// to the default.
+    pub accent_color: Option<Text>,
+    /// An `https://` image URL, at most 500 characters; `""` removes the logo.
+    pub logo_url: Option<Text>,
 }
 
 #[derive(Debug, Object)]
@@ -299,7 +313,7 @@ impl NewsletterApi {
         ))
     }
 
-    /// Changes the name, tagline, sender or welcome e-mail; answers like `GET /newsletter`.
+    /// Changes the name, tagline, sender, welcome e-mail or the site's accent colour and logo; answers like `GET /newsletter`.
     #[oai(
         path = "/newsletter",
         method = "patch",
@@ -323,6 +337,10 @@ impl NewsletterApi {
                 enabled: patch.welcome_enabled,
                 subject: patch.welcome_subject.map(String::from),
                 body: patch.welcome_body.map(String::from),
+            },
+            theme: ThemeChanges {
+                accent_color: patch.accent_color.map(String::from),
+                logo_url: patch.logo_url.map(String::from),
             },
         };
         // The welcome body renders before a connection is taken.

@@ -4,6 +4,7 @@
 use rusqlite::{Connection, OptionalExtension, Row};
 
 use super::email::EmailAddress;
+use super::site_theme::{self, AccentColor, CheckedTheme, SiteTheme, ThemeChanges};
 use super::urls::SiteUrls;
 use super::welcome::{self, CheckedWelcome, Welcome, WelcomeChanges};
 use super::{DomainError, DomainResult, FieldErrors, clean_line, clean_text};
@@ -103,6 +104,8 @@ pub struct Newsletter {
     pub custom_domain: Option<String>,
     /// The welcome e-mail readers get after confirming (`domain/welcome.rs`).
     pub welcome: Welcome,
+    /// Accent colour and logo of the public site (`domain/site_theme.rs`).
+    pub theme: SiteTheme,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -167,7 +170,8 @@ macro_rules! select_newsletter {
             "SELECT id, owner_id, name, tagline, keywords, sender_name, sender_email, subdomain, status, tier, ",
             "frequency, target_audience, content_tone, newsletter_length, live_at, tracking_enabled, created_at, updated_at, ",
             "(SELECT domain FROM custom_domains WHERE custom_domains.newsletter_id = newsletters.id AND custom_domains.status = 'active'), ",
-            "welcome_enabled, welcome_subject, welcome_body ",
+            "welcome_enabled, welcome_subject, welcome_body, ",
+            "accent_color, logo_url ",
             "FROM newsletters ", $($tail),+
         )
     };
@@ -198,6 +202,13 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Newsletter> {
             enabled: row.get(19)?,
             subject: row.get(20)?,
             body: row.get(21)?,
+        },
+        theme: SiteTheme {
+            accent_color: row
+                .get::<_, Option<String>>(22)?
+                .as_deref()
+                .and_then(AccentColor::parse),
+            logo_url: row.get(23)?,
         },
     })
 }
@@ -456,6 +467,7 @@ pub struct Details {
     pub sender_name: Option<String>,
     pub sender_email: Option<String>,
     pub welcome: WelcomeChanges,
+    pub theme: ThemeChanges,
 }
 
 /// [`Details`] checked, the welcome body rendered: what [`apply_details`] writes.
@@ -466,6 +478,7 @@ pub struct CheckedDetails {
     sender_name: Option<String>,
     sender_email: Option<String>,
     welcome: CheckedWelcome,
+    theme: CheckedTheme,
 }
 
 /// Checks and applies `changes` ([`check_details`] then [`apply_details`]).
@@ -505,6 +518,7 @@ pub fn check_details(changes: &Details) -> DomainResult<CheckedDetails> {
         },
     };
     let welcome = welcome::check(&changes.welcome, &mut errors)?;
+    let theme = site_theme::check(&changes.theme, &mut errors);
     errors.into_result()?;
     Ok(CheckedDetails {
         name,
@@ -512,6 +526,7 @@ pub fn check_details(changes: &Details) -> DomainResult<CheckedDetails> {
         sender_name,
         sender_email,
         welcome,
+        theme,
     })
 }
 
@@ -527,18 +542,20 @@ pub fn apply_details(
         sender_name,
         sender_email,
         welcome,
+        theme,
     } = checked.clone();
     write_tx(conn, |tx| {
         let current = get(tx, id)?;
         current.ensure_writable()?;
-        let welcome_changed = welcome::apply(tx, id, &welcome)?;
+        let welcome_or_theme_changed =
+            welcome::apply(tx, id, &welcome)? | site_theme::apply(tx, id, &current.theme, &theme)?;
         let next = (
             name.unwrap_or_else(|| current.name.clone()),
             tagline.unwrap_or_else(|| current.tagline.clone()),
             sender_name.unwrap_or_else(|| current.sender_name.clone()),
             sender_email.unwrap_or_else(|| current.sender_email.clone()),
         );
-        if !welcome_changed
+        if !welcome_or_theme_changed
             && next
                 == (
                     current.name.clone(),
@@ -769,6 +786,7 @@ mod tests {
                 sender_name: Some("Ed\u{0}".into()),
                 sender_email: None,
                 welcome: WelcomeChanges::default(),
+                theme: ThemeChanges::default(),
             },
         ));
         for field in ["name", "tagline", "sender_name"] {

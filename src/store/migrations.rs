@@ -63,6 +63,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0015_welcome",
         include_str!("../../migrations/0015_welcome.sql"),
     ),
+    (
+        "0020_site_theme",
+        include_str!("../../migrations/0020_site_theme.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.

@@ -1,7 +1,7 @@
 //! The settings page of the dashboard: details (as the API's `PATCH /newsletter`), publishing
-//! rhythm, audience and voice, tracking, the welcome e-mail, the plan with an upgrade
-//! request, pause / resume / cancel behind a confirmation page, and where bounces come back
-//! (read-only). Each form posts to its own URL; bad input shows the page
+//! rhythm, audience and voice, tracking, the welcome e-mail, the public site's look, the plan
+//! with an upgrade request, pause / resume / cancel behind a confirmation page, and where
+//! bounces come back (read-only). Each form posts to its own URL; bad input shows the page
 //! again (422) with the messages beside that form and changes nothing. A cancelled newsletter
 //! is read-only: the page shows the values without forms and every post is refused (403).
 
@@ -17,6 +17,7 @@ use crate::domain::newsletters::{
     self, ContentTone, Details, Frequency, Newsletter, NewsletterLength, Preferences, Status, Tier,
 };
 use crate::domain::sender_domains::SenderDomain;
+use crate::domain::site_theme::{self, ThemeChanges};
 use crate::domain::verp::{self, BounceSetup};
 use crate::domain::welcome::{self, WelcomeChanges};
 use crate::domain::{DomainResult, FieldErrors};
@@ -29,6 +30,7 @@ enum Part {
     Preferences,
     Tracking,
     Welcome,
+    Theme,
     Plan,
     Status,
 }
@@ -41,6 +43,7 @@ impl Part {
             Part::Preferences => "preferences",
             Part::Tracking => "tracking",
             Part::Welcome => "welcome",
+            Part::Theme => "theme",
             Part::Plan => "plan",
             Part::Status => "status",
         }
@@ -77,6 +80,40 @@ impl DetailsForm {
             sender_name: changed(&self.sender_name, &n.sender_name),
             sender_email: changed(&self.sender_email, &n.sender_email),
             welcome: WelcomeChanges::default(),
+            theme: ThemeChanges::default(),
+        }
+    }
+}
+
+/// The public site's look as typed: an empty field is the default.
+#[derive(Debug, Clone, Default)]
+struct ThemeForm {
+    accent_color: String,
+    logo_url: String,
+}
+
+impl ThemeForm {
+    fn read(form: &FormData) -> Self {
+        ThemeForm {
+            accent_color: form.get("theme[accent_color]").to_string(),
+            logo_url: form.get("theme[logo_url]").to_string(),
+        }
+    }
+
+    fn stored(n: &Newsletter) -> Self {
+        ThemeForm {
+            accent_color: n.theme.accent_color.map(|c| c.hex()).unwrap_or_default(),
+            logo_url: n.theme.logo_url.clone().unwrap_or_default(),
+        }
+    }
+
+    fn changes(&self) -> Details {
+        Details {
+            theme: ThemeChanges {
+                accent_color: Some(self.accent_color.clone()),
+                logo_url: Some(self.logo_url.clone()),
+            },
+            ..Details::default()
         }
     }
 }
@@ -126,6 +163,7 @@ struct Entered {
     preferences: Preferences,
     tracking: String,
     welcome: WelcomeForm,
+    theme: ThemeForm,
 }
 
 impl Entered {
@@ -144,6 +182,7 @@ impl Entered {
             preferences: current_preferences(n),
             tracking: if n.tracking_enabled { "on" } else { "off" }.to_string(),
             welcome: WelcomeForm::stored(n),
+            theme: ThemeForm::stored(n),
         }
     }
 }
@@ -271,6 +310,21 @@ fn settings_page(
                     label {
                         "Text, in Markdown (up to " (welcome::BODY_MAX) " characters)"
                         textarea name="welcome[body]" rows="8" maxlength=(welcome::BODY_MAX) placeholder=(welcome::default_body(&n.name)) { (entered.welcome.body) }
+                    }
+                }))
+            }
+            section.panel #theme {
+                h2 { "Look of the public site" }
+                p.muted { "The accent colours the site's buttons and, where it is readable on the page, its links; button text turns black or white to stay readable. The logo shows beside the name and in link previews. Leave a field empty for the default." }
+                (problems(Part::Theme))
+                (settings_form(ctx, writable, &format!("{base}/theme"), "Save the look", html! {
+                    label {
+                        "Accent colour (#rrggbb)"
+                        input type="text" name="theme[accent_color]" value=(entered.theme.accent_color) placeholder="#1d4ed8" pattern="#[0-9a-fA-F]{6}" maxlength="7" autocomplete="off";
+                    }
+                    label {
+                        "Logo URL (https://, up to " (site_theme::LOGO_URL_MAX) " characters)"
+                        input type="url" name="theme[logo_url]" value=(entered.theme.logo_url) placeholder="https://example.com/logo.png" maxlength=(site_theme::LOGO_URL_MAX) autocomplete="off";
                     }
                 }))
             }
@@ -568,6 +622,29 @@ pub async fn update_welcome(
     };
     post.answer(result, Part::Welcome, |e| e.welcome = typed, notice)
         .await
+}
+
+#[handler]
+pub async fn update_theme(
+    req: &Request,
+    Path(id): Path<String>,
+    body: Body,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let post = Post::load(req, state, &id, body).await?;
+    let typed = ThemeForm::read(&post.form);
+    let (nid, changes) = (post.n.id, typed.changes());
+    let result = state
+        .db
+        .run(move |conn| newsletters::update_details(conn, nid, &changes))
+        .await;
+    post.answer(
+        result,
+        Part::Theme,
+        |e| e.theme = typed,
+        "The look of the public site is saved.",
+    )
+    .await
 }
 
 #[handler]
