@@ -150,15 +150,26 @@ fn stylesheets(styles: Styles, theme: &SiteTheme) -> Markup {
 /// A small, self-contained page with the site's look but no newsletter's frame: the
 /// answers that are not a newsletter's pages (errors, unsubscribe).
 pub fn page(title: &str, body: Markup) -> Markup {
+    document(
+        title,
+        title,
+        stylesheets(Styles::Linked, &SiteTheme::default()),
+        html! { main.wrap { (body) } },
+    )
+}
+
+/// An English HTML document: the common start of the head with `description`, the rest of
+/// the head, and the body.
+fn document(title: &str, description: &str, head: Markup, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
             head {
                 (head_start(title))
-                meta name="description" content=(title);
-                (stylesheets(Styles::Linked, &SiteTheme::default()))
+                meta name="description" content=(description);
+                (head)
             }
-            body { main.wrap { (body) } }
+            body { (body) }
         }
     }
 }
@@ -190,50 +201,42 @@ pub fn site_page(
     } else {
         meta.description.clone()
     };
-    html! {
-        (DOCTYPE)
-        html lang="en" {
-            head {
-                (head_start(title))
-                meta name="description" content=(description);
-                link rel="canonical" href=(meta.canonical);
-                link rel="alternate" type="application/atom+xml" title=(meta.site_name) href=(meta.feed);
-                meta property="og:title" content=(title);
-                meta property="og:type" content=(meta.og_type);
-                meta property="og:url" content=(meta.canonical);
-                meta property="og:site_name" content=(meta.site_name);
-                meta property="og:description" content=(description);
-                @if let Some(image) = meta.image { meta property="og:image" content=(image); }
-                meta name="twitter:card" content="summary";
-                (stylesheets(styles, &n.theme))
-            }
-            body {
-                header.site {
-                    div.wrap {
-                        @if let Some(logo) = &n.theme.logo_url {
-                            img.logo src=(logo) alt="" height="48";
-                        }
-                        div {
-                            @match place {
-                                Place::Home => h1 { (n.name) },
-                                Place::Inner => p.name { a href="/" { (n.name) } },
-                            }
-                            @if !n.tagline.is_empty() { p.tagline { (n.tagline) } }
-                        }
+    let head = html! {
+        link rel="canonical" href=(meta.canonical);
+        link rel="alternate" type="application/atom+xml" title=(meta.site_name) href=(meta.feed);
+        meta property="og:title" content=(title);
+        meta property="og:type" content=(meta.og_type);
+        meta property="og:url" content=(meta.canonical);
+        meta property="og:site_name" content=(meta.site_name);
+        meta property="og:description" content=(description);
+        @if let Some(image) = meta.image { meta property="og:image" content=(image); }
+        meta name="twitter:card" content="summary";
+        (stylesheets(styles, &n.theme))
+    };
+    let body = html! {
+        header.site {
+            div.wrap {
+                @if let Some(logo) = &n.theme.logo_url { img.logo src=(logo) alt="" height="48"; }
+                div {
+                    @match place {
+                        Place::Home => h1 { (n.name) },
+                        Place::Inner => p.name { a href="/" { (n.name) } },
                     }
-                }
-                main.wrap { (body) }
-                footer.site {
-                    div.wrap {
-                        a href="/subscribe" { "Subscribe" }
-                        a href="/archive" { "Archive" }
-                        a href="/feed.xml" { "Feed" }
-                        span { "© " (n.name) }
-                    }
+                    @if !n.tagline.is_empty() { p.tagline { (n.tagline) } }
                 }
             }
         }
-    }
+        main.wrap { (body) }
+        footer.site {
+            div.wrap {
+                a href="/subscribe" { "Subscribe" }
+                a href="/archive" { "Archive" }
+                a href="/feed.xml" { "Feed" }
+                span { "© " (n.name) }
+            }
+        }
+    };
+    document(title, &description, head, body)
 }
 
 /// What the head of every page (public site and dashboard) starts with: the character set,
@@ -262,6 +265,16 @@ pub fn no_favicon() -> Response {
         .status(StatusCode::NO_CONTENT)
         .header("Cache-Control", "public, max-age=86400")
         .finish()
+}
+
+/// Crawlers may read every page of a site (`/robots.txt`; without it they would read the
+/// 404 page as one).
+#[poem::handler]
+pub fn robots() -> Response {
+    Response::builder()
+        .content_type("text/plain; charset=utf-8")
+        .header("Cache-Control", "public, max-age=86400")
+        .body("User-agent: *\nAllow: /\n")
 }
 
 /// The day (UTC) of an instant, for people: `2026-11-22`.

@@ -466,6 +466,23 @@ impl<'a> Post<'a> {
 
     /// Back to the section with a notice, or the page again (422) with the messages beside
     /// the form that failed and what was typed in it.
+    /// Saves `changes` with the rules of `PATCH /newsletter` and answers for `part`.
+    async fn save_details(
+        &self,
+        changes: Details,
+        part: Part,
+        keep_typed: impl FnOnce(&mut Entered),
+        notice: &str,
+    ) -> WebResult {
+        let nid = self.n.id;
+        let result = self
+            .state
+            .db
+            .run(move |conn| newsletters::update_details(conn, nid, &changes))
+            .await;
+        self.answer(result, part, keep_typed, notice).await
+    }
+
     async fn answer(
         &self,
         result: DomainResult<Newsletter>,
@@ -509,18 +526,10 @@ pub async fn update_details(
 ) -> WebResult {
     let post = Post::load(req, state, &id, body).await?;
     let typed = DetailsForm::read(&post.form);
-    let (nid, changes) = (post.n.id, typed.changes_from(&post.n));
-    let result = state
-        .db
-        .run(move |conn| newsletters::update_details(conn, nid, &changes))
-        .await;
-    post.answer(
-        result,
-        Part::Details,
-        |e| e.details = typed,
-        "The details are saved.",
-    )
-    .await
+    let changes = typed.changes_from(&post.n);
+    let keep = |e: &mut Entered| e.details = typed;
+    post.save_details(changes, Part::Details, keep, "The details are saved.")
+        .await
 }
 
 #[handler]
@@ -633,18 +642,10 @@ pub async fn update_theme(
 ) -> WebResult {
     let post = Post::load(req, state, &id, body).await?;
     let typed = ThemeForm::read(&post.form);
-    let (nid, changes) = (post.n.id, typed.changes());
-    let result = state
-        .db
-        .run(move |conn| newsletters::update_details(conn, nid, &changes))
-        .await;
-    post.answer(
-        result,
-        Part::Theme,
-        |e| e.theme = typed,
-        "The look of the public site is saved.",
-    )
-    .await
+    let changes = typed.changes();
+    let keep = |e: &mut Entered| e.theme = typed;
+    let notice = "The look of the public site is saved.";
+    post.save_details(changes, Part::Theme, keep, notice).await
 }
 
 #[handler]

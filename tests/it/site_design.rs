@@ -99,6 +99,11 @@ fn site_pages_share_a_frame_a_cached_stylesheet_and_descriptions_from_the_text()
     site.get("/assets/theme-red.css").expect(404);
     site.get("/assets/theme-FFFFFF.css").expect(404);
 
+    // Crawlers get a robots.txt, not the 404 page.
+    let robots = site.get("/robots.txt");
+    robots.expect(200);
+    assert!(robots.body.starts_with("User-agent: *"), "{}", robots.body);
+
     // The dashboard's stylesheet is versioned too, and its pages have a description.
     let signup = app.client().get("/signup");
     assert!(signup.body.contains("name=\"description\""));
