@@ -15,6 +15,8 @@
 #   --binary FILE     install this binary instead of building one
 #   --destdir DIR     stage every file under DIR (packaging; no users, no systemctl)
 #   --no-build        do not build; use target/release/broadsheet (or --binary)
+#   --backup-keep N   daily backups kept in DATA_DIR/backups            [14]
+#   --no-backups      do not install the daily backup timer
 #   --no-start        install but do not enable or start the service
 #   --dry-run         print the steps without running them
 #   -h, --help        this text
@@ -31,6 +33,8 @@ destdir=""
 build=1
 start=1
 dry_run=0
+backup_keep=14
+backups=1
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 
@@ -45,12 +49,18 @@ while [ $# -gt 0 ]; do
     --binary) binary=${2:?--binary needs a file}; build=0; shift 2 ;;
     --destdir) destdir=${2:?--destdir needs a directory}; start=0; shift 2 ;;
     --no-build) build=0; shift ;;
+    --backup-keep) backup_keep=${2:?--backup-keep needs a number}; shift 2 ;;
+    --no-backups) backups=0; shift ;;
     --no-start) start=0; shift ;;
     --dry-run) dry_run=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "install.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
+
+case "$backup_keep" in
+  ''|*[!0-9]*|0) echo "install.sh: --backup-keep needs a whole number of backups, 1 or more" >&2; exit 2 ;;
+esac
 
 cd "$(dirname "$0")"
 step=0
@@ -78,6 +88,9 @@ write_file() {
 bin_path="$destdir$prefix/bin/broadsheet"
 env_path="$destdir/etc/broadsheet/broadsheet.env"
 unit_path="$destdir/etc/systemd/system/broadsheet.service"
+backup_script="$prefix/lib/broadsheet/daily-backup"
+backup_unit_path="$destdir/etc/systemd/system/broadsheet-backup.service"
+backup_timer_path="$destdir/etc/systemd/system/broadsheet-backup.timer"
 
 echo "Installing Broadsheet: binary $prefix/bin/broadsheet, data $data_dir, user $user${destdir:+, staged under $destdir}"
 [ "$dry_run" = 1 ] && echo "(dry run: nothing is changed)"
@@ -150,10 +163,67 @@ ReadWritePaths=$data_dir
 WantedBy=multi-user.target
 UNIT
 
+if [ "$backups" = 1 ]; then
+  # The daily backup: a consistent copy taken while the service runs (one read snapshot), the
+  # newest N kept. The names sort by time, so "the newest" needs no clock arithmetic.
+  write_file "$destdir$backup_script" 0755 <<'SCRIPT'
+#!/bin/sh
+# Broadsheet's daily backup (installed by install.sh, run by broadsheet-backup.timer):
+#   daily-backup DIR KEEP
+# writes DIR/broadsheet-<UTC time>.db with `broadsheet backup` (the data directory comes from
+# BROADSHEET_DATA_DIR, as for the service) and then deletes all but the newest KEEP backups.
+set -eu
+dir=${1:?usage: daily-backup DIR KEEP}
+keep=${2:?usage: daily-backup DIR KEEP}
+broadsheet="$(dirname "$0")/../../bin/broadsheet"
+mkdir -p "$dir"
+"$broadsheet" backup "$dir/broadsheet-$(date -u +%Y%m%dT%H%M%SZ).db"
+# Only finished backups match: `backup` writes FILE.partial and renames it when the copy is whole.
+ls -1 "$dir" | grep -E '^broadsheet-[0-9]{8}T[0-9]{6}Z\.db$' | sort -r | tail -n +"$((keep + 1))" \
+  | while read -r old; do rm -f -- "$dir/$old"; echo "removed old backup $old"; done
+SCRIPT
+
+  write_file "$backup_unit_path" 0644 <<UNIT
+[Unit]
+Description=Broadsheet daily backup (keeps the newest $backup_keep in $data_dir/backups)
+
+[Service]
+Type=oneshot
+User=$user
+Group=$user
+EnvironmentFile=/etc/broadsheet/broadsheet.env
+ExecStart=$backup_script $data_dir/backups $backup_keep
+Nice=10
+IOSchedulingClass=idle
+NoNewPrivileges=true
+ProtectSystem=strict
+ProtectHome=true
+PrivateTmp=true
+ReadWritePaths=$data_dir
+UNIT
+
+  write_file "$backup_timer_path" 0644 <<UNIT
+[Unit]
+Description=Daily Broadsheet backup
+
+[Timer]
+OnCalendar=daily
+RandomizedDelaySec=1h
+# A machine that was off at the time takes the missed backup when it starts.
+Persistent=true
+
+[Install]
+WantedBy=timers.target
+UNIT
+fi
+
 if [ "$start" = 1 ]; then
   if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
     run systemctl daemon-reload
     run systemctl enable --now broadsheet.service
+    if [ "$backups" = 1 ]; then
+      run systemctl enable --now broadsheet-backup.timer
+    fi
     echo "Broadsheet is running: systemctl status broadsheet; logs: journalctl -u broadsheet"
   else
     echo "    systemd is not running here; start it by hand: $prefix/bin/broadsheet serve"

@@ -2,11 +2,11 @@
 
 use std::path::Path;
 
-use super::{Failure, PageProgress, usage};
+use super::{Failure, PageProgress, existing_database, usage};
 use crate::store;
 
 pub(super) fn run(data_dir: &Path, file: &Path) -> Result<(), Failure> {
-    let db = store::database_path(data_dir);
+    let db = existing_database(data_dir)?;
     if file.exists() {
         return Err(usage(format!(
             "{} already exists; choose a new file",

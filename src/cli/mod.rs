@@ -21,6 +21,7 @@ mod export;
 mod import;
 mod migrate;
 mod openapi;
+mod operator;
 mod render_markdown;
 mod restore;
 mod serve;
@@ -80,6 +81,20 @@ pub enum Command {
         /// The new tier.
         #[arg(value_enum)]
         tier: TierValue,
+    },
+    /// Make an account an operator of this installation (grant) or not (revoke).
+    #[command(
+        long_about = "Make an account an operator of this installation (grant) or not \
+        (revoke). The first account created on a fresh install is an operator already. \
+        Operators get the dashboard's operator page (/operator: every newsletter, its tier and \
+        status, the upgrade requests) and are mailed each upgrade request. Works while `serve` \
+        runs.\n\n\
+        Exit codes: 0 done (or nothing to change), 3 no account has the address, 1 any other \
+        failure."
+    )]
+    Operator {
+        #[command(subcommand)]
+        action: operator::OperatorAction,
     },
     /// Set a newsletter's status: active, paused (sending held) or cancelled (read-only).
     Status {
@@ -210,6 +225,9 @@ pub fn main() -> ExitCode {
     // mail-send and ureq must agree on one rustls crypto provider (stack notes, gotcha 1).
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve(_)) {
+        end_quietly_on_closed_pipe();
+    }
     let data_dir = cli.data_dir.as_path();
     let result = match cli.command {
         Command::Serve(args) => serve::run(data_dir, *args),
@@ -217,6 +235,7 @@ pub fn main() -> ExitCode {
         Command::Backup { file } => backup::run(data_dir, &file),
         Command::Restore { file } => restore::run(data_dir, &file),
         Command::Tier { subdomain, tier } => tier::run(data_dir, &subdomain, tier),
+        Command::Operator { action } => operator::run(data_dir, action),
         Command::Status { subdomain, status } => status::run(data_dir, &subdomain, status),
         Command::Tracking { subdomain, setting } => tracking::run(data_dir, &subdomain, setting),
         Command::Import { subdomain, csv } => import::run(data_dir, &subdomain, &csv),
@@ -251,6 +270,17 @@ pub fn main() -> ExitCode {
             eprintln!("broadsheet: {}", failure.message);
             ExitCode::from(failure.code)
         }
+    }
+}
+
+/// Lets a command writing to a closed pipe (`broadsheet openapi | head`, `export | head`) end
+/// quietly by SIGPIPE, as Unix tools do. Rust ignores SIGPIPE, which turns every later print
+/// into a panic; the server keeps ignoring it (a closed socket is an error it handles).
+fn end_quietly_on_closed_pipe() {
+    // SAFETY: called at start on the only thread, before anything writes to a pipe; SIG_DFL is
+    // a valid action for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 
@@ -339,10 +369,27 @@ fn usage(message: String) -> Failure {
 }
 
 /// Opens the database of `data_dir`, applying pending migrations.
-fn open_migrated(data_dir: &Path) -> Result<rusqlite::Connection, StoreError> {
-    let mut conn = store::open(&store::database_path(data_dir))?;
+/// The database of `data_dir`, migrated; "no database in DIR" (exit 3) when there is none, so
+/// a mistyped `--data-dir` is reported instead of answered from a new, empty database. Only
+/// `serve`, `migrate` and `restore` create one.
+fn open_migrated(data_dir: &Path) -> Result<rusqlite::Connection, Failure> {
+    let mut conn = store::open(&existing_database(data_dir)?)?;
     store::migrate(&mut conn)?;
     Ok(conn)
+}
+
+/// The path of `data_dir`'s database if it exists: the check every command that reads an
+/// existing database makes before touching the directory.
+fn existing_database(data_dir: &Path) -> Result<PathBuf, Failure> {
+    let db = store::database_path(data_dir);
+    if db.is_file() {
+        Ok(db)
+    } else {
+        Err(Failure {
+            code: EXIT_NOT_FOUND,
+            message: format!("no database in {}", data_dir.display()),
+        })
+    }
 }
 
 /// The newsletter with `subdomain`, or a not-found failure that names it.

@@ -132,7 +132,9 @@ fn check_new_password(errors: &mut FieldErrors, password: &str, confirmation: &s
     }
 }
 
-/// Creates an unconfirmed account and queues its confirmation mail. Only accounts created
+/// Creates an unconfirmed account and queues its confirmation mail. The first account of a
+/// fresh install is its operator (docs/operator.md), decided by the insert itself inside the
+/// write transaction, so two simultaneous sign-ups cannot both be first. Only accounts created
 /// count against `client` (its network address): past [`SIGN_UPS_PER_CLIENT_PER_HOUR`] it
 /// answers `RateLimited`.
 pub fn sign_up(
@@ -159,7 +161,9 @@ pub fn sign_up(
     let email = email.expect("validated above");
     let password_hash = hash_password(&form.password);
     write_tx(conn, |tx| {
-        const INSERT: &str = "INSERT INTO users (email, password_hash, created_at, updated_at) VALUES (?1, ?2, ?3, ?3)
+        const INSERT: &str =
+            "INSERT INTO users (email, password_hash, operator, created_at, updated_at)
+             VALUES (?1, ?2, NOT EXISTS (SELECT 1 FROM users), ?3, ?3)
              ON CONFLICT (email) DO NOTHING";
         rate_limit::hit(
             tx,

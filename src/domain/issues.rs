@@ -751,7 +751,7 @@ pub fn check_sendable(
     if newsletter.tier != newsletters::Tier::Paid {
         return Err(DomainError::rejected(
             ErrorCode::PaymentRequired,
-            "Sending e-mail needs the paid tier",
+            PAID_TIER_NEEDED,
         ));
     }
     if !issue.has_content() {
@@ -762,6 +762,9 @@ pub fn check_sendable(
     }
     Ok(recipients)
 }
+
+/// The refusal of a send for the tier; it says who can lift it (docs/operator.md).
+const PAID_TIER_NEEDED: &str = "Sending e-mail needs the paid tier: ask the operator of this Broadsheet installation (Settings, Plan: Request an upgrade)";
 
 /// What send_now would answer now, without sending: the recipient count, or why not (a
 /// cancelled newsletter first, then the checks of [`check_sendable`]).
@@ -816,7 +819,7 @@ pub fn resume(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainResul
         if newsletter.tier != newsletters::Tier::Paid {
             return Err(DomainError::rejected(
                 ErrorCode::PaymentRequired,
-                "Sending e-mail needs the paid tier",
+                PAID_TIER_NEEDED,
             ));
         }
         let recipients = super::sending::progress(tx, id)?.remaining;

@@ -15,6 +15,7 @@ pub mod import;
 pub mod issues;
 pub mod markdown_text;
 pub mod newsletters;
+pub mod operators;
 pub mod opt_in;
 pub mod pagination;
 pub mod rate_limit;

@@ -585,15 +585,24 @@ pub fn set_tier(conn: &mut Connection, subdomain: &str, tier: Tier) -> DomainRes
     })
 }
 
+/// Sets the tier; any tier but `pending` answers a waiting upgrade request, so its time goes.
 fn write_tier(conn: &Connection, id: i64, tier: Tier) -> DomainResult<Newsletter> {
-    const UPDATE: &str = "UPDATE newsletters SET tier = ?2, updated_at = ?3 WHERE id = ?1";
+    const UPDATE: &str = "UPDATE newsletters SET tier = ?2, updated_at = ?3,
+         upgrade_requested_at = CASE WHEN ?2 = 'pending' THEN upgrade_requested_at END WHERE id = ?1";
     conn.execute(UPDATE, (id, tier, Timestamp::now()))?;
     get(conn, id)
 }
 
-/// The owner's upgrade request from the dashboard: `free` becomes `pending`, and the operator
-/// confirms with `broadsheet tier <SUBDOMAIN> paid` (there is no payment integration).
-pub fn request_upgrade(conn: &mut Connection, owner_id: i64, id: i64) -> DomainResult<Newsletter> {
+/// The owner's upgrade request from the dashboard: `free` becomes `pending`, the request's
+/// time is kept, and every operator is mailed in the same transaction; the operator confirms
+/// on the operator page or with `broadsheet tier <SUBDOMAIN> paid` (there is no payment
+/// integration).
+pub fn request_upgrade(
+    conn: &mut Connection,
+    urls: &SiteUrls,
+    owner_id: i64,
+    id: i64,
+) -> DomainResult<Newsletter> {
     write_tx(conn, |tx| {
         let newsletter = get_owned(tx, owner_id, id)?;
         newsletter.ensure_writable()?;
@@ -604,7 +613,14 @@ pub fn request_upgrade(conn: &mut Connection, owner_id: i64, id: i64) -> DomainR
             ))
         };
         match newsletter.tier {
-            Tier::Free => write_tier(tx, id, Tier::Pending),
+            Tier::Free => {
+                const REQUESTED: &str =
+                    "UPDATE newsletters SET upgrade_requested_at = ?2 WHERE id = ?1";
+                let pending = write_tier(tx, id, Tier::Pending)?;
+                tx.execute(REQUESTED, (id, Timestamp::now()))?;
+                super::operators::tell_of_upgrade_request(tx, urls, &pending)?;
+                Ok(pending)
+            }
             Tier::Pending => refuse("is already pending: the upgrade is requested"),
             Tier::Paid => refuse("is already paid"),
         }
@@ -795,6 +811,10 @@ mod tests {
         assert_eq!(get(&conn, 1).unwrap().name, "N", "nothing changed");
     }
 
+    fn urls() -> SiteUrls {
+        SiteUrls::new("http://localhost:8080", "localhost:8080")
+    }
+
     fn is_cancelled_refusal<T: std::fmt::Debug>(result: DomainResult<T>) -> bool {
         matches!(
             result,
@@ -810,15 +830,15 @@ mod tests {
         let mut conn = crate::domain::testing::db_with_newsletter("free");
         // Someone else's newsletter is not found.
         assert!(matches!(
-            request_upgrade(&mut conn, 2, 1),
+            request_upgrade(&mut conn, &urls(), 2, 1),
             Err(DomainError::NotFound(_))
         ));
         assert_eq!(
-            request_upgrade(&mut conn, 1, 1).unwrap().tier,
+            request_upgrade(&mut conn, &urls(), 1, 1).unwrap().tier,
             Tier::Pending
         );
         assert!(matches!(
-            request_upgrade(&mut conn, 1, 1),
+            request_upgrade(&mut conn, &urls(), 1, 1),
             Err(DomainError::Invalid(..))
         ));
         assert!(
@@ -873,7 +893,7 @@ mod tests {
             Tier::Paid
         );
         assert!(matches!(
-            request_upgrade(&mut conn, 1, 1),
+            request_upgrade(&mut conn, &urls(), 1, 1),
             Err(DomainError::Invalid(..))
         ));
     }

@@ -1,5 +1,5 @@
 //! Job kind `send_mail`: one account message (confirmation, password reset, subscription
-//! opt-in) to one address. The domain records which message, its link and, for an opt-in, the
+//! opt-in, an upgrade request told to an operator) to one address. The domain records which message, its link and, for an opt-in, the
 //! newsletter's sender; the message is composed here, when the job runs.
 
 use serde::Deserialize;
@@ -54,6 +54,15 @@ impl Recorded {
                     to,
                     account::subscription_confirmation(&newsletter_name, &link),
                     sender,
+                ),
+                AccountMailKind::UpgradeRequest {
+                    newsletter_name,
+                    subdomain,
+                    owner_email,
+                } => (
+                    to,
+                    account::upgrade_request(&newsletter_name, &subdomain, &owner_email, &link),
+                    None,
                 ),
             },
             Recorded::Composed {

@@ -1,5 +1,5 @@
-//! The mail an account receives from the service itself: e-mail confirmation and password
-//! reset. Short, plain, with the link in both parts.
+//! The mail an account receives from the service itself: e-mail confirmation, password
+//! reset, and for operators the owners' upgrade requests. Short, plain, with the link in both parts.
 
 use maud::{DOCTYPE, html};
 
@@ -61,5 +61,25 @@ pub fn subscription_confirmation(newsletter_name: &str, link: &str) -> AccountMe
         "Yes, subscribe me",
         link,
         "The link works once and expires in 7 days. If you did not ask for this, ignore this message: you will not be subscribed.",
+    )
+}
+
+/// Tells an operator that an owner asks for the paid tier; the link is the operator page.
+pub fn upgrade_request(
+    newsletter_name: &str,
+    subdomain: &str,
+    owner_email: &str,
+    link: &str,
+) -> AccountMessage {
+    message(
+        &format!("{newsletter_name} asks for the paid tier"),
+        &format!(
+            "{owner_email}, the owner of the newsletter {newsletter_name} ({subdomain}), asks for the paid tier, which sending e-mail needs. Its tier is pending until you answer."
+        ),
+        "Open the operator page",
+        link,
+        &format!(
+            "You get this message as an operator of this Broadsheet installation. The tier can also be set with: broadsheet tier {subdomain} paid"
+        ),
     )
 }

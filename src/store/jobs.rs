@@ -134,6 +134,13 @@ pub enum AccountMailKind {
         #[serde(default)]
         newsletter_id: Option<i64>,
     },
+    /// Tells an operator that a newsletter's owner asks for the paid tier; the link is the
+    /// operator page.
+    UpgradeRequest {
+        newsletter_name: String,
+        subdomain: String,
+        owner_email: String,
+    },
 }
 
 /// Queues the send of an issue.

@@ -64,6 +64,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../../migrations/0015_welcome.sql"),
     ),
     (
+        "0016_operators",
+        include_str!("../../migrations/0016_operators.sql"),
+    ),
+    (
         "0020_site_theme",
         include_str!("../../migrations/0020_site_theme.sql"),
     ),

@@ -6,6 +6,7 @@ use super::Ctx;
 use super::csrf;
 use crate::domain::FieldErrors;
 use crate::domain::newsletters::Newsletter;
+use crate::domain::operators;
 use crate::http::public_page::{head_start, versioned_path};
 
 /// The parts of one newsletter's dashboard, in the order its section bar shows them.
@@ -119,6 +120,7 @@ pub fn page(ctx: &Ctx, title: &str, narrow: bool, body: Markup) -> Markup {
                         a.brand href="/" { "Broadsheet" }
                         @if let Some(user) = &ctx.user {
                             a href="/newsletters" { "Newsletters" }
+                            @if ctx.operator { a href=(operators::PAGE_PATH) { "Operator" } }
                             a href="/account" { (user.email) }
                             form.inline method="post" action="/session" {
                                 (csrf_field(ctx))

@@ -8,6 +8,7 @@ mod custom_domains;
 mod issues;
 mod layout;
 mod newsletters;
+mod operator;
 mod sender_domain;
 mod session;
 mod settings;
@@ -248,6 +249,9 @@ pub fn routes() -> impl poem::Endpoint {
             "/newsletters/:id/settings/status",
             get(settings::confirm_status).post(settings::change_status),
         )
+        .at("/operator", get(operator::show))
+        .at("/operator/tier", post(operator::set_tier))
+        .at("/operator/status", post(operator::set_status))
         .at("/assets/app.css", get(stylesheet))
         .at(layout::app_css_path(), get(versioned_stylesheet))
         .with(CookieJarManager::new())

@@ -6,6 +6,7 @@ use poem::Request;
 
 use super::{FormData, State, WebError, csrf};
 use crate::domain::accounts::{self, NewSession, User};
+use crate::domain::operators;
 use crate::http::cookies::{cookie, csrf_cookie_value, read_cookie, removal, renew_csrf_cookie};
 
 /// The session cookie's name on http; on https it is `__Host-broadsheet_session`.
@@ -15,6 +16,9 @@ const NOTICE_COOKIE: &str = "broadsheet_notice";
 /// What every page handler needs to know about the request.
 pub struct Ctx {
     pub user: Option<User>,
+    /// The signed-in user is an operator of the installation (the top bar links the operator
+    /// page).
+    pub operator: bool,
     pub csrf_token: String,
     csrf_cookie: Option<String>,
     /// The session cookie as sent (live or not): the CSRF token is bound to it.
@@ -27,15 +31,22 @@ impl Ctx {
     /// Reads the cookies; creates the CSRF cookie on first visit; consumes the notice.
     pub async fn load(req: &Request, state: &State) -> Result<Ctx, WebError> {
         let session_token = read_cookie(req, state, SESSION_COOKIE);
-        let user = match session_token.clone() {
+        let (user, operator) = match session_token.clone() {
             Some(token) => {
                 let lifetimes = state.sessions;
                 state
                     .db
-                    .run(move |conn| accounts::session_user(conn, &token, &lifetimes))
+                    .run(move |conn| {
+                        let user = accounts::session_user(conn, &token, &lifetimes)?;
+                        let operator = match &user {
+                            Some(user) => operators::is_operator(conn, user.id)?,
+                            None => false,
+                        };
+                        Ok::<_, crate::domain::DomainError>((user, operator))
+                    })
                     .await?
             }
-            None => None,
+            None => (None, false),
         };
         let csrf_cookie = csrf_cookie_value(req, state);
         let notice = read_cookie(req, state, NOTICE_COOKIE);
@@ -44,6 +55,7 @@ impl Ctx {
         }
         Ok(Ctx {
             user,
+            operator,
             csrf_token: csrf::token_for(&state.secret, &csrf_cookie, session_token.as_deref()),
             csrf_cookie: Some(csrf_cookie),
             session_token,

@@ -340,12 +340,12 @@ fn settings_page(
                                 (csrf_field(ctx))
                                 button type="submit" { "Request an upgrade to paid" }
                             }
-                            p.muted { "An upgrade request sets the tier to " em { "pending" } ". There is no payment here: the operator of this Broadsheet installation confirms it with "
+                            p.muted { "An upgrade request sets the tier to " em { "pending" } " and tells the operator of this Broadsheet installation by e-mail. There is no payment here: the operator confirms it on the operator page or with "
                                 code { "broadsheet tier " (n.subdomain) " paid" } "." }
                         }
                     }
                     Tier::Pending => {
-                        p { "Your upgrade request is waiting for the operator of this Broadsheet installation, who confirms it with "
+                        p { "Your upgrade request is waiting for the operator of this Broadsheet installation, who has been told by e-mail and confirms it on the operator page or with "
                             code { "broadsheet tier " (n.subdomain) " paid" } ". Sending e-mail works once the tier is paid." }
                     }
                     Tier::Paid => { p.muted { "All features, including sending e-mail." } }
@@ -656,13 +656,14 @@ pub async fn request_upgrade(
     Data(state): Data<&State>,
 ) -> WebResult {
     let post = Post::load(req, state, &id, body).await?;
-    let (owner, nid) = (post.n.owner_id, post.n.id);
+    let (owner, nid, urls) = (post.n.owner_id, post.n.id, state.urls.clone());
     let result = state
         .db
-        .run(move |conn| newsletters::request_upgrade(conn, owner, nid))
+        .run(move |conn| newsletters::request_upgrade(conn, &urls, owner, nid))
         .await;
     if result.is_ok() {
-        // The operator learns of it from the server log (there is no operator inbox).
+        // The operators are mailed (in the request's transaction); the log says it too, for
+        // an installation whose operators have no confirmed address.
         let subdomain = &post.n.subdomain;
         eprintln!(
             "settings: {subdomain} asks for the paid tier; confirm with: broadsheet tier {subdomain} paid"

@@ -173,3 +173,46 @@ fn public_site_in_chromium_has_no_console_errors_and_subscribes() {
     let subscribers = owner.get("/subscribers?status=active").json();
     assert_eq!(subscribers["subscribers"][0]["email"], email.as_str());
 }
+
+/// The operator page in Chromium (issue 16, item 1): reached from the top bar, a pending
+/// request answered with one click; the page is saved as a screenshot.
+#[test]
+fn operator_page_in_chromium_answers_an_upgrade_request() {
+    let Some(driver) = Driver::start("operator") else {
+        return;
+    };
+    let app = spawn_app();
+    let operator = onboard(&app, "Operator Gazette");
+    let owner = onboard(&app, "Waiting For Paid");
+    let settings = format!("/newsletters/{}/settings", owner.newsletter_id);
+    owner
+        .client
+        .submit(&settings, &format!("{settings}/upgrade"), &[])
+        .redirect();
+    runtime().block_on(async {
+        let c = driver.session().await;
+        c.goto(&format!("{}/session/new", app.base_url))
+            .await
+            .unwrap();
+        fill(&c, "email_address", &operator.email).await;
+        fill(&c, "password", PASSWORD).await;
+        click(&c, "form[action=\"/session\"] button[type=submit]").await;
+        wait_for_path(&c, "/newsletters").await;
+        click(&c, "header.top a[href=\"/operator\"]").await;
+        wait_for_path(&c, "/operator").await;
+        wait_for_text(&c, "#pending", "Waiting For Paid").await;
+        screenshot(&c, "operator-page").await;
+        click(
+            &c,
+            &format!(
+                "#pending tr[data-subdomain=\"{}\"] input[value=paid] ~ button",
+                owner.subdomain
+            ),
+        )
+        .await;
+        wait_for_text(&c, "p.notice", &format!("{}: tier paid", owner.subdomain)).await;
+        c.close().await.unwrap();
+    });
+    let tier = owner.get("/newsletter").json()["data"]["tier"].clone();
+    assert_eq!(tier, "paid");
+}

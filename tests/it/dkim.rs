@@ -106,6 +106,8 @@ fn dkim_signs_every_message_and_an_independent_verifier_accepts_them() {
 #[test]
 fn dkim_record_needs_a_key_first() {
     let dir = tempfile::tempdir().unwrap();
+    let (code, out, err) = run_cli(dir.path(), &["migrate"]);
+    assert_eq!(code, 0, "{out} {err}");
     let (code, out, err) = run_cli(dir.path(), &["dkim"]);
     assert_eq!(code, 3, "{out} {err}");
     assert!(err.contains("--dkim-domain"), "{err}");

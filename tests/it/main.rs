@@ -27,6 +27,7 @@ mod header_names;
 mod http_headers;
 mod layers;
 mod operator;
+mod operator_role;
 mod postfix_relay;
 mod send_faults;
 mod sender_domains;

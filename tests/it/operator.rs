@@ -219,6 +219,33 @@ fn install_script_stages_binary_unit_and_data_dir() {
     assert!(env.contains("BROADSHEET_BASE_URL=https://news.example.com"));
     assert!(stage.path().join("var/lib/broadsheet").is_dir());
 
+    // The daily backup: a timer, a oneshot unit as the service's user, and the script it runs.
+    let timer = std::fs::read_to_string(
+        stage
+            .path()
+            .join("etc/systemd/system/broadsheet-backup.timer"),
+    )
+    .unwrap();
+    assert!(timer.contains("OnCalendar=daily") && timer.contains("Persistent=true"));
+    let backup_unit = std::fs::read_to_string(
+        stage
+            .path()
+            .join("etc/systemd/system/broadsheet-backup.service"),
+    )
+    .unwrap();
+    assert!(
+        backup_unit.contains(
+            "ExecStart=/opt/broadsheet/lib/broadsheet/daily-backup /var/lib/broadsheet/backups 14"
+        ),
+        "{backup_unit}"
+    );
+    assert!(backup_unit.contains("User=newsletters"));
+    daily_backup_keeps_the_newest(
+        &stage
+            .path()
+            .join("opt/broadsheet/lib/broadsheet/daily-backup"),
+    );
+
     // A dry run changes nothing; unknown flags are refused.
     let dry = tempfile::tempdir().unwrap();
     let out = std::process::Command::new("bash")
@@ -238,6 +265,57 @@ fn install_script_stages_binary_unit_and_data_dir() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// Runs the installed daily-backup script on a real database with three older backups beside
+/// it and KEEP 2: a new whole backup is written, the newest older one stays, the rest go, and
+/// files that are not backups are left alone.
+fn daily_backup_keeps_the_newest(script: &std::path::Path) {
+    let data = tempfile::tempdir().unwrap();
+    let (code, out, err) = run_cli(data.path(), &["migrate"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let backups = data.path().join("backups");
+    std::fs::create_dir_all(&backups).unwrap();
+    let older = [
+        "broadsheet-20240101T000000Z.db",
+        "broadsheet-20240102T000000Z.db",
+        "broadsheet-20240103T000000Z.db",
+    ];
+    for name in older.iter().chain(&["notes.txt"]) {
+        std::fs::write(backups.join(name), "old").unwrap();
+    }
+    let out = std::process::Command::new("sh")
+        .arg(script)
+        .arg(&backups)
+        .arg("2")
+        .env("BROADSHEET_DATA_DIR", data.path())
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{said}");
+    let mut left: Vec<String> = std::fs::read_dir(&backups)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(left.len(), 3, "{left:?}\n{said}");
+    assert_eq!(left[0], older[2], "{left:?}");
+    assert_eq!(left[2], "notes.txt");
+    let fresh = backups.join(&left[1]);
+    assert!(left[1].starts_with("broadsheet-2") && left[1].ends_with("Z.db"));
+    let head = std::fs::read(&fresh).unwrap();
+    assert!(
+        head.starts_with(b"SQLite format 3\0"),
+        "a whole SQLite file"
+    );
+    assert!(
+        said.contains("removed old backup broadsheet-20240101T000000Z.db"),
+        "{said}"
+    );
 }
 
 /// Runs `broadsheet <args>` on `data_dir` and waits at most `bound` for it; `None` if it did
@@ -437,4 +515,56 @@ fn serve_reads_its_mail_and_dns_flags_before_touching_the_data_dir() {
         assert_eq!(code, 1, "{args:?}: {output}");
         assert!(!data_dir.exists(), "{args:?} created the data directory");
     }
+}
+
+/// Every command that reads an existing database says "no database in DIR" (exit 3) for a data
+/// directory without one, and creates nothing there; only serve, migrate and restore create it.
+#[test]
+fn commands_on_a_data_dir_without_a_database_say_so_and_create_nothing() {
+    let parent = tempfile::tempdir().unwrap();
+    let missing = parent.path().join("mistyped");
+    let backup_to = parent.path().join("copy.db");
+    let backup_to = backup_to.to_str().unwrap();
+    let commands: [&[&str]; 9] = [
+        &["tier", "news", "paid"],
+        &["status", "news", "paused"],
+        &["tracking", "news", "off"],
+        &["export", "news"],
+        &["import", "news", "-"],
+        &["dkim", "--dkim-domain", "example.com"],
+        &["bounce-token", "news"],
+        &["bounce", "news"],
+        &["backup", backup_to],
+    ];
+    for args in commands {
+        let (code, out, err) = crate::support::app::run_cli_with_input(&missing, args, Some(b""));
+        assert_eq!(code, 3, "{args:?}: {out}{err}");
+        assert!(
+            err.contains(&format!("no database in {}", missing.display())),
+            "{args:?}: {err}"
+        );
+        assert!(!missing.exists(), "{args:?} created the data directory");
+    }
+    assert!(!std::path::Path::new(backup_to).exists());
+}
+
+/// A command whose reader goes away (`broadsheet openapi | head`) ends by SIGPIPE like any Unix
+/// tool: no panic, nothing on stderr.
+#[test]
+fn a_closed_pipe_ends_a_command_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(crate::support::app::binary())
+        .arg("openapi")
+        .env("BROADSHEET_DATA_DIR", dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The document is far larger than a pipe's buffer: closing the read end before reading
+    // anything makes the write fail.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?}", out.status);
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
 }

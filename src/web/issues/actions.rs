@@ -16,8 +16,8 @@ use crate::domain::newsletters::Newsletter;
 use crate::domain::sender_domains::SenderDomain;
 use crate::domain::{DomainResult, FieldErrors, sending};
 use crate::web::layout::{Section, csrf_field, errors, newsletter_page};
-use crate::web::sender_domain;
 use crate::web::{Ctx, FormData, State, WebResult, see_other};
+use crate::web::{operator, sender_domain};
 
 /// Runs `op` (which returns the notice to show) and goes on to `then`; a refusal shows the
 /// issue page again with the domain's message.
@@ -138,6 +138,7 @@ fn send_page(
     issue: &Issue,
     sender: Option<&SenderDomain>,
     verdict: &Result<i64, FieldErrors>,
+    tier_next_steps: Markup,
 ) -> Markup {
     let base = issue_url(n.id, issue.id);
     newsletter_page(
@@ -165,6 +166,7 @@ fn send_page(
                 }
                 Err(found) => {
                     (errors(found))
+                    (tier_next_steps)
                     p { "Nothing was sent. " a href=(base) { "Back to the issue" } }
                 }
             }
@@ -200,9 +202,10 @@ pub async fn send_confirm(
     let (ctx, n, issue) = viewed(req, state, &id, &issue_id).await?;
     let verdict = verdict(state, &n, &issue).await?;
     let sender = sender_domain::load(state, &n).await?;
+    let next = operator::tier_next_steps(state, &ctx, &n, req.uri().path()).await?;
     render(
         StatusCode::OK,
-        send_page(&ctx, &n, &issue, sender.as_ref(), &verdict),
+        send_page(&ctx, &n, &issue, sender.as_ref(), &verdict, next),
     )
 }
 
@@ -231,9 +234,10 @@ pub async fn send_now(
         Err(e) => {
             let verdict = Err(problems(e)?);
             let sender = sender_domain::load(state, &p.n).await?;
+            let next = operator::tier_next_steps(state, &p.ctx, &p.n, req.uri().path()).await?;
             render(
                 StatusCode::UNPROCESSABLE_ENTITY,
-                send_page(&p.ctx, &p.n, &p.issue, sender.as_ref(), &verdict),
+                send_page(&p.ctx, &p.n, &p.issue, sender.as_ref(), &verdict, next),
             )
         }
     }
