@@ -19,6 +19,7 @@ use crate::domain::secrets::ServerSecret;
 use crate::domain::sending::OutagePolicy;
 use crate::domain::urls::SiteUrls;
 use crate::domain::verp::{self, ReturnPaths};
+use crate::http::compression::CompressText;
 use crate::http::headers::{Policy, SecurityHeaders};
 use crate::http::routing::{get, post};
 use crate::http::server::ReadLimits;
@@ -199,6 +200,7 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
             site: crate::site::routes().boxed(),
         }
         .with(SecurityHeaders { https })
+        .with(CompressText)
         .data(state);
         if let Some((address, settings, db)) = bounce_settings {
             let bounces = tokio::net::TcpListener::bind(&address).await?;

@@ -9,6 +9,7 @@ use super::{ApiError, ApiKeyAuth, Principal, State};
 use crate::domain::DomainResult;
 use crate::domain::newsletters::{self, Newsletter};
 use crate::domain::sender_domains::{self, SenderDomain};
+use crate::domain::site_theme::{AccentColor, ThemeChanges};
 use crate::domain::stats;
 use crate::domain::urls::SiteUrls;
 use crate::domain::welcome::WelcomeChanges;
@@ -85,6 +86,12 @@ pub struct NewsletterObject {
     /// The IANA time zone (`Europe/Berlin`) the publishing frequency's 09:00 slots are in;
     /// times in the API stay RFC 3339 UTC.
     pub time_zone: String,
+    /// The public site's accent colour, `#rrggbb`; null for the default blue.
+    #[oai(nullable)]
+    pub accent_color: Option<String>,
+    /// The public site's logo, an `https://` image URL; null for none.
+    #[oai(nullable)]
+    pub logo_url: Option<String>,
     pub created_at: String,
     pub updated_at: String,
     pub urls: NewsletterUrls,
@@ -118,6 +125,8 @@ impl NewsletterObject {
             welcome_body: n.welcome.body_or_default(&n.name),
             publish_on_send: n.publish_on_send,
             time_zone: n.time_zone.to_string(),
+            accent_color: n.theme.accent_color.map(AccentColor::hex),
+            logo_url: n.theme.logo_url.clone(),
             created_at: n.created_at.to_string(),
             updated_at: n.updated_at.to_string(),
             urls: NewsletterUrls {
@@ -158,6 +167,11 @@ pub struct NewsletterPatch {
     pub publish_on_send: Option<bool>,
     /// An IANA time zone name (`America/New_York`); anything else is a 422.
     pub time_zone: Option<Text>,
+    /// `#rrggbb`; buttons get black or white text, whichever stays readable. `""` goes back
+    /// to the default.
+    pub accent_color: Option<Text>,
+    /// An `https://` image URL, at most 500 characters; `""` removes the logo.
+    pub logo_url: Option<Text>,
 }
 
 #[derive(Debug, Object)]
@@ -311,8 +325,8 @@ impl NewsletterApi {
         ))
     }
 
-    /// Changes the name, tagline, sender, welcome e-mail, publishing on send or time zone;
-    /// answers like `GET /newsletter`.
+    /// Changes the name, tagline, sender, welcome e-mail, publishing on send, time zone or the
+    /// site's accent colour and logo; answers like `GET /newsletter`.
     #[oai(
         path = "/newsletter",
         method = "patch",
@@ -339,6 +353,10 @@ impl NewsletterApi {
             },
             publish_on_send: patch.publish_on_send,
             time_zone: patch.time_zone.map(String::from),
+            theme: ThemeChanges {
+                accent_color: patch.accent_color.map(String::from),
+                logo_url: patch.logo_url.map(String::from),
+            },
         };
         // The welcome body renders before a connection is taken.
         let loaded = state

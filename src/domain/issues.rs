@@ -171,13 +171,19 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Issue> {
 /// One issue of the newsletter with its articles.
 pub fn get(conn: &Connection, newsletter_id: i64, id: i64) -> DomainResult<Issue> {
     const SQL: &str = select_issue!("i.content_html", "WHERE i.newsletter_id = ?1 AND i.id = ?2");
-    const ARTICLES: &str = "SELECT id, title, url, position, summarized_article FROM articles WHERE issue_id = ?1 ORDER BY position, id";
     let mut issue = conn
         .query_row(SQL, (newsletter_id, id), from_row)
         .optional()?
         .ok_or(DomainError::NotFound("issue"))?;
+    issue.articles = articles_of(conn, id)?;
+    Ok(issue)
+}
+
+/// The articles of issue `id`, in their order.
+fn articles_of(conn: &Connection, id: i64) -> DomainResult<Vec<Article>> {
+    const ARTICLES: &str = "SELECT id, title, url, position, summarized_article FROM articles WHERE issue_id = ?1 ORDER BY position, id";
     let mut stmt = conn.prepare_cached(ARTICLES)?;
-    issue.articles = stmt
+    let articles = stmt
         .query_map([id], |r| {
             Ok(Article {
                 id: r.get(0)?,
@@ -188,7 +194,7 @@ pub fn get(conn: &Connection, newsletter_id: i64, id: i64) -> DomainResult<Issue
             })
         })?
         .collect::<Result<_, _>>()?;
-    Ok(issue)
+    Ok(articles)
 }
 
 /// A published issue of the newsletter by its path (the public site's `/p/<path>`).
@@ -255,7 +261,7 @@ pub fn list_published(
     Ok(page.finish(rows))
 }
 
-/// Like [`list_published`], with each issue's HTML (the feed).
+/// Like [`list_published`], with each issue's HTML and articles (the feed).
 pub fn list_published_with_content(
     conn: &Connection,
     newsletter_id: i64,
@@ -266,9 +272,13 @@ pub fn list_published_with_content(
         "WHERE i.newsletter_id = ?1 AND i.published_at IS NOT NULL ORDER BY i.published_at DESC, i.id DESC LIMIT ?2 OFFSET ?3"
     );
     let mut stmt = conn.prepare_cached(SQL)?;
-    let rows = stmt
+    let mut rows = stmt
         .query_map((newsletter_id, page.fetch(), page.offset()), from_row)?
         .collect::<Result<Vec<_>, _>>()?;
+    // The feed shows each issue's articles, as its page does.
+    for issue in &mut rows {
+        issue.articles = articles_of(conn, issue.id)?;
+    }
     Ok(page.finish(rows))
 }
 

@@ -5,6 +5,7 @@ use rusqlite::{Connection, OptionalExtension, Row};
 
 use super::email::EmailAddress;
 use super::time_zones::{self, TimeZoneName};
+use super::site_theme::{self, AccentColor, CheckedTheme, SiteTheme, ThemeChanges};
 use super::urls::SiteUrls;
 use super::welcome::{self, CheckedWelcome, Welcome, WelcomeChanges};
 use super::{DomainError, DomainResult, FieldErrors, clean_line, clean_text};
@@ -108,6 +109,8 @@ pub struct Newsletter {
     pub publish_on_send: bool,
     /// Where the frequency's 09:00 slots are (`domain/time_zones.rs`).
     pub time_zone: TimeZoneName,
+    /// Accent colour and logo of the public site (`domain/site_theme.rs`).
+    pub theme: SiteTheme,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -173,7 +176,7 @@ macro_rules! select_newsletter {
             "frequency, target_audience, content_tone, newsletter_length, live_at, tracking_enabled, created_at, updated_at, ",
             "(SELECT domain FROM custom_domains WHERE custom_domains.newsletter_id = newsletters.id AND custom_domains.status = 'active'), ",
             "welcome_enabled, welcome_subject, welcome_body, publish_on_send, ",
-            "time_zone ",
+            "time_zone, accent_color, logo_url ",
             "FROM newsletters ", $($tail),+
         )
     };
@@ -207,6 +210,13 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Newsletter> {
         },
         publish_on_send: row.get(22)?,
         time_zone: row.get(23)?,
+        theme: SiteTheme {
+            accent_color: row
+                .get::<_, Option<String>>(24)?
+                .as_deref()
+                .and_then(AccentColor::parse),
+            logo_url: row.get(25)?,
+        },
     })
 }
 
@@ -476,6 +486,7 @@ pub struct Details {
     pub publish_on_send: Option<bool>,
     /// An IANA name (`domain/time_zones.rs`).
     pub time_zone: Option<String>,
+    pub theme: ThemeChanges,
 }
 
 /// [`Details`] checked, the welcome body rendered: what [`apply_details`] writes.
@@ -488,6 +499,7 @@ pub struct CheckedDetails {
     welcome: CheckedWelcome,
     publish_on_send: Option<bool>,
     time_zone: Option<TimeZoneName>,
+    theme: CheckedTheme,
 }
 
 /// Checks and applies `changes` ([`check_details`] then [`apply_details`]).
@@ -532,6 +544,7 @@ pub fn check_details(changes: &Details) -> DomainResult<CheckedDetails> {
             .map_err(|m| errors.add("time_zone", m))
             .ok()
     });
+    let theme = site_theme::check(&changes.theme, &mut errors);
     errors.into_result()?;
     Ok(CheckedDetails {
         name,
@@ -541,6 +554,7 @@ pub fn check_details(changes: &Details) -> DomainResult<CheckedDetails> {
         welcome,
         publish_on_send: changes.publish_on_send,
         time_zone,
+        theme,
     })
 }
 
@@ -558,11 +572,13 @@ pub fn apply_details(
         welcome,
         publish_on_send,
         time_zone,
+        theme,
     } = checked.clone();
     write_tx(conn, |tx| {
         let current = get(tx, id)?;
         current.ensure_writable()?;
-        let welcome_changed = welcome::apply(tx, id, &welcome)?;
+        let welcome_changed = welcome::apply(tx, id, &welcome)?
+            | site_theme::apply(tx, id, &current.theme, &theme)?;
         let zone_changed = time_zones::apply_newsletter_zone(tx, id, time_zone.as_ref())?;
         let next = (
             name.unwrap_or_else(|| current.name.clone()),
@@ -839,6 +855,7 @@ mod tests {
                 welcome: WelcomeChanges::default(),
                 publish_on_send: None,
                 time_zone: None,
+                theme: ThemeChanges::default(),
             },
         ));
         for field in ["name", "tagline", "sender_name"] {

@@ -4,8 +4,6 @@
 //! `Content-Security-Policy` chosen by what answered. The policies are all here, so they can
 //! be read side by side (docs/security.md, "Response headers").
 
-use std::sync::LazyLock;
-
 use base64::Engine;
 use poem::http::HeaderValue;
 use poem::{Endpoint, IntoResponse, Middleware, Request, Response};
@@ -20,8 +18,8 @@ pub enum Policy {
     /// Dashboard and account pages: script and styles only from the service's own files
     /// (`/assets/dashboard.js`, `/assets/app.css`), never framed.
     Dashboard,
-    /// A newsletter's public site: no script at all, its one inline stylesheet allowed by
-    /// hash, and images from any https address, since published issues show remote images.
+    /// A newsletter's public site: no script at all, its own stylesheets only, and images
+    /// from any https address, since published issues (and logos) show remote images.
     /// Never framed: its forms (subscribe, confirm, unsubscribe) are one click each.
     Site,
     /// Dashboard pages that preview owner-written content in sandboxed `srcdoc` frames.
@@ -47,13 +45,11 @@ const PREVIEW: &str = "default-src 'none'; script-src 'self'; style-src 'self' '
      img-src * data:; connect-src 'self'; frame-src 'self'; form-action 'self'; \
      frame-ancestors 'none'";
 
-static SITE: LazyLock<HeaderValue> = LazyLock::new(|| {
-    header(&format!(
-        "default-src 'none'; style-src {}; img-src 'self' https: data:; form-action 'self'; \
-         base-uri 'none'; frame-ancestors 'none'",
-        source_hash(super::public_page::STYLESHEET)
-    ))
-});
+/// Styles only from the site's own files (`/assets/site-<hash>.css` and the accent's sheet).
+/// `connect-src 'self'`: the pages run no script, but auditors (Lighthouse) read the site's
+/// `/robots.txt` from within the page.
+const SITE: &str = "default-src 'none'; style-src 'self'; img-src 'self' https: data:; \
+     connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
 
 /// `Referrer-Policy`: other sites learn the origin a visitor came from, never the path
 /// (which may hold a token: a confirmation or an unsubscribe link).
@@ -72,7 +68,7 @@ impl Policy {
         match self {
             Policy::Dashboard => HeaderValue::from_static(DASHBOARD),
             Policy::Preview => HeaderValue::from_static(PREVIEW),
-            Policy::Site => SITE.clone(),
+            Policy::Site => HeaderValue::from_static(SITE),
             Policy::ApiDocs(value) => value.clone(),
         }
     }

@@ -1,24 +1,33 @@
-//! The frame of a newsletter's public pages: the page itself (head, meta tags, the one inline
-//! stylesheet) and an issue's page, which the public site serves and the dashboard previews
-//! with the very same markup.
+//! The frame of a newsletter's public pages: the page itself (head, meta tags, its header
+//! and footer, the stylesheets in `assets/site.css` and the newsletter's accent) and an
+//! issue's page, which the public site serves and the dashboard previews with the very same
+//! markup.
+
+use std::sync::LazyLock;
 
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 use poem::http::StatusCode;
 use poem::{IntoResponse, Response};
+use sha2::{Digest, Sha256};
 
 use crate::clock::Timestamp;
+use crate::domain::excerpt;
 use crate::domain::issues::Issue;
 use crate::domain::newsletters::Newsletter;
+use crate::domain::site_theme::{AccentColor, SiteTheme};
 use crate::domain::urls::SiteUrls;
 
 /// What search engines and link previews read from a page's head.
 pub struct Meta<'a> {
-    pub description: &'a str,
+    /// The page's own text (an issue's opening words) or the newsletter's tagline.
+    pub description: String,
     pub canonical: String,
     /// Open Graph type: `website` or `article`.
     pub og_type: &'a str,
     pub site_name: &'a str,
     pub feed: String,
+    /// The newsletter's logo, as the link preview's picture.
+    pub image: Option<&'a str>,
 }
 
 impl<'a> Meta<'a> {
@@ -26,42 +35,208 @@ impl<'a> Meta<'a> {
     pub fn of(urls: &SiteUrls, n: &'a Newsletter, path: &str, og_type: &'a str) -> Meta<'a> {
         let origin = n.site_origin(urls);
         Meta {
-            description: &n.tagline,
+            description: n.tagline.clone(),
             canonical: format!("{origin}{path}"),
             og_type,
             site_name: &n.name,
             feed: format!("{origin}/feed.xml"),
+            image: n.theme.logo_url.as_deref(),
         }
     }
 }
 
-/// A small, self-contained page (no third-party assets).
-pub fn page(title: &str, body: Markup) -> Markup {
-    page_with(title, None, body)
+/// How a page carries its stylesheets: linked on the site, where every page shares the
+/// cached files, or inline in the dashboard's preview, a `srcdoc` frame whose policy allows
+/// inline styles but not the site's files (they are on the site's host).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Styles {
+    Linked,
+    Inline,
 }
 
-/// [`page`] with a description, canonical URL, Open Graph tags and the feed link.
-pub fn page_with(title: &str, meta: Option<&Meta<'_>>, body: Markup) -> Markup {
+/// The site's stylesheet, embedded in the binary.
+pub const SITE_CSS: &str = include_str!("../../assets/site.css");
+
+/// Where the site's stylesheet is served: its name carries a hash of its content, so it is
+/// cached for a year and a new binary's sheet has a new address.
+pub fn site_css_path() -> &'static str {
+    static PATH: LazyLock<String> = LazyLock::new(|| versioned_path("site", "css", SITE_CSS));
+    &PATH
+}
+
+/// `/assets/<stem>-<hash of content>.<extension>`: the address of a file served with
+/// [`IMMUTABLE`] (the site's stylesheet, the dashboard's).
+pub fn versioned_path(stem: &str, extension: &str, content: &str) -> String {
+    let digest = Sha256::digest(content.as_bytes());
+    format!("/assets/{stem}-{}.{extension}", &hex::encode(digest)[..12])
+}
+
+/// Where newsletter accent `accent`'s sheet is served: its name is its content, so it is
+/// cached for a year like the site's.
+pub fn theme_css_path(accent: AccentColor) -> String {
+    format!("/assets/theme-{}.css", &accent.hex()[1..])
+}
+
+/// The custom properties of accent `accent`: the buttons' fill and a text colour that stays
+/// readable on it, and the links' colour where the accent itself is readable on the page
+/// (light and dark backgrounds apart; otherwise the default link colour stays).
+pub fn theme_css(accent: AccentColor) -> String {
+    let light = AccentColor::parse(LIGHT_BACKGROUND).expect("a colour");
+    let dark = AccentColor::parse(DARK_BACKGROUND).expect("a colour");
+    let mut css = format!(
+        ":root{{--accent:{};--on-accent:{}}}",
+        accent.hex(),
+        accent.text_on().hex()
+    );
+    if accent.readable_on(light) {
+        css.push_str(&format!(
+            "@media (prefers-color-scheme:light){{:root{{--link:{}}}}}",
+            accent.hex()
+        ));
+    }
+    if accent.readable_on(dark) {
+        css.push_str(&format!(
+            "@media (prefers-color-scheme:dark){{:root{{--link:{}}}}}",
+            accent.hex()
+        ));
+    }
+    css
+}
+
+/// The page backgrounds of `assets/site.css` (`--bg`, light and dark), for the links' contrast.
+const LIGHT_BACKGROUND: &str = "#fbfaf7";
+const DARK_BACKGROUND: &str = "#121419";
+
+/// The `/assets/…` files of the public site: the stylesheet and the theme sheets, with
+/// `Cache-Control: immutable` since each address names one content. Any other name is 404.
+#[poem::handler]
+pub fn site_asset(poem::web::Path(file): poem::web::Path<String>) -> Response {
+    let css = if format!("/assets/{file}") == site_css_path() {
+        Some(SITE_CSS.to_string())
+    } else {
+        file.strip_prefix("theme-")
+            .and_then(|rest| rest.strip_suffix(".css"))
+            .and_then(|hex| AccentColor::parse(&format!("#{hex}")))
+            .filter(|accent| theme_css_path(*accent) == format!("/assets/{file}"))
+            .map(theme_css)
+    };
+    match css {
+        Some(css) => Response::builder()
+            .content_type("text/css; charset=utf-8")
+            .header("Cache-Control", IMMUTABLE)
+            .body(css),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+/// `Cache-Control` of a file whose address changes with its content.
+pub const IMMUTABLE: &str = "public, max-age=31536000, immutable";
+
+/// The stylesheets of a site page, with the newsletter's accent when it has one.
+fn stylesheets(styles: Styles, theme: &SiteTheme) -> Markup {
+    html! {
+        @match styles {
+            Styles::Linked => {
+                link rel="stylesheet" href=(site_css_path());
+                @if let Some(accent) = theme.accent_color { link rel="stylesheet" href=(theme_css_path(accent)); }
+            }
+            Styles::Inline => {
+                style { (PreEscaped(SITE_CSS)) @if let Some(accent) = theme.accent_color { (PreEscaped(theme_css(accent))) } }
+            }
+        }
+    }
+}
+
+/// A small, self-contained page with the site's look but no newsletter's frame: the
+/// answers that are not a newsletter's pages (errors, unsubscribe).
+pub fn page(title: &str, body: Markup) -> Markup {
+    document(
+        title,
+        title,
+        stylesheets(Styles::Linked, &SiteTheme::default()),
+        html! { main.wrap { (body) } },
+    )
+}
+
+/// An English HTML document: the common start of the head with `description`, the rest of
+/// the head, and the body.
+fn document(title: &str, description: &str, head: Markup, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
             head {
                 (head_start(title))
-                @if let Some(m) = meta {
-                    @if !m.description.is_empty() { meta name="description" content=(m.description); }
-                    link rel="canonical" href=(m.canonical);
-                    link rel="alternate" type="application/atom+xml" title=(m.site_name) href=(m.feed);
-                    meta property="og:title" content=(title);
-                    meta property="og:type" content=(m.og_type);
-                    meta property="og:url" content=(m.canonical);
-                    meta property="og:site_name" content=(m.site_name);
-                    @if !m.description.is_empty() { meta property="og:description" content=(m.description); }
-                }
-                style { (maud::PreEscaped(STYLESHEET)) }
+                meta name="description" content=(description);
+                (head)
             }
-            body { main { (body) } }
+            body { (body) }
         }
     }
+}
+
+/// Where a page of the site is: its home shows the newsletter's name as the page's heading,
+/// the other pages as a link home above their own heading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    Home,
+    Inner,
+}
+
+/// A page of newsletter `n`'s site: the head (description, canonical URL, Open Graph tags,
+/// the feed link), the header with its logo, name and tagline, `body`, and the footer with
+/// subscribe, archive and feed.
+pub fn site_page(
+    n: &Newsletter,
+    title: &str,
+    meta: &Meta<'_>,
+    place: Place,
+    styles: Styles,
+    body: Markup,
+) -> Markup {
+    let description = if meta.description.is_empty() {
+        format!(
+            "{} on the web: every published issue, and how to subscribe.",
+            n.name
+        )
+    } else {
+        meta.description.clone()
+    };
+    let head = html! {
+        link rel="canonical" href=(meta.canonical);
+        link rel="alternate" type="application/atom+xml" title=(meta.site_name) href=(meta.feed);
+        meta property="og:title" content=(title);
+        meta property="og:type" content=(meta.og_type);
+        meta property="og:url" content=(meta.canonical);
+        meta property="og:site_name" content=(meta.site_name);
+        meta property="og:description" content=(description);
+        @if let Some(image) = meta.image { meta property="og:image" content=(image); }
+        meta name="twitter:card" content="summary";
+        (stylesheets(styles, &n.theme))
+    };
+    let body = html! {
+        header.site {
+            div.wrap {
+                @if let Some(logo) = &n.theme.logo_url { img.logo src=(logo) alt="" height="48"; }
+                div {
+                    @match place {
+                        Place::Home => h1 { (n.name) },
+                        Place::Inner => p.name { a href="/" { (n.name) } },
+                    }
+                    @if !n.tagline.is_empty() { p.tagline { (n.tagline) } }
+                }
+            }
+        }
+        main.wrap { (body) }
+        footer.site {
+            div.wrap {
+                a href="/subscribe" { "Subscribe" }
+                a href="/archive" { "Archive" }
+                a href="/feed.xml" { "Feed" }
+                span { "© " (n.name) }
+            }
+        }
+    };
+    document(title, &description, head, body)
 }
 
 /// What the head of every page (public site and dashboard) starts with: the character set,
@@ -92,6 +267,16 @@ pub fn no_favicon() -> Response {
         .finish()
 }
 
+/// Crawlers may read every page of a site (`/robots.txt`; without it they would read the
+/// 404 page as one).
+#[poem::handler]
+pub fn robots() -> Response {
+    Response::builder()
+        .content_type("text/plain; charset=utf-8")
+        .header("Cache-Control", "public, max-age=86400")
+        .body("User-agent: *\nAllow: /\n")
+}
+
 /// The day (UTC) of an instant, for people: `2026-11-22`.
 pub fn day(at: Option<Timestamp>) -> String {
     at.map(|at| at.date().to_string()).unwrap_or_default()
@@ -103,35 +288,28 @@ pub fn machine_time(at: Option<Timestamp>) -> String {
 }
 
 /// The public page of one issue, around its stored HTML; the dashboard previews an issue
-/// with this same page.
-pub fn issue_document(urls: &SiteUrls, n: &Newsletter, issue: &Issue) -> Markup {
+/// with this same page (`Styles::Inline`).
+pub fn issue_document(urls: &SiteUrls, n: &Newsletter, issue: &Issue, styles: Styles) -> Markup {
     let content = issue.body_html();
     let mut page_meta = Meta::of(urls, n, &format!("/p/{}", issue.path), "article");
-    let summary: String = issue.content_markdown.chars().take(160).collect();
-    if !summary.trim().is_empty() {
-        page_meta.description = summary.as_str();
+    let summary = excerpt::text_of_html(&content, excerpt::DESCRIPTION_MAX);
+    if !summary.is_empty() {
+        page_meta.description = summary;
     }
-    page_with(
+    site_page(
+        n,
         &format!("{} · {}", issue.subject, n.name),
-        Some(&page_meta),
+        &page_meta,
+        Place::Inner,
+        styles,
         html! {
-            p { a href="/" { "← " (n.name) } }
             article {
                 h1 { (issue.subject) }
                 p.muted { time datetime=(machine_time(issue.published_at)) { (day(issue.published_at)) } }
-                (PreEscaped(&*content))
-                @if !issue.articles.is_empty() {
-                    section.articles aria-label="Articles" {
-                        @for article in &issue.articles {
-                            div.article {
-                                h2 { a href=(article.url) rel="noopener" { (article.title) } }
-                                @if !article.summarized_article.is_empty() { p { (article.summarized_article) } }
-                            }
-                        }
-                    }
-                }
+                div.content { (PreEscaped(&*content)) }
+                (articles(issue))
             }
-            section aria-labelledby="subscribe" {
+            section.card.subscribe-box aria-labelledby="subscribe" {
                 h2 id="subscribe" { "Get the next issue by e-mail" }
                 a.button href="/subscribe" { "Subscribe to " (n.name) }
             }
@@ -139,14 +317,19 @@ pub fn issue_document(urls: &SiteUrls, n: &Newsletter, issue: &Issue) -> Markup 
     )
 }
 
-/// Inline in every page, so a saved page or a preview looks the same; the sites'
-/// Content-Security-Policy allows exactly this text by its hash (`http::headers`).
-pub const STYLESHEET: &str = "body{margin:0;font:17px/1.6 -apple-system,'Segoe UI',Roboto,Helvetica,Arial,sans-serif;color:#1d2330;background:#fff}\
-main{max-width:40rem;margin:0 auto;padding:2rem 1rem}a{color:#1d4ed8}h1{line-height:1.2}\
-button{background:#1d4ed8;color:#fff;border:0;border-radius:6px;padding:.6rem 1.1rem;font:inherit;cursor:pointer}\
-input{font:inherit;padding:.5rem .6rem;border:1px solid #c5cad3;border-radius:6px;max-width:100%}\
-.muted{color:#5b6474;font-size:.92rem}.tagline{font-size:1.15rem;color:#3b4252}\
-label{display:block;margin:.6rem 0}label input{display:block;width:100%;box-sizing:border-box}\
-.errors{color:#b91c1c}.issues{padding-left:1.1rem}.issues li{margin:.35rem 0}\
-a.button{display:inline-block;background:#1d4ed8;color:#fff;border-radius:6px;padding:.6rem 1.1rem;text-decoration:none}\
-footer{margin-top:2.5rem}img{max-width:100%}";
+/// An issue's articles as cards, on its page and in the feed (so a feed reader shows what
+/// the page shows).
+pub fn articles(issue: &Issue) -> Markup {
+    html! {
+        @if !issue.articles.is_empty() {
+            section.articles aria-label="Articles" {
+                @for article in &issue.articles {
+                    div.card {
+                        h3 { a href=(article.url) rel="noopener" { (article.title) } }
+                        @if !article.summarized_article.is_empty() { p { (article.summarized_article) } }
+                    }
+                }
+            }
+        }
+    }
+}

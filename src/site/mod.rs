@@ -15,7 +15,7 @@ use crate::domain::DomainError;
 use crate::domain::custom_domains;
 use crate::domain::newsletters::{self, Newsletter};
 use crate::domain::urls::{split_port, subdomain_of};
-use crate::http::public_page::no_favicon;
+use crate::http::public_page::{no_favicon, robots, site_asset};
 use crate::http::routing::get;
 use crate::state::AppState;
 
@@ -41,6 +41,8 @@ pub fn routes() -> impl Endpoint<Output = Response> {
         .at("/p/:path", get(pages::issue_page))
         .at("/feed.xml", get(pages::feed))
         .at("/favicon.ico", get(no_favicon))
+        .at("/assets/:file", get(site_asset))
+        .at("/robots.txt", get(robots))
         .at(
             "/u/:delivery/:sig",
             get(tracking::unsubscribe_page).post(tracking::unsubscribe),

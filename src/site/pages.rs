@@ -16,7 +16,9 @@ use crate::http::client::client_address;
 use crate::http::cookies::{csrf_cookie_value, read_cookie};
 use crate::http::csrf;
 use crate::http::form::FormData;
-use crate::http::public_page::{Meta, day, issue_document, machine_time, page_response, page_with};
+use crate::http::public_page::{
+    Meta, Place, Styles, articles, day, issue_document, machine_time, page_response, site_page,
+};
 use crate::state::AppState;
 use crate::store::StoreError;
 
@@ -140,16 +142,16 @@ pub async fn home(req: &Request, Data(state): Data<&State>, Data(site): Data<&Si
     };
     let (issues, more) = published(state, site, latest).await?;
     let n = &site.0;
-    Ok(page_with(
+    Ok(site_page(
+        n,
         &n.name,
-        Some(&meta(state, site, "/", "website")),
+        &meta(state, site, "/", "website"),
+        Place::Home,
+        Styles::Linked,
         html! {
-            header {
-                h1 { (n.name) }
-                @if !n.tagline.is_empty() { p.tagline { (n.tagline) } }
-            }
-            section aria-labelledby="subscribe" {
+            section.card.subscribe-box aria-labelledby="subscribe" {
                 h2 id="subscribe" { "Subscribe" }
+                p.muted { "New issues by e-mail. Confirm with one click; leave with one click." }
                 (subscribe_form(req, state, "", "", &FieldErrors::new()))
             }
             section aria-labelledby="latest" {
@@ -157,7 +159,6 @@ pub async fn home(req: &Request, Data(state): Data<&State>, Data(site): Data<&Si
                 (issue_list(state, site, &issues))
                 @if more { p { a href="/archive" { "All issues →" } } }
             }
-            footer.muted { a href="/archive" { "Archive" } " · " a href="/feed.xml" { "Feed" } }
         },
     )
     .into_response())
@@ -170,14 +171,18 @@ pub async fn subscribe_page(
     Data(site): Data<&Site>,
 ) -> SiteResult {
     let n = &site.0;
-    Ok(page_with(
+    Ok(site_page(
+        n,
         &format!("Subscribe to {}", n.name),
-        Some(&meta(state, site, "/subscribe", "website")),
+        &meta(state, site, "/subscribe", "website"),
+        Place::Inner,
+        Styles::Linked,
         html! {
-            h1 { "Subscribe to " (n.name) }
-            @if !n.tagline.is_empty() { p.tagline { (n.tagline) } }
-            (subscribe_form(req, state, "", "", &FieldErrors::new()))
-            p.muted { "We will e-mail you a link to confirm. Nothing is sent until you follow it." }
+            section.card.subscribe-box {
+                h1 { "Subscribe to " (n.name) }
+                (subscribe_form(req, state, "", "", &FieldErrors::new()))
+                p.muted { "We will e-mail you a link to confirm. Nothing is sent until you follow it." }
+            }
         },
     )
     .into_response())
@@ -217,12 +222,17 @@ pub async fn subscribe(
             },
         )),
         Err(DomainError::Invalid(_, problems)) => {
-            let mut response = page_with(
+            let mut response = site_page(
+                &site.0,
                 &title,
-                None,
+                &meta(state, site, "/subscribe", "website"),
+                Place::Inner,
+                Styles::Linked,
                 html! {
-                    h1 { (title) }
-                    (subscribe_form(req, state, &email, &name, &problems))
+                    section.card.subscribe-box {
+                        h1 { (title) }
+                        (subscribe_form(req, state, &email, &name, &problems))
+                    }
                 },
             )
             .into_response();
@@ -306,11 +316,13 @@ pub async fn archive(
         return Err(SiteError::NotFound);
     }
     let n = &site.0;
-    Ok(page_with(
+    Ok(site_page(
+        n,
         &format!("Archive · {}", n.name),
-        Some(&meta(state, site, "/archive", "website")),
+        &meta(state, site, "/archive", "website"),
+        Place::Inner,
+        Styles::Linked,
         html! {
-            p { a href="/" { "← " (n.name) } }
             h1 { "Archive" }
             (issue_list(state, site, &issues))
             nav.pager aria-label="Pages" {
@@ -336,7 +348,7 @@ pub async fn issue_page(
         .map_err(|e| SiteError::domain(e, site, "showing an issue"))?;
     let (state, site) = (state.clone(), site.clone());
     built_off_the_async_threads("showing an issue", move || {
-        issue_document(&state.urls, &site.0, &issue).into_response()
+        issue_document(&state.urls, &site.0, &issue, Styles::Linked).into_response()
     })
     .await
 }
@@ -389,7 +401,8 @@ fn feed_document(state: &State, site: &Site, issues: &[Issue]) -> String {
                     id { (url) }
                     published { (machine_time(issue.published_at)) }
                     updated { (issue.published_at.unwrap_or(issue.updated_at)) }
-                    content type="html" { (issue.body_html()) }
+                    // The page's articles too, as escaped HTML like the body.
+                    content type="html" { (issue.body_html()) (articles(issue).into_string()) }
                 }
             }
         }

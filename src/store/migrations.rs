@@ -79,6 +79,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0019_time_zones",
         include_str!("../../migrations/0019_time_zones.sql"),
     ),
+    (
+        "0020_site_theme",
+        include_str!("../../migrations/0020_site_theme.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.

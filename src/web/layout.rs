@@ -7,7 +7,7 @@ use super::csrf;
 use crate::domain::FieldErrors;
 use crate::domain::newsletters::Newsletter;
 use crate::domain::operators;
-use crate::http::public_page::head_start;
+use crate::http::public_page::{head_start, versioned_path};
 
 /// The parts of one newsletter's dashboard, in the order its section bar shows them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +89,21 @@ pub fn newsletter_page(
     )
 }
 
+/// What search engines show for the service's own pages (sign-up, sign-in, the dashboard).
+const DESCRIPTION: &str =
+    "Broadsheet: write your newsletter, send it by e-mail and publish it on its own site.";
+
+/// The dashboard's stylesheet, embedded in the binary.
+pub const APP_CSS: &str = include_str!("../../assets/app.css");
+
+/// Where the pages link the stylesheet: the address changes with its content, so it is
+/// cached for a year.
+pub fn app_css_path() -> &'static str {
+    static PATH: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| versioned_path("app", "css", APP_CSS));
+    &PATH
+}
+
 /// A full page with the top bar; `narrow` for the account forms.
 pub fn page(ctx: &Ctx, title: &str, narrow: bool, body: Markup) -> Markup {
     html! {
@@ -96,7 +111,8 @@ pub fn page(ctx: &Ctx, title: &str, narrow: bool, body: Markup) -> Markup {
         html lang="en" {
             head {
                 (head_start(&format!("{title} · Broadsheet")))
-                link rel="stylesheet" href="/assets/app.css";
+                meta name="description" content=(DESCRIPTION);
+                link rel="stylesheet" href=(app_css_path());
             }
             body {
                 header.top {
@@ -135,7 +151,8 @@ pub fn error_page(title: &str, message: &str) -> Markup {
         html lang="en" {
             head {
                 (head_start(&format!("{title} · Broadsheet")))
-                link rel="stylesheet" href="/assets/app.css";
+                meta name="description" content=(DESCRIPTION);
+                link rel="stylesheet" href=(app_css_path());
             }
             body {
                 main.narrow {

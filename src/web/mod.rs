@@ -28,7 +28,7 @@ use crate::domain::DomainError;
 use crate::http::client::client_address;
 use crate::http::csrf;
 use crate::http::form::{FormData, UnreadableForm};
-use crate::http::public_page::no_favicon;
+use crate::http::public_page::{IMMUTABLE, no_favicon};
 use crate::http::routing::{get, post};
 use crate::state::AppState;
 
@@ -263,6 +263,10 @@ pub fn routes() -> impl poem::Endpoint {
             post(settings::update_publishing),
         )
         .at(
+            "/newsletters/:id/settings/theme",
+            post(settings::update_theme),
+        )
+        .at(
             "/newsletters/:id/settings/upgrade",
             post(settings::request_upgrade),
         )
@@ -281,15 +285,26 @@ pub fn routes() -> impl poem::Endpoint {
         .at("/assets/time-zone.js", get(time_zones::script))
         .at("/account/time_zone", post(time_zones::update_account_zone))
         .at("/assets/widgets.js", get(widgets))
+        .at(layout::app_css_path(), get(versioned_stylesheet))
         .with(CookieJarManager::new())
 }
 
+/// The dashboard's stylesheet under its old, unversioned address (pages saved before).
 #[poem::handler]
 fn stylesheet() -> Response {
     Response::builder()
         .content_type("text/css; charset=utf-8")
         .header("Cache-Control", "public, max-age=3600")
-        .body(include_str!("../../assets/app.css"))
+        .body(layout::APP_CSS)
+}
+
+/// The dashboard's stylesheet at the address the pages link, which changes with its content.
+#[poem::handler]
+fn versioned_stylesheet() -> Response {
+    Response::builder()
+        .content_type("text/css; charset=utf-8")
+        .header("Cache-Control", IMMUTABLE)
+        .body(layout::APP_CSS)
 }
 
 /// `GET /assets/widgets.js`: copy buttons and the create form's live subdomain preview; the

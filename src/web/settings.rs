@@ -1,7 +1,8 @@
 //! The settings page of the dashboard: details (as the API's `PATCH /newsletter`), publishing
-//! rhythm, audience and voice, tracking, publishing on send, the welcome e-mail, the plan with an upgrade
-//! request, pause / resume / cancel behind a confirmation page, and where bounces come back
-//! (read-only). Each form posts to its own URL; bad input shows the page
+//! rhythm, audience and voice, tracking, publishing on send, the welcome e-mail, the public
+//! site's look, the plan with an upgrade request, pause / resume / cancel behind a
+//! confirmation page, and where bounces come back (read-only). Each form posts to its own
+//! URL; bad input shows the page
 //! again (422) with the messages beside that form and changes nothing. A cancelled newsletter
 //! is read-only: the page shows the values without forms and every post is refused (403).
 
@@ -17,6 +18,7 @@ use crate::domain::newsletters::{
     self, ContentTone, Details, Frequency, Newsletter, NewsletterLength, Preferences, Status, Tier,
 };
 use crate::domain::sender_domains::SenderDomain;
+use crate::domain::site_theme::{self, ThemeChanges};
 use crate::domain::verp::{self, BounceSetup};
 use crate::domain::welcome::{self, WelcomeChanges};
 use crate::domain::{DomainResult, FieldErrors};
@@ -30,6 +32,7 @@ enum Part {
     Tracking,
     Publishing,
     Welcome,
+    Theme,
     Plan,
     Status,
 }
@@ -43,6 +46,7 @@ impl Part {
             Part::Tracking => "tracking",
             Part::Publishing => "publishing",
             Part::Welcome => "welcome",
+            Part::Theme => "theme",
             Part::Plan => "plan",
             Part::Status => "status",
         }
@@ -81,6 +85,40 @@ impl DetailsForm {
             welcome: WelcomeChanges::default(),
             publish_on_send: None,
             time_zone: None,
+            theme: ThemeChanges::default(),
+        }
+    }
+}
+
+/// The public site's look as typed: an empty field is the default.
+#[derive(Debug, Clone, Default)]
+struct ThemeForm {
+    accent_color: String,
+    logo_url: String,
+}
+
+impl ThemeForm {
+    fn read(form: &FormData) -> Self {
+        ThemeForm {
+            accent_color: form.get("theme[accent_color]").to_string(),
+            logo_url: form.get("theme[logo_url]").to_string(),
+        }
+    }
+
+    fn stored(n: &Newsletter) -> Self {
+        ThemeForm {
+            accent_color: n.theme.accent_color.map(|c| c.hex()).unwrap_or_default(),
+            logo_url: n.theme.logo_url.clone().unwrap_or_default(),
+        }
+    }
+
+    fn changes(&self) -> Details {
+        Details {
+            theme: ThemeChanges {
+                accent_color: Some(self.accent_color.clone()),
+                logo_url: Some(self.logo_url.clone()),
+            },
+            ..Details::default()
         }
     }
 }
@@ -131,6 +169,7 @@ struct Entered {
     tracking: String,
     publish_on_send: String,
     welcome: WelcomeForm,
+    theme: ThemeForm,
 }
 
 impl Entered {
@@ -150,6 +189,7 @@ impl Entered {
             tracking: if n.tracking_enabled { "on" } else { "off" }.to_string(),
             publish_on_send: if n.publish_on_send { "on" } else { "off" }.to_string(),
             welcome: WelcomeForm::stored(n),
+            theme: ThemeForm::stored(n),
         }
     }
 }
@@ -292,6 +332,21 @@ fn settings_page(
                     }
                 }))
             }
+            section.panel #theme {
+                h2 { "Look of the public site" }
+                p.muted { "The accent colours the site's buttons and, where it is readable on the page, its links; button text turns black or white to stay readable. The logo shows beside the name and in link previews. Leave a field empty for the default." }
+                (problems(Part::Theme))
+                (settings_form(ctx, writable, &format!("{base}/theme"), "Save the look", html! {
+                    label {
+                        "Accent colour (#rrggbb)"
+                        input type="text" name="theme[accent_color]" value=(entered.theme.accent_color) placeholder="#1d4ed8" pattern="#[0-9a-fA-F]{6}" maxlength="7" autocomplete="off";
+                    }
+                    label {
+                        "Logo URL (https://, up to " (site_theme::LOGO_URL_MAX) " characters)"
+                        input type="url" name="theme[logo_url]" value=(entered.theme.logo_url) placeholder="https://example.com/logo.png" maxlength=(site_theme::LOGO_URL_MAX) autocomplete="off";
+                    }
+                }))
+            }
             section.panel #plan {
                 h2 { "Plan" }
                 p { "Tier: " strong #tier data-tier=(n.tier) { (n.tier) } }
@@ -430,6 +485,23 @@ impl<'a> Post<'a> {
 
     /// Back to the section with a notice, or the page again (422) with the messages beside
     /// the form that failed and what was typed in it.
+    /// Saves `changes` with the rules of `PATCH /newsletter` and answers for `part`.
+    async fn save_details(
+        &self,
+        changes: Details,
+        part: Part,
+        keep_typed: impl FnOnce(&mut Entered),
+        notice: &str,
+    ) -> WebResult {
+        let nid = self.n.id;
+        let result = self
+            .state
+            .db
+            .run(move |conn| newsletters::update_details(conn, nid, &changes))
+            .await;
+        self.answer(result, part, keep_typed, notice).await
+    }
+
     async fn answer(
         &self,
         result: DomainResult<Newsletter>,
@@ -473,18 +545,10 @@ pub async fn update_details(
 ) -> WebResult {
     let post = Post::load(req, state, &id, body).await?;
     let typed = DetailsForm::read(&post.form);
-    let (nid, changes) = (post.n.id, typed.changes_from(&post.n));
-    let result = state
-        .db
-        .run(move |conn| newsletters::update_details(conn, nid, &changes))
-        .await;
-    post.answer(
-        result,
-        Part::Details,
-        |e| e.details = typed,
-        "The details are saved.",
-    )
-    .await
+    let changes = typed.changes_from(&post.n);
+    let keep = |e: &mut Entered| e.details = typed;
+    post.save_details(changes, Part::Details, keep, "The details are saved.")
+        .await
 }
 
 #[handler]
@@ -631,6 +695,21 @@ pub async fn update_welcome(
     };
     post.answer(result, Part::Welcome, |e| e.welcome = typed, notice)
         .await
+}
+
+#[handler]
+pub async fn update_theme(
+    req: &Request,
+    Path(id): Path<String>,
+    body: Body,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let post = Post::load(req, state, &id, body).await?;
+    let typed = ThemeForm::read(&post.form);
+    let changes = typed.changes();
+    let keep = |e: &mut Entered| e.theme = typed;
+    let notice = "The look of the public site is saved.";
+    post.save_details(changes, Part::Theme, keep, notice).await
 }
 
 #[handler]

@@ -78,6 +78,16 @@ fn every_form(owner: &Owner) -> Vec<(&'static str, Vec<(&'static str, String)>)>
                 ("welcome[body]", "Hello".into()),
             ],
         ),
+        (
+            "theme",
+            vec![
+                ("theme[accent_color]", "#000000".into()),
+                (
+                    "theme[logo_url]",
+                    "https://intruder.example/logo.png".into(),
+                ),
+            ],
+        ),
         ("upgrade", vec![]),
         ("status", vec![("status", "paused".into())]),
         (

@@ -40,6 +40,7 @@ mod sender_domains;
 mod sending;
 mod sending_crash;
 mod site;
+mod site_design;
 mod slow_clients;
 mod smtp_security;
 mod sql;

@@ -18,7 +18,7 @@ use crate::domain::subscribers;
 use crate::domain::time_zones::{TimeZoneName, local_input};
 use crate::domain::tracking::Links;
 use crate::domain::{DomainError, FieldErrors};
-use crate::http::public_page::issue_document;
+use crate::http::public_page::{Styles, issue_document};
 use crate::mail::render::IssueEmail;
 use crate::web::layout::{Section, csrf_field, errors, newsletter_page};
 use crate::web::newsletters::owned;
@@ -403,7 +403,7 @@ pub(super) fn preview_block(
         .personalise(0, "subscriber@example.com");
     let mut on_web = issue.clone();
     on_web.published_at = on_web.published_at.or_else(|| Some(Timestamp::now()));
-    let page = issue_document(&state.urls, n, &on_web);
+    let page = issue_document(&state.urls, n, &on_web, Styles::Inline);
     Ok(html! {
         div.previews {
             section {

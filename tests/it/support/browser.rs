@@ -234,3 +234,24 @@ impl Driver {
             .collect()
     }
 }
+
+impl Driver {
+    /// Runs a Chrome DevTools Protocol command in the session (chromedriver's
+    /// `goog/cdp/execute`; fantoccini has no call for it): emulated media, device metrics.
+    pub async fn cdp(&self, c: &Client, cmd: &str, params: serde_json::Value) {
+        let session = c.session_id().await.unwrap().expect("a session id");
+        let url = format!(
+            "http://127.0.0.1:{}/session/{session}/goog/cdp/execute",
+            self.port
+        );
+        let body = serde_json::json!({"cmd": cmd, "params": params});
+        let cmd = cmd.to_string();
+        tokio::task::spawn_blocking(move || {
+            ureq::post(&url)
+                .send_json(body)
+                .unwrap_or_else(|e| panic!("CDP {cmd}: {e}"));
+        })
+        .await
+        .unwrap();
+    }
+}

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Lighthouse (accessibility, best practices, SEO) and axe-core over the public site (home, an
+# issue, the archive) and the account pages (sign-up, sign-in, the dashboard), on the built
+# binary started with a temporary data directory and some content. Fails when a score is below
+# LIGHTHOUSE_MIN_SCORE (100) or axe finds any violation. npm's `lighthouse` and `@axe-core/cli`
+# are installed into target/npm; Chromium is Debian's (CHROME_PATH, chromedriver on PATH).
+#
+#   scripts/lighthouse.sh            # builds target/debug/broadsheet when missing
+#   BROADSHEET_BIN=path scripts/lighthouse.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+min=${LIGHTHOUSE_MIN_SCORE:-100}
+npm_dir=target/npm
+bin=${BROADSHEET_BIN:-target/debug/broadsheet}
+out=target/lighthouse
+mkdir -p "$out" "$npm_dir"
+
+say() { printf '\n== %s\n' "$*"; }
+
+say "tools"
+if [ ! -x "$npm_dir/node_modules/.bin/lighthouse" ] || [ ! -x "$npm_dir/node_modules/.bin/axe" ]; then
+  # chromedriver's npm package would download its own driver: Debian's is used instead.
+  CHROMEDRIVER_SKIP_DOWNLOAD=true PUPPETEER_SKIP_DOWNLOAD=true \
+    npm install --prefix "$npm_dir" --no-audit --no-fund --loglevel=error lighthouse@12 @axe-core/cli@4
+fi
+export CHROME_PATH=${CHROME_PATH:-$(command -v chromium)}
+chromedriver=$(command -v chromedriver)
+[ -x "$bin" ] || cargo build
+"$CHROME_PATH" --version 2>/dev/null
+
+say "a server with some content"
+data=$(mktemp -d)
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+base="http://localhost:$port"
+BROADSHEET_DATA_DIR="$data" "$bin" serve --listen "127.0.0.1:$port" --base-url "$base" \
+  --public-host "localhost:$port" --default-tier paid >"$out/server.log" 2>&1 &
+server=$!
+trap 'kill "$server" 2>/dev/null || true; rm -rf "$data"' EXIT
+for _ in $(seq 100); do curl -fs "$base/up" >/dev/null && break; sleep 0.1; done
+
+jar="$out/cookies.txt"; rm -f "$jar"
+get() { curl -fsS -b "$jar" -c "$jar" "$base$1"; }
+token() { sed -n 's/.*name="authenticity_token" value="\([^"]*\)".*/\1/p' | head -n 1; }
+# POSTs a form of $1 (the page it is on) to $2 with the fields that follow, plus its token;
+# prints where the answer redirects.
+post() {
+  local page=$1 action=$2; shift 2
+  local t; t=$(get "$page" | token)
+  local args=(--data-urlencode "authenticity_token=$t")
+  for field in "$@"; do args+=(--data-urlencode "$field"); done
+  curl -sS -o /dev/null -w '%{redirect_url}' -b "$jar" -c "$jar" "${args[@]}" "$base$action"
+}
+email="lighthouse@example.com"; password="lighthouse-password"
+post /signup /signup "user[email_address]=$email" "user[password]=$password" \
+  "user[password_confirmation]=$password" >/dev/null
+# The confirmation mail is written by a job: the server's log names its link once it is.
+link=""
+for _ in $(seq 100); do
+  link=$(grep -o "$base/email_confirmations/[A-Za-z0-9_-]*" "$out/server.log" | head -n 1 || true)
+  [ -n "$link" ] && break; sleep 0.1
+done
+curl -fsS -o /dev/null -b "$jar" -c "$jar" "$link"
+post /signup /session "email_address=$email" "password=$password" >/dev/null || true
+created=$(post /newsletters/new /newsletters "newsletter[name]=Harbour Notes" \
+  "newsletter[tagline]=Letters from a small port, every week" "newsletter[from_name]=Harbour Desk" \
+  "newsletter[from_email]=desk@example.com")
+id=$(printf '%s' "$created" | sed -n 's#.*/newsletters/\([0-9]*\)/.*#\1#p')
+post "/newsletters/$id/setup_frequency" "/newsletters/$id/apply_frequency" "frequency=weekly" >/dev/null
+post "/newsletters/$id/preference/edit" "/newsletters/$id/preference" \
+  "newsletter_preference[target_audience]=Sailors" "newsletter_preference[content_tone]=friendly" \
+  "newsletter_preference[newsletter_length]=medium" >/dev/null
+key_page=$(t=$(get "/newsletters/$id/api_keys/new" | token); curl -fsS -b "$jar" -c "$jar" \
+  --data-urlencode "authenticity_token=$t" --data-urlencode "api_key[name]=lighthouse" \
+  --data-urlencode "api_key[permissions][]=read" --data-urlencode "api_key[permissions][]=write" \
+  "$base/newsletters/$id/api_keys")
+key=$(printf '%s' "$key_page" | tr '\n' ' ' | sed -n 's/.*id="api-key"[^>]*>[[:space:]]*\([A-Za-z0-9_]*\).*/\1/p')
+api() { curl -fsS -H "Authorization: Bearer $key" -H 'Content-Type: application/json' "$@"; }
+subdomain=$(api "$base/api/v1/newsletter" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).data.subdomain))')
+api -X PATCH "$base/api/v1/newsletter" -d '{"accent_color":"#0f766e"}' >/dev/null
+issue_path=""
+for n in 1 2 3; do
+  body=$(node -e 'console.log(JSON.stringify({issue:{subject:`Harbour notes, week ${process.argv[1]}`,status:"approved",
+    content_markdown:"## At the quay\n\nThe ferry ran late twice this week, and the fish market moved indoors. Here is what else happened along the water.\n\n> The tide waits for no one.\n\n- Boats in: 14\n- Boats out: 12",
+    articles:[{title:"Tide tables for the month",url:"https://example.com/tides",summarized_article:"When to sail, and when to stay ashore."}]}}))' "$n")
+  issue=$(api -X POST "$base/api/v1/issues" -d "$body")
+  iid=$(printf '%s' "$issue" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).id))')
+  published=$(api -X POST "$base/api/v1/issues/$iid/publish" -d '{}')
+  issue_path=$(printf '%s' "$published" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(new URL(JSON.parse(s).web_url).pathname))')
+done
+site="http://$subdomain.localhost:$port"
+cookie=$(awk '!/^#/ || /^#HttpOnly_/ { if (NF >= 7) printf "%s=%s; ", $6, $7 }' "$jar")
+
+public_pages=("$site/" "$site$issue_path" "$site/archive" "$base/signup" "$base/session/new")
+account_pages=("$base/newsletters" "$base/newsletters/$id" "$base/newsletters/$id/settings")
+
+say "Lighthouse (accessibility, best practices, SEO; at least $min each)"
+failed=0
+lighthouse() {
+  local url=$1 name=$2; shift 2
+  "$npm_dir/node_modules/.bin/lighthouse" "$url" --quiet \
+    --only-categories=accessibility,best-practices,seo --output=json --output-path="$out/$name.json" \
+    --chrome-flags="--headless=new --no-sandbox --disable-gpu --disable-dev-shm-usage" "$@" >/dev/null 2>&1 || true
+  node -e '
+    const r = require(process.argv[1]); const min = Number(process.argv[2]);
+    let ok = true; const parts = [];
+    for (const [id, c] of Object.entries(r.categories || {})) {
+      const score = Math.round((c.score || 0) * 100); parts.push(`${id} ${score}`);
+      if (score < min) { ok = false;
+        for (const ref of c.auditRefs) { const a = r.audits[ref.id];
+          if (ref.weight > 0 && a.score !== null && a.score < 1) console.log(`   - ${id}: ${a.id}: ${a.title}`); } }
+    }
+    if (!parts.length) { console.log("   no result"); ok = false; }
+    console.log(`${ok ? "ok  " : "FAIL"} ${process.argv[3]}: ${parts.join(", ")}`);
+    process.exit(ok ? 0 : 1);' "$PWD/$out/$name.json" "$min" "$url" || failed=1
+}
+i=0
+for url in "${public_pages[@]}"; do i=$((i+1)); lighthouse "$url" "public-$i"; done
+i=0
+for url in "${account_pages[@]}"; do
+  i=$((i+1)); lighthouse "$url" "account-$i" --extra-headers="{\"Cookie\":\"$cookie\"}"
+done
+
+say "axe-core (every rule; no violation allowed)"
+"$npm_dir/node_modules/.bin/axe" "${public_pages[@]}" --chromedriver-path "$chromedriver" \
+  --chrome-options="headless=new,no-sandbox,disable-gpu,disable-dev-shm-usage" --exit || failed=1
+
+if [ "$failed" != 0 ]; then
+  echo "Lighthouse or axe found problems; reports in $out/" >&2
+  exit 1
+fi
+echo "all pages pass"
