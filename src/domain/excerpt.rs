@@ -28,14 +28,12 @@ pub fn text_of_html(html: &str, max: usize) -> String {
         };
         rest = &rest[taken..];
         match decoded {
-            Some(c) if c.is_whitespace() => {
-                if !word.is_empty() {
-                    length += word.chars().count() + usize::from(!words.is_empty());
-                    words.push(std::mem::take(&mut word));
-                }
+            Some(c) if !c.is_whitespace() => word.push(c),
+            Some(_) if !word.is_empty() => {
+                length += word.chars().count() + usize::from(!words.is_empty());
+                words.push(std::mem::take(&mut word));
             }
-            Some(c) => word.push(c),
-            None => {}
+            _ => {}
         }
     }
     if !word.is_empty() {

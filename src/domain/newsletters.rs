@@ -4,8 +4,8 @@
 use rusqlite::{Connection, OptionalExtension, Row};
 
 use super::email::EmailAddress;
-use super::time_zones::{self, TimeZoneName};
 use super::site_theme::{self, AccentColor, CheckedTheme, SiteTheme, ThemeChanges};
+use super::time_zones::{self, TimeZoneName};
 use super::urls::SiteUrls;
 use super::welcome::{self, CheckedWelcome, Welcome, WelcomeChanges};
 use super::{DomainError, DomainResult, FieldErrors, clean_line, clean_text};
@@ -577,8 +577,8 @@ pub fn apply_details(
     write_tx(conn, |tx| {
         let current = get(tx, id)?;
         current.ensure_writable()?;
-        let welcome_changed = welcome::apply(tx, id, &welcome)?
-            | site_theme::apply(tx, id, &current.theme, &theme)?;
+        let welcome_changed =
+            welcome::apply(tx, id, &welcome)? | site_theme::apply(tx, id, &current.theme, &theme)?;
         let zone_changed = time_zones::apply_newsletter_zone(tx, id, time_zone.as_ref())?;
         let next = (
             name.unwrap_or_else(|| current.name.clone()),

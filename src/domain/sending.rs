@@ -8,6 +8,7 @@
 use rusqlite::{Connection, OptionalExtension};
 use time::{Duration, OffsetDateTime};
 
+use super::audience::Audience;
 use super::issues::{self, Issue, Status};
 use super::newsletters::{self, Newsletter};
 use super::stats::rate;
@@ -321,17 +322,29 @@ fn counts(conn: &Connection, issue_id: i64) -> DomainResult<(Progress, [i64; 3])
 
 /// The recipients of a send queued but not yet planned (`sending`, no delivery rows
 /// recorded by [`prepare`] yet): the count the send confirmation stated
-/// (`issues::check_sendable`). `None` for any other issue.
+/// (`issues::check_sendable`), over the issue's recorded audience. `None` for any other
+/// issue. The window is short: the send job records the rows when it starts.
 fn planned_recipients(conn: &Connection, issue_id: i64) -> DomainResult<Option<i64>> {
-    const QUEUED: &str = "SELECT newsletter_id FROM issues
-         WHERE id = ?1 AND status = 'sending' AND recipients_at IS NULL";
-    let Some(newsletter_id) = conn
-        .query_row(QUEUED, [issue_id], |r| r.get::<_, i64>(0))
+    const QUEUED: &str = "SELECT newsletter_id,
+           (SELECT group_concat(tag, char(10)) FROM issue_audience_tags WHERE issue_id = ?1 AND excluded = 0),
+           (SELECT group_concat(tag, char(10)) FROM issue_audience_tags WHERE issue_id = ?1 AND excluded = 1)
+         FROM issues WHERE id = ?1 AND status = 'sending' AND recipients_at IS NULL";
+    let Some((newsletter_id, audience)) = conn
+        .query_row(QUEUED, [issue_id], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                Audience::from_lines(r.get(1)?, r.get(2)?),
+            ))
+        })
         .optional()?
     else {
         return Ok(None);
     };
-    Ok(Some(super::subscribers::active_count(conn, newsletter_id)?))
+    Ok(Some(super::audience::count(
+        conn,
+        newsletter_id,
+        &audience,
+    )?))
 }
 
 /// When the earliest pending delivery is due: `""` when one is due at once, `None` when none

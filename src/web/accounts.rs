@@ -422,7 +422,7 @@ pub async fn account(req: &Request, Data(state): Data<&State>) -> WebResult {
                 h2 { "Sessions" }
                 p.muted { "A session ends after " (span(lifetimes.idle)) " without a visit, and " (span(lifetimes.absolute)) " after signing in at the latest." }
                 table #sessions {
-                    thead { tr { th { "Signed in" } th { "Last seen" } th {} } }
+                    thead { tr { th { "Signed in" } th { "Last seen" } th { span.visually-hidden { "Actions" } } } }
                     tbody {
                         @for s in &sessions {
                             tr {

@@ -32,7 +32,7 @@ pub async fn index(req: &Request, Path(id): Path<String>, Data(state): Data<&Sta
                     p { "No keys yet." }
                 } @else {
                     div.table-wrap { table {
-                        thead { tr { th { "Name" } th { "Prefix" } th { "Permissions" } th { "Created" } th { "Last used" } th {} } }
+                        thead { tr { th { "Name" } th { "Prefix" } th { "Permissions" } th { "Created" } th { "Last used" } th { span.visually-hidden { "Actions" } } } }
                         tbody {
                             @for key in &keys {
                                 tr {

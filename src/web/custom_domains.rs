@@ -58,7 +58,7 @@ pub async fn index(req: &Request, Path(id): Path<String>, Data(state): Data<&Sta
                 @match &current {
                     Some(d) => {
                         div.table-wrap { table {
-                            thead { tr { th { "Domain" } th { "Status" } th { "Added" } th {} } }
+                            thead { tr { th { "Domain" } th { "Status" } th { "Added" } th { span.visually-hidden { "Actions" } } } }
                             tbody { tr {
                                 td { a href={ (base(&n)) "/" (d.id) } { (d.domain) } }
                                 td { (status_badge(d)) }

@@ -84,7 +84,7 @@ pub async fn index(req: &Request, Path(id): Path<String>, Data(state): Data<&Sta
                                 p.muted { "No deliveries yet." }
                             } @else {
                                 div.table-wrap { table {
-                                    thead { tr { th { "Event" } th { "State" } th { "Attempts" } th { "Response" } th { "Time" } th { "Answer" } th {} } }
+                                    thead { tr { th { "Event" } th { "State" } th { "Attempts" } th { "Response" } th { "Time" } th { "Answer" } th { span.visually-hidden { "Actions" } } } }
                                     tbody {
                                         @for d in log {
                                             tr {

@@ -643,6 +643,11 @@ fn dash_issues_send_progress_and_report() {
         );
     }
     assert!(page.body.contains("50%"), "open rate of delivered");
+    // Every column of the report's table has a name (axe: empty-table-header).
+    assert!(
+        !page.body.contains("<th></th>"),
+        "an unnamed column in the report"
+    );
 
     // A sent issue is read-only.
     assert!(!page.body.contains(&format!("href=\"{url}/edit\"")));

@@ -237,7 +237,7 @@ fn report_panel(report: &Report) -> Markup {
         section.panel {
             h2 { "Report" }
             div.table-wrap { table #report {
-                thead { tr { th { "" } th { "Messages" } th { "Of delivered" } } }
+                thead { tr { th { span.visually-hidden { "Measure" } } th { "Messages" } th { "Of delivered" } } }
                 tbody {
                     tr { th { "Recipients" } td #report-recipients { (p.total) } td {} }
                     tr { th { "Delivered" } td #report-delivered { (p.sent) } td {} }
