@@ -121,16 +121,27 @@ pub fn site_asset(poem::web::Path(file): poem::web::Path<String>) -> Response {
             .map(theme_css)
     };
     match css {
-        Some(css) => Response::builder()
-            .content_type("text/css; charset=utf-8")
-            .header("Cache-Control", IMMUTABLE)
-            .body(css),
+        Some(css) => asset(CSS, IMMUTABLE, css),
         None => StatusCode::NOT_FOUND.into_response(),
     }
 }
 
 /// `Cache-Control` of a file whose address changes with its content.
 pub const IMMUTABLE: &str = "public, max-age=31536000, immutable";
+/// `Cache-Control` of a file at a fixed address: a change reaches browsers within the hour.
+pub const FOR_AN_HOUR: &str = "public, max-age=3600";
+/// Content types of the embedded assets.
+pub const CSS: &str = "text/css; charset=utf-8";
+pub const JAVASCRIPT: &str = "text/javascript; charset=utf-8";
+
+/// The answer for an embedded asset (a stylesheet, a script): every `/assets/…` handler of
+/// the site and the dashboard answers through it.
+pub fn asset(content_type: &str, cache_control: &str, body: impl Into<poem::Body>) -> Response {
+    Response::builder()
+        .content_type(content_type)
+        .header("Cache-Control", cache_control)
+        .body(body)
+}
 
 /// The stylesheets of a site page, with the newsletter's accent when it has one.
 fn stylesheets(styles: Styles, theme: &SiteTheme) -> Markup {

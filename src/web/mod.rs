@@ -28,7 +28,7 @@ use crate::domain::DomainError;
 use crate::http::client::client_address;
 use crate::http::csrf;
 use crate::http::form::{FormData, UnreadableForm};
-use crate::http::public_page::{IMMUTABLE, no_favicon};
+use crate::http::public_page::{CSS, FOR_AN_HOUR, IMMUTABLE, JAVASCRIPT, asset, no_favicon};
 use crate::http::routing::{get, post};
 use crate::state::AppState;
 
@@ -292,29 +292,24 @@ pub fn routes() -> impl poem::Endpoint {
 /// The dashboard's stylesheet under its old, unversioned address (pages saved before).
 #[poem::handler]
 fn stylesheet() -> Response {
-    Response::builder()
-        .content_type("text/css; charset=utf-8")
-        .header("Cache-Control", "public, max-age=3600")
-        .body(layout::APP_CSS)
+    asset(CSS, FOR_AN_HOUR, layout::APP_CSS)
 }
 
 /// The dashboard's stylesheet at the address the pages link, which changes with its content.
 #[poem::handler]
 fn versioned_stylesheet() -> Response {
-    Response::builder()
-        .content_type("text/css; charset=utf-8")
-        .header("Cache-Control", IMMUTABLE)
-        .body(layout::APP_CSS)
+    asset(CSS, IMMUTABLE, layout::APP_CSS)
 }
 
 /// `GET /assets/widgets.js`: copy buttons and the create form's live subdomain preview; the
 /// pages work without it.
 #[poem::handler]
 fn widgets() -> Response {
-    Response::builder()
-        .content_type("text/javascript; charset=utf-8")
-        .header("Cache-Control", "public, max-age=3600")
-        .body(include_str!("../../assets/widgets.js"))
+    asset(
+        JAVASCRIPT,
+        FOR_AN_HOUR,
+        include_str!("../../assets/widgets.js"),
+    )
 }
 
 /// Why a browser request did not get its page; mapped to a response once, here.

@@ -11,6 +11,7 @@ use super::layout::csrf_field;
 use super::{Ctx, FormData, State, WebError, WebResult, see_other};
 use crate::clock::Timestamp;
 use crate::domain::time_zones::{self, TimeZoneName};
+use crate::http::public_page::{FOR_AN_HOUR, JAVASCRIPT, asset};
 
 /// `at` for people, on `zone`'s clocks: `26 Nov 2026, 09:00 CET`.
 pub fn friendly(at: Timestamp, zone: &TimeZoneName) -> String {
@@ -82,10 +83,11 @@ pub fn browser_zone_field() -> Markup {
 /// since the dashboard's Content-Security-Policy runs no inline script).
 #[handler]
 pub fn script() -> Response {
-    Response::builder()
-        .content_type("text/javascript; charset=utf-8")
-        .header("Cache-Control", "public, max-age=3600")
-        .body(include_str!("../../assets/time-zone.js"))
+    asset(
+        JAVASCRIPT,
+        FOR_AN_HOUR,
+        include_str!("../../assets/time-zone.js"),
+    )
 }
 
 #[cfg(test)]

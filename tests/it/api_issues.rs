@@ -259,7 +259,20 @@ fn api_issues_list_pagination_filters_and_order() {
     ] {
         let resp = owner.get(&format!("/issues?{query}"));
         assert_eq!(resp.error_code(422), "validation_error", "{query}");
+        // Said in the API's words: the parameter and what it takes, no library type names.
+        let said = resp.json()["errors"].to_string();
+        assert!(
+            !said.contains("Expected input type") && !said.contains("uint32"),
+            "{query}: {said}"
+        );
     }
+    let resp = owner.get("/issues?per_page=abc");
+    assert_eq!(
+        resp.json()["error"]["details"]["per_page"][0],
+        "must be a positive integer",
+        "{}",
+        resp.body
+    );
 
     // Another newsletter sees none of them and cannot reach them by id.
     let other = onboard(&app, "Other Paper");

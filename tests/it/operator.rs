@@ -525,8 +525,9 @@ fn commands_on_a_data_dir_without_a_database_say_so_and_create_nothing() {
     let missing = parent.path().join("mistyped");
     let backup_to = parent.path().join("copy.db");
     let backup_to = backup_to.to_str().unwrap();
-    let commands: [&[&str]; 9] = [
+    let commands: [&[&str]; 10] = [
         &["tier", "news", "paid"],
+        &["operator", "grant", "someone@example.com"],
         &["status", "news", "paused"],
         &["tracking", "news", "off"],
         &["export", "news"],
