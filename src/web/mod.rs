@@ -247,6 +247,10 @@ pub fn routes() -> impl poem::Endpoint {
             post(settings::update_frequency),
         )
         .at(
+            "/newsletters/:id/settings/time_zone",
+            post(settings::update_time_zone),
+        )
+        .at(
             "/newsletters/:id/settings/preference",
             post(settings::update_preferences).patch(settings::update_preferences),
         )

@@ -239,7 +239,7 @@ fn frequency_page(ctx: &Ctx, n: &Newsletter, problems: &FieldErrors) -> Markup {
         html! {
             @if n.live_at.is_none() { (steps(2)) }
             h1 { "How often will you publish?" }
-            p.muted { "Scheduled issues default to the next slot, at 09:00 UTC. You can change this later." }
+            p.muted { "Scheduled issues default to the next slot, at 09:00 in the newsletter's time zone (" (n.time_zone) "). You can change both later in the settings." }
             (errors(problems))
             form.stack method="post" action={ "/newsletters/" (n.id) "/apply_frequency" } {
                 (csrf_field(ctx))

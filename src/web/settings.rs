@@ -1,10 +1,10 @@
 //! The settings page of the dashboard: details (as the API's `PATCH /newsletter`), publishing
-//! rhythm, audience and voice, tracking, publishing on send, the welcome e-mail, the public
-//! site's look, the plan with an upgrade request, pause / resume / cancel behind a
-//! confirmation page, and where bounces come back (read-only). Each form posts to its own
-//! URL; bad input shows the page
-//! again (422) with the messages beside that form and changes nothing. A cancelled newsletter
-//! is read-only: the page shows the values without forms and every post is refused (403).
+//! rhythm and the time zone of its 09:00 slots, audience and voice, tracking, publishing on
+//! send, the welcome e-mail, the public site's look, the plan with an upgrade request, pause /
+//! resume / cancel behind a confirmation page, and where bounces come back (read-only). Each
+//! form posts to its own URL; bad input shows the page again (422) with the messages beside
+//! that form and changes nothing. A cancelled newsletter is read-only: the page shows the
+//! values without forms and every post is refused (403).
 
 use maud::{Markup, html};
 use poem::web::{Data, Path};
@@ -13,7 +13,9 @@ use poem::{Body, Request, handler, http::StatusCode};
 use super::layout::{Section, csrf_field, errors, field, newsletter_page};
 use super::newsletters::{current_preferences, owned, owned_post, select};
 use super::sender_domain;
+use super::time_zones::{shown, zone_select};
 use super::{Ctx, FormData, State, WebError, WebResult, invalid_fields, render, see_other};
+use crate::clock::Timestamp;
 use crate::domain::newsletters::{
     self, ContentTone, Details, Frequency, Newsletter, NewsletterLength, Preferences, Status, Tier,
 };
@@ -28,6 +30,7 @@ use crate::domain::{DomainResult, FieldErrors};
 enum Part {
     Details,
     Frequency,
+    TimeZone,
     Preferences,
     Tracking,
     Publishing,
@@ -42,6 +45,7 @@ impl Part {
         match self {
             Part::Details => "details",
             Part::Frequency => "frequency",
+            Part::TimeZone => "time-zone",
             Part::Preferences => "preferences",
             Part::Tracking => "tracking",
             Part::Publishing => "publishing",
@@ -262,7 +266,7 @@ fn settings_page(
             (sender_domain::panel(ctx, n, sender, writable))
             section.panel #frequency {
                 h2 { "Publishing rhythm" }
-                p.muted { "Scheduling an issue without a time takes the next slot, at 09:00 UTC." }
+                p.muted { "Scheduling an issue without a time takes the next slot, at 09:00 on the clocks of the newsletter's time zone (" (n.time_zone) ", below)." }
                 (problems(Part::Frequency))
                 (settings_form(ctx, writable, &format!("{base}/frequency"), "Save rhythm", html! {
                     fieldset {
@@ -274,6 +278,15 @@ fn settings_page(
                             }
                         }
                     }
+                }))
+            }
+            section.panel #time-zone {
+                h2 { "Time zone" }
+                p.muted { "The publishing rhythm's 09:00 slots, and their weekdays, are on this zone's clocks: it is now " (shown(Timestamp::now(), &n.time_zone)) " there. Issues already scheduled keep their time." }
+                (problems(Part::TimeZone))
+                (settings_form(ctx, writable, &format!("{base}/time_zone"), "Save time zone", html! {
+                    label for="newsletter-time-zone" { "Time zone of the newsletter" }
+                    (zone_select("time_zone", "newsletter-time-zone", &n.time_zone))
                 }))
             }
             section.panel #preferences {
@@ -572,6 +585,35 @@ pub async fn update_frequency(
         "The publishing rhythm is saved.",
     )
     .await
+}
+
+/// `POST .../settings/time_zone` with `time_zone` an IANA name: the newsletter's zone, as
+/// `PATCH /newsletter`'s `time_zone` (the same function and rules).
+#[handler]
+pub async fn update_time_zone(
+    req: &Request,
+    Path(id): Path<String>,
+    body: Body,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let post = Post::load(req, state, &id, body).await?;
+    let nid = post.n.id;
+    let changes = Details {
+        time_zone: Some(post.form.get("time_zone").to_string()),
+        ..Details::default()
+    };
+    let result = state
+        .db
+        .run(move |conn| newsletters::update_details(conn, nid, &changes))
+        .await;
+    let notice = match &result {
+        Ok(saved) => format!(
+            "The time zone is saved: the 09:00 slots are now on {}'s clocks.",
+            saved.time_zone
+        ),
+        Err(_) => String::new(),
+    };
+    post.answer(result, Part::TimeZone, |_| {}, &notice).await
 }
 
 #[handler]

@@ -61,6 +61,7 @@ fn every_form(owner: &Owner) -> Vec<(&'static str, Vec<(&'static str, String)>)>
             ],
         ),
         ("frequency", vec![("frequency", "daily".into())]),
+        ("time_zone", vec![("time_zone", "Asia/Tokyo".into())]),
         (
             "preference",
             vec![
@@ -286,6 +287,57 @@ fn dash_settings_frequency_preferences_and_tracking_forms() {
         assert!(resp.body.contains(message), "{action}: {}", resp.body);
         assert_eq!(stored(&app, &owner), saved, "{action} changed something");
     }
+}
+
+#[test]
+fn dash_settings_time_zone_saves_like_the_api_and_a_bad_zone_changes_nothing() {
+    let app = spawn_app();
+    let owner = onboard(&app, "Zoned");
+    let url = settings_url(&owner);
+    let page = owner.client.get(&url);
+    assert!(
+        page.body
+            .contains("at 09:00 on the clocks of the newsletter's time zone (UTC, below)"),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("<option value=\"UTC\" selected>"));
+
+    let resp = submit(&owner, "time_zone", &[("time_zone", "america/new_york")]);
+    assert_eq!(resp.redirect(), format!("{url}#time-zone"));
+    assert_eq!(api_newsletter(&owner)["time_zone"], "America/New_York");
+    let page = owner.client.get(&url);
+    assert!(
+        page.body
+            .contains("the 09:00 slots are now on America/New_York's clocks")
+    );
+    assert!(page.body.contains("time zone (America/New_York, below)"));
+    assert!(
+        page.body
+            .contains("<option value=\"America/New_York\" selected>")
+    );
+
+    // What the API refuses the form refuses: the page again with the message, nothing changed.
+    let before = (stored(&app, &owner), api_newsletter(&owner));
+    for bad in ["Mars/Olympus", "+01:00", "CEST", ""] {
+        let resp = submit(&owner, "time_zone", &[("time_zone", bad)]);
+        resp.expect(422);
+        assert!(
+            resp.body
+                .contains("Time zone must be an IANA time zone name"),
+            "{bad:?}: {}",
+            resp.body
+        );
+        assert!(
+            resp.body
+                .contains("<option value=\"America/New_York\" selected>")
+        );
+        let api = owner.patch("/newsletter", &json!({ "time_zone": bad }));
+        assert_eq!(api.status, 422, "{bad:?}");
+    }
+    let resp = submit(&owner, "time_zone", &[]);
+    resp.expect(422);
+    assert_eq!((stored(&app, &owner), api_newsletter(&owner)), before);
 }
 
 #[test]
