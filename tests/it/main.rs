@@ -34,6 +34,7 @@ mod operator;
 mod operator_role;
 mod postfix_relay;
 mod publish_on_send;
+mod segment_crash;
 mod segments;
 mod send_faults;
 mod sender_domains;
