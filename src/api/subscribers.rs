@@ -439,7 +439,9 @@ impl SubscribersApi {
     /// with its tags), `deliveries` (every issue sent to them, newest first; at most 10,000,
     /// `deliveries_total` counts them all and `note` says when some were left out), `events`
     /// (their history, oldest first: `subscriber.created`, `email.sent`, `email.opened`,
-    /// `email.clicked`, `email.bounced`, `email.unsubscribed`) and `exported_at`.
+    /// `email.clicked`, `email.bounced`, `email.unsubscribed`), `webhook_events` (the stored
+    /// webhook events naming them, newest first; `webhook_events_note` says when the search
+    /// was bounded) and `exported_at`.
     #[oai(
         path = "/subscribers/:id/export",
         method = "get",

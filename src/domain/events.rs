@@ -43,10 +43,10 @@ pub fn envelope(
 }
 
 /// Records `kind` with `data` for the newsletter and queues its webhook deliveries, all in
-/// the caller's transaction; returns the event id. Events exist only to be delivered (nothing
-/// else reads them), so when no enabled subscription of the newsletter listens to `kind`
-/// nothing is recorded and the answer is `None`; callers with costly `data` ask [`wanted`]
-/// first.
+/// the caller's transaction; returns the event id. Events exist only to be delivered (only a
+/// subscriber's data export reads them back), so when no enabled subscription of the
+/// newsletter listens to `kind` nothing is recorded and the answer is `None`; callers with
+/// costly `data` ask [`wanted`] first.
 pub fn record(
     conn: &Connection,
     newsletter_id: i64,

@@ -1,15 +1,21 @@
 //! Everything kept about one subscriber, as one JSON document, for a data request (a reader
 //! asking what the newsletter holds about them): the record with its tags, every issue sent
-//! to them with what became of it, and the events of that history in time order. The API
+//! to them with what became of it, the events of that history in time order, and the stored
+//! webhook events that name them (payload copies kept for the webhook log). The API
 //! (`GET /subscribers/{id}/export`) and the dashboard's download serialise the same
 //! [`SubscriberExport`], so both give the same document.
 //!
 //! Bounded: a subscriber has one delivery per issue sent to them, read newest first through
 //! the `deliveries_subscriber` index, and at most [`DELIVERIES_KEPT`] are included; beyond
-//! that the document says how many were left out. docs/subscribers.md ("Data requests").
+//! that the document says how many were left out. The `events` table has no index by
+//! subscriber (its payloads are JSON, kept 30 days), so the export searches the newest
+//! [`EVENTS_SEARCHED`] events of the installation, lists at most
+//! [`EVENTS_KEPT`] and says when either bound was reached. docs/subscribers.md ("Data
+//! requests").
 
-use rusqlite::{Connection, Row};
+use rusqlite::{Connection, OptionalExtension, Row};
 use serde::Serialize;
+use serde_json::Value;
 
 use super::DomainResult;
 use super::subscribers::{self, Subscriber};
@@ -17,6 +23,13 @@ use crate::clock::Timestamp;
 
 /// Deliveries one export includes at most: twenty-seven years of a daily newsletter.
 pub const DELIVERIES_KEPT: u64 = 10_000;
+
+/// Stored webhook events one export lists at most, newest first.
+pub const EVENTS_KEPT: usize = 10_000;
+
+/// Events (of every newsletter, newest first) one export reads at most while looking for the
+/// subscriber's: about 0.15 s of CPU. Past it the document says from when on it searched.
+pub const EVENTS_SEARCHED: i64 = 100_000;
 
 crate::string_enum!(
     /// A delivery's state, as `deliveries.status` keeps it (docs/sending.md).
@@ -56,6 +69,17 @@ pub struct Event {
     pub issue_id: Option<i64>,
 }
 
+/// A stored webhook event naming the subscriber: what the newsletter's webhook receivers are
+/// sent (`docs/webhooks.md`), kept while the webhook log keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StoredEvent {
+    pub id: i64,
+    pub event: String,
+    pub at: Timestamp,
+    /// The payload's `data`, as sent.
+    pub data: Value,
+}
+
 /// The whole document.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SubscriberExport {
@@ -71,6 +95,10 @@ pub struct SubscriberExport {
     /// `subscriber.created`, then per delivery `email.sent`, `email.opened`, `email.clicked`,
     /// `email.bounced`, `email.unsubscribed`, oldest first.
     pub events: Vec<Event>,
+    /// The stored webhook events that name the subscriber, newest first.
+    pub webhook_events: Vec<StoredEvent>,
+    /// Says how the search for them was bounded, when a bound was reached.
+    pub webhook_events_note: Option<String>,
 }
 
 fn delivery_from_row(row: &Row<'_>) -> rusqlite::Result<Delivery> {
@@ -115,6 +143,7 @@ pub fn export(
         )
     });
     let events = history(s.created_at, &deliveries);
+    let (webhook_events, webhook_events_note) = stored_events(conn, newsletter_id, &s)?;
     Ok(SubscriberExport {
         exported_at: Timestamp::now(),
         subscriber: s,
@@ -122,7 +151,79 @@ pub fn export(
         deliveries_total: total,
         note,
         events,
+        webhook_events,
+        webhook_events_note,
     })
+}
+
+/// The webhook events of the newsletter that name `s`, newest first, and a note when the
+/// search or the list was cut. An event names the subscriber by its `subscription_id`
+/// (`subscriber.*`, an unsubscribe from a welcome e-mail), by the `delivery_id` of one of its
+/// deliveries (`email.*`), or, carrying neither, by its current address (a complaint about
+/// no delivery); an address another subscriber had is never enough.
+fn stored_events(
+    conn: &Connection,
+    newsletter_id: i64,
+    s: &Subscriber,
+) -> DomainResult<(Vec<StoredEvent>, Option<String>)> {
+    // Newest first along `events_created`, at most EVENTS_SEARCHED of them.
+    const NAMING: &str = "SELECT e.id, e.kind, e.created_at, e.payload ->> '$.data' FROM (
+             SELECT id, newsletter_id, kind, payload, created_at FROM events
+             ORDER BY created_at DESC, id DESC LIMIT ?2) e
+         WHERE e.newsletter_id = ?1 AND (
+             e.payload ->> '$.data.subscription_id' = ?3
+             OR e.payload ->> '$.data.delivery_id' IN
+                 (SELECT id FROM deliveries WHERE subscriber_id = ?3)
+             OR (e.payload ->> '$.data.email' = ?4
+                 AND e.payload ->> '$.data.subscription_id' IS NULL
+                 AND e.payload ->> '$.data.delivery_id' IS NULL))
+         ORDER BY e.created_at DESC, e.id DESC LIMIT ?5";
+    // The newest event the search did not reach, if any.
+    const BEYOND: &str =
+        "SELECT created_at FROM events ORDER BY created_at DESC, id DESC LIMIT 1 OFFSET ?1";
+    let mut events = conn
+        .prepare(NAMING)?
+        .query_map(
+            (
+                newsletter_id,
+                EVENTS_SEARCHED,
+                s.id,
+                &s.email,
+                EVENTS_KEPT as i64 + 1,
+            ),
+            |row| {
+                let data: String = row.get(3)?;
+                Ok(StoredEvent {
+                    id: row.get(0)?,
+                    event: row.get(1)?,
+                    at: row.get(2)?,
+                    data: serde_json::from_str(&data).map_err(|e| {
+                        rusqlite::Error::FromSqlConversionFailure(
+                            3,
+                            rusqlite::types::Type::Text,
+                            e.into(),
+                        )
+                    })?,
+                })
+            },
+        )?
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut notes = Vec::new();
+    if events.len() > EVENTS_KEPT {
+        events.truncate(EVENTS_KEPT);
+        notes.push(format!(
+            "more than {EVENTS_KEPT} stored webhook events name this subscriber; the newest {EVENTS_KEPT} are listed"
+        ));
+    }
+    let beyond: Option<Timestamp> = conn
+        .query_row(BEYOND, [EVENTS_SEARCHED], |r| r.get(0))
+        .optional()?;
+    if let Some(at) = beyond {
+        notes.push(format!(
+            "the newest {EVENTS_SEARCHED} webhook events were searched; events recorded at or before {at} were not"
+        ));
+    }
+    Ok((events, (!notes.is_empty()).then(|| notes.join("; "))))
 }
 
 /// The subscriber's history from the record and the deliveries, oldest first.
@@ -203,5 +304,106 @@ mod tests {
             super::export(&conn, 2, ann.id),
             Err(DomainError::NotFound(_))
         ));
+        assert_eq!(export.webhook_events, vec![]);
+        assert_eq!(export.webhook_events_note, None);
+    }
+
+    /// Inserts a stored event of newsletter 1 with `data` in its payload.
+    fn stored(conn: &Connection, id: i64, kind: &str, data: Value) {
+        let payload = serde_json::json!({"event": kind, "data": data}).to_string();
+        conn.execute(
+            "INSERT INTO events (id, newsletter_id, kind, payload, created_at)
+             VALUES (?1, 1, ?2, ?3, '2030-01-01T09:00:00.000Z')",
+            (id, kind, payload),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn stored_webhook_events_are_the_ones_naming_the_subscriber() {
+        use serde_json::json;
+        let mut conn = crate::domain::testing::db_with_newsletter("paid");
+        let mut add = |email: &str| {
+            let new = subscribers::NewSubscriber {
+                email: email.into(),
+                ..Default::default()
+            };
+            subscribers::create(&mut conn, 1, &new).unwrap().0.id
+        };
+        let (ann, bob) = (add("ann@example.com"), add("bob@example.com"));
+        conn.execute_batch(
+            "INSERT INTO issues (id, newsletter_id, subject, path, created_at, updated_at)
+             VALUES (7, 1, 'First', 'first', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z');",
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO deliveries (id, issue_id, subscriber_id, email, status, created_at)
+             VALUES (70, 7, ?1, 'ann@example.com', 'sent', '2030-01-01T09:00:00.000Z'),
+                    (71, 7, ?2, 'ann@example.com', 'sent', '2030-01-01T09:00:00.000Z')",
+            (ann, bob),
+        )
+        .unwrap();
+        stored(
+            &conn,
+            1,
+            "subscriber.created",
+            json!({"subscription_id": ann, "email": "ann@example.com"}),
+        );
+        stored(
+            &conn,
+            2,
+            "subscriber.created",
+            json!({"subscription_id": bob, "email": "bob@example.com"}),
+        );
+        stored(
+            &conn,
+            3,
+            "email.opened",
+            json!({"delivery_id": 70, "email": "ann@example.com"}),
+        );
+        // Bob's delivery, though to the address Ann has now.
+        stored(
+            &conn,
+            4,
+            "email.opened",
+            json!({"delivery_id": 71, "email": "ann@example.com"}),
+        );
+        stored(
+            &conn,
+            5,
+            "email.unsubscribed",
+            json!({"email": "ann@example.com", "reason": "complaint"}),
+        );
+        stored(&conn, 6, "issue.sent", json!({"id": 7, "subject": "First"}));
+        let export = export(&conn, 1, ann).unwrap();
+        let ids: Vec<i64> = export.webhook_events.iter().map(|e| e.id).collect();
+        assert_eq!(ids, vec![5, 3, 1], "newest first, only Ann's");
+        assert_eq!(export.webhook_events[1].event, "email.opened");
+        assert_eq!(export.webhook_events[1].data["delivery_id"], 70);
+        assert_eq!(export.webhook_events_note, None);
+        let bobs: Vec<i64> = super::export(&conn, 1, bob)
+            .unwrap()
+            .webhook_events
+            .iter()
+            .map(|e| e.id)
+            .collect();
+        assert_eq!(bobs, vec![4, 2]);
+
+        // Past the search's bound the note says from when on it looked.
+        conn.execute(
+            "WITH RECURSIVE n(i) AS (SELECT 100 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
+             INSERT INTO events (id, newsletter_id, kind, payload, created_at)
+             SELECT i, 1, 'issue.sent', '{\"data\":{}}', '2030-02-01T00:00:00.000Z' FROM n",
+            [100 + EVENTS_SEARCHED],
+        )
+        .unwrap();
+        let export = super::export(&conn, 1, ann).unwrap();
+        assert_eq!(export.webhook_events, vec![]);
+        assert_eq!(
+            export.webhook_events_note.as_deref(),
+            Some(
+                "the newest 100000 webhook events were searched; events recorded at or before 2030-02-01T00:00:00.000Z were not"
+            )
+        );
     }
 }
