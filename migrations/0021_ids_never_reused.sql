@@ -29,8 +29,12 @@
 -- (`data.subscription_id`), deleted ones included, so the subscribers' counter starts above
 -- those too.
 --
--- Cost: one pass over each table plus building its indexes again, in one transaction, and
--- about the tables' size again in disk space until the old pages are reused.
+-- Cost: one pass over each table and its indexes built again, in one transaction; it grows
+-- with the rows. Measured with the sqlite3 shell on a 177 MB database of 100,000 subscribers
+-- (two tags each) and 1,000,000 deliveries: 4.3 s of CPU, 24-27 s on a busy two-core test
+-- machine, so about ten times that for 1,000,000 subscribers and 10,000,000 deliveries
+-- (under a minute of CPU). The file grows by the rebuilt tables' size (177 MB became 303 MB):
+-- the old pages stay free for later rows, or `VACUUM` returns them.
 
 PRAGMA legacy_alter_table = ON;
 

@@ -23,6 +23,53 @@ const TABLES: [&str; 10] = [
     "subscriber_imports",
 ];
 
+/// Tables whose ids stay inside the service (or that are never deleted from and show no id):
+/// they may keep SQLite's plain rowid ids.
+const INTERNAL_IDS: [&str; 8] = [
+    "users",
+    "user_tokens",
+    "sessions",
+    "jobs",
+    "events",
+    "subscription_requests",
+    "sender_domains",
+    "dkim_keys",
+];
+
+/// A new table with an `id` says here which kind it is: ids that leave the service are
+/// AUTOINCREMENT (the test below), the others are listed in [`INTERNAL_IDS`].
+#[test]
+fn every_table_with_an_id_is_one_kind_or_the_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out, err) = run_cli(dir.path(), &["migrate"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let conn = rusqlite::Connection::open(dir.path().join("broadsheet.db")).unwrap();
+    let with_ids: Vec<(String, String)> = conn
+        .prepare(
+            "SELECT s.name, s.sql FROM sqlite_schema s WHERE s.type = 'table'
+             AND EXISTS (SELECT 1 FROM pragma_table_info(s.name) c WHERE c.name = 'id' AND c.pk = 1)
+             ORDER BY s.name",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    for (table, sql) in &with_ids {
+        let autoincrement = sql.contains("INTEGER PRIMARY KEY AUTOINCREMENT");
+        assert_eq!(
+            autoincrement,
+            TABLES.contains(&table.as_str()),
+            "{table}: AUTOINCREMENT exactly when its ids leave the service"
+        );
+        assert!(
+            autoincrement || INTERNAL_IDS.contains(&table.as_str()),
+            "{table}: do its ids leave the service (AUTOINCREMENT, TABLES) or not (INTERNAL_IDS)?"
+        );
+    }
+    assert_eq!(with_ids.len(), TABLES.len() + INTERNAL_IDS.len());
+}
+
 /// The `id` of a 201 answer.
 #[track_caller]
 fn created_id(resp: &Resp) -> i64 {
@@ -79,7 +126,8 @@ fn api_resources_get_ids_above_every_deleted_one() {
     assert!(i1 < i2 && i2 < i3, "{i1} {i2} {i3}");
 
     // Articles: saving an issue's articles writes them anew, above the ones it replaced.
-    let article = |n: i64| json!({"title": format!("Article {n}"), "url": format!("https://a.example/{n}")});
+    let article =
+        |n: i64| json!({"title": format!("Article {n}"), "url": format!("https://a.example/{n}")});
     let with_two = a.post(
         "/issues",
         &json!({"issue": {"subject": "Articles", "articles": [article(1), article(2)]}}),
@@ -117,7 +165,8 @@ fn api_resources_get_ids_above_every_deleted_one() {
         "SELECT max(id) FROM webhook_deliveries WHERE subscription_id = {w2}"
     ));
     assert_eq!(d2, max_id(&app, "webhook_deliveries"));
-    a.delete(&format!("/webhook_subscriptions/{w2}")).expect(204);
+    a.delete(&format!("/webhook_subscriptions/{w2}"))
+        .expect(204);
     let w3 = hook(&b);
     assert!(w1 < w2 && w2 < w3, "{w1} {w2} {w3}");
     assert!(max_id(&app, "webhook_deliveries") < d2, "the newest went");
@@ -373,7 +422,11 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
 
     let conn = rusqlite::Connection::open(&db).unwrap();
     assert_eq!(rows(&conn), old_rows, "every row and column kept");
-    assert_eq!(schema(&conn), old_schema, "the same schema but AUTOINCREMENT");
+    assert_eq!(
+        schema(&conn),
+        old_schema,
+        "the same schema but AUTOINCREMENT"
+    );
     for table in TABLES {
         let sql: String = conn
             .query_row(
@@ -444,8 +497,9 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
         Some(&json!({"issue": {"subject": "New", "articles": [{"title": "C", "url": "https://c.example/"}]}})),
     ));
     assert_eq!(iid, 8);
-    let article = client.api("GET", &format!("/issues/{iid}"), &key, None).json()["articles"][0]
-        ["id"]
+    let article = client
+        .api("GET", &format!("/issues/{iid}"), &key, None)
+        .json()["articles"][0]["id"]
         .clone();
     assert_eq!(article, 9);
     client
