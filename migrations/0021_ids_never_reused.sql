@@ -17,7 +17,7 @@
 -- table dropped (its indexes and triggers with it) and the new one renamed; then the same
 -- indexes and triggers (those of 0011, unchanged) made again. The migration runner turns
 -- foreign keys off meanwhile (dropping a table cascades nowhere) and checks them before
--- committing. `legacy_alter_table` is on during the renames only because the triggers of other
+-- committing. `legacy_alter_table` is on for this migration because the triggers of other
 -- tables name the table just dropped (the subscribers' triggers name newsletters): a rename
 -- with it off re-reads every trigger and refuses such a schema, with it on it renames the table
 -- alone, which is all this needs (nothing refers to the `_rebuilt` names).
@@ -34,7 +34,8 @@
 -- (two tags each) and 1,000,000 deliveries: 4.3 s of CPU, 24-27 s on a busy two-core test
 -- machine, so about ten times that for 1,000,000 subscribers and 10,000,000 deliveries
 -- (under a minute of CPU). The file grows by the rebuilt tables' size (177 MB became 303 MB):
--- the old pages stay free for later rows, or `VACUUM` returns them.
+-- the old pages stay free for later rows, or `VACUUM` returns them. Inserts cost no more
+-- afterwards, as measured (100,000 deliveries in one transaction: 0.4 s of CPU either way).
 
 PRAGMA legacy_alter_table = ON;
 
