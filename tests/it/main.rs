@@ -5,6 +5,7 @@
 mod support;
 
 mod account_security;
+mod accessibility;
 mod accounts;
 mod api_errors;
 mod api_issues;

@@ -4,6 +4,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod app;
+pub mod axe;
 pub mod browser;
 pub mod disk;
 pub mod dkimpy;
