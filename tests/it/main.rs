@@ -4,8 +4,8 @@
 
 mod support;
 
-mod account_security;
 mod accessibility;
+mod account_security;
 mod accounts;
 mod api_errors;
 mod api_issues;
