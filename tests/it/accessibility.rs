@@ -87,6 +87,12 @@ fn dashboard_pages_have_no_axe_violations() {
                 format!("{n}/issues/new"),
                 "textarea[name=\"issue[content_markdown]\"]",
             ),
+            ("issue (approved)", issue_path.clone(), "#issue-status"),
+            (
+                "issue preview",
+                format!("{issue_path}/preview"),
+                "#email-preview",
+            ),
             ("subscribers", format!("{n}/subscribers"), "main table"),
             (
                 "subscriber detail",
@@ -102,6 +108,14 @@ fn dashboard_pages_have_no_axe_violations() {
             open(&c, &base, &path, ready).await;
             found.extend(check(&axe, &c, name).await);
         }
+
+        // The editor again, showing the previews of what was typed.
+        open(&c, &base, &format!("{n}/issues/new"), "textarea").await;
+        fill(&c, "issue[subject]", "Typed, not saved").await;
+        fill(&c, "issue[content_markdown]", "A *draft* to look at.").await;
+        click(&c, "button[value=preview]").await;
+        wait_for_element(&c, "#email-preview").await;
+        found.extend(check(&axe, &c, "issue editor with its previews").await);
 
         // Webhooks with a delivery in the log (a test event; it fails, nothing listens).
         open(&c, &base, &format!("{n}/webhooks"), "main h1").await;

@@ -448,7 +448,9 @@ pub async fn preview(
             &format!("Preview of {}", issue.subject),
             html! {
                 p { a href=(issue_url(n.id, issue.id)) { "← " (issue.subject) } }
-                h1 { "Preview" }
+                h1 { "Preview of “" (issue.subject) "”" }
+                // The previews' own headings are h3 (under the editor's h2): no level skipped.
+                h2.visually-hidden { "E-mail and web page" }
                 (block)
             },
         ),
