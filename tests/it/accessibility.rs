@@ -49,11 +49,7 @@ fn dashboard_pages_have_no_axe_violations() {
     listen(&app, &owner, &["subscriber.unsubscribed"]);
     // Another owner's upgrade request, so the operator page lists one.
     let waiting = onboard(&app, "Waiting Weekly");
-    let settings = format!("/newsletters/{}/settings", waiting.newsletter_id);
-    waiting
-        .client
-        .submit(&settings, &format!("{settings}/upgrade"), &[])
-        .redirect();
+    request_upgrade(&waiting);
     let issue = owner.post(
         "/issues",
         &json!({"issue": {"subject": "Checked by axe", "status": "approved",

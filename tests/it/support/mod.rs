@@ -219,6 +219,15 @@ pub fn onboard_paid(app: &App, name: &str) -> Owner {
     owner
 }
 
+/// The owner asks for the paid tier from the settings page (the operator page lists it).
+pub fn request_upgrade(owner: &Owner) {
+    let settings = format!("/newsletters/{}/settings", owner.newsletter_id);
+    owner
+        .client
+        .submit(&settings, &format!("{settings}/upgrade"), &[])
+        .redirect();
+}
+
 /// A `multipart/form-data` body with the CSRF field and one file.
 pub fn multipart(token: &str, file_name: &str, content: &[u8]) -> (String, Vec<u8>) {
     let boundary = "----broadsheet-test-7d1f0a";
