@@ -66,6 +66,10 @@ pub struct Cursor {
 }
 
 impl Cursor {
+    /// The cursors [`Cursor::encode`] writes, as a regular expression (for the API's
+    /// document): a page of up to 9 digits and an id of up to 18, neither starting with 0.
+    pub const PATTERN: &'static str = r"^[1-9][0-9]{0,8}\.[1-9][0-9]{0,17}$";
+
     /// The cursor of the page after `page`, whose last row has `last_id`.
     pub fn after(page: u32, last_id: i64) -> Cursor {
         Cursor {
