@@ -389,7 +389,7 @@ rules! {
     };
     /// The subscriber list's cursor (`domain::pagination::Cursor`), `<page>.<id>`.
     ListCursor => MetaSchema {
-        pattern: Some(pagination::Cursor::PATTERN.to_string()),
+        pattern: Some(pagination::Cursor::pattern()),
         ..MetaSchema::new("string")
     };
 }
