@@ -334,15 +334,8 @@ impl Run<'_> {
     /// The server takes `value` at the site, as the document says it must.
     fn taken(&mut self, site: &Site, value: Value, why: &str) {
         let resp = self.call(site, Some(value.clone()));
-        if !(200..300).contains(&resp.status) {
-            self.problems.push(format!(
-                "{} {:?} = {value}: the document allows it ({why}) but the server answered {} {}",
-                site.operation,
-                site.place,
-                resp.status,
-                resp.body.chars().take(200).collect::<String>()
-            ));
-        }
+        let ok = (200..300).contains(&resp.status);
+        self.agree(ok, site, &value, &format!("allows it ({why})"), &resp);
     }
 
     /// The server refuses `value` at the site in the project's words, as the document says.
@@ -356,9 +349,13 @@ impl Run<'_> {
         let ok = resp.status == expected
             && ["validation_error", "invalid_email", "not_found"]
                 .contains(&resp.error_code(expected).as_str());
+        self.agree(ok, site, &value, &format!("forbids it ({why})"), &resp);
+    }
+
+    fn agree(&mut self, ok: bool, site: &Site, value: &Value, document: &str, resp: &Resp) {
         if !ok {
             self.problems.push(format!(
-                "{} {:?} = {value}: the document forbids it ({why}) but the server answered {} {}",
+                "{} {:?} = {value}: the document {document} but the server answered {} {}",
                 site.operation,
                 site.place,
                 resp.status,
