@@ -250,6 +250,63 @@ impl<T, const MIN: usize, const MAX: usize> IntoIterator for Items<T, MIN, MAX> 
     }
 }
 
+/// The fields of which a request object needs at least one (`R::FIELDS`).
+pub trait AnyOf: Send + Sync + 'static {
+    const FIELDS: &'static [&'static str];
+}
+
+/// A JSON object `T` whose schema also states that at least one of `R::FIELDS` is present
+/// (`anyOf` of `required`), where the object derive can only mark each field alone. Parsed as
+/// `T`, so a missing field is still refused by the domain, in its words.
+pub struct OneRequired<T, R>(pub T, pub PhantomData<fn() -> R>);
+
+impl<T: Type, R: AnyOf> Type for OneRequired<T, R> {
+    const IS_REQUIRED: bool = true;
+    type RawValueType = T::RawValueType;
+    type RawElementValueType = T::RawElementValueType;
+
+    fn name() -> Cow<'static, str> {
+        T::name()
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        T::schema_ref()
+    }
+
+    fn register(registry: &mut Registry) {
+        T::register(registry);
+        if let Some(schema) = registry.schemas.get_mut(&*T::name()) {
+            schema.any_of = R::FIELDS
+                .iter()
+                .map(|field| {
+                    MetaSchemaRef::Inline(Box::new(MetaSchema {
+                        required: vec![field],
+                        ..MetaSchema::ANY
+                    }))
+                })
+                .collect();
+        }
+    }
+
+    fn as_raw_value(&self) -> Option<&Self::RawValueType> {
+        self.0.as_raw_value()
+    }
+
+    fn raw_element_iter<'a>(
+        &'a self,
+    ) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
+        self.0.raw_element_iter()
+    }
+}
+
+impl<T: ParseFromJSON, R: AnyOf> ParseFromJSON for OneRequired<T, R> {
+    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
+        T::parse_from_json(value)
+            .map(|object| OneRequired(object, PhantomData))
+            .map_err(ParseError::propagate)
+    }
+}
+
 /// A trimmed text of at most `max` characters (at least one unless `blank`), refusing
 /// `refused` and `also` inside: `domain::clean_text`/`clean_line` and the checks built on them.
 fn trimmed(max: usize, blank: bool, refused: Refused, also: &str) -> MetaSchema {

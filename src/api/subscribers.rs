@@ -9,8 +9,8 @@ use poem_openapi::{ApiResponse, Object, Tags};
 
 use super::common::parse_id;
 use super::fields::{
-    Email, Field, Id, Items, ListCursor, PageNumber, PerPage, Required, SubscriberName,
-    SubscriberStatus, SubscriberStatusFilter, Tag,
+    AnyOf, Email, Field, Id, Items, ListCursor, OneRequired, PageNumber, PerPage, Required,
+    SubscriberName, SubscriberStatus, SubscriberStatusFilter, Tag,
 };
 use super::{ApiError, ApiKeyAuth, Principal, State};
 use crate::domain::pagination::{Cursor, Page};
@@ -79,6 +79,13 @@ pub struct CreateBody {
     /// `true` mails the newsletter's welcome e-mail to a subscriber this request adds (not
     /// to one already present). Default `false`: subscribers added through the API get no mail.
     pub send_welcome: Option<bool>,
+}
+
+/// A create names the address at the top or inside the wrapper.
+pub struct EmailOrWrapper;
+
+impl AnyOf for EmailOrWrapper {
+    const FIELDS: &'static [&'static str] = &["email", "subscriber"];
 }
 
 impl From<SubscriberFields> for NewSubscriber {
@@ -286,11 +293,11 @@ impl SubscribersApi {
     async fn create(
         &self,
         _auth: ApiKeyAuth,
-        body: Json<CreateBody>,
+        body: Json<OneRequired<CreateBody, EmailOrWrapper>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
     ) -> Result<CreateResponse, ApiError> {
-        let Json(body) = body;
+        let Json(OneRequired(body, ..)) = body;
         let send_welcome = body.send_welcome.unwrap_or(false);
         let input: NewSubscriber = match body.subscriber {
             Some(inner) => inner.into(),
