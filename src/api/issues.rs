@@ -6,7 +6,11 @@ use poem_openapi::payload::Json;
 use poem_openapi::types::MaybeUndefined;
 use poem_openapi::{ApiResponse, Object, Tags};
 
-use super::common::{ListMeta, Text, parse_id};
+use super::common::{ListMeta, parse_id};
+use super::fields::{
+    ArticleSummary, ArticleTitle, ArticleUrl, DateTime, Email, Field, Id, IssueStatus,
+    IssueStatusFilter, Items, PageNumber, PerPage, Subject, Tag, Text,
+};
 use super::{ApiError, ApiKeyAuth, Principal, State};
 use crate::domain::audience::{Audience, AudienceInput};
 use crate::domain::issues::{self, ArticleInput, Issue, IssueInput, Status};
@@ -98,15 +102,16 @@ impl From<Audience> for AudienceObject {
 #[derive(Debug, Object)]
 pub struct AudienceBody {
     /// Send to active subscribers having any of these tags; empty or absent: all of them.
-    pub tags: Option<Vec<Text>>,
-    /// Leave out subscribers having any of these tags.
-    pub exclude_tags: Option<Vec<Text>>,
+    /// A tag given twice counts once; at most 20 different ones.
+    pub tags: Option<Vec<Field<Tag>>>,
+    /// Leave out subscribers having any of these tags (at most 20 different ones).
+    pub exclude_tags: Option<Vec<Field<Tag>>>,
 }
 
 impl AudienceBody {
     /// `None` when neither list was given.
     fn input(self) -> Option<AudienceInput> {
-        let strings = |list: Option<Vec<Text>>| {
+        let strings = |list: Option<Vec<Field<Tag>>>| {
             list.unwrap_or_default()
                 .into_iter()
                 .map(String::from)
@@ -200,26 +205,31 @@ impl IssueObject {
 /// An article as sent on create/update.
 #[derive(Debug, Object)]
 pub struct ArticleBody {
-    pub title: Text,
-    pub url: Text,
+    pub title: Field<ArticleTitle>,
+    pub url: Field<ArticleUrl>,
     #[oai(default)]
-    pub summarized_article: Text,
+    pub summarized_article: Field<ArticleSummary>,
 }
 
 /// Fields of an issue create or update.
 #[derive(Debug, Object)]
 pub struct IssueFields {
     /// Required on create.
-    pub subject: Option<Text>,
+    pub subject: Option<Field<Subject>>,
+    /// Markdown of at most 200,000 bytes (UTF-8), lists and quotes nested at most 16 deep,
+    /// tables of at most 64 columns and 5,000 cells.
     pub content_markdown: Option<Text>,
-    /// ISO 8601 date-time; null clears it.
-    pub scheduled_for: MaybeUndefined<Text>,
+    /// ISO 8601 date-time; null (or `""`) clears it.
+    #[oai(nullable)]
+    pub scheduled_for: MaybeUndefined<Field<DateTime>>,
     /// `draft` (default), `scheduled` or `approved`; null leaves the status as it is.
-    pub status: MaybeUndefined<Text>,
+    #[oai(nullable)]
+    pub status: MaybeUndefined<Field<IssueStatus>>,
     /// Replaces the issue's articles; `position` follows the array order.
-    pub articles: Option<Vec<ArticleBody>>,
+    pub articles: Option<Items<ArticleBody, 0, { issues::ARTICLES_MAX }>>,
     /// Who a send of the issue goes to (a scheduled send included); null: every active
     /// subscriber. Tags no subscriber has are refused.
+    #[oai(nullable)]
     pub audience: MaybeUndefined<AudienceBody>,
 }
 
@@ -237,14 +247,14 @@ impl From<IssueFields> for IssueInput {
             scheduled_for: match f.scheduled_for {
                 MaybeUndefined::Undefined => None,
                 MaybeUndefined::Null => Some(None),
-                MaybeUndefined::Value(v) => Some(Some(v.0)),
+                MaybeUndefined::Value(v) => Some(Some(v.into())),
             },
             articles: f.articles.map(|list| {
                 list.into_iter()
                     .map(|a| ArticleInput {
-                        title: a.title.0,
-                        url: a.url.0,
-                        summarized_article: a.summarized_article.0,
+                        title: a.title.into(),
+                        url: a.url.into(),
+                        summarized_article: a.summarized_article.into(),
                     })
                     .collect()
             }),
@@ -278,7 +288,7 @@ pub struct SendTestBody {
     /// One to five addresses; the same address twice counts once. A newsletter that is not
     /// on the paid tier (or is paused) may send tests only to its owner's address.
     #[oai(validator(min_items = 1, max_items = 5))]
-    pub emails: Vec<Text>,
+    pub emails: Vec<Field<Email>>,
 }
 
 #[derive(Debug, Object)]
@@ -380,11 +390,12 @@ impl IssuesApi {
         &self,
         _auth: ApiKeyAuth,
         /// Page number, from 1.
-        page: Query<Option<String>>,
-        /// Items per page (default 25, at most 100).
-        per_page: Query<Option<String>>,
-        /// Only issues of this status: draft, approved, scheduled, sending, sent or failed.
-        status: Query<Option<String>>,
+        page: Query<Option<Field<PageNumber>>>,
+        /// Items per page (default 25, at most 100: a larger number counts as 100).
+        per_page: Query<Option<Field<PerPage>>>,
+        /// Only issues of this status: draft, approved, scheduled, sending, sent or failed
+        /// (empty: all).
+        status: Query<Option<Field<IssueStatusFilter>>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
     ) -> Result<ListResponse, ApiError> {
@@ -412,7 +423,7 @@ impl IssuesApi {
     async fn show(
         &self,
         _auth: ApiKeyAuth,
-        id: Path<String>,
+        id: Path<Field<Id>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
     ) -> Result<IssueResponse, ApiError> {
@@ -467,7 +478,7 @@ impl IssuesApi {
     async fn update(
         &self,
         _auth: ApiKeyAuth,
-        id: Path<String>,
+        id: Path<Field<Id>>,
         body: Json<IssueBody>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
@@ -496,7 +507,7 @@ impl IssuesApi {
     async fn delete(
         &self,
         _auth: ApiKeyAuth,
-        id: Path<String>,
+        id: Path<Field<Id>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
     ) -> Result<DeletedResponse, ApiError> {
@@ -520,7 +531,7 @@ impl IssuesApi {
     async fn send_now(
         &self,
         _auth: ApiKeyAuth,
-        id: Path<String>,
+        id: Path<Field<Id>>,
         body: Json<Option<AudienceBody>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
@@ -555,7 +566,7 @@ impl IssuesApi {
     async fn send_test(
         &self,
         _auth: ApiKeyAuth,
-        id: Path<String>,
+        id: Path<Field<Id>>,
         body: Json<SendTestBody>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
@@ -592,7 +603,7 @@ impl IssuesApi {
     async fn resume(
         &self,
         _auth: ApiKeyAuth,
-        id: Path<String>,
+        id: Path<Field<Id>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
     ) -> Result<ResumeResponse, ApiError> {
@@ -623,7 +634,7 @@ impl IssuesApi {
     async fn publish(
         &self,
         _auth: ApiKeyAuth,
-        id: Path<String>,
+        id: Path<Field<Id>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
     ) -> Result<PublishResponse, ApiError> {

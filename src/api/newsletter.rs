@@ -4,7 +4,10 @@ use poem::web::Data;
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, Object, Tags};
 
-use super::common::Text;
+use super::fields::{
+    Email, Field, HexColor, LogoUrl, NewsletterName, SenderName, Tagline, Text, WelcomeBody,
+    WelcomeSubject,
+};
 use super::{ApiError, ApiKeyAuth, Principal, State};
 use crate::domain::DomainResult;
 use crate::domain::newsletters::{self, Newsletter};
@@ -154,24 +157,25 @@ pub enum NewsletterResponse {
 /// Fields `PATCH /newsletter` may change; absent fields stay as they are.
 #[derive(Debug, Object)]
 pub struct NewsletterPatch {
-    pub name: Option<Text>,
-    pub tagline: Option<Text>,
-    pub sender_name: Option<Text>,
-    pub sender_email: Option<Text>,
+    pub name: Option<Field<NewsletterName>>,
+    pub tagline: Option<Field<Tagline>>,
+    /// No quotes or angle brackets.
+    pub sender_name: Option<Field<SenderName>>,
+    pub sender_email: Option<Field<Email>>,
     pub welcome_enabled: Option<bool>,
     /// At most 200 characters, one line; `""` goes back to the default.
-    pub welcome_subject: Option<Text>,
+    pub welcome_subject: Option<Field<WelcomeSubject>>,
     /// Markdown, at most 10,000 characters; `""` goes back to the default.
-    pub welcome_body: Option<Text>,
+    pub welcome_body: Option<Field<WelcomeBody>>,
     /// Publish issues on the web when their send completes.
     pub publish_on_send: Option<bool>,
     /// An IANA time zone name (`America/New_York`); anything else is a 422.
     pub time_zone: Option<Text>,
     /// `#rrggbb`; buttons get black or white text, whichever stays readable. `""` goes back
     /// to the default.
-    pub accent_color: Option<Text>,
+    pub accent_color: Option<Field<HexColor>>,
     /// An `https://` image URL, at most 500 characters; `""` removes the logo.
-    pub logo_url: Option<Text>,
+    pub logo_url: Option<Field<LogoUrl>>,
 }
 
 #[derive(Debug, Object)]

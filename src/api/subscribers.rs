@@ -7,7 +7,11 @@ use poem_openapi::payload::Json;
 use poem_openapi::types::MaybeUndefined;
 use poem_openapi::{ApiResponse, Object, Tags};
 
-use super::common::{Text, parse_id};
+use super::common::parse_id;
+use super::fields::{
+    AnyOf, Email, Field, Id, Items, ListCursor, OneRequired, PageNumber, PerPage, Required,
+    SubscriberName, SubscriberStatus, SubscriberStatusFilter, Tag,
+};
 use super::{ApiError, ApiKeyAuth, Principal, State};
 use crate::domain::pagination::{Cursor, Page};
 use crate::domain::subscriber_export;
@@ -54,30 +58,40 @@ impl From<Subscriber> for SubscriberObject {
 /// A new subscriber.
 #[derive(Debug, Object)]
 pub struct SubscriberFields {
-    /// Required; trimmed and lowercased.
-    pub email: Option<Text>,
-    pub name: Option<Text>,
-    /// Tags of 1-50 characters.
-    pub tags: Option<Vec<Text>>,
+    /// Trimmed and lowercased. Missing is 422 `invalid_email`.
+    pub email: Required<Field<Email>>,
+    pub name: Option<Field<SubscriberName>>,
+    /// Tags of 1-50 characters; a tag given twice counts once; at most 100 different ones.
+    pub tags: Option<Vec<Field<Tag>>>,
 }
 
 /// `{email, name?, tags?}`, or the same inside `{"subscriber": {...}}`; `send_welcome` beside
 /// either.
 #[derive(Debug, Object)]
 pub struct CreateBody {
-    pub email: Option<Text>,
-    pub name: Option<Text>,
-    pub tags: Option<Vec<Text>>,
+    /// Required unless `subscriber` is given; trimmed and lowercased. Missing is 422
+    /// `invalid_email`.
+    pub email: Option<Field<Email>>,
+    pub name: Option<Field<SubscriberName>>,
+    /// Tags of 1-50 characters; a tag given twice counts once; at most 100 different ones.
+    pub tags: Option<Vec<Field<Tag>>>,
     pub subscriber: Option<SubscriberFields>,
     /// `true` mails the newsletter's welcome e-mail to a subscriber this request adds (not
     /// to one already present). Default `false`: subscribers added through the API get no mail.
     pub send_welcome: Option<bool>,
 }
 
+/// A create names the address at the top or inside the wrapper.
+pub struct EmailOrWrapper;
+
+impl AnyOf for EmailOrWrapper {
+    const FIELDS: &'static [&'static str] = &["email", "subscriber"];
+}
+
 impl From<SubscriberFields> for NewSubscriber {
     fn from(f: SubscriberFields) -> Self {
         NewSubscriber {
-            email: f.email.map(String::from).unwrap_or_default(),
+            email: f.email.0.map(String::from).unwrap_or_default(),
             name: f.name.map(String::from),
             tags: f
                 .tags
@@ -92,10 +106,12 @@ impl From<SubscriberFields> for NewSubscriber {
 
 #[derive(Debug, Object)]
 pub struct UpdateFields {
-    /// `active` or `unsubscribed`.
-    pub status: Option<Text>,
-    /// null clears the name.
-    pub name: MaybeUndefined<Text>,
+    /// `active` or `unsubscribed`; null (or absent) leaves the status as it is.
+    #[oai(nullable)]
+    pub status: Option<Field<SubscriberStatus>>,
+    /// null (or `""`) clears the name.
+    #[oai(nullable)]
+    pub name: MaybeUndefined<Field<SubscriberName>>,
 }
 
 #[derive(Debug, Object)]
@@ -105,13 +121,13 @@ pub struct UpdateBody {
 
 #[derive(Debug, Object)]
 pub struct TagBody {
-    pub tag: Text,
+    pub tag: Field<Tag>,
 }
 
 #[derive(Debug, Object)]
 pub struct BulkBody {
     /// At most 1000 entries; more is refused whole.
-    pub subscribers: Vec<SubscriberFields>,
+    pub subscribers: Items<SubscriberFields, 0, { subscribers::BULK_LIMIT }>,
 }
 
 #[derive(Debug, Object)]
@@ -209,16 +225,16 @@ impl SubscribersApi {
         &self,
         _auth: ApiKeyAuth,
         /// Page number, from 1.
-        page: Query<Option<String>>,
-        /// Items per page (default 25, at most 100).
-        per_page: Query<Option<String>>,
-        /// Only subscribers of this status: active, unsubscribed or bounced.
-        status: Query<Option<String>>,
+        page: Query<Option<Field<PageNumber>>>,
+        /// Items per page (default 25, at most 100: a larger number counts as 100).
+        per_page: Query<Option<Field<PerPage>>>,
+        /// Only subscribers of this status: active, unsubscribed or bounced (empty: all).
+        status: Query<Option<Field<SubscriberStatusFilter>>>,
         /// Only subscribers with this tag.
         tag: Query<Option<String>>,
         /// `meta.next_cursor` of the previous page, instead of `page`: the next rows after
         /// it, however the list changed meanwhile.
-        cursor: Query<Option<String>>,
+        cursor: Query<Option<Field<ListCursor>>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
     ) -> Result<ListResponse, ApiError> {
@@ -227,7 +243,7 @@ impl SubscribersApi {
         let (nid, filter) = (
             p.newsletter_id,
             Filter {
-                status: status.0,
+                status: status.0.map(String::from),
                 tag: tag.0,
                 search: None,
             },
@@ -256,7 +272,7 @@ impl SubscribersApi {
     async fn show(
         &self,
         _auth: ApiKeyAuth,
-        id: Path<String>,
+        id: Path<Field<Id>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
     ) -> Result<SubscriberResponse, ApiError> {
@@ -277,16 +293,16 @@ impl SubscribersApi {
     async fn create(
         &self,
         _auth: ApiKeyAuth,
-        body: Json<CreateBody>,
+        body: Json<OneRequired<CreateBody, EmailOrWrapper>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
     ) -> Result<CreateResponse, ApiError> {
-        let Json(body) = body;
+        let Json(OneRequired(body, ..)) = body;
         let send_welcome = body.send_welcome.unwrap_or(false);
         let input: NewSubscriber = match body.subscriber {
             Some(inner) => inner.into(),
             None => SubscriberFields {
-                email: body.email,
+                email: Required(body.email),
                 name: body.name,
                 tags: body.tags,
             }
@@ -313,7 +329,7 @@ impl SubscribersApi {
     async fn update(
         &self,
         _auth: ApiKeyAuth,
-        id: Path<String>,
+        id: Path<Field<Id>>,
         body: Json<UpdateBody>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
@@ -344,7 +360,7 @@ impl SubscribersApi {
     async fn delete(
         &self,
         _auth: ApiKeyAuth,
-        id: Path<String>,
+        id: Path<Field<Id>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
     ) -> Result<DeletedResponse, ApiError> {
@@ -365,7 +381,7 @@ impl SubscribersApi {
     async fn add_tag(
         &self,
         _auth: ApiKeyAuth,
-        id: Path<String>,
+        id: Path<Field<Id>>,
         body: Json<TagBody>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
@@ -387,12 +403,13 @@ impl SubscribersApi {
     async fn remove_tag(
         &self,
         _auth: ApiKeyAuth,
-        id: Path<String>,
-        tag: Query<Option<String>>,
+        id: Path<Field<Id>>,
+        /// The tag to remove.
+        tag: Query<Field<Tag>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
     ) -> Result<SubscriberResponse, ApiError> {
-        let (nid, id, tag) = (p.newsletter_id, parse_id(&id.0)?, tag.0.unwrap_or_default());
+        let (nid, id, tag) = (p.newsletter_id, parse_id(&id.0)?, tag.0.0);
         let s = state
             .db
             .run(move |conn| subscribers::remove_tag(conn, nid, id, &tag))
@@ -450,7 +467,7 @@ impl SubscribersApi {
     async fn export(
         &self,
         _auth: ApiKeyAuth,
-        id: Path<String>,
+        id: Path<Field<Id>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
     ) -> Result<ExportResponse, ApiError> {

@@ -5,7 +5,8 @@ use poem_openapi::param::Path;
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, Object, Tags};
 
-use super::common::{Text, parse_id};
+use super::common::parse_id;
+use super::fields::{Event, Field, Id, Items, WebhookUrl};
 use super::{ApiError, ApiKeyAuth, Principal, State};
 use crate::domain::webhooks::{self, Changes, NewSubscription, Subscription};
 
@@ -71,16 +72,17 @@ pub struct WebhookList {
 #[derive(Debug, Object)]
 pub struct WebhookCreateBody {
     /// Absolute http(s) URL on a public address.
-    pub url: Text,
-    /// At least one event name.
-    pub events: Vec<Text>,
+    pub url: Field<WebhookUrl>,
+    /// At least one event name; a name given twice counts once.
+    pub events: Items<Field<Event>, 1, 0>,
 }
 
 /// Changes; absent fields stay as they are.
 #[derive(Debug, Object)]
 pub struct WebhookUpdateBody {
-    pub url: Option<Text>,
-    pub events: Option<Vec<Text>>,
+    pub url: Option<Field<WebhookUrl>>,
+    /// At least one event name; a name given twice counts once.
+    pub events: Option<Items<Field<Event>, 1, 0>>,
     /// `true` re-enables a disabled subscription and clears its failure count.
     pub enabled: Option<bool>,
 }
@@ -179,7 +181,7 @@ impl WebhooksApi {
     async fn update(
         &self,
         _auth: ApiKeyAuth,
-        id: Path<String>,
+        id: Path<Field<Id>>,
         body: Json<WebhookUpdateBody>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
@@ -210,7 +212,7 @@ impl WebhooksApi {
     async fn rotate_secret(
         &self,
         _auth: ApiKeyAuth,
-        id: Path<String>,
+        id: Path<Field<Id>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
     ) -> Result<SecretResponse, ApiError> {
@@ -231,7 +233,7 @@ impl WebhooksApi {
     async fn delete(
         &self,
         _auth: ApiKeyAuth,
-        id: Path<String>,
+        id: Path<Field<Id>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
     ) -> Result<DeletedResponse, ApiError> {

@@ -2,6 +2,9 @@
 
 use std::fmt;
 
+/// The longest address SMTP carries, in bytes.
+pub const MAX_BYTES: usize = 254;
+
 /// An address that passed [`EmailAddress::parse`]; the only way to get one.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct EmailAddress(String);
@@ -15,7 +18,7 @@ impl EmailAddress {
         if email.is_empty() {
             return Err("can't be blank");
         }
-        if email.len() > 254 {
+        if email.len() > MAX_BYTES {
             return Err("is too long");
         }
         let Some((local, domain)) = email.rsplit_once('@') else {

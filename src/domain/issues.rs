@@ -18,11 +18,15 @@ use super::{DomainError, DomainResult, ErrorCode, FieldErrors, clean_text, conte
 use crate::clock::{self, Timestamp};
 use crate::store::write_tx;
 
-const SUBJECT_MAX: usize = 200;
-const ARTICLES_MAX: usize = 100;
+pub const SUBJECT_MAX: usize = 200;
+pub const ARTICLES_MAX: usize = 100;
+/// An article's title, in characters once trimmed.
+pub const TITLE_MAX: usize = 300;
+/// An article's URL, in bytes once trimmed.
+pub const URL_MAX: usize = 2000;
 /// Characters of an article's summary: a paragraph or two. With at most 100 articles, an
 /// issue's page stays bounded.
-const SUMMARY_MAX: usize = 2_000;
+pub const SUMMARY_MAX: usize = 2_000;
 const PATH_MAX: usize = 80;
 
 crate::string_enum!(
@@ -410,7 +414,7 @@ fn validate(input: &IssueInput, creating: bool) -> DomainResult<Valid> {
                     &format!("articles[{i}].title"),
                     &a.title,
                     true,
-                    300,
+                    TITLE_MAX,
                 );
                 let url = a.url.trim().to_string();
                 if !is_web_url(&url) {
@@ -454,7 +458,7 @@ fn validate(input: &IssueInput, creating: bool) -> DomainResult<Valid> {
 fn is_web_url(text: &str) -> bool {
     url::Url::parse(text)
         .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some())
-        && text.len() <= 2000
+        && text.len() <= URL_MAX
 }
 
 /// The next slot of `frequency` strictly after `after`: 09:00 on the clocks of `zone` (the

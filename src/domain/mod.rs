@@ -32,6 +32,7 @@ pub mod stats;
 pub mod subscriber_export;
 pub mod subscribers;
 pub mod test_send;
+pub mod text_pattern;
 pub mod time_zones;
 pub mod tracking;
 pub mod urls;
@@ -219,7 +220,7 @@ pub fn clean_text(
     required: bool,
     max_chars: usize,
 ) -> String {
-    let refused = |c: char| c.is_control() && !matches!(c, '\n' | '\r' | '\t');
+    let refused = |c: char| text_pattern::Refused::ControlsButBreaks.refuses(c);
     let message = "must not contain control characters";
     clean(errors, field, value, required, max_chars, refused, message)
 }
@@ -241,7 +242,7 @@ pub fn clean_line(
         value,
         required,
         max_chars,
-        char::is_control,
+        |c| text_pattern::Refused::Controls.refuses(c),
         message,
     )
 }

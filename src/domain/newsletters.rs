@@ -334,19 +334,28 @@ pub fn create(
 // subscription confirmations, the sender name into From, and the tagline beside them on the
 // site and in the feed. These three rules serve creation and every update, through every door.
 
+/// A newsletter's name, in characters once trimmed.
+pub const NAME_MAX: usize = 100;
+/// A tagline, in characters once trimmed.
+pub const TAGLINE_MAX: usize = 200;
+/// The From name of issues, in characters once trimmed.
+pub const SENDER_NAME_MAX: usize = 100;
+/// What a sender name refuses besides control characters: they would end the display name.
+pub const SENDER_NAME_REFUSES: [char; 3] = ['"', '<', '>'];
+
 fn clean_name(errors: &mut FieldErrors, field: &str, value: &str) -> String {
-    clean_line(errors, field, value, true, 100)
+    clean_line(errors, field, value, true, NAME_MAX)
 }
 
 fn clean_tagline(errors: &mut FieldErrors, field: &str, value: &str) -> String {
-    clean_line(errors, field, value, false, 200)
+    clean_line(errors, field, value, false, TAGLINE_MAX)
 }
 
 /// The From name of issues: one line, and no quotes or angle brackets, which would end the
 /// display name inside the header.
 fn clean_sender_name(errors: &mut FieldErrors, field: &str, value: &str, required: bool) -> String {
-    let name = clean_line(errors, field, value, required, 100);
-    if name.contains(['"', '<', '>']) {
+    let name = clean_line(errors, field, value, required, SENDER_NAME_MAX);
+    if name.contains(SENDER_NAME_REFUSES) {
         errors.add(field, "must not contain quotes or angle brackets");
     }
     name

@@ -66,6 +66,14 @@ pub struct Cursor {
 }
 
 impl Cursor {
+    /// The cursors [`Cursor::encode`] writes, as a regular expression (for the API's
+    /// document): a page of up to 9 digits and an id of up to 18, neither starting with 0,
+    /// whitespace around it allowed; or blank, which is no cursor ([`Cursor::from_query`]).
+    pub fn pattern() -> String {
+        let spaces = format!("[{}]*", super::text_pattern::WHITESPACE);
+        format!(r"^{spaces}(?:[1-9][0-9]{{0,8}}\.[1-9][0-9]{{0,17}}{spaces})?$")
+    }
+
     /// The cursor of the page after `page`, whose last row has `last_id`.
     pub fn after(page: u32, last_id: i64) -> Cursor {
         Cursor {
@@ -154,6 +162,9 @@ mod tests {
         let cursor = Cursor::after(3, 999_901);
         assert_eq!(cursor.encode(), "4.999901");
         assert_eq!(Cursor::parse(&cursor.encode()).unwrap(), cursor);
+        let pattern = regex::Regex::new(&Cursor::pattern()).unwrap();
+        assert!(pattern.is_match(&cursor.encode()));
+        assert!(pattern.is_match(&Cursor::after(999_999_998, 999_999_999_999_999_999).encode()));
         for junk in [
             "",
             "4",
@@ -167,6 +178,8 @@ mod tests {
             "99999999999.1",
         ] {
             assert!(Cursor::parse(junk).is_err(), "{junk:?}");
+            assert!(junk.is_empty() || !pattern.is_match(junk), "{junk:?}");
+            assert!(pattern.is_match(&format!(" {} ", cursor.encode())));
         }
     }
 }

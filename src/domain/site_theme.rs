@@ -18,6 +18,9 @@ const AA: f64 = 4.5;
 pub struct AccentColor([u8; 3]);
 
 impl AccentColor {
+    /// What [`AccentColor::parse`] accepts, as a regular expression (for the API's document).
+    pub const PATTERN: &'static str = "#[0-9a-fA-F]{6}";
+
     /// `#rrggbb` (either case), nothing else: no names, no short form, no alpha.
     pub fn parse(raw: &str) -> Option<AccentColor> {
         let hex = raw.strip_prefix('#')?;

@@ -14,14 +14,24 @@ use crate::store::{StoreError, write_tx};
 
 /// Most entries one bulk request may carry.
 pub const BULK_LIMIT: usize = 1000;
-const NAME_MAX: usize = 100;
-const TAG_MAX: usize = 50;
-const TAGS_PER_SUBSCRIBER: usize = 100;
+/// A subscriber's name, in characters once trimmed.
+pub const NAME_MAX: usize = 100;
+/// A tag, in characters once trimmed.
+pub const TAG_MAX: usize = 50;
+/// Different tags of one subscriber.
+pub const TAGS_PER_SUBSCRIBER: usize = 100;
 
 crate::string_enum!(
     /// Only `active` subscribers get issues; `bounced` is set by bounce reports.
     pub Status { Active => "active", Unsubscribed => "unsubscribed", Bounced => "bounced" }
 );
+
+impl Status {
+    /// Whether an owner may set it (`active`, `unsubscribed`); `bounced` comes from bounces.
+    pub fn can_be_set(self) -> bool {
+        matches!(self, Status::Active | Status::Unsubscribed)
+    }
+}
 
 /// Serialised as the API's subscriber object (a data request's export writes it so).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -700,7 +710,7 @@ pub fn update(
     let status = match changes.status.as_deref().map(str::trim) {
         None => None,
         Some(text) => match Status::parse(text) {
-            Some(status @ (Status::Active | Status::Unsubscribed)) => Some(status),
+            Some(status) if status.can_be_set() => Some(status),
             _ => {
                 errors.add("status", "must be active or unsubscribed");
                 None

@@ -17,7 +17,8 @@ pub const MAX_SUBSCRIPTIONS: i64 = 16;
 pub const MAX_RETRIES: i64 = 3;
 /// Failed deliveries in a row that disable a subscription.
 pub const DISABLE_AFTER: i64 = 10;
-const URL_MAX: usize = 2000;
+/// A subscription's URL, in characters once trimmed.
+pub const URL_MAX: usize = 2000;
 
 /// A subscription as owners see it (never with its secret).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,0 +1,452 @@
+//! Schema-only field types: what the OpenAPI document states about a request's fields and
+//! parameters (lengths, patterns, enums, integer bounds, required), taken from the domain's
+//! own constants, while parsing stays as loose as before. The domain still checks every value
+//! and words the refusal (422 `validation_error` with the field's message); poem-openapi's
+//! `validator(...)` attributes would refuse first, in its own words, as a parse failure. See
+//! docs/api.md, "What the schema states".
+
+use std::borrow::Cow;
+use std::fmt;
+use std::marker::PhantomData;
+use std::ops::Deref;
+
+use poem_openapi::registry::{MetaSchema, MetaSchemaRef, Registry};
+use poem_openapi::types::{
+    ParseError, ParseFromJSON, ParseFromParameter, ParseResult, ToJSON, Type,
+};
+use serde_json::{Value, json};
+
+use crate::domain::text_pattern::{self, Refused, WHITESPACE};
+use crate::domain::{
+    email, events, issues, newsletters, pagination, site_theme, subscribers, webhooks, welcome,
+};
+
+/// The schema a field's rule states in the document.
+pub trait Rule: Send + Sync + 'static {
+    fn schema() -> MetaSchema;
+}
+
+/// A string (in a JSON body: a JSON string and only a string; poem-openapi's `String` would
+/// turn `12` into `"12"`), or a query or path parameter taken as written, whose schema states
+/// rule `R`. A missing parameter is the empty string: the domain refuses it in its words.
+pub struct Field<R>(pub String, PhantomData<fn() -> R>);
+
+/// A string with no rule of its own to state.
+pub type Text = Field<AnyText>;
+
+impl<R> Field<R> {
+    pub fn new(text: impl Into<String>) -> Self {
+        Field(text.into(), PhantomData)
+    }
+}
+
+impl<R> Clone for Field<R> {
+    fn clone(&self) -> Self {
+        Field::new(self.0.clone())
+    }
+}
+
+impl<R> Default for Field<R> {
+    fn default() -> Self {
+        Field::new(String::new())
+    }
+}
+
+impl<R> fmt::Debug for Field<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<R> PartialEq for Field<R> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+
+impl<R> Deref for Field<R> {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<R> From<Field<R>> for String {
+    fn from(field: Field<R>) -> String {
+        field.0
+    }
+}
+
+/// poem-openapi's name for a schema in its parse errors: `string`, or with the format,
+/// `string(email)`, as `api/body_errors.rs` reads them back from the document.
+fn type_name(schema: &MetaSchema) -> Cow<'static, str> {
+    match schema.format {
+        Some(format) => format!("{}({format})", schema.ty).into(),
+        None => schema.ty.into(),
+    }
+}
+
+impl<R: Rule> Type for Field<R> {
+    const IS_REQUIRED: bool = true;
+    type RawValueType = String;
+    type RawElementValueType = String;
+
+    fn name() -> Cow<'static, str> {
+        type_name(&R::schema())
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        MetaSchemaRef::Inline(Box::new(R::schema()))
+    }
+
+    fn as_raw_value(&self) -> Option<&Self::RawValueType> {
+        Some(&self.0)
+    }
+
+    fn raw_element_iter<'a>(
+        &'a self,
+    ) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
+        Box::new(std::iter::once(&self.0))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl<R: Rule> ParseFromJSON for Field<R> {
+    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
+        match value.unwrap_or_default() {
+            Value::String(text) => Ok(Field::new(text)),
+            other => Err(ParseError::expected_type(other)),
+        }
+    }
+}
+
+impl<R: Rule> ParseFromParameter for Field<R> {
+    fn parse_from_parameter(value: &str) -> ParseResult<Self> {
+        Ok(Field::new(value))
+    }
+
+    fn parse_from_parameters<I: IntoIterator<Item = A>, A: AsRef<str>>(
+        iter: I,
+    ) -> ParseResult<Self> {
+        let first = iter.into_iter().next();
+        Ok(Field::new(first.as_ref().map_or("", AsRef::as_ref)))
+    }
+}
+
+impl<R: Rule> ToJSON for Field<R> {
+    fn to_json(&self) -> Option<Value> {
+        Some(Value::String(self.0.clone()))
+    }
+}
+
+/// A field the document marks required whose absence (or `null`) still reaches the domain,
+/// which words the refusal (a subscriber without `email` is 422 `invalid_email`).
+#[derive(Debug)]
+pub struct Required<T>(pub Option<T>);
+
+impl<T: Type> Type for Required<T> {
+    const IS_REQUIRED: bool = true;
+    type RawValueType = T::RawValueType;
+    type RawElementValueType = T::RawElementValueType;
+
+    fn name() -> Cow<'static, str> {
+        <Option<T>>::name()
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        T::schema_ref()
+    }
+
+    fn register(registry: &mut Registry) {
+        T::register(registry);
+    }
+
+    fn as_raw_value(&self) -> Option<&Self::RawValueType> {
+        self.0.as_raw_value()
+    }
+
+    fn raw_element_iter<'a>(
+        &'a self,
+    ) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
+        self.0.raw_element_iter()
+    }
+}
+
+impl<T: ParseFromJSON> ParseFromJSON for Required<T> {
+    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
+        <Option<T>>::parse_from_json(value)
+            .map(Required)
+            .map_err(ParseError::propagate)
+    }
+}
+
+impl<T: ToJSON> ToJSON for Required<T> {
+    fn to_json(&self) -> Option<Value> {
+        self.0.to_json()
+    }
+}
+
+/// A JSON array whose schema states `minItems` `MIN` and `maxItems` `MAX` (0: none), where the
+/// domain counts the entries as sent and refuses more in its words.
+#[derive(Debug)]
+pub struct Items<T, const MIN: usize, const MAX: usize>(pub Vec<T>);
+
+impl<T: Type, const MIN: usize, const MAX: usize> Type for Items<T, MIN, MAX> {
+    const IS_REQUIRED: bool = true;
+    type RawValueType = Vec<T>;
+    type RawElementValueType = <Vec<T> as Type>::RawElementValueType;
+
+    fn name() -> Cow<'static, str> {
+        <Vec<T>>::name()
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        <Vec<T>>::schema_ref().merge(MetaSchema {
+            min_items: (MIN > 0).then_some(MIN),
+            max_items: (MAX > 0).then_some(MAX),
+            ..MetaSchema::ANY
+        })
+    }
+
+    fn register(registry: &mut Registry) {
+        <Vec<T>>::register(registry);
+    }
+
+    fn as_raw_value(&self) -> Option<&Self::RawValueType> {
+        Some(&self.0)
+    }
+
+    fn raw_element_iter<'a>(
+        &'a self,
+    ) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
+        self.0.raw_element_iter()
+    }
+}
+
+impl<T: ParseFromJSON, const MIN: usize, const MAX: usize> ParseFromJSON for Items<T, MIN, MAX> {
+    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
+        <Vec<T>>::parse_from_json(value)
+            .map(Items)
+            .map_err(ParseError::propagate)
+    }
+}
+
+impl<T: ToJSON, const MIN: usize, const MAX: usize> ToJSON for Items<T, MIN, MAX> {
+    fn to_json(&self) -> Option<Value> {
+        self.0.to_json()
+    }
+}
+
+impl<T, const MIN: usize, const MAX: usize> IntoIterator for Items<T, MIN, MAX> {
+    type Item = T;
+    type IntoIter = std::vec::IntoIter<T>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
+
+/// The fields of which a request object needs at least one (`R::FIELDS`).
+pub trait AnyOf: Send + Sync + 'static {
+    const FIELDS: &'static [&'static str];
+}
+
+/// A JSON object `T` whose schema also states that at least one of `R::FIELDS` is present
+/// (`anyOf` of `required`), where the object derive can only mark each field alone. Parsed as
+/// `T`, so a missing field is still refused by the domain, in its words.
+pub struct OneRequired<T, R>(pub T, pub PhantomData<fn() -> R>);
+
+impl<T: Type, R: AnyOf> Type for OneRequired<T, R> {
+    const IS_REQUIRED: bool = true;
+    type RawValueType = T::RawValueType;
+    type RawElementValueType = T::RawElementValueType;
+
+    fn name() -> Cow<'static, str> {
+        T::name()
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        T::schema_ref()
+    }
+
+    fn register(registry: &mut Registry) {
+        T::register(registry);
+        if let Some(schema) = registry.schemas.get_mut(&*T::name()) {
+            schema.any_of = R::FIELDS
+                .iter()
+                .map(|field| {
+                    MetaSchemaRef::Inline(Box::new(MetaSchema {
+                        required: vec![field],
+                        ..MetaSchema::ANY
+                    }))
+                })
+                .collect();
+        }
+    }
+
+    fn as_raw_value(&self) -> Option<&Self::RawValueType> {
+        self.0.as_raw_value()
+    }
+
+    fn raw_element_iter<'a>(
+        &'a self,
+    ) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
+        self.0.raw_element_iter()
+    }
+}
+
+impl<T: ParseFromJSON, R: AnyOf> ParseFromJSON for OneRequired<T, R> {
+    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
+        T::parse_from_json(value)
+            .map(|object| OneRequired(object, PhantomData))
+            .map_err(ParseError::propagate)
+    }
+}
+
+/// A trimmed text of at most `max` characters (at least one unless `blank`), refusing
+/// `refused` and `also` inside: `domain::clean_text`/`clean_line` and the checks built on them.
+fn trimmed(max: usize, blank: bool, refused: Refused, also: &str) -> MetaSchema {
+    MetaSchema {
+        min_length: (!blank).then_some(1),
+        max_length: Some(max),
+        pattern: Some(text_pattern::pattern(blank, refused, also)),
+        ..MetaSchema::new("string")
+    }
+}
+
+/// One of `values`, as the domain's enum writes them.
+fn one_of<'a>(values: impl IntoIterator<Item = &'a str>) -> MetaSchema {
+    MetaSchema {
+        enum_items: values.into_iter().map(|v| json!(v)).collect(),
+        ..MetaSchema::new("string")
+    }
+}
+
+/// An absolute http(s) URL of at most `max` characters, surrounding whitespace allowed.
+fn web_url(max: usize, schemes: &str) -> MetaSchema {
+    MetaSchema {
+        format: Some("uri"),
+        max_length: Some(max),
+        pattern: Some(format!("^[{WHITESPACE}]*{schemes}://")),
+        ..MetaSchema::new("string")
+    }
+}
+
+/// Declares rules: `Name => schema expression;`.
+macro_rules! rules {
+    ($($(#[$meta:meta])* $name:ident => $schema:expr;)+) => {$(
+        $(#[$meta])*
+        pub struct $name;
+
+        impl Rule for $name {
+            fn schema() -> MetaSchema {
+                $schema
+            }
+        }
+    )+};
+}
+
+/// `http` or `https`, in any letter case (as URLs are read).
+const HTTP_OR_HTTPS: &str = "[hH][tT][tT][pP][sS]?";
+
+rules! {
+    /// Any string.
+    AnyText => MetaSchema::new("string");
+    /// An e-mail address (`domain/email.rs`).
+    Email => MetaSchema {
+        format: Some("email"),
+        max_length: Some(email::MAX_BYTES),
+        ..MetaSchema::new("string")
+    };
+    /// A subscriber's tag.
+    Tag => trimmed(subscribers::TAG_MAX, false, Refused::Controls, "");
+    /// A subscriber's name; blank is no name.
+    SubscriberName => trimmed(subscribers::NAME_MAX, true, Refused::Controls, "");
+    /// The statuses an owner may give a subscriber.
+    SubscriberStatus => one_of(
+        subscribers::Status::ALL.iter().filter(|s| s.can_be_set()).map(|s| s.as_str()),
+    );
+    /// The subscriber list's `status` filter; empty is no filter.
+    SubscriberStatusFilter => one_of(
+        subscribers::Status::ALL.iter().map(|s| s.as_str()).chain([""]),
+    );
+    /// The statuses an issue may be given (an editable one).
+    IssueStatus => one_of(
+        issues::Status::ALL.iter().filter(|s| s.is_editable()).map(|s| s.as_str()),
+    );
+    /// The issue list's `status` filter; empty is no filter.
+    IssueStatusFilter => one_of(issues::Status::ALL.iter().map(|s| s.as_str()).chain([""]));
+    /// An issue's subject: one line (tabs allowed).
+    Subject => trimmed(issues::SUBJECT_MAX, false, Refused::ControlsButTab, "");
+    /// When a scheduled issue goes out; an empty string clears it.
+    DateTime => MetaSchema {
+        format: Some("date-time"),
+        ..MetaSchema::new("string")
+    };
+    /// An article's title.
+    ArticleTitle => trimmed(issues::TITLE_MAX, false, Refused::ControlsButBreaks, "");
+    /// An article's link.
+    ArticleUrl => web_url(issues::URL_MAX, HTTP_OR_HTTPS);
+    /// An article's summary.
+    ArticleSummary => trimmed(issues::SUMMARY_MAX, true, Refused::ControlsButBreaks, "");
+    /// A newsletter's name.
+    NewsletterName => trimmed(newsletters::NAME_MAX, false, Refused::Controls, "");
+    /// A newsletter's tagline.
+    Tagline => trimmed(newsletters::TAGLINE_MAX, true, Refused::Controls, "");
+    /// The From name of issues.
+    SenderName => trimmed(
+        newsletters::SENDER_NAME_MAX,
+        false,
+        Refused::Controls,
+        &String::from_iter(newsletters::SENDER_NAME_REFUSES),
+    );
+    /// The welcome e-mail's subject; blank is the default.
+    WelcomeSubject => trimmed(welcome::SUBJECT_MAX, true, Refused::Controls, "");
+    /// The welcome e-mail's Markdown; blank is the default.
+    WelcomeBody => trimmed(welcome::BODY_MAX, true, Refused::ControlsButBreaks, "");
+    /// The public site's accent colour; blank is the default.
+    HexColor => MetaSchema {
+        pattern: Some(format!(
+            "^[{WHITESPACE}]*(?:{}[{WHITESPACE}]*)?$",
+            site_theme::AccentColor::PATTERN
+        )),
+        ..MetaSchema::new("string")
+    };
+    /// The public site's logo: an https URL; blank is none.
+    LogoUrl => MetaSchema {
+        pattern: Some(format!("^[{WHITESPACE}]*(?:$|[hH][tT][tT][pP][sS]://)")),
+        max_length: Some(site_theme::LOGO_URL_MAX),
+        ..MetaSchema::new("string")
+    };
+    /// A webhook subscription's URL.
+    WebhookUrl => web_url(webhooks::URL_MAX, HTTP_OR_HTTPS);
+    /// An event name.
+    Event => one_of(events::KINDS.iter().copied());
+    /// A resource's id in a path; anything else names nothing (404).
+    Id => MetaSchema {
+        format: Some("int64"),
+        minimum: Some(1.0),
+        ..MetaSchema::new("integer")
+    };
+    /// A page number.
+    PageNumber => MetaSchema {
+        minimum: Some(1.0),
+        default: Some(json!(1)),
+        ..MetaSchema::new("integer")
+    };
+    /// Items per page; more than the most counts as the most.
+    PerPage => MetaSchema {
+        minimum: Some(1.0),
+        default: Some(json!(pagination::DEFAULT_PER_PAGE)),
+        ..MetaSchema::new("integer")
+    };
+    /// The subscriber list's cursor (`domain::pagination::Cursor`), `<page>.<id>`.
+    ListCursor => MetaSchema {
+        pattern: Some(pagination::Cursor::pattern()),
+        ..MetaSchema::new("string")
+    };
+}
