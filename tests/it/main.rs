@@ -28,6 +28,7 @@ mod disk_full;
 mod dkim;
 mod header_names;
 mod http_headers;
+mod ids_never_reused;
 mod imports;
 mod layers;
 mod operator;
