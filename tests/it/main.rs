@@ -4,6 +4,7 @@
 
 mod support;
 
+mod accessibility;
 mod account_security;
 mod accounts;
 mod api_errors;
