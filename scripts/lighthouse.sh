@@ -14,7 +14,6 @@ cd "$(dirname "$0")/.."
 
 min=${LIGHTHOUSE_MIN_SCORE:-100}
 npm_dir=target/npm
-bin=${BROADSHEET_BIN:-target/debug/broadsheet}
 out=target/lighthouse
 mkdir -p "$out" "$npm_dir"
 
@@ -28,55 +27,16 @@ if [ ! -x "$npm_dir/node_modules/.bin/lighthouse" ] || [ ! -x "$npm_dir/node_mod
 fi
 export CHROME_PATH=${CHROME_PATH:-$(command -v chromium)}
 chromedriver=$(command -v chromedriver)
-[ -x "$bin" ] || cargo build
+[ -x "${BROADSHEET_BIN:-target/debug/broadsheet}" ] || cargo build
 "$CHROME_PATH" --version 2>/dev/null
 
 say "a server with some content"
-data=$(mktemp -d)
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-base="http://localhost:$port"
-BROADSHEET_DATA_DIR="$data" "$bin" serve --listen "127.0.0.1:$port" --base-url "$base" \
-  --public-host "localhost:$port" --default-tier paid >"$out/server.log" 2>&1 &
-server=$!
-trap 'kill "$server" 2>/dev/null || true; rm -rf "$data"' EXIT
-for _ in $(seq 100); do curl -fs "$base/up" >/dev/null && break; sleep 0.1; done
-
-jar="$out/cookies.txt"; rm -f "$jar"
-get() { curl -fsS -b "$jar" -c "$jar" "$base$1"; }
-token() { sed -n 's/.*name="authenticity_token" value="\([^"]*\)".*/\1/p' | head -n 1; }
-# POSTs a form of $1 (the page it is on) to $2 with the fields that follow, plus its token;
-# prints where the answer redirects.
-post() {
-  local page=$1 action=$2; shift 2
-  local t; t=$(get "$page" | token)
-  local args=(--data-urlencode "authenticity_token=$t")
-  for field in "$@"; do args+=(--data-urlencode "$field"); done
-  curl -sS -o /dev/null -w '%{redirect_url}' -b "$jar" -c "$jar" "${args[@]}" "$base$action"
-}
-email="lighthouse@example.com"; password="lighthouse-password"
-post /signup /signup "user[email_address]=$email" "user[password]=$password" \
-  "user[password_confirmation]=$password" >/dev/null
-# The confirmation mail is written by a job: the server's log names its link once it is.
-link=""
-for _ in $(seq 100); do
-  link=$(grep -o "$base/email_confirmations/[A-Za-z0-9_-]*" "$out/server.log" | head -n 1 || true)
-  [ -n "$link" ] && break; sleep 0.1
-done
-curl -fsS -o /dev/null -b "$jar" -c "$jar" "$link"
-post /signup /session "email_address=$email" "password=$password" >/dev/null || true
-created=$(post /newsletters/new /newsletters "newsletter[name]=Harbour Notes" \
-  "newsletter[tagline]=Letters from a small port, every week" "newsletter[from_name]=Harbour Desk" \
-  "newsletter[from_email]=desk@example.com")
-id=$(printf '%s' "$created" | sed -n 's#.*/newsletters/\([0-9]*\)/.*#\1#p')
-post "/newsletters/$id/setup_frequency" "/newsletters/$id/apply_frequency" "frequency=weekly" >/dev/null
-post "/newsletters/$id/preference/edit" "/newsletters/$id/preference" \
-  "newsletter_preference[target_audience]=Sailors" "newsletter_preference[content_tone]=friendly" \
-  "newsletter_preference[newsletter_length]=medium" >/dev/null
-key_page=$(t=$(get "/newsletters/$id/api_keys/new" | token); curl -fsS -b "$jar" -c "$jar" \
-  --data-urlencode "authenticity_token=$t" --data-urlencode "api_key[name]=lighthouse" \
-  --data-urlencode "api_key[permissions][]=read" --data-urlencode "api_key[permissions][]=write" \
-  "$base/newsletters/$id/api_keys")
-key=$(printf '%s' "$key_page" | tr '\n' ' ' | sed -n 's/.*id="api-key"[^>]*>[[:space:]]*\([A-Za-z0-9_]*\).*/\1/p')
+# shellcheck source=scripts/lib/server.sh
+. scripts/lib/server.sh
+start_server "$out/server.log" --default-tier paid
+sign_up_owner lighthouse@example.com lighthouse-password
+id=$(create_newsletter "Harbour Notes" "Letters from a small port, every week")
+key=$(create_api_key "$id" lighthouse read write)
 api() { curl -fsS -H "Authorization: Bearer $key" -H 'Content-Type: application/json' "$@"; }
 subdomain=$(api "$base/api/v1/newsletter" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).data.subdomain))')
 api -X PATCH "$base/api/v1/newsletter" -d '{"accent_color":"#0f766e"}' >/dev/null

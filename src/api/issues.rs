@@ -447,6 +447,9 @@ impl IssuesApi {
     }
 
     /// Creates an issue (a draft unless `status` says otherwise).
+    ///
+    /// Rules that depend on the newsletter's state answer 422 `validation_error`: `scheduled`
+    /// with a `scheduled_for` in the past, and an `audience` tag no subscriber has.
     #[oai(path = "/issues", method = "post", operation_id = "createIssue")]
     async fn create(
         &self,
@@ -474,6 +477,10 @@ impl IssuesApi {
     }
 
     /// Updates a draft, scheduled or approved issue.
+    ///
+    /// An issue that is sending, sent or failed answers 422 `invalid_state`; `scheduled` with a
+    /// `scheduled_for` in the past, and an `audience` tag no subscriber has, 422
+    /// `validation_error`.
     #[oai(path = "/issues/:id", method = "patch", operation_id = "updateIssue")]
     async fn update(
         &self,
@@ -503,6 +510,8 @@ impl IssuesApi {
     }
 
     /// Deletes a draft.
+    ///
+    /// An issue in any other status answers 422 `invalid_state`.
     #[oai(path = "/issues/:id", method = "delete", operation_id = "deleteIssue")]
     async fn delete(
         &self,
@@ -523,6 +532,10 @@ impl IssuesApi {
     /// `{"tags": [...], "exclude_tags": [...]}` chooses the audience (recorded on the issue):
     /// active subscribers having any of `tags` (empty: all) and none of `exclude_tags`. No
     /// body, or neither list, sends to the audience already recorded (everyone by default).
+    ///
+    /// An issue that is not approved or scheduled answers 422 `invalid_state`; an audience
+    /// with no active subscriber 422 `no_active_subscribers`; an issue without content or
+    /// articles 422 `no_content`; a tag no subscriber has 422 `validation_error`.
     #[oai(
         path = "/issues/:id/send_now",
         method = "post",
@@ -558,6 +571,8 @@ impl IssuesApi {
     /// Sends the issue, whatever its status, to one to five addresses as a test: the real
     /// message with `[Test] ` before its subject. Its links work but count nothing; it makes
     /// no delivery, no stats and no event.
+    ///
+    /// An issue without content or articles answers 422 `no_content`.
     #[oai(
         path = "/issues/:id/send_test",
         method = "post",
@@ -595,6 +610,8 @@ impl IssuesApi {
 
     /// Resumes a send that stopped (`failed`) because the mail relay stayed unreachable: the
     /// messages not yet sent go out; nobody gets a second copy.
+    ///
+    /// An issue that is not `failed` answers 422 `invalid_state`.
     #[oai(
         path = "/issues/:id/resume",
         method = "post",
@@ -626,6 +643,9 @@ impl IssuesApi {
     }
 
     /// Publishes the issue to the newsletter's web archive.
+    ///
+    /// A draft answers 422 `invalid_state`; an issue without content or articles 422
+    /// `no_content`.
     #[oai(
         path = "/issues/:id/publish",
         method = "post",
