@@ -11,6 +11,7 @@ use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, Object, OpenApi, Tags};
 use serde::Deserialize;
 
+use super::statuses::{BODY, BY_ID, GUARD, Refusal, WRITES};
 use super::{ApiError, ApiKeyAuth, Principal, State};
 use crate::domain::bounce_report::{MAX_REPORT_BYTES, NotAReport};
 use crate::domain::{DomainError, DomainResult, newsletters, tracking};
@@ -62,7 +63,7 @@ impl BouncesApi {
         body: Json<BounceReport>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<BounceResponse, ApiError> {
+    ) -> Result<BounceResponse, Refusal<{ GUARD | BODY | BY_ID | WRITES }>> {
         let (nid, report) = (p.newsletter_id, body.0);
         let reason = reason_of(&report);
         state

@@ -7,7 +7,8 @@ use poem_openapi::types::MaybeUndefined;
 use poem_openapi::{ApiResponse, Object, Tags};
 
 use super::common::{ListMeta, Text, parse_id};
-use super::{ApiError, ApiKeyAuth, Principal, State};
+use super::statuses::{BODY, BY_ID, GUARD, PAID, RULE, Refusal, WRITES};
+use super::{ApiKeyAuth, Principal, State};
 use crate::domain::audience::{Audience, AudienceInput};
 use crate::domain::issues::{self, ArticleInput, Issue, IssueInput, Status};
 use crate::domain::newsletters;
@@ -387,7 +388,7 @@ impl IssuesApi {
         status: Query<Option<String>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<ListResponse, ApiError> {
+    ) -> Result<ListResponse, Refusal<{ GUARD | RULE }>> {
         let page = Page::parse(page.0.as_deref(), per_page.0.as_deref())?;
         let (nid, state2) = (p.newsletter_id, state.clone());
         let (issues, has_more) = state
@@ -415,7 +416,7 @@ impl IssuesApi {
         id: Path<String>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<IssueResponse, ApiError> {
+    ) -> Result<IssueResponse, Refusal<{ GUARD | BY_ID }>> {
         let (nid, id, state2) = (p.newsletter_id, parse_id(&id.0)?, state.clone());
         let issue = state
             .db
@@ -443,7 +444,7 @@ impl IssuesApi {
         body: Json<IssueBody>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<CreatedResponse, ApiError> {
+    ) -> Result<CreatedResponse, Refusal<{ GUARD | BODY | WRITES }>> {
         let (nid, state2, input) = (
             p.newsletter_id,
             state.clone(),
@@ -471,7 +472,7 @@ impl IssuesApi {
         body: Json<IssueBody>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<IssueResponse, ApiError> {
+    ) -> Result<IssueResponse, Refusal<{ GUARD | BODY | BY_ID | WRITES }>> {
         let (nid, id, state2, input) = (
             p.newsletter_id,
             parse_id(&id.0)?,
@@ -499,7 +500,7 @@ impl IssuesApi {
         id: Path<String>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<DeletedResponse, ApiError> {
+    ) -> Result<DeletedResponse, Refusal<{ GUARD | BY_ID | RULE | WRITES }>> {
         let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
         state
             .db
@@ -524,7 +525,7 @@ impl IssuesApi {
         body: Json<Option<AudienceBody>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<SendNowResponse, ApiError> {
+    ) -> Result<SendNowResponse, Refusal<{ GUARD | BODY | BY_ID | PAID | WRITES }>> {
         let (nid, id, state2) = (p.newsletter_id, parse_id(&id.0)?, state.clone());
         let chosen = body.0.and_then(AudienceBody::input);
         let (issue, recipients) = state
@@ -559,7 +560,7 @@ impl IssuesApi {
         body: Json<SendTestBody>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<SendTestResponse, ApiError> {
+    ) -> Result<SendTestResponse, Refusal<{ GUARD | BODY | BY_ID | PAID | WRITES }>> {
         let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
         let typed: Vec<String> = body.0.emails.into_iter().map(String::from).collect();
         let queued = state
@@ -595,7 +596,7 @@ impl IssuesApi {
         id: Path<String>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<ResumeResponse, ApiError> {
+    ) -> Result<ResumeResponse, Refusal<{ GUARD | BY_ID | RULE | PAID | WRITES }>> {
         let (nid, id, state2) = (p.newsletter_id, parse_id(&id.0)?, state.clone());
         let (issue, remaining) = state
             .db
@@ -626,7 +627,7 @@ impl IssuesApi {
         id: Path<String>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<PublishResponse, ApiError> {
+    ) -> Result<PublishResponse, Refusal<{ GUARD | BY_ID | RULE | WRITES }>> {
         let (nid, id, state2) = (p.newsletter_id, parse_id(&id.0)?, state.clone());
         let (issue, web_url, first) = state
             .db

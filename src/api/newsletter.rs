@@ -5,7 +5,8 @@ use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, Object, Tags};
 
 use super::common::Text;
-use super::{ApiError, ApiKeyAuth, Principal, State};
+use super::statuses::{BODY, GUARD, Refusal, WRITES};
+use super::{ApiKeyAuth, Principal, State};
 use crate::domain::DomainResult;
 use crate::domain::newsletters::{self, Newsletter};
 use crate::domain::sender_domains::{self, SenderDomain};
@@ -317,7 +318,7 @@ impl NewsletterApi {
         _auth: ApiKeyAuth,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<NewsletterResponse, ApiError> {
+    ) -> Result<NewsletterResponse, Refusal<{ GUARD | WRITES }>> {
         let id = p.newsletter_id;
         Ok(envelope(
             state,
@@ -338,7 +339,7 @@ impl NewsletterApi {
         body: Json<NewsletterPatch>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<NewsletterResponse, ApiError> {
+    ) -> Result<NewsletterResponse, Refusal<{ GUARD | BODY | WRITES }>> {
         let id = p.newsletter_id;
         let Json(patch) = body;
         let changes = newsletters::Details {
@@ -383,7 +384,7 @@ impl NewsletterApi {
         _auth: ApiKeyAuth,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<StatsResponse, ApiError> {
+    ) -> Result<StatsResponse, Refusal<{ GUARD }>> {
         let id = p.newsletter_id;
         let stats = state
             .db

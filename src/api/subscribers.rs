@@ -8,7 +8,8 @@ use poem_openapi::types::MaybeUndefined;
 use poem_openapi::{ApiResponse, Object, Tags};
 
 use super::common::{Text, parse_id};
-use super::{ApiError, ApiKeyAuth, Principal, State};
+use super::statuses::{BODY, BY_ID, GUARD, RULE, Refusal, WRITES};
+use super::{ApiKeyAuth, Principal, State};
 use crate::domain::pagination::{Cursor, Page};
 use crate::domain::subscriber_export;
 use crate::domain::subscribers::{self, Changes, Filter, NewSubscriber, Subscriber};
@@ -221,7 +222,7 @@ impl SubscribersApi {
         cursor: Query<Option<String>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<ListResponse, ApiError> {
+    ) -> Result<ListResponse, Refusal<{ GUARD | RULE }>> {
         let cursor = Cursor::from_query(page.0.as_deref(), cursor.0.as_deref())?;
         let page = Page::parse(page.0.as_deref(), per_page.0.as_deref())?;
         let (nid, filter) = (
@@ -259,7 +260,7 @@ impl SubscribersApi {
         id: Path<String>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<SubscriberResponse, ApiError> {
+    ) -> Result<SubscriberResponse, Refusal<{ GUARD | BY_ID }>> {
         let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
         let s = state
             .db
@@ -280,7 +281,7 @@ impl SubscribersApi {
         body: Json<CreateBody>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<CreateResponse, ApiError> {
+    ) -> Result<CreateResponse, Refusal<{ GUARD | BODY | WRITES }>> {
         let Json(body) = body;
         let send_welcome = body.send_welcome.unwrap_or(false);
         let input: NewSubscriber = match body.subscriber {
@@ -317,7 +318,7 @@ impl SubscribersApi {
         body: Json<UpdateBody>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<SubscriberResponse, ApiError> {
+    ) -> Result<SubscriberResponse, Refusal<{ GUARD | BODY | BY_ID | WRITES }>> {
         let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
         let fields = body.0.subscriber;
         let changes = Changes {
@@ -347,7 +348,7 @@ impl SubscribersApi {
         id: Path<String>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<DeletedResponse, ApiError> {
+    ) -> Result<DeletedResponse, Refusal<{ GUARD | BY_ID | WRITES }>> {
         let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
         state
             .db
@@ -369,7 +370,7 @@ impl SubscribersApi {
         body: Json<TagBody>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<SubscriberResponse, ApiError> {
+    ) -> Result<SubscriberResponse, Refusal<{ GUARD | BODY | BY_ID | WRITES }>> {
         let (nid, id, tag) = (p.newsletter_id, parse_id(&id.0)?, body.0.tag.0);
         let s = state
             .db
@@ -391,7 +392,7 @@ impl SubscribersApi {
         tag: Query<Option<String>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<SubscriberResponse, ApiError> {
+    ) -> Result<SubscriberResponse, Refusal<{ GUARD | BY_ID | RULE | WRITES }>> {
         let (nid, id, tag) = (p.newsletter_id, parse_id(&id.0)?, tag.0.unwrap_or_default());
         let s = state
             .db
@@ -412,7 +413,7 @@ impl SubscribersApi {
         body: Json<BulkBody>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<BulkResponse, ApiError> {
+    ) -> Result<BulkResponse, Refusal<{ GUARD | BODY | WRITES }>> {
         let nid = p.newsletter_id;
         let entries: Vec<NewSubscriber> = body.0.subscribers.into_iter().map(Into::into).collect();
         let outcome = state
@@ -451,7 +452,7 @@ impl SubscribersApi {
         id: Path<String>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<ExportResponse, ApiError> {
+    ) -> Result<ExportResponse, Refusal<{ GUARD | BY_ID }>> {
         let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
         let export = state
             .db

@@ -6,7 +6,8 @@ use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, Object, Tags};
 
 use super::common::{Text, parse_id};
-use super::{ApiError, ApiKeyAuth, Principal, State};
+use super::statuses::{BODY, BY_ID, GUARD, Refusal, WRITES};
+use super::{ApiKeyAuth, Principal, State};
 use crate::domain::webhooks::{self, Changes, NewSubscription, Subscription};
 
 #[derive(Tags)]
@@ -136,7 +137,7 @@ impl WebhooksApi {
         _auth: ApiKeyAuth,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<ListResponse, ApiError> {
+    ) -> Result<ListResponse, Refusal<{ GUARD }>> {
         let nid = p.newsletter_id;
         let rows = state.db.run(move |conn| webhooks::list(conn, nid)).await?;
         Ok(ListResponse::Ok(Json(WebhookList {
@@ -156,7 +157,7 @@ impl WebhooksApi {
         body: Json<WebhookCreateBody>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<CreatedResponse, ApiError> {
+    ) -> Result<CreatedResponse, Refusal<{ GUARD | BODY | WRITES }>> {
         let nid = p.newsletter_id;
         let input = NewSubscription {
             url: body.0.url.into(),
@@ -183,7 +184,7 @@ impl WebhooksApi {
         body: Json<WebhookUpdateBody>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<UpdatedResponse, ApiError> {
+    ) -> Result<UpdatedResponse, Refusal<{ GUARD | BODY | BY_ID | WRITES }>> {
         let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
         let changes = Changes {
             url: body.0.url.map(Into::into),
@@ -213,7 +214,7 @@ impl WebhooksApi {
         id: Path<String>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<SecretResponse, ApiError> {
+    ) -> Result<SecretResponse, Refusal<{ GUARD | BY_ID | WRITES }>> {
         let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
         let rotated = state
             .db
@@ -234,7 +235,7 @@ impl WebhooksApi {
         id: Path<String>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<DeletedResponse, ApiError> {
+    ) -> Result<DeletedResponse, Refusal<{ GUARD | BY_ID | WRITES }>> {
         let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
         state
             .db

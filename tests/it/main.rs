@@ -6,6 +6,7 @@ mod support;
 
 mod account_security;
 mod accounts;
+mod api_contract;
 mod api_errors;
 mod api_issues;
 mod api_limits;
