@@ -12,6 +12,7 @@ mod api_issues;
 mod api_limits;
 mod api_newsletter;
 mod api_openapi;
+mod api_snapshot;
 mod api_subscribers;
 mod bounce_listener;
 mod browser;
