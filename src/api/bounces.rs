@@ -24,6 +24,7 @@ enum ApiTags {
 
 /// A hard bounce of one address.
 #[derive(Debug, Object, Deserialize)]
+#[oai(example)]
 pub struct BounceReport {
     pub email: String,
     /// The reason the receiving server gave, kept with the delivery.
@@ -31,6 +32,7 @@ pub struct BounceReport {
 }
 
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct BounceResult {
     pub message: String,
 }
@@ -55,7 +57,10 @@ pub struct BouncesApi;
 
 #[OpenApi(tag = "ApiTags::Bounces")]
 impl BouncesApi {
-    /// Marks an address as bounced: it gets no more mail.
+    /// Reports a hard bounce of one address.
+    ///
+    /// Marks the subscriber bounced (and its newest delivery), so it gets no more mail, and fires
+    /// `email.bounced`. An address that is not a subscriber of this newsletter is 404.
     #[oai(path = "/bounces", method = "post", operation_id = "reportBounce")]
     async fn report(
         &self,

@@ -35,6 +35,7 @@ pub struct ArticleObject {
 
 /// An issue. `content_markdown` and `articles` appear in single-issue answers only.
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct IssueObject {
     pub id: i64,
     pub newsletter_id: i64,
@@ -97,6 +98,7 @@ impl From<Audience> for AudienceObject {
 
 /// An audience as sent: either list may be left out (empty).
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct AudienceBody {
     /// Send to active subscribers having any of these tags; empty or absent: all of them.
     pub tags: Option<Vec<Text>>,
@@ -225,6 +227,7 @@ pub struct IssueFields {
 }
 
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct IssueBody {
     pub issue: IssueFields,
 }
@@ -259,12 +262,14 @@ impl From<IssueFields> for IssueInput {
 }
 
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct IssueList {
     pub issues: Vec<IssueObject>,
     pub meta: ListMeta,
 }
 
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct SendNowResult {
     pub message: String,
     /// The issue as it was when queued (e.g. `approved`); it moves to `sending` next.
@@ -275,6 +280,7 @@ pub struct SendNowResult {
 
 /// The addresses of a test send.
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct SendTestBody {
     /// One to five addresses; the same address twice counts once. A newsletter that is not
     /// on the paid tier (or is paused) may send tests only to its owner's address.
@@ -283,6 +289,7 @@ pub struct SendTestBody {
 }
 
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct SendTestResult {
     pub message: String,
     pub issue_id: i64,
@@ -293,6 +300,7 @@ pub struct SendTestResult {
 }
 
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct ResumeResult {
     pub message: String,
     /// The issue as it was (`failed`); it moves to `sending` next.
@@ -302,6 +310,7 @@ pub struct ResumeResult {
 }
 
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct PublishResult {
     pub message: String,
     pub issue: IssueObject,
@@ -376,6 +385,10 @@ rate_limited_api! {
     "ApiTags::Issues",
 impl IssuesApi {
     /// Issues, newest first.
+    ///
+    /// One page of the newsletter's issues in the list shape (without `content_markdown` and
+    /// `articles`), optionally of one status. A `page` or `per_page` that is not a positive integer
+    /// is 422.
     #[oai(path = "/issues", method = "get", operation_id = "listIssues")]
     async fn list(
         &self,
@@ -409,6 +422,9 @@ impl IssuesApi {
     }
 
     /// One issue with its Markdown and articles.
+    ///
+    /// The whole issue; one that is sending, sent or failed also carries `delivery`, its messages
+    /// by outcome. Another newsletter's issue is 404.
     #[oai(path = "/issues/:id", method = "get", operation_id = "getIssue")]
     async fn show(
         &self,
@@ -436,7 +452,10 @@ impl IssuesApi {
         Ok(IssueResponse::Ok(Json(issue)))
     }
 
-    /// Creates an issue (a draft unless `status` says otherwise).
+    /// Creates an issue.
+    ///
+    /// A draft unless `status` says `approved` or `scheduled`; `subject` is required. Scheduling
+    /// without `scheduled_for` takes the next frequency slot, and a past time is refused (422).
     #[oai(path = "/issues", method = "post", operation_id = "createIssue")]
     async fn create(
         &self,
@@ -464,6 +483,9 @@ impl IssuesApi {
     }
 
     /// Updates a draft, scheduled or approved issue.
+    ///
+    /// Absent fields stay as they are; `articles` replaces the whole list. An issue that is
+    /// sending, sent or failed can no longer change (422 `invalid_state`).
     #[oai(path = "/issues/:id", method = "patch", operation_id = "updateIssue")]
     async fn update(
         &self,
@@ -493,6 +515,9 @@ impl IssuesApi {
     }
 
     /// Deletes a draft.
+    ///
+    /// Only drafts can be deleted: deleting an approved, scheduled, sending, sent or failed issue
+    /// is refused with 422 `invalid_state`.
     #[oai(path = "/issues/:id", method = "delete", operation_id = "deleteIssue")]
     async fn delete(
         &self,
@@ -509,10 +534,12 @@ impl IssuesApi {
         Ok(DeletedResponse::NoContent)
     }
 
-    /// Queues an approved or scheduled issue for sending now. An optional body
-    /// `{"tags": [...], "exclude_tags": [...]}` chooses the audience (recorded on the issue):
-    /// active subscribers having any of `tags` (empty: all) and none of `exclude_tags`. No
-    /// body, or neither list, sends to the audience already recorded (everyone by default).
+    /// Queues an approved or scheduled issue for sending now.
+    ///
+    /// An optional body `{"tags": [...], "exclude_tags": [...]}` chooses the audience (recorded on
+    /// the issue): active subscribers having any of `tags` (empty: all) and none of `exclude_tags`;
+    /// no body sends to the audience already recorded. A draft, an issue without content or an
+    /// audience without active subscribers is 422; a newsletter not on the paid tier 402.
     #[oai(
         path = "/issues/:id/send_now",
         method = "post",
@@ -545,9 +572,11 @@ impl IssuesApi {
         })))
     }
 
-    /// Sends the issue, whatever its status, to one to five addresses as a test: the real
-    /// message with `[Test] ` before its subject. Its links work but count nothing; it makes
-    /// no delivery, no stats and no event.
+    /// Sends the issue to one to five addresses as a test.
+    ///
+    /// The real message, whatever the issue's status, with `[Test] ` before its subject; its links
+    /// work but count nothing, and it makes no delivery, no stats and no event. A newsletter not on
+    /// the paid tier (or paused) may send tests only to its owner's address (402 otherwise).
     #[oai(
         path = "/issues/:id/send_test",
         method = "post",
@@ -583,8 +612,11 @@ impl IssuesApi {
         })))
     }
 
-    /// Resumes a send that stopped (`failed`) because the mail relay stayed unreachable: the
-    /// messages not yet sent go out; nobody gets a second copy.
+    /// Resumes a send that stopped.
+    ///
+    /// For a `failed` issue (its send stopped because the mail relay stayed unreachable): the
+    /// messages not yet sent go out, and nobody gets a second copy. Any other status is 422
+    /// `invalid_state`, a paused newsletter 422, a tier other than paid 402.
     #[oai(
         path = "/issues/:id/resume",
         method = "post",
@@ -616,6 +648,10 @@ impl IssuesApi {
     }
 
     /// Publishes the issue to the newsletter's web archive.
+    ///
+    /// Allowed for approved, scheduled, sending and sent issues; a draft is refused with 422
+    /// `invalid_state` and an issue without content with 422 `no_content`. Publishing twice answers
+    /// 200 and changes nothing; the issue's `path` is fixed from then on.
     #[oai(
         path = "/issues/:id/publish",
         method = "post",

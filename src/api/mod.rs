@@ -38,6 +38,7 @@ mod body_errors;
 pub mod bounces;
 mod common;
 mod error;
+mod examples;
 mod guard;
 mod issues;
 mod newsletter;

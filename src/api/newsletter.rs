@@ -142,6 +142,7 @@ impl NewsletterObject {
 
 /// `{"data": Newsletter}`.
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct NewsletterEnvelope {
     pub data: NewsletterObject,
 }
@@ -154,6 +155,7 @@ pub enum NewsletterResponse {
 
 /// Fields `PATCH /newsletter` may change; absent fields stay as they are.
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct NewsletterPatch {
     pub name: Option<Text>,
     pub tagline: Option<Text>,
@@ -268,6 +270,7 @@ impl From<stats::Stats> for StatsObject {
 
 /// `{"data": Stats}`.
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct StatsEnvelope {
     pub data: StatsObject,
 }
@@ -312,6 +315,10 @@ rate_limited_api! {
     "ApiTags::Newsletter",
 impl NewsletterApi {
     /// The newsletter this API key belongs to.
+    ///
+    /// Answers `{"data": Newsletter}`: its settings, counts, public URLs and sending domain. The
+    /// first read after a sender address is set creates that domain's DKIM key, which is why it can
+    /// answer 507.
     #[oai(path = "/newsletter", method = "get", operation_id = "getNewsletter")]
     async fn get_newsletter(
         &self,
@@ -326,8 +333,11 @@ impl NewsletterApi {
         ))
     }
 
+    /// Changes the newsletter's settings.
+    ///
     /// Changes the name, tagline, sender, welcome e-mail, publishing on send, time zone or the
-    /// site's accent colour and logo; answers like `GET /newsletter`.
+    /// site's accent colour and logo; absent fields stay as they are. Answers like `GET
+    /// /newsletter`. A cancelled newsletter is read-only (403).
     #[oai(
         path = "/newsletter",
         method = "patch",
@@ -373,7 +383,10 @@ impl NewsletterApi {
         Ok(envelope(state, loaded))
     }
 
-    /// Subscriber, issue and engagement figures from real deliveries.
+    /// Subscriber, issue and engagement figures.
+    ///
+    /// Figures from real deliveries: subscribers by status and their growth, issues sent, open and
+    /// click rates over the last 30 days, and the five best-opened issues.
     #[oai(
         path = "/newsletter/stats",
         method = "get",

@@ -4,8 +4,11 @@
 use poem::web::Data;
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
+use poem_openapi::registry::{MetaSchema, MetaSchemaRef};
 use poem_openapi::types::MaybeUndefined;
+use poem_openapi::types::{ToJSON, Type};
 use poem_openapi::{ApiResponse, Object, Tags};
+use std::borrow::Cow;
 
 use super::common::{Text, parse_id};
 use super::statuses::{BODY, BY_ID, GUARD, RULE, Refusal, WRITES};
@@ -21,6 +24,7 @@ enum ApiTags {
 }
 
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct SubscriberObject {
     pub id: i64,
     pub email: String,
@@ -65,6 +69,7 @@ pub struct SubscriberFields {
 /// `{email, name?, tags?}`, or the same inside `{"subscriber": {...}}`; `send_welcome` beside
 /// either.
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct CreateBody {
     pub email: Option<Text>,
     pub name: Option<Text>,
@@ -100,16 +105,19 @@ pub struct UpdateFields {
 }
 
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct UpdateBody {
     pub subscriber: UpdateFields,
 }
 
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct TagBody {
     pub tag: Text,
 }
 
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct BulkBody {
     /// At most 1000 entries; more is refused whole.
     pub subscribers: Vec<SubscriberFields>,
@@ -125,6 +133,7 @@ pub struct BulkErrorObject {
 }
 
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct BulkResult {
     pub created: u64,
     /// Already present, or repeated within the request.
@@ -148,6 +157,7 @@ pub struct SubscriberListMeta {
 }
 
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct SubscriberList {
     pub subscribers: Vec<SubscriberObject>,
     pub meta: SubscriberListMeta,
@@ -185,7 +195,44 @@ pub enum DeletedResponse {
 pub enum ExportResponse {
     /// The subscriber's data (`domain::subscriber_export::SubscriberExport`).
     #[oai(status = 200)]
-    Ok(Json<serde_json::Value>),
+    Ok(Json<ExportDocument>),
+}
+
+/// One subscriber's data as `domain::subscriber_export` serialises it: a JSON object whose
+/// shape the document shows by its example (the export is the domain's, not an API type).
+pub struct ExportDocument(serde_json::Value);
+
+impl Type for ExportDocument {
+    const IS_REQUIRED: bool = true;
+    type RawValueType = serde_json::Value;
+    type RawElementValueType = serde_json::Value;
+
+    fn name() -> Cow<'static, str> {
+        "object".into()
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        MetaSchemaRef::Inline(Box::new(MetaSchema {
+            example: Some(super::examples::export()),
+            ..MetaSchema::new("object")
+        }))
+    }
+
+    fn as_raw_value(&self) -> Option<&Self::RawValueType> {
+        Some(&self.0)
+    }
+
+    fn raw_element_iter<'a>(
+        &'a self,
+    ) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
+        Box::new(std::iter::once(&self.0))
+    }
+}
+
+impl ToJSON for ExportDocument {
+    fn to_json(&self) -> Option<serde_json::Value> {
+        Some(self.0.clone())
+    }
 }
 
 #[derive(ApiResponse)]
@@ -200,6 +247,10 @@ rate_limited_api! {
     "ApiTags::Subscribers",
 impl SubscribersApi {
     /// Subscribers, newest first.
+    ///
+    /// One page of subscribers, optionally of one status or tag. Follow `meta.next_cursor` (as
+    /// `cursor`, without `page`) to walk a list that changes meanwhile; a cursor the list did not
+    /// give, or `cursor` with `page`, is 422.
     #[oai(
         path = "/subscribers",
         method = "get",
@@ -249,6 +300,8 @@ impl SubscribersApi {
     }
 
     /// One subscriber.
+    ///
+    /// The subscriber with its tags; another newsletter's subscriber is 404.
     #[oai(
         path = "/subscribers/:id",
         method = "get",
@@ -269,7 +322,11 @@ impl SubscribersApi {
         Ok(SubscriberResponse::Ok(Json(s.into())))
     }
 
-    /// Adds a subscriber; an address already present answers 200 with the existing record.
+    /// Adds a subscriber.
+    ///
+    /// Accepts `{email, name?, tags?}` or the same inside `{"subscriber": {...}}`. An address
+    /// already present answers 200 with the existing record, unchanged. No mail is sent unless
+    /// `send_welcome` is true.
     #[oai(
         path = "/subscribers",
         method = "post",
@@ -305,7 +362,10 @@ impl SubscribersApi {
         })
     }
 
-    /// Changes the status (active or unsubscribed) or the name.
+    /// Changes a subscriber's status or name.
+    ///
+    /// `status` may be `active` or `unsubscribed` (anything else is 422); `name: null` clears the
+    /// name; absent fields stay as they are.
     #[oai(
         path = "/subscribers/:id",
         method = "patch",
@@ -336,7 +396,10 @@ impl SubscribersApi {
         Ok(SubscriberResponse::Ok(Json(s.into())))
     }
 
-    /// Removes the subscriber and its tags for good.
+    /// Deletes a subscriber.
+    ///
+    /// Removes the subscriber and its tags for good; past deliveries keep their counts but no
+    /// longer name the address.
     #[oai(
         path = "/subscribers/:id",
         method = "delete",
@@ -357,7 +420,10 @@ impl SubscribersApi {
         Ok(DeletedResponse::NoContent)
     }
 
-    /// Adds a tag (1-50 characters; adding one twice changes nothing).
+    /// Adds a tag to a subscriber.
+    ///
+    /// A tag of 1-50 characters; adding one the subscriber already has answers 200 and changes
+    /// nothing.
     #[oai(
         path = "/subscribers/:id/add_tag",
         method = "post",
@@ -379,7 +445,10 @@ impl SubscribersApi {
         Ok(SubscriberResponse::Ok(Json(s.into())))
     }
 
-    /// Removes a tag.
+    /// Removes a tag from a subscriber.
+    ///
+    /// The tag is the `tag` query parameter (required: without it, 422). Removing a tag the
+    /// subscriber does not have answers 200 and changes nothing.
     #[oai(
         path = "/subscribers/:id/remove_tag",
         method = "delete",
@@ -401,7 +470,11 @@ impl SubscribersApi {
         Ok(SubscriberResponse::Ok(Json(s.into())))
     }
 
-    /// Adds up to 1000 subscribers at once (counts in the bulk rate-limit bucket).
+    /// Adds up to 1000 subscribers at once.
+    ///
+    /// Each entry is checked on its own: the answer counts those created and those already present,
+    /// and lists the refused entries by position. More than 1000 entries are refused whole (422).
+    /// Counts in the bulk rate-limit bucket; sends no mail.
     #[oai(
         path = "/subscribers/bulk_create",
         method = "post",
@@ -436,11 +509,11 @@ impl SubscribersApi {
         })))
     }
 
-    /// Everything kept about one subscriber, for a data request: `subscriber` (the record,
-    /// with its tags), `deliveries` (every issue sent to them, newest first; at most 10,000,
-    /// `deliveries_total` counts them all and `note` says when some were left out), `events`
-    /// (their history, oldest first: `subscriber.created`, `email.sent`, `email.opened`,
-    /// `email.clicked`, `email.bounced`, `email.unsubscribed`) and `exported_at`.
+    /// Everything kept about one subscriber, for a data request.
+    ///
+    /// `subscriber` (the record, with its tags), `deliveries` (every issue sent to them, newest
+    /// first; at most 10,000, `deliveries_total` counts them all and `note` says when some were
+    /// left out), `events` (their history, oldest first) and `exported_at`.
     #[oai(
         path = "/subscribers/:id/export",
         method = "get",
@@ -459,7 +532,7 @@ impl SubscribersApi {
             .run(move |conn| subscriber_export::export(conn, nid, id))
             .await?;
         let document = serde_json::to_value(&export).expect("an export serialises");
-        Ok(ExportResponse::Ok(Json(document)))
+        Ok(ExportResponse::Ok(Json(ExportDocument(document))))
     }
 }
 }

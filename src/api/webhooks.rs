@@ -18,6 +18,7 @@ enum ApiTags {
 
 /// A subscription, without its secret.
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct WebhookObject {
     pub id: i64,
     pub url: String,
@@ -30,6 +31,7 @@ pub struct WebhookObject {
 
 /// A subscription with its signing secret: only in the answers of create and rotate_secret.
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct WebhookWithSecret {
     pub id: i64,
     pub url: String,
@@ -64,12 +66,14 @@ fn with_secret((s, secret): (Subscription, String)) -> WebhookWithSecret {
 }
 
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct WebhookList {
     pub webhook_subscriptions: Vec<WebhookObject>,
 }
 
 /// A new subscription.
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct WebhookCreateBody {
     /// Absolute http(s) URL on a public address.
     pub url: Text,
@@ -79,6 +83,7 @@ pub struct WebhookCreateBody {
 
 /// Changes; absent fields stay as they are.
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct WebhookUpdateBody {
     pub url: Option<Text>,
     pub events: Option<Vec<Text>>,
@@ -126,7 +131,9 @@ fn url_policy(state: &State) -> impl Fn(&str) -> Result<(), String> + Send + 'st
 rate_limited_api! {
     "ApiTags::WebhookSubscriptions",
 impl WebhooksApi {
-    /// The newsletter's webhook subscriptions (secrets are never listed).
+    /// The newsletter's webhook subscriptions.
+    ///
+    /// Every subscription with its URL, events and whether it is enabled; secrets are never listed.
     #[oai(
         path = "/webhook_subscriptions",
         method = "get",
@@ -145,7 +152,11 @@ impl WebhooksApi {
         })))
     }
 
-    /// Subscribes a URL to events; the answer carries the signing secret, once. At most 16.
+    /// Subscribes a URL to events.
+    ///
+    /// The URL must be absolute http(s) on a public address, with at least one known event name.
+    /// The answer carries the signing secret, shown only this once. A newsletter has at most 16
+    /// subscriptions (422 past that).
     #[oai(
         path = "/webhook_subscriptions",
         method = "post",
@@ -171,7 +182,10 @@ impl WebhooksApi {
         Ok(CreatedResponse::Created(Json(with_secret(created))))
     }
 
-    /// Changes the URL or the events, or re-enables with `enabled: true`.
+    /// Changes a webhook subscription.
+    ///
+    /// Changes the URL or the events, or re-enables a disabled subscription with `enabled: true`
+    /// (which also clears its failure count); absent fields stay as they are.
     #[oai(
         path = "/webhook_subscriptions/:id",
         method = "patch",
@@ -202,7 +216,10 @@ impl WebhooksApi {
         Ok(UpdatedResponse::Ok(Json(updated.into())))
     }
 
-    /// Issues a new secret; the old one stops verifying at once.
+    /// Issues a new signing secret.
+    ///
+    /// The answer carries the new secret, shown only this once; the old one stops verifying at
+    /// once.
     #[oai(
         path = "/webhook_subscriptions/:id/rotate_secret",
         method = "post",
@@ -223,6 +240,8 @@ impl WebhooksApi {
         Ok(SecretResponse::Ok(Json(with_secret(rotated))))
     }
 
+    /// Deletes a webhook subscription.
+    ///
     /// Removes the subscription and its delivery log.
     #[oai(
         path = "/webhook_subscriptions/:id",

@@ -20,6 +20,8 @@ struct Operation {
     id: String,
     takes_body: bool,
     body_required: bool,
+    /// The request body's example, if it has one.
+    request_example: Option<Value>,
     statuses: Vec<u16>,
 }
 
@@ -49,6 +51,9 @@ fn operations(doc: &Value) -> Vec<Operation> {
                 id: op["operationId"].as_str().expect("operationId").to_string(),
                 takes_body: op.get("requestBody").is_some(),
                 body_required: op["requestBody"]["required"] == json!(true),
+                request_example: media_schema(&op["requestBody"])
+                    .and_then(|schema| resolve(doc, schema)["example"].as_object().cloned())
+                    .map(Value::Object),
                 statuses: op["responses"]
                     .as_object()
                     .expect("responses")
@@ -62,25 +67,31 @@ fn operations(doc: &Value) -> Vec<Operation> {
     all
 }
 
-/// A body each operation with one accepts.
-fn valid_body(op: &Operation) -> Value {
-    match op.id.as_str() {
-        "updateNewsletter" => json!({"tagline": "Notes from the field"}),
-        "createIssue" => json!({"issue": {"subject": "Hello", "content_markdown": "Hi"}}),
-        "updateIssue" => json!({"issue": {"subject": "Hello again"}}),
-        "sendIssueNow" => json!({}),
-        "sendIssueTest" => json!({"emails": ["reader@example.com"]}),
-        "createSubscriber" => json!({"email": unique_email("contract")}),
-        "updateSubscriber" => json!({"subscriber": {"name": "Ada"}}),
-        "addSubscriberTag" => json!({"tag": "vip"}),
-        "bulkCreateSubscribers" => json!({"subscribers": [{"email": unique_email("bulk")}]}),
-        "createWebhookSubscription" => {
-            json!({"url": "http://127.0.0.1:9/hook", "events": ["subscriber.created"]})
-        }
-        "updateWebhookSubscription" => json!({"enabled": true}),
-        "reportBounce" => json!({"email": "nobody@example.com"}),
-        other => panic!("no body known for {other}: add one"),
+/// Follows a `$ref` to `#/components/schemas/...`.
+fn resolve<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
+    match schema["$ref"].as_str() {
+        Some(r) => resolve(
+            doc,
+            &doc["components"]["schemas"][r.rsplit('/').next().unwrap()],
+        ),
+        None => schema,
     }
+}
+
+/// The schema of a request body's or a response's JSON content.
+fn media_schema(holder: &Value) -> Option<&Value> {
+    holder["content"]
+        .as_object()?
+        .values()
+        .next()
+        .map(|m| &m["schema"])
+}
+
+/// The body an operation with one is sent: its request example.
+fn valid_body(op: &Operation) -> Value {
+    op.request_example
+        .clone()
+        .unwrap_or_else(|| panic!("{} {} has no request example", op.method, op.path))
 }
 
 /// Sends `method path` with `key` (or none) and a raw JSON body.
@@ -277,4 +288,91 @@ fn api_contract_every_operation_answers_only_statuses_it_lists() {
         "an operation answered a status it does not list:\n{}",
         app.log()
     );
+}
+
+/// The operations with a request body, in an order where each example finds what it needs
+/// (the subscribers an audience names, the issue a test send goes out of), each with the
+/// operation whose answer gives the `{id}` it acts on.
+const EXAMPLE_FLOW: [(&str, Option<&str>); 12] = [
+    ("createSubscriber", None),
+    ("bulkCreateSubscribers", None),
+    ("updateSubscriber", Some("createSubscriber")),
+    ("addSubscriberTag", Some("createSubscriber")),
+    ("createIssue", None),
+    ("updateIssue", Some("createIssue")),
+    ("sendIssueTest", Some("createIssue")),
+    ("sendIssueNow", Some("createIssue")),
+    ("updateNewsletter", None),
+    ("createWebhookSubscription", None),
+    (
+        "updateWebhookSubscription",
+        Some("createWebhookSubscription"),
+    ),
+    ("reportBounce", None),
+];
+
+#[test]
+fn api_contract_every_operation_is_described_and_its_examples_are_accepted() {
+    let app = spawn_app_with(&["--allow-private-webhooks"]);
+    let doc = app.client().get("/api/v1/openapi.json").json();
+    let ops = operations(&doc);
+    let mut problems = Vec::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let what = format!("{} {path}", method.to_uppercase());
+            for field in ["summary", "description"] {
+                if op[field].as_str().is_none_or(|text| text.trim().is_empty()) {
+                    problems.push(format!("{what}: no {field}"));
+                }
+            }
+            if op.get("requestBody").is_some()
+                && media_schema(&op["requestBody"])
+                    .is_none_or(|schema| resolve(&doc, schema)["example"].is_null())
+            {
+                problems.push(format!("{what}: the request body has no example"));
+            }
+            for (status, response) in op["responses"].as_object().unwrap() {
+                if status.starts_with('2')
+                    && let Some(schema) = media_schema(response)
+                    && resolve(&doc, schema)["example"].is_null()
+                {
+                    problems.push(format!("{what}: the {status} answer has no example"));
+                }
+            }
+        }
+    }
+    let mut with_body: Vec<&str> = ops
+        .iter()
+        .filter(|op| op.takes_body)
+        .map(|op| op.id.as_str())
+        .collect();
+    let mut in_flow: Vec<&str> = EXAMPLE_FLOW.iter().map(|(id, _)| *id).collect();
+    with_body.sort();
+    in_flow.sort();
+    assert_eq!(
+        with_body, in_flow,
+        "EXAMPLE_FLOW names every operation with a body"
+    );
+
+    // Each request example, sent as it is, is accepted.
+    let owner = onboard_paid(&app, "Example Express");
+    let mut ids: std::collections::HashMap<&str, String> = Default::default();
+    for (id, acts_on) in EXAMPLE_FLOW {
+        let op = ops.iter().find(|op| op.id == id).unwrap();
+        let target = acts_on.map(|by| ids[by].clone()).unwrap_or_default();
+        let resp = send(&app, op, &op.at(&target), Some(&owner.key), body_of(op));
+        if !(200..300).contains(&resp.status) {
+            problems.push(format!(
+                "{} {}: its example {} was refused with {}: {}",
+                op.method,
+                op.path,
+                valid_body(op),
+                resp.status,
+                resp.body
+            ));
+        } else if let Some(created) = resp.json()["id"].as_i64() {
+            ids.insert(id, created.to_string());
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
 }
