@@ -4,6 +4,8 @@
 # binary started with a temporary data directory and some content. Fails when a score is below
 # LIGHTHOUSE_MIN_SCORE (100) or axe finds any violation. npm's `lighthouse` and `@axe-core/cli`
 # are installed into target/npm; Chromium is Debian's (CHROME_PATH, chromedriver on PATH).
+# axe-core cannot sign in here: the signed-in dashboard pages are checked with axe-core inside
+# the Chromium tests instead (tests/it/accessibility.rs, `cargo test --test it accessibility`).
 #
 #   scripts/lighthouse.sh            # builds target/debug/broadsheet when missing
 #   BROADSHEET_BIN=path scripts/lighthouse.sh

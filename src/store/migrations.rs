@@ -83,6 +83,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0020_site_theme",
         include_str!("../../migrations/0020_site_theme.sql"),
     ),
+    (
+        "0021_ids_never_reused",
+        include_str!("../../migrations/0021_ids_never_reused.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.

@@ -31,7 +31,7 @@ pub async fn index(req: &Request, Path(id): Path<String>, Data(state): Data<&Sta
                 @if keys.is_empty() {
                     p { "No keys yet." }
                 } @else {
-                    div.table-wrap { table {
+                    div.table-wrap tabindex="0" role="region" aria-label="API keys" { table {
                         thead { tr { th { "Name" } th { "Prefix" } th { "Permissions" } th { "Created" } th { "Last used" } th { span.visually-hidden { "Actions" } } } }
                         tbody {
                             @for key in &keys {

@@ -57,7 +57,7 @@ pub async fn index(req: &Request, Path(id): Path<String>, Data(state): Data<&Sta
                 p.muted { "Serve the public site on your own domain instead of " code { (custom_domains::target_host(&state.urls, &n)) } ". One domain per newsletter." }
                 @match &current {
                     Some(d) => {
-                        div.table-wrap { table {
+                        div.table-wrap tabindex="0" role="region" aria-label="Custom domains" { table {
                             thead { tr { th { "Domain" } th { "Status" } th { "Added" } th { span.visually-hidden { "Actions" } } } }
                             tbody { tr {
                                 td { a href={ (base(&n)) "/" (d.id) } { (d.domain) } }
@@ -257,7 +257,7 @@ pub async fn show(
                 }
                 h2 { "DNS records" }
                 p.muted { "Add these at your DNS provider. Changes can take up to 24 hours to reach everyone; the certificate for HTTPS is issued automatically once the domain is verified." }
-                div.table-wrap { table.records {
+                div.table-wrap tabindex="0" role="region" aria-label="DNS records" { table.records {
                     thead { tr { th { "Type" } th { "Name" } th { "Value" } } }
                     tbody {
                         @for r in &records {

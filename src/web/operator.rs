@@ -154,7 +154,7 @@ fn operator_page(ctx: &Ctx, overview: &Overview, problems: &FieldErrors) -> Mark
                 @if overview.pending.is_empty() {
                     p.empty { "No newsletter is waiting for the paid tier." }
                 } @else {
-                    div.table-wrap { table.pending {
+                    div.table-wrap tabindex="0" role="region" aria-label="Upgrade requests" { table.pending {
                         thead { tr { th { "Newsletter" } th { "Owner" } th { "Requested" } th { "Subscribers" } th { "Answer" } } }
                         tbody {
                             @for n in &overview.pending {
@@ -182,7 +182,7 @@ fn operator_page(ctx: &Ctx, overview: &Overview, problems: &FieldErrors) -> Mark
                 @if overview.rows.is_empty() {
                     p.empty { "No newsletter yet." }
                 } @else {
-                    div.table-wrap { table.operator {
+                    div.table-wrap tabindex="0" role="region" aria-label="All newsletters" { table.operator {
                         thead { tr { th { "Newsletter" } th { "Owner" } th { "Subscribers" } th { "Tier" } th { "Status" } } }
                         tbody {
                             @for n in &overview.rows { (row(ctx, n)) }

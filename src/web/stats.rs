@@ -137,7 +137,7 @@ fn growth_chart(s: &Stats, series: &[DayCount]) -> Markup {
         (charts::line_chart(&text, &points))
         details {
             summary { "Figures for the last " (crate::http::plural::count(series.len() as i64, "day", "days")) }
-            div.table-wrap { table #growth-figures {
+            div.table-wrap tabindex="0" role="region" aria-label="Active subscribers per day" { table #growth-figures {
                 thead { tr { th { "Day" } th { "Active subscribers" } } }
                 tbody {
                     @for d in series.iter().rev() {
@@ -184,7 +184,7 @@ fn engagement_chart(recent: &[IssueEngagement], zone: &TimeZoneName) -> Markup {
         (charts::grouped_bars(&text, &SERIES, &groups))
         details {
             summary { "Figures per issue" }
-            div.table-wrap { table #engagement-figures {
+            div.table-wrap tabindex="0" role="region" aria-label="Figures per issue" { table #engagement-figures {
                 thead { tr { th { "Issue" } th { "Sent" } th { "Delivered" } th { "Opens" } th { "Open rate" } th { "Clicks" } th { "Click rate" } } }
                 tbody {
                     @for i in recent {
@@ -208,7 +208,7 @@ fn top_issues(s: &Stats) -> Markup {
     html! {
         @if !s.top_issues.is_empty() {
             h2 { "Top issues by open rate" }
-            div.table-wrap { table #top-issues {
+            div.table-wrap tabindex="0" role="region" aria-label="Top issues by open rate" { table #top-issues {
                 thead { tr { th { "Issue" } th { "Open rate" } th { "Click rate" } } }
                 tbody {
                     @for t in &s.top_issues {

@@ -209,7 +209,7 @@ fn list_page(
             @if listing.rows.is_empty() {
                 p.empty { @if listing.problems.is_empty() { "No subscribers match." } }
             } @else {
-                div.table-wrap { table.subscribers {
+                div.table-wrap tabindex="0" role="region" aria-label="Subscribers" { table.subscribers {
                     thead { tr { th { "E-mail" } th { "Name" } th { "Status" } th { "Tags" } th { "Subscribed" } } }
                     tbody {
                         @for s in &listing.rows {
@@ -662,7 +662,7 @@ fn import_form_page(
             }
             @if !recent.is_empty() {
                 h2 { "Recent imports" }
-                div.table-wrap { table {
+                div.table-wrap tabindex="0" role="region" aria-label="Recent imports" { table {
                     thead { tr { th { "File" } th { "State" } th { "Created" } th { "Existing" } th { "Refused" } th { "Uploaded" } } }
                     tbody {
                         @for u in recent {
@@ -940,7 +940,7 @@ async fn import_page(
                                 }
                             }
                             h2 { "First rows" }
-                            div.table-wrap { table.preview {
+                            div.table-wrap tabindex="0" role="region" aria-label="First rows" { table.preview {
                                 thead { tr { th { "Line" } th { "E-mail" } th { "Name" } th { "Tags" } th { "Subscribed" } th { "Check" } } }
                                 tbody {
                                     @for row in &preview.rows {
@@ -992,7 +992,7 @@ async fn import_page(
                 }
                 @if !refused.is_empty() {
                     h2 { "Refused rows" }
-                    div.table-wrap { table.refused {
+                    div.table-wrap tabindex="0" role="region" aria-label="Refused rows" { table.refused {
                         thead { tr { th { "Line" } th { "E-mail" } th { "Reason" } } }
                         tbody {
                             @for e in &refused {

@@ -83,7 +83,7 @@ pub async fn index(req: &Request, Path(id): Path<String>, Data(state): Data<&Sta
                             @if log.is_empty() {
                                 p.muted { "No deliveries yet." }
                             } @else {
-                                div.table-wrap { table {
+                                div.table-wrap tabindex="0" role="region" aria-label="Deliveries" { table {
                                     thead { tr { th { "Event" } th { "State" } th { "Attempts" } th { "Response" } th { "Time" } th { "Answer" } th { span.visually-hidden { "Actions" } } } }
                                     tbody {
                                         @for d in log {

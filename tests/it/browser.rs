@@ -184,11 +184,7 @@ fn operator_page_in_chromium_answers_an_upgrade_request() {
     let app = spawn_app();
     let operator = onboard(&app, "Operator Gazette");
     let owner = onboard(&app, "Waiting For Paid");
-    let settings = format!("/newsletters/{}/settings", owner.newsletter_id);
-    owner
-        .client
-        .submit(&settings, &format!("{settings}/upgrade"), &[])
-        .redirect();
+    request_upgrade(&owner);
     runtime().block_on(async {
         let c = driver.session().await;
         c.goto(&format!("{}/session/new", app.base_url))

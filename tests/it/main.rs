@@ -4,6 +4,7 @@
 
 mod support;
 
+mod accessibility;
 mod account_security;
 mod accounts;
 mod api_contract;
@@ -30,6 +31,7 @@ mod disk_full;
 mod dkim;
 mod header_names;
 mod http_headers;
+mod ids_never_reused;
 mod imports;
 mod layers;
 mod operator;

@@ -113,7 +113,7 @@ pub async fn index(
                 @if rows.is_empty() && found.is_empty() {
                     p.muted { "No issues here yet." }
                 } @else if !rows.is_empty() {
-                    div.table-wrap { table #issues {
+                    div.table-wrap tabindex="0" role="region" aria-label="Issues" { table #issues {
                         thead { tr { th { "Subject" } th { "Status" } th { "Created" } th { "Scheduled / sent" } th { "Web" } } }
                         tbody {
                             @for issue in &rows {
@@ -236,7 +236,7 @@ fn report_panel(report: &Report) -> Markup {
     html! {
         section.panel {
             h2 { "Report" }
-            div.table-wrap { table #report {
+            div.table-wrap tabindex="0" role="region" aria-label="Report" { table #report {
                 thead { tr { th { span.visually-hidden { "Measure" } } th { "Messages" } th { "Of delivered" } } }
                 tbody {
                     tr { th { "Recipients" } td #report-recipients { (p.total) } td {} }
@@ -448,7 +448,9 @@ pub async fn preview(
             &format!("Preview of {}", issue.subject),
             html! {
                 p { a href=(issue_url(n.id, issue.id)) { "← " (issue.subject) } }
-                h1 { "Preview" }
+                h1 { "Preview of “" (issue.subject) "”" }
+                // The previews' own headings are h3 (under the editor's h2): no level skipped.
+                h2.visually-hidden { "E-mail and web page" }
                 (block)
             },
         ),

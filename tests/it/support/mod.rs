@@ -4,6 +4,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod app;
+pub mod axe;
 pub mod browser;
 pub mod disk;
 pub mod dkimpy;
@@ -216,6 +217,15 @@ pub fn onboard_paid(app: &App, name: &str) -> Owner {
     let (code, out, err) = app.cli(&["tier", &owner.subdomain, "paid"]);
     assert_eq!(code, 0, "tier: {out} {err}");
     owner
+}
+
+/// The owner asks for the paid tier from the settings page (the operator page lists it).
+pub fn request_upgrade(owner: &Owner) {
+    let settings = format!("/newsletters/{}/settings", owner.newsletter_id);
+    owner
+        .client
+        .submit(&settings, &format!("{settings}/upgrade"), &[])
+        .redirect();
 }
 
 /// A `multipart/form-data` body with the CSRF field and one file.

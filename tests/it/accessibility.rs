@@ -1,0 +1,159 @@
+//! axe-core over the signed-in dashboard (issue 16, item 6): one Chromium session walks the
+//! pages an owner (here also the operator) uses, axe checks each with every default rule, and
+//! the test fails listing every violation found (page, rule, impact, help URL, selectors).
+//! The public site and the signed-out account pages are checked by `scripts/lighthouse.sh`.
+
+use fantoccini::Client;
+
+use crate::support::axe::Axe;
+use crate::support::browser::{Driver, click, fill, runtime, screenshot, wait_for_element};
+use crate::support::*;
+
+/// axe's findings on the page `c` shows at desktop width and on a phone (390 px, where wide
+/// tables scroll); the window is left at desktop width.
+async fn check(axe: &Axe, c: &Client, page: &str) -> Vec<String> {
+    let mut found = axe.violations(c, page).await;
+    c.set_window_size(390, 844).await.unwrap();
+    found.extend(axe.violations(c, &format!("{page} at 390 px")).await);
+    c.set_window_size(1280, 900).await.unwrap();
+    found
+}
+
+/// Opens `path` and waits for `ready` (an element only the finished page has).
+async fn open(c: &Client, base: &str, path: &str, ready: &str) {
+    c.goto(&format!("{base}{path}")).await.unwrap();
+    wait_for_element(c, ready).await;
+}
+
+#[test]
+fn dashboard_pages_have_no_axe_violations() {
+    let Some(driver) = Driver::start("axe on the dashboard") else {
+        return;
+    };
+    let Some(axe) = Axe::load("axe on the dashboard") else {
+        return;
+    };
+    let app = spawn_app();
+    // The first account of a fresh install is the operator: its dashboard has /operator.
+    let owner = onboard_paid(&app, "Accessible Almanac");
+    let mut readers = Vec::new();
+    for (n, tags) in [&["news"][..], &["news", "vip"], &["events"]]
+        .into_iter()
+        .enumerate()
+    {
+        let email = format!("axe-reader{n}@example.com");
+        let resp = owner.post("/subscribers", &json!({"email": email, "tags": tags}));
+        resp.expect(201);
+        readers.push((email, resp.json()["id"].as_i64().unwrap()));
+    }
+    listen(&app, &owner, &["subscriber.unsubscribed"]);
+    // Another owner's upgrade request, so the operator page lists one.
+    let waiting = onboard(&app, "Waiting Weekly");
+    request_upgrade(&waiting);
+    let issue = owner.post(
+        "/issues",
+        &json!({"issue": {"subject": "Checked by axe", "status": "approved",
+            "content_markdown": "Read the [guide](https://example.org/guide).",
+            "articles": [{"title": "An article", "url": "https://example.com/a",
+                "summarized_article": "Why it matters."}]}}),
+    );
+    issue.expect(201);
+    let iid = issue.json()["id"].as_i64().unwrap();
+    let nid = owner.newsletter_id;
+    let n = format!("/newsletters/{nid}");
+    let issue_path = format!("{n}/issues/{iid}");
+    let base = app.base_url.clone();
+
+    let found = runtime().block_on(async {
+        let c = driver.session().await;
+        let mut found = Vec::new();
+        c.goto(&format!("{base}/session/new")).await.unwrap();
+        fill(&c, "email_address", &owner.email).await;
+        fill(&c, "password", PASSWORD).await;
+        click(&c, "main form button[type=submit]").await;
+        wait_for_element(&c, "a[href=\"/newsletters/new\"]").await;
+
+        let subscriber = readers[0].1;
+        for (name, path, ready) in [
+            ("newsletter list", "/newsletters".to_string(), "main h1"),
+            ("overview", n.clone(), "main h1"),
+            ("issue list", format!("{n}/issues"), "main h1"),
+            (
+                "issue editor",
+                format!("{n}/issues/new"),
+                "textarea[name=\"issue[content_markdown]\"]",
+            ),
+            ("issue (approved)", issue_path.clone(), "#issue-status"),
+            (
+                "issue preview",
+                format!("{issue_path}/preview"),
+                "#email-preview",
+            ),
+            ("subscribers", format!("{n}/subscribers"), "main table"),
+            (
+                "subscriber detail",
+                format!("{n}/subscribers/{subscriber}"),
+                "main h1",
+            ),
+            ("settings", format!("{n}/settings"), "main h1"),
+            ("API keys", format!("{n}/api_keys"), "main table"),
+            ("custom domains", format!("{n}/custom_domains"), "main h1"),
+            ("account", "/account".to_string(), "main h1"),
+            ("operator", "/operator".to_string(), "#pending table"),
+        ] {
+            open(&c, &base, &path, ready).await;
+            found.extend(check(&axe, &c, name).await);
+        }
+
+        // The editor again, showing the previews of what was typed.
+        open(&c, &base, &format!("{n}/issues/new"), "textarea").await;
+        fill(&c, "issue[subject]", "Typed, not saved").await;
+        fill(&c, "issue[content_markdown]", "A *draft* to look at.").await;
+        click(&c, "button[value=preview]").await;
+        wait_for_element(&c, "#email-preview").await;
+        found.extend(check(&axe, &c, "issue editor with its previews").await);
+
+        // Webhooks with a delivery in the log (a test event; it fails, nothing listens).
+        open(&c, &base, &format!("{n}/webhooks"), "main h1").await;
+        click(&c, "form[action$=\"/webhooks/test\"] button[type=submit]").await;
+        wait_for_element(&c, "#webhook-1 table").await;
+        found.extend(check(&axe, &c, "webhooks").await);
+
+        // The send page with its audience, after Review with a tag checked.
+        open(&c, &base, &format!("{issue_path}/send"), "#audience").await;
+        click(&c, "#audience input[name=tags][value=news]").await;
+        click(&c, "#audience button[type=submit]").await;
+        wait_for_element(&c, "#audience-description").await;
+        found.extend(check(&axe, &c, "send page (audience reviewed)").await);
+        screenshot(&c, "axe-send-page").await;
+
+        // A real send to the SMTP sink, then its report at desktop width and on a phone.
+        click(
+            &c,
+            "form[method=post][action$=\"/send\"] button[type=submit]",
+        )
+        .await;
+        wait_for_element(&c, ".progress-done:not([hidden])").await;
+        open(&c, &base, &issue_path, "#report").await;
+        found.extend(check(&axe, &c, "send report").await);
+        c.set_window_size(390, 844).await.unwrap();
+        c.execute("document.getElementById('report').scrollIntoView()", vec![])
+            .await
+            .unwrap();
+        screenshot(&c, "axe-send-report-phone").await;
+        c.set_window_size(1280, 900).await.unwrap();
+        open(&c, &base, &format!("{n}/stats"), "main h1").await;
+        found.extend(check(&axe, &c, "stats").await);
+        c.close().await.unwrap();
+        found
+    });
+    assert!(
+        found.is_empty(),
+        "axe-core found {} violation(s):\n{}",
+        found.len(),
+        found.join("\n")
+    );
+    for (email, _) in &readers[..2] {
+        app.smtp.wait_for_message_to(email, 1);
+    }
+}
