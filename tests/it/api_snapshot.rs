@@ -3,7 +3,7 @@
 //! that file in review. This fails, with the lines that differ and the command that
 //! regenerates the file, when the generated document and the snapshot part.
 
-use crate::support::*;
+use crate::support::app::binary;
 
 /// The one command that regenerates the snapshot.
 const REGENERATE: &str = "cargo run -- openapi > docs/openapi.json";
@@ -38,7 +38,7 @@ fn short_diff(old: &str, new: &str) -> String {
 
 #[test]
 fn api_snapshot_docs_openapi_json_is_the_generated_document() {
-    let output = std::process::Command::new(crate::support::app::binary())
+    let output = std::process::Command::new(binary())
         .arg("openapi")
         .output()
         .expect("broadsheet openapi runs");
