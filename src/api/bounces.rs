@@ -11,6 +11,7 @@ use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, Object, OpenApi, Tags};
 use serde::Deserialize;
 
+use super::statuses::{BODY, BY_ID, GUARD, Refusal, WRITES};
 use super::{ApiError, ApiKeyAuth, Principal, State};
 use crate::domain::bounce_report::{MAX_REPORT_BYTES, NotAReport};
 use crate::domain::{DomainError, DomainResult, newsletters, tracking};
@@ -23,6 +24,7 @@ enum ApiTags {
 
 /// A hard bounce of one address.
 #[derive(Debug, Object, Deserialize)]
+#[oai(example)]
 pub struct BounceReport {
     pub email: String,
     /// The reason the receiving server gave, kept with the delivery.
@@ -30,6 +32,7 @@ pub struct BounceReport {
 }
 
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct BounceResult {
     pub message: String,
 }
@@ -54,7 +57,10 @@ pub struct BouncesApi;
 
 #[OpenApi(tag = "ApiTags::Bounces")]
 impl BouncesApi {
-    /// Marks an address as bounced: it gets no more mail.
+    /// Reports a hard bounce of one address.
+    ///
+    /// Marks the subscriber bounced (and its newest delivery), so it gets no more mail, and fires
+    /// `email.bounced`. An address that is not a subscriber of this newsletter is 404.
     #[oai(path = "/bounces", method = "post", operation_id = "reportBounce")]
     async fn report(
         &self,
@@ -62,7 +68,7 @@ impl BouncesApi {
         body: Json<BounceReport>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<BounceResponse, ApiError> {
+    ) -> Result<BounceResponse, Refusal<{ GUARD | BODY | BY_ID | WRITES }>> {
         let (nid, report) = (p.newsletter_id, body.0);
         let reason = reason_of(&report);
         state

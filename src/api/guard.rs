@@ -156,9 +156,13 @@ async fn checked<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Resp
         }
     };
     // Read the body here, bounded, so no operation ever buffers more than the limit (a
-    // missing Content-Length or a chunked upload included).
+    // missing Content-Length or a chunked upload included). An operation without a request
+    // body in the document gets none: whatever was sent is read and dropped, so it never
+    // answers 400 or 413 for a body it does not take.
     let body = req.take_body();
+    let takes_body = super::takes_body(req.method(), req.uri().path());
     match read_bounded(body).await {
+        _ if !takes_body => {}
         Ok(Some(bytes)) if bytes.iter().all(u8::is_ascii_whitespace) => {
             // No body: operations that need one see JSON `null` and answer 422, whatever
             // Content-Type said; those that take none ignore it.

@@ -11,7 +11,8 @@ use super::fields::{
     ArticleSummary, ArticleTitle, ArticleUrl, DateTime, Email, Field, Id, IssueStatus,
     IssueStatusFilter, Items, PageNumber, PerPage, Subject, Tag, Text,
 };
-use super::{ApiError, ApiKeyAuth, Principal, State};
+use super::statuses::{BODY, BY_ID, GUARD, PAID, RULE, Refusal, WRITES};
+use super::{ApiKeyAuth, Principal, State};
 use crate::domain::audience::{Audience, AudienceInput};
 use crate::domain::issues::{self, ArticleInput, Issue, IssueInput, Status};
 use crate::domain::newsletters;
@@ -38,6 +39,7 @@ pub struct ArticleObject {
 
 /// An issue. `content_markdown` and `articles` appear in single-issue answers only.
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct IssueObject {
     pub id: i64,
     pub newsletter_id: i64,
@@ -100,6 +102,7 @@ impl From<Audience> for AudienceObject {
 
 /// An audience as sent: either list may be left out (empty).
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct AudienceBody {
     /// Send to active subscribers having any of these tags; empty or absent: all of them.
     /// A tag given twice counts once; at most 20 different ones.
@@ -234,6 +237,7 @@ pub struct IssueFields {
 }
 
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct IssueBody {
     pub issue: IssueFields,
 }
@@ -268,12 +272,14 @@ impl From<IssueFields> for IssueInput {
 }
 
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct IssueList {
     pub issues: Vec<IssueObject>,
     pub meta: ListMeta,
 }
 
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct SendNowResult {
     pub message: String,
     /// The issue as it was when queued (e.g. `approved`); it moves to `sending` next.
@@ -284,6 +290,7 @@ pub struct SendNowResult {
 
 /// The addresses of a test send.
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct SendTestBody {
     /// One to five addresses; the same address twice counts once. A newsletter that is not
     /// on the paid tier (or is paused) may send tests only to its owner's address.
@@ -292,6 +299,7 @@ pub struct SendTestBody {
 }
 
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct SendTestResult {
     pub message: String,
     pub issue_id: i64,
@@ -302,6 +310,7 @@ pub struct SendTestResult {
 }
 
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct ResumeResult {
     pub message: String,
     /// The issue as it was (`failed`); it moves to `sending` next.
@@ -311,6 +320,7 @@ pub struct ResumeResult {
 }
 
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct PublishResult {
     pub message: String,
     pub issue: IssueObject,
@@ -385,6 +395,10 @@ rate_limited_api! {
     "ApiTags::Issues",
 impl IssuesApi {
     /// Issues, newest first.
+    ///
+    /// One page of the newsletter's issues in the list shape (without `content_markdown` and
+    /// `articles`), optionally of one status. A `page` or `per_page` that is not a positive integer
+    /// is 422.
     #[oai(path = "/issues", method = "get", operation_id = "listIssues")]
     async fn list(
         &self,
@@ -398,7 +412,7 @@ impl IssuesApi {
         status: Query<Option<Field<IssueStatusFilter>>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<ListResponse, ApiError> {
+    ) -> Result<ListResponse, Refusal<{ GUARD | RULE }>> {
         let page = Page::parse(page.0.as_deref(), per_page.0.as_deref())?;
         let (nid, state2) = (p.newsletter_id, state.clone());
         let (issues, has_more) = state
@@ -419,6 +433,9 @@ impl IssuesApi {
     }
 
     /// One issue with its Markdown and articles.
+    ///
+    /// The whole issue; one that is sending, sent or failed also carries `delivery`, its messages
+    /// by outcome. Another newsletter's issue is 404.
     #[oai(path = "/issues/:id", method = "get", operation_id = "getIssue")]
     async fn show(
         &self,
@@ -426,7 +443,7 @@ impl IssuesApi {
         id: Path<Field<Id>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<IssueResponse, ApiError> {
+    ) -> Result<IssueResponse, Refusal<{ GUARD | BY_ID }>> {
         let (nid, id, state2) = (p.newsletter_id, parse_id(&id.0)?, state.clone());
         let issue = state
             .db
@@ -446,10 +463,12 @@ impl IssuesApi {
         Ok(IssueResponse::Ok(Json(issue)))
     }
 
-    /// Creates an issue (a draft unless `status` says otherwise).
+    /// Creates an issue.
     ///
-    /// Rules that depend on the newsletter's state answer 422 `validation_error`: `scheduled`
-    /// with a `scheduled_for` in the past, and an `audience` tag no subscriber has.
+    /// A draft unless `status` says `approved` or `scheduled`; `subject` is required. Scheduling
+    /// without `scheduled_for` takes the next frequency slot. Rules that depend on the
+    /// newsletter's state answer 422 `validation_error`: `scheduled` with a `scheduled_for` in
+    /// the past, and an `audience` tag no subscriber has.
     #[oai(path = "/issues", method = "post", operation_id = "createIssue")]
     async fn create(
         &self,
@@ -457,7 +476,7 @@ impl IssuesApi {
         body: Json<IssueBody>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<CreatedResponse, ApiError> {
+    ) -> Result<CreatedResponse, Refusal<{ GUARD | BODY | WRITES }>> {
         let (nid, state2, input) = (
             p.newsletter_id,
             state.clone(),
@@ -478,8 +497,9 @@ impl IssuesApi {
 
     /// Updates a draft, scheduled or approved issue.
     ///
-    /// An issue that is sending, sent or failed answers 422 `invalid_state`; `scheduled` with a
-    /// `scheduled_for` in the past, and an `audience` tag no subscriber has, 422
+    /// Absent fields stay as they are; `articles` replaces the whole list. An issue that is
+    /// sending, sent or failed can no longer change (422 `invalid_state`); `scheduled` with a
+    /// `scheduled_for` in the past, and an `audience` tag no subscriber has, answer 422
     /// `validation_error`.
     #[oai(path = "/issues/:id", method = "patch", operation_id = "updateIssue")]
     async fn update(
@@ -489,7 +509,7 @@ impl IssuesApi {
         body: Json<IssueBody>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<IssueResponse, ApiError> {
+    ) -> Result<IssueResponse, Refusal<{ GUARD | BODY | BY_ID | WRITES }>> {
         let (nid, id, state2, input) = (
             p.newsletter_id,
             parse_id(&id.0)?,
@@ -511,7 +531,8 @@ impl IssuesApi {
 
     /// Deletes a draft.
     ///
-    /// An issue in any other status answers 422 `invalid_state`.
+    /// Only drafts can be deleted: deleting an approved, scheduled, sending, sent or failed issue
+    /// is refused with 422 `invalid_state`.
     #[oai(path = "/issues/:id", method = "delete", operation_id = "deleteIssue")]
     async fn delete(
         &self,
@@ -519,7 +540,7 @@ impl IssuesApi {
         id: Path<Field<Id>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<DeletedResponse, ApiError> {
+    ) -> Result<DeletedResponse, Refusal<{ GUARD | BY_ID | RULE | WRITES }>> {
         let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
         state
             .db
@@ -528,14 +549,16 @@ impl IssuesApi {
         Ok(DeletedResponse::NoContent)
     }
 
-    /// Queues an approved or scheduled issue for sending now. An optional body
-    /// `{"tags": [...], "exclude_tags": [...]}` chooses the audience (recorded on the issue):
-    /// active subscribers having any of `tags` (empty: all) and none of `exclude_tags`. No
-    /// body, or neither list, sends to the audience already recorded (everyone by default).
+    /// Queues an approved or scheduled issue for sending now.
+    ///
+    /// An optional body `{"tags": [...], "exclude_tags": [...]}` chooses the audience (recorded on
+    /// the issue): active subscribers having any of `tags` (empty: all) and none of `exclude_tags`;
+    /// no body, or neither list, sends to the audience already recorded (everyone by default).
     ///
     /// An issue that is not approved or scheduled answers 422 `invalid_state`; an audience
     /// with no active subscriber 422 `no_active_subscribers`; an issue without content or
-    /// articles 422 `no_content`; a tag no subscriber has 422 `validation_error`.
+    /// articles 422 `no_content`; a tag no subscriber has 422 `validation_error`; a newsletter
+    /// not on the paid tier 402.
     #[oai(
         path = "/issues/:id/send_now",
         method = "post",
@@ -548,7 +571,7 @@ impl IssuesApi {
         body: Json<Option<AudienceBody>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<SendNowResponse, ApiError> {
+    ) -> Result<SendNowResponse, Refusal<{ GUARD | BODY | BY_ID | PAID | WRITES }>> {
         let (nid, id, state2) = (p.newsletter_id, parse_id(&id.0)?, state.clone());
         let chosen = body.0.and_then(AudienceBody::input);
         let (issue, recipients) = state
@@ -568,11 +591,12 @@ impl IssuesApi {
         })))
     }
 
-    /// Sends the issue, whatever its status, to one to five addresses as a test: the real
-    /// message with `[Test] ` before its subject. Its links work but count nothing; it makes
-    /// no delivery, no stats and no event.
+    /// Sends the issue to one to five addresses as a test.
     ///
-    /// An issue without content or articles answers 422 `no_content`.
+    /// The real message, whatever the issue's status, with `[Test] ` before its subject; its links
+    /// work but count nothing, and it makes no delivery, no stats and no event. A newsletter not on
+    /// the paid tier (or paused) may send tests only to its owner's address (402 otherwise). An
+    /// issue without content or articles answers 422 `no_content`.
     #[oai(
         path = "/issues/:id/send_test",
         method = "post",
@@ -585,7 +609,7 @@ impl IssuesApi {
         body: Json<SendTestBody>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<SendTestResponse, ApiError> {
+    ) -> Result<SendTestResponse, Refusal<{ GUARD | BODY | BY_ID | PAID | WRITES }>> {
         let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
         let typed: Vec<String> = body.0.emails.into_iter().map(String::from).collect();
         let queued = state
@@ -608,10 +632,11 @@ impl IssuesApi {
         })))
     }
 
-    /// Resumes a send that stopped (`failed`) because the mail relay stayed unreachable: the
-    /// messages not yet sent go out; nobody gets a second copy.
+    /// Resumes a send that stopped.
     ///
-    /// An issue that is not `failed` answers 422 `invalid_state`.
+    /// For a `failed` issue (its send stopped because the mail relay stayed unreachable): the
+    /// messages not yet sent go out, and nobody gets a second copy. Any other status is 422
+    /// `invalid_state`, a paused newsletter 422, a tier other than paid 402.
     #[oai(
         path = "/issues/:id/resume",
         method = "post",
@@ -623,7 +648,7 @@ impl IssuesApi {
         id: Path<Field<Id>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<ResumeResponse, ApiError> {
+    ) -> Result<ResumeResponse, Refusal<{ GUARD | BY_ID | RULE | PAID | WRITES }>> {
         let (nid, id, state2) = (p.newsletter_id, parse_id(&id.0)?, state.clone());
         let (issue, remaining) = state
             .db
@@ -644,8 +669,9 @@ impl IssuesApi {
 
     /// Publishes the issue to the newsletter's web archive.
     ///
-    /// A draft answers 422 `invalid_state`; an issue without content or articles 422
-    /// `no_content`.
+    /// Allowed for approved, scheduled, sending and sent issues; a draft is refused with 422
+    /// `invalid_state` and an issue without content with 422 `no_content`. Publishing twice answers
+    /// 200 and changes nothing; the issue's `path` is fixed from then on.
     #[oai(
         path = "/issues/:id/publish",
         method = "post",
@@ -657,7 +683,7 @@ impl IssuesApi {
         id: Path<Field<Id>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<PublishResponse, ApiError> {
+    ) -> Result<PublishResponse, Refusal<{ GUARD | BY_ID | RULE | WRITES }>> {
         let (nid, id, state2) = (p.newsletter_id, parse_id(&id.0)?, state.clone());
         let (issue, web_url, first) = state
             .db

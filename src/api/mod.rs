@@ -38,10 +38,12 @@ mod body_errors;
 pub mod bounces;
 mod common;
 mod error;
+mod examples;
 mod fields;
 mod guard;
 mod issues;
 mod newsletter;
+mod statuses;
 mod subscribers;
 mod webhooks;
 
@@ -138,10 +140,11 @@ pub fn routes() -> impl Endpoint {
         })
 }
 
-/// The methods of each path of the OpenAPI document, as (path segments, methods), with
-/// `{name}` segments matching any one segment. poem-openapi's routes answer a method a path
-/// lacks with a bare 405; this is where its `Allow` comes from.
-static PATHS: LazyLock<Vec<(Vec<String>, Vec<Method>)>> = LazyLock::new(|| {
+/// The methods of each path of the OpenAPI document, as (path segments, methods), each
+/// method with whether its operation takes a request body; `{name}` segments match any one
+/// segment. poem-openapi's routes answer a method a path lacks with a bare 405; this is
+/// where its `Allow` comes from, and how the guard knows which requests have a body to read.
+static PATHS: LazyLock<Vec<(Vec<String>, Vec<(Method, bool)>)>> = LazyLock::new(|| {
     let document: serde_json::Value =
         serde_json::from_str(&openapi_document()).expect("the OpenAPI document is JSON");
     let paths = document["paths"].as_object().cloned().unwrap_or_default();
@@ -152,17 +155,20 @@ static PATHS: LazyLock<Vec<(Vec<String>, Vec<Method>)>> = LazyLock::new(|| {
             let methods = operations
                 .as_object()
                 .into_iter()
-                .flat_map(|ops| ops.keys())
-                .filter_map(|name| Method::from_bytes(name.to_uppercase().as_bytes()).ok())
+                .flatten()
+                .filter_map(|(name, operation)| {
+                    let method = Method::from_bytes(name.to_uppercase().as_bytes()).ok()?;
+                    Some((method, operation.get("requestBody").is_some()))
+                })
                 .collect();
             (segments, methods)
         })
         .collect()
 });
 
-/// The methods `path` (inside `/api/v1`) accepts, when it is one of the API's paths; a
-/// literal segment wins over a `{name}` (`/subscribers/bulk_create`, not `/subscribers/{id}`).
-fn methods_of(path: &str) -> Option<Vec<Method>> {
+/// The methods of the API path `path` (inside `/api/v1`) when it is one; a literal segment
+/// wins over a `{name}` (`/subscribers/bulk_create`, not `/subscribers/{id}`).
+fn operations_of(path: &str) -> Option<&'static [(Method, bool)]> {
     let wanted: Vec<&str> = path.split('/').collect();
     PATHS
         .iter()
@@ -174,11 +180,25 @@ fn methods_of(path: &str) -> Option<Vec<Method>> {
                     .all(|(s, w)| s == w || (s.starts_with('{') && !w.is_empty()))
         })
         .max_by_key(|(segments, _)| segments.iter().filter(|s| !s.starts_with('{')).count())
-        .map(|(_, methods)| {
-            let mut methods = methods.clone();
-            methods.sort_by_key(|m| ORDER.iter().position(|o| o == m));
-            methods
-        })
+        .map(|(_, methods)| methods.as_slice())
+}
+
+/// The methods `path` (inside `/api/v1`) accepts, in `Allow` order.
+fn methods_of(path: &str) -> Option<Vec<Method>> {
+    operations_of(path).map(|operations| {
+        let mut methods: Vec<Method> = operations.iter().map(|(m, _)| m.clone()).collect();
+        methods.sort_by_key(|m| ORDER.iter().position(|o| o == m));
+        methods
+    })
+}
+
+/// Whether the operation `method path` (inside `/api/v1`) takes a request body. Those that
+/// do not never read one, so they never answer 400 or 413 for it.
+fn takes_body(method: &Method, path: &str) -> bool {
+    operations_of(path)
+        .into_iter()
+        .flatten()
+        .any(|(m, body)| m == method && *body)
 }
 
 /// The order methods are listed in `Allow`.

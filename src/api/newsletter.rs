@@ -8,7 +8,8 @@ use super::fields::{
     Email, Field, HexColor, LogoUrl, NewsletterName, SenderName, Tagline, Text, WelcomeBody,
     WelcomeSubject,
 };
-use super::{ApiError, ApiKeyAuth, Principal, State};
+use super::statuses::{BODY, GUARD, Refusal, WRITES};
+use super::{ApiKeyAuth, Principal, State};
 use crate::domain::DomainResult;
 use crate::domain::newsletters::{self, Newsletter};
 use crate::domain::sender_domains::{self, SenderDomain};
@@ -144,6 +145,7 @@ impl NewsletterObject {
 
 /// `{"data": Newsletter}`.
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct NewsletterEnvelope {
     pub data: NewsletterObject,
 }
@@ -156,6 +158,7 @@ pub enum NewsletterResponse {
 
 /// Fields `PATCH /newsletter` may change; absent fields stay as they are.
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct NewsletterPatch {
     pub name: Option<Field<NewsletterName>>,
     pub tagline: Option<Field<Tagline>>,
@@ -271,6 +274,7 @@ impl From<stats::Stats> for StatsObject {
 
 /// `{"data": Stats}`.
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct StatsEnvelope {
     pub data: StatsObject,
 }
@@ -315,13 +319,17 @@ rate_limited_api! {
     "ApiTags::Newsletter",
 impl NewsletterApi {
     /// The newsletter this API key belongs to.
+    ///
+    /// Answers `{"data": Newsletter}`: its settings, counts, public URLs and sending domain. The
+    /// first read after a sender address is set creates that domain's DKIM key, which is why it can
+    /// answer 507.
     #[oai(path = "/newsletter", method = "get", operation_id = "getNewsletter")]
     async fn get_newsletter(
         &self,
         _auth: ApiKeyAuth,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<NewsletterResponse, ApiError> {
+    ) -> Result<NewsletterResponse, Refusal<{ GUARD | WRITES }>> {
         let id = p.newsletter_id;
         Ok(envelope(
             state,
@@ -329,8 +337,11 @@ impl NewsletterApi {
         ))
     }
 
+    /// Changes the newsletter's settings.
+    ///
     /// Changes the name, tagline, sender, welcome e-mail, publishing on send, time zone or the
-    /// site's accent colour and logo; answers like `GET /newsletter`.
+    /// site's accent colour and logo; absent fields stay as they are. Answers like `GET
+    /// /newsletter`. A cancelled newsletter is read-only (403).
     #[oai(
         path = "/newsletter",
         method = "patch",
@@ -342,7 +353,7 @@ impl NewsletterApi {
         body: Json<NewsletterPatch>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<NewsletterResponse, ApiError> {
+    ) -> Result<NewsletterResponse, Refusal<{ GUARD | BODY | WRITES }>> {
         let id = p.newsletter_id;
         let Json(patch) = body;
         let changes = newsletters::Details {
@@ -376,7 +387,10 @@ impl NewsletterApi {
         Ok(envelope(state, loaded))
     }
 
-    /// Subscriber, issue and engagement figures from real deliveries.
+    /// Subscriber, issue and engagement figures.
+    ///
+    /// Figures from real deliveries: subscribers by status and their growth, issues sent, open and
+    /// click rates over the last 30 days, and the five best-opened issues.
     #[oai(
         path = "/newsletter/stats",
         method = "get",
@@ -387,7 +401,7 @@ impl NewsletterApi {
         _auth: ApiKeyAuth,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<StatsResponse, ApiError> {
+    ) -> Result<StatsResponse, Refusal<{ GUARD }>> {
         let id = p.newsletter_id;
         let stats = state
             .db

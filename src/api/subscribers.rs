@@ -4,15 +4,19 @@
 use poem::web::Data;
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
+use poem_openapi::registry::{MetaSchema, MetaSchemaRef};
 use poem_openapi::types::MaybeUndefined;
+use poem_openapi::types::{ToJSON, Type};
 use poem_openapi::{ApiResponse, Object, Tags};
+use std::borrow::Cow;
 
 use super::common::parse_id;
 use super::fields::{
     AnyOf, Email, Field, Id, Items, ListCursor, OneRequired, PageNumber, PerPage, Required,
     SubscriberName, SubscriberStatus, SubscriberStatusFilter, Tag,
 };
-use super::{ApiError, ApiKeyAuth, Principal, State};
+use super::statuses::{BODY, BY_ID, GUARD, RULE, Refusal, WRITES};
+use super::{ApiKeyAuth, Principal, State};
 use crate::domain::pagination::{Cursor, Page};
 use crate::domain::subscriber_export;
 use crate::domain::subscribers::{self, Changes, Filter, NewSubscriber, Subscriber};
@@ -24,6 +28,7 @@ enum ApiTags {
 }
 
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct SubscriberObject {
     pub id: i64,
     pub email: String,
@@ -68,6 +73,7 @@ pub struct SubscriberFields {
 /// `{email, name?, tags?}`, or the same inside `{"subscriber": {...}}`; `send_welcome` beside
 /// either.
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct CreateBody {
     /// Required unless `subscriber` is given; trimmed and lowercased. Missing is 422
     /// `invalid_email`.
@@ -115,16 +121,19 @@ pub struct UpdateFields {
 }
 
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct UpdateBody {
     pub subscriber: UpdateFields,
 }
 
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct TagBody {
     pub tag: Field<Tag>,
 }
 
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct BulkBody {
     /// At most 1000 entries; more is refused whole.
     pub subscribers: Items<SubscriberFields, 0, { subscribers::BULK_LIMIT }>,
@@ -140,6 +149,7 @@ pub struct BulkErrorObject {
 }
 
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct BulkResult {
     pub created: u64,
     /// Already present, or repeated within the request.
@@ -163,6 +173,7 @@ pub struct SubscriberListMeta {
 }
 
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct SubscriberList {
     pub subscribers: Vec<SubscriberObject>,
     pub meta: SubscriberListMeta,
@@ -200,7 +211,44 @@ pub enum DeletedResponse {
 pub enum ExportResponse {
     /// The subscriber's data (`domain::subscriber_export::SubscriberExport`).
     #[oai(status = 200)]
-    Ok(Json<serde_json::Value>),
+    Ok(Json<ExportDocument>),
+}
+
+/// One subscriber's data as `domain::subscriber_export` serialises it: a JSON object whose
+/// shape the document shows by its example (the export is the domain's, not an API type).
+pub struct ExportDocument(serde_json::Value);
+
+impl Type for ExportDocument {
+    const IS_REQUIRED: bool = true;
+    type RawValueType = serde_json::Value;
+    type RawElementValueType = serde_json::Value;
+
+    fn name() -> Cow<'static, str> {
+        "object".into()
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        MetaSchemaRef::Inline(Box::new(MetaSchema {
+            example: Some(super::examples::export()),
+            ..MetaSchema::new("object")
+        }))
+    }
+
+    fn as_raw_value(&self) -> Option<&Self::RawValueType> {
+        Some(&self.0)
+    }
+
+    fn raw_element_iter<'a>(
+        &'a self,
+    ) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
+        Box::new(std::iter::once(&self.0))
+    }
+}
+
+impl ToJSON for ExportDocument {
+    fn to_json(&self) -> Option<serde_json::Value> {
+        Some(self.0.clone())
+    }
 }
 
 #[derive(ApiResponse)]
@@ -215,6 +263,10 @@ rate_limited_api! {
     "ApiTags::Subscribers",
 impl SubscribersApi {
     /// Subscribers, newest first.
+    ///
+    /// One page of subscribers, optionally of one status or tag. Follow `meta.next_cursor` (as
+    /// `cursor`, without `page`) to walk a list that changes meanwhile; a cursor the list did not
+    /// give, or `cursor` with `page`, is 422.
     #[oai(
         path = "/subscribers",
         method = "get",
@@ -237,7 +289,7 @@ impl SubscribersApi {
         cursor: Query<Option<Field<ListCursor>>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<ListResponse, ApiError> {
+    ) -> Result<ListResponse, Refusal<{ GUARD | RULE }>> {
         let cursor = Cursor::from_query(page.0.as_deref(), cursor.0.as_deref())?;
         let page = Page::parse(page.0.as_deref(), per_page.0.as_deref())?;
         let (nid, filter) = (
@@ -264,6 +316,8 @@ impl SubscribersApi {
     }
 
     /// One subscriber.
+    ///
+    /// The subscriber with its tags; another newsletter's subscriber is 404.
     #[oai(
         path = "/subscribers/:id",
         method = "get",
@@ -275,7 +329,7 @@ impl SubscribersApi {
         id: Path<Field<Id>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<SubscriberResponse, ApiError> {
+    ) -> Result<SubscriberResponse, Refusal<{ GUARD | BY_ID }>> {
         let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
         let s = state
             .db
@@ -284,7 +338,11 @@ impl SubscribersApi {
         Ok(SubscriberResponse::Ok(Json(s.into())))
     }
 
-    /// Adds a subscriber; an address already present answers 200 with the existing record.
+    /// Adds a subscriber.
+    ///
+    /// Accepts `{email, name?, tags?}` or the same inside `{"subscriber": {...}}`. An address
+    /// already present answers 200 with the existing record, unchanged. No mail is sent unless
+    /// `send_welcome` is true.
     #[oai(
         path = "/subscribers",
         method = "post",
@@ -296,7 +354,7 @@ impl SubscribersApi {
         body: Json<OneRequired<CreateBody, EmailOrWrapper>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<CreateResponse, ApiError> {
+    ) -> Result<CreateResponse, Refusal<{ GUARD | BODY | WRITES }>> {
         let Json(OneRequired(body, ..)) = body;
         let send_welcome = body.send_welcome.unwrap_or(false);
         let input: NewSubscriber = match body.subscriber {
@@ -320,7 +378,10 @@ impl SubscribersApi {
         })
     }
 
-    /// Changes the status (active or unsubscribed) or the name.
+    /// Changes a subscriber's status or name.
+    ///
+    /// `status` may be `active` or `unsubscribed` (anything else is 422); `name: null` clears the
+    /// name; absent fields stay as they are.
     #[oai(
         path = "/subscribers/:id",
         method = "patch",
@@ -333,7 +394,7 @@ impl SubscribersApi {
         body: Json<UpdateBody>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<SubscriberResponse, ApiError> {
+    ) -> Result<SubscriberResponse, Refusal<{ GUARD | BODY | BY_ID | WRITES }>> {
         let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
         let fields = body.0.subscriber;
         let changes = Changes {
@@ -351,7 +412,10 @@ impl SubscribersApi {
         Ok(SubscriberResponse::Ok(Json(s.into())))
     }
 
-    /// Removes the subscriber and its tags for good.
+    /// Deletes a subscriber.
+    ///
+    /// Removes the subscriber and its tags for good; past deliveries keep their counts but no
+    /// longer name the address.
     #[oai(
         path = "/subscribers/:id",
         method = "delete",
@@ -363,7 +427,7 @@ impl SubscribersApi {
         id: Path<Field<Id>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<DeletedResponse, ApiError> {
+    ) -> Result<DeletedResponse, Refusal<{ GUARD | BY_ID | WRITES }>> {
         let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
         state
             .db
@@ -372,7 +436,10 @@ impl SubscribersApi {
         Ok(DeletedResponse::NoContent)
     }
 
-    /// Adds a tag (1-50 characters; adding one twice changes nothing).
+    /// Adds a tag to a subscriber.
+    ///
+    /// A tag of 1-50 characters; adding one the subscriber already has answers 200 and changes
+    /// nothing.
     #[oai(
         path = "/subscribers/:id/add_tag",
         method = "post",
@@ -385,7 +452,7 @@ impl SubscribersApi {
         body: Json<TagBody>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<SubscriberResponse, ApiError> {
+    ) -> Result<SubscriberResponse, Refusal<{ GUARD | BODY | BY_ID | WRITES }>> {
         let (nid, id, tag) = (p.newsletter_id, parse_id(&id.0)?, body.0.tag.0);
         let s = state
             .db
@@ -394,7 +461,10 @@ impl SubscribersApi {
         Ok(SubscriberResponse::Ok(Json(s.into())))
     }
 
-    /// Removes a tag.
+    /// Removes a tag from a subscriber.
+    ///
+    /// The tag is the `tag` query parameter (required: without it, 422). Removing a tag the
+    /// subscriber does not have answers 200 and changes nothing.
     #[oai(
         path = "/subscribers/:id/remove_tag",
         method = "delete",
@@ -408,7 +478,7 @@ impl SubscribersApi {
         tag: Query<Field<Tag>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<SubscriberResponse, ApiError> {
+    ) -> Result<SubscriberResponse, Refusal<{ GUARD | BY_ID | RULE | WRITES }>> {
         let (nid, id, tag) = (p.newsletter_id, parse_id(&id.0)?, tag.0.0);
         let s = state
             .db
@@ -417,7 +487,11 @@ impl SubscribersApi {
         Ok(SubscriberResponse::Ok(Json(s.into())))
     }
 
-    /// Adds up to 1000 subscribers at once (counts in the bulk rate-limit bucket).
+    /// Adds up to 1000 subscribers at once.
+    ///
+    /// Each entry is checked on its own: the answer counts those created and those already present,
+    /// and lists the refused entries by position. More than 1000 entries are refused whole (422).
+    /// Counts in the bulk rate-limit bucket; sends no mail.
     #[oai(
         path = "/subscribers/bulk_create",
         method = "post",
@@ -429,7 +503,7 @@ impl SubscribersApi {
         body: Json<BulkBody>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<BulkResponse, ApiError> {
+    ) -> Result<BulkResponse, Refusal<{ GUARD | BODY | WRITES }>> {
         let nid = p.newsletter_id;
         let entries: Vec<NewSubscriber> = body.0.subscribers.into_iter().map(Into::into).collect();
         let outcome = state
@@ -452,13 +526,14 @@ impl SubscribersApi {
         })))
     }
 
-    /// Everything kept about one subscriber, for a data request: `subscriber` (the record,
-    /// with its tags), `deliveries` (every issue sent to them, newest first; at most 10,000,
-    /// `deliveries_total` counts them all and `note` says when some were left out), `events`
-    /// (their history, oldest first: `subscriber.created`, `email.sent`, `email.opened`,
-    /// `email.clicked`, `email.bounced`, `email.unsubscribed`), `webhook_events` (the stored
-    /// webhook events naming them, newest first; `webhook_events_note` says when the search
-    /// was bounded) and `exported_at`.
+    /// Everything kept about one subscriber, for a data request.
+    ///
+    /// `subscriber` (the record, with its tags), `deliveries` (every issue sent to them, newest
+    /// first; at most 10,000, `deliveries_total` counts them all and `note` says when some were
+    /// left out), `events` (their history, oldest first: `subscriber.created`, `email.sent`,
+    /// `email.opened`, `email.clicked`, `email.bounced`, `email.unsubscribed`), `webhook_events`
+    /// (the stored webhook events naming them, newest first; `webhook_events_note` says when the
+    /// search was bounded) and `exported_at`.
     #[oai(
         path = "/subscribers/:id/export",
         method = "get",
@@ -470,14 +545,14 @@ impl SubscribersApi {
         id: Path<Field<Id>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<ExportResponse, ApiError> {
+    ) -> Result<ExportResponse, Refusal<{ GUARD | BY_ID }>> {
         let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
         let export = state
             .db
             .run(move |conn| subscriber_export::export(conn, nid, id))
             .await?;
         let document = serde_json::to_value(&export).expect("an export serialises");
-        Ok(ExportResponse::Ok(Json(document)))
+        Ok(ExportResponse::Ok(Json(ExportDocument(document))))
     }
 }
 }

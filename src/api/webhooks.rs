@@ -7,7 +7,8 @@ use poem_openapi::{ApiResponse, Object, Tags};
 
 use super::common::parse_id;
 use super::fields::{Event, Field, Id, Items, WebhookUrl};
-use super::{ApiError, ApiKeyAuth, Principal, State};
+use super::statuses::{BODY, BY_ID, GUARD, Refusal, WRITES};
+use super::{ApiKeyAuth, Principal, State};
 use crate::domain::webhooks::{self, Changes, NewSubscription, Subscription};
 
 #[derive(Tags)]
@@ -18,6 +19,7 @@ enum ApiTags {
 
 /// A subscription, without its secret.
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct WebhookObject {
     pub id: i64,
     pub url: String,
@@ -30,6 +32,7 @@ pub struct WebhookObject {
 
 /// A subscription with its signing secret: only in the answers of create and rotate_secret.
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct WebhookWithSecret {
     pub id: i64,
     pub url: String,
@@ -64,12 +67,14 @@ fn with_secret((s, secret): (Subscription, String)) -> WebhookWithSecret {
 }
 
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct WebhookList {
     pub webhook_subscriptions: Vec<WebhookObject>,
 }
 
 /// A new subscription.
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct WebhookCreateBody {
     /// Absolute http(s) URL on a public address.
     pub url: Field<WebhookUrl>,
@@ -79,6 +84,7 @@ pub struct WebhookCreateBody {
 
 /// Changes; absent fields stay as they are.
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct WebhookUpdateBody {
     pub url: Option<Field<WebhookUrl>>,
     /// At least one event name; a name given twice counts once.
@@ -127,7 +133,9 @@ fn url_policy(state: &State) -> impl Fn(&str) -> Result<(), String> + Send + 'st
 rate_limited_api! {
     "ApiTags::WebhookSubscriptions",
 impl WebhooksApi {
-    /// The newsletter's webhook subscriptions (secrets are never listed).
+    /// The newsletter's webhook subscriptions.
+    ///
+    /// Every subscription with its URL, events and whether it is enabled; secrets are never listed.
     #[oai(
         path = "/webhook_subscriptions",
         method = "get",
@@ -138,7 +146,7 @@ impl WebhooksApi {
         _auth: ApiKeyAuth,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<ListResponse, ApiError> {
+    ) -> Result<ListResponse, Refusal<{ GUARD }>> {
         let nid = p.newsletter_id;
         let rows = state.db.run(move |conn| webhooks::list(conn, nid)).await?;
         Ok(ListResponse::Ok(Json(WebhookList {
@@ -146,9 +154,11 @@ impl WebhooksApi {
         })))
     }
 
-    /// Subscribes a URL to events; the answer carries the signing secret, once. At most 16.
+    /// Subscribes a URL to events.
     ///
-    /// A newsletter that has 16 subscriptions already answers 422 `limit_reached`.
+    /// The URL must be absolute http(s) on a public address, with at least one known event name.
+    /// The answer carries the signing secret, shown only this once. A newsletter has at most 16
+    /// subscriptions: past that, 422 `limit_reached`.
     #[oai(
         path = "/webhook_subscriptions",
         method = "post",
@@ -160,7 +170,7 @@ impl WebhooksApi {
         body: Json<WebhookCreateBody>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<CreatedResponse, ApiError> {
+    ) -> Result<CreatedResponse, Refusal<{ GUARD | BODY | WRITES }>> {
         let nid = p.newsletter_id;
         let input = NewSubscription {
             url: body.0.url.into(),
@@ -174,7 +184,10 @@ impl WebhooksApi {
         Ok(CreatedResponse::Created(Json(with_secret(created))))
     }
 
-    /// Changes the URL or the events, or re-enables with `enabled: true`.
+    /// Changes a webhook subscription.
+    ///
+    /// Changes the URL or the events, or re-enables a disabled subscription with `enabled: true`
+    /// (which also clears its failure count); absent fields stay as they are.
     #[oai(
         path = "/webhook_subscriptions/:id",
         method = "patch",
@@ -187,7 +200,7 @@ impl WebhooksApi {
         body: Json<WebhookUpdateBody>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<UpdatedResponse, ApiError> {
+    ) -> Result<UpdatedResponse, Refusal<{ GUARD | BODY | BY_ID | WRITES }>> {
         let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
         let changes = Changes {
             url: body.0.url.map(Into::into),
@@ -205,7 +218,10 @@ impl WebhooksApi {
         Ok(UpdatedResponse::Ok(Json(updated.into())))
     }
 
-    /// Issues a new secret; the old one stops verifying at once.
+    /// Issues a new signing secret.
+    ///
+    /// The answer carries the new secret, shown only this once; the old one stops verifying at
+    /// once.
     #[oai(
         path = "/webhook_subscriptions/:id/rotate_secret",
         method = "post",
@@ -217,7 +233,7 @@ impl WebhooksApi {
         id: Path<Field<Id>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<SecretResponse, ApiError> {
+    ) -> Result<SecretResponse, Refusal<{ GUARD | BY_ID | WRITES }>> {
         let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
         let rotated = state
             .db
@@ -226,6 +242,8 @@ impl WebhooksApi {
         Ok(SecretResponse::Ok(Json(with_secret(rotated))))
     }
 
+    /// Deletes a webhook subscription.
+    ///
     /// Removes the subscription and its delivery log.
     #[oai(
         path = "/webhook_subscriptions/:id",
@@ -238,7 +256,7 @@ impl WebhooksApi {
         id: Path<Field<Id>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<DeletedResponse, ApiError> {
+    ) -> Result<DeletedResponse, Refusal<{ GUARD | BY_ID | WRITES }>> {
         let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
         state
             .db

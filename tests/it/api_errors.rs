@@ -263,6 +263,12 @@ fn api_errors_hostile_bodies_change_nothing() {
                     .client
                     .api_raw(method, path, &owner.key, "application/json", bytes.clone());
             let code = assert_json_4xx(&resp, &format!("{method} {path} with {what}"));
+            if path.ends_with("/publish") {
+                // Publishing takes no body: what is sent is dropped unread (the draft is
+                // refused as without it).
+                assert_eq!(code, "invalid_state", "{method} {path} with {what}");
+                continue;
+            }
             assert_eq!(resp.status, 400, "{method} {path} with {what}");
             assert_eq!(code, "invalid_json", "{method} {path} with {what}");
             checked += 1;
@@ -294,11 +300,12 @@ fn api_errors_hostile_bodies_change_nothing() {
             checked += 1;
         }
     }
-    // Bodyless DELETEs with malformed JSON are refused too.
+    // Bodyless operations never read a body: malformed JSON sent to them is dropped unread,
+    // and they answer as without it (here: the ids are unknown).
     for path in [
-        format!("/issues/{iid}"),
-        format!("/subscribers/{sid}"),
-        format!("/subscribers/{sid}/remove_tag?tag=t"),
+        "/issues/987654321".to_string(),
+        "/subscribers/987654321".to_string(),
+        "/subscribers/987654321/remove_tag?tag=t".to_string(),
     ] {
         let resp = owner.client.api_raw(
             "DELETE",
@@ -307,7 +314,7 @@ fn api_errors_hostile_bodies_change_nothing() {
             "application/json",
             b"{".to_vec(),
         );
-        assert_eq!(assert_json_4xx(&resp, &path), "invalid_json");
+        assert_eq!(assert_json_4xx(&resp, &path), "not_found");
     }
     assert!(checked > 250, "{checked} cases");
     assert_eq!(

@@ -1,0 +1,235 @@
+//! The examples of the OpenAPI document: one request example for every request body and one
+//! for every success answer, shown by the API reference and by generated clients. Each is
+//! written as the JSON a client sends or receives and parsed into its type when the document
+//! is made, so an example that no longer fits its schema fails every test that reads the
+//! document; `tests/it/api_contract.rs` also sends each request example and expects it to
+//! be accepted.
+
+use poem_openapi::types::{Example, ParseFromJSON};
+use serde_json::{Value, json};
+
+use super::bounces::{BounceReport, BounceResult};
+use super::issues::{
+    AudienceBody, IssueBody, IssueList, IssueObject, PublishResult, ResumeResult, SendNowResult,
+    SendTestBody, SendTestResult,
+};
+use super::newsletter::{NewsletterEnvelope, NewsletterPatch, StatsEnvelope};
+use super::subscribers::{
+    BulkBody, BulkResult, CreateBody, SubscriberList, SubscriberObject, TagBody, UpdateBody,
+};
+use super::webhooks::{
+    WebhookCreateBody, WebhookList, WebhookObject, WebhookUpdateBody, WebhookWithSecret,
+};
+
+/// `value` as `T`; an example that does not parse is a mistake in this file.
+fn parsed<T: ParseFromJSON>(value: Value) -> T {
+    T::parse_from_json(Some(value.clone()))
+        .unwrap_or_else(|e| panic!("the example {value} does not parse: {}", e.into_message()))
+}
+
+/// `impl Example` for each type, from its JSON.
+macro_rules! examples {
+    ($($ty:ty => $json:expr;)*) => {
+        $(impl Example for $ty {
+            fn example() -> Self {
+                parsed($json)
+            }
+        })*
+    };
+}
+
+const AT: &str = "2026-11-27T09:00:00.000Z";
+
+fn newsletter() -> Value {
+    json!({
+        "id": 7,
+        "name": "Tide Tables",
+        "tagline": "Field notes from the coast",
+        "sender_name": "Robin at Tide Tables",
+        "sender_email": "robin@tides.example",
+        "subdomain": "tides",
+        "status": "active",
+        "tier": "paid",
+        "subscriber_count": 1250,
+        "issue_count": 12,
+        "welcome_enabled": true,
+        "welcome_subject": "Welcome to Tide Tables",
+        "welcome_body": "Thanks for subscribing to **Tide Tables**.",
+        "publish_on_send": true,
+        "time_zone": "Europe/Berlin",
+        "accent_color": "#0b6e4f",
+        "logo_url": null,
+        "created_at": AT,
+        "updated_at": AT,
+        "urls": {
+            "home": "https://tides.broadsheet.example/",
+            "subscribe": "https://tides.broadsheet.example/subscribe",
+            "archive": "https://tides.broadsheet.example/archive"
+        },
+        "sender_domain": {
+            "domain": "tides.example",
+            "status": "verified",
+            "dkim_record": "bs1._domainkey.tides.example TXT \"v=DKIM1; k=rsa; p=MIIBIjANBgkq...\"",
+            "reason": null
+        }
+    })
+}
+
+/// An issue in the list shape (`full`: with its Markdown and articles).
+fn issue(status: &str, full: bool) -> Value {
+    let mut issue = json!({
+        "id": 42,
+        "newsletter_id": 7,
+        "subject": "Issue 12: Spring tides",
+        "status": status,
+        "scheduled_for": null,
+        "sent_at": null,
+        "articles_count": 1,
+        "path": "issue-12-spring-tides",
+        "published_at": null,
+        "web_url": null,
+        "last_error": null,
+        "audience": {"tags": ["weekly"], "exclude_tags": []},
+        "recipients": null,
+        "created_at": AT,
+        "updated_at": AT
+    });
+    if full {
+        issue["content_markdown"] =
+            json!("# Spring tides\n\nThe spring tides came early this year.");
+        issue["articles"] = json!([{
+            "id": 3,
+            "title": "Why the tides come early",
+            "url": "https://example.com/tides",
+            "position": 1,
+            "summarized_article": "A short primer on spring tides."
+        }]);
+    }
+    issue
+}
+
+fn subscriber() -> Value {
+    json!({
+        "id": 314,
+        "email": "reader@example.com",
+        "name": "Robin Reader",
+        "status": "active",
+        "tags": ["weekly"],
+        "subscribed_at": AT,
+        "unsubscribed_at": null,
+        "created_at": AT,
+        "updated_at": AT
+    })
+}
+
+fn webhook() -> Value {
+    json!({
+        "id": 5,
+        "url": "https://example.com/hooks/broadsheet",
+        "events": ["subscriber.created", "issue.sent"],
+        "enabled": true,
+        "created_at": AT
+    })
+}
+
+fn with_secret() -> Value {
+    let mut hook = webhook();
+    hook["secret"] = json!("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw/hrtMj3c6Pc=");
+    hook
+}
+
+/// The example of `GET /subscribers/{id}/export` (its type is the domain's, see
+/// `subscribers::ExportDocument`).
+pub fn export() -> Value {
+    json!({
+        "exported_at": AT,
+        "subscriber": subscriber(),
+        "deliveries": [{
+            "id": 9001,
+            "issue_id": 42,
+            "issue_subject": "Issue 12: Spring tides",
+            "email": "reader@example.com",
+            "status": "sent",
+            "sent_at": AT,
+            "opened_at": "2026-11-27T10:12:00.000Z",
+            "clicked_at": null,
+            "bounced_at": null,
+            "unsubscribed_at": null,
+            "last_error": null
+        }],
+        "deliveries_total": 1,
+        "note": null,
+        "events": [
+            {"event": "subscriber.created", "at": AT, "issue_id": null},
+            {"event": "email.sent", "at": AT, "issue_id": 42},
+            {"event": "email.opened", "at": "2026-11-27T10:12:00.000Z", "issue_id": 42}
+        ]
+    })
+}
+
+examples! {
+    NewsletterPatch => json!({"tagline": "Field notes from the coast", "time_zone": "Europe/Berlin"});
+    NewsletterEnvelope => json!({"data": newsletter()});
+    StatsEnvelope => json!({"data": {
+        "subscribers": {"total": 1300, "active": 1250, "unsubscribed": 40, "bounced": 10,
+                        "growth_last_30_days": 85},
+        "issues": {"total": 12, "sent_last_30_days": 4},
+        "engagement": {
+            "average_open_rate": 48.2,
+            "average_click_rate": 9.5,
+            "last_30_days": {"emails_sent": 4980, "emails_unconfirmed": 2, "opens": 2410,
+                             "clicks": 470}
+        },
+        "top_issues": [{"id": 42, "subject": "Issue 12: Spring tides", "open_rate": 55.1,
+                        "click_rate": 12.3}]
+    }});
+    IssueBody => json!({"issue": {
+        "subject": "Issue 12: Spring tides",
+        "content_markdown": "# Spring tides\n\nThe spring tides came early this year.",
+        "status": "approved",
+        "articles": [{"title": "Why the tides come early", "url": "https://example.com/tides",
+                      "summarized_article": "A short primer on spring tides."}],
+        "audience": {"tags": ["weekly"]}
+    }});
+    IssueObject => issue("approved", true);
+    IssueList => json!({"issues": [issue("draft", false)],
+                        "meta": {"page": 1, "per_page": 25, "has_more": false}});
+    AudienceBody => json!({"tags": ["weekly"], "exclude_tags": ["vip"]});
+    SendNowResult => json!({"message": "Issue queued for sending to 1250 subscriber(s)",
+                            "issue": issue("approved", false), "subscribers": 1250});
+    SendTestBody => json!({"emails": ["editor@example.com"]});
+    SendTestResult => json!({"message": "Test queued to editor@example.com", "issue_id": 42,
+                             "subject": "[Test] Issue 12: Spring tides",
+                             "emails": ["editor@example.com"]});
+    ResumeResult => json!({"message": "Sending resumed: 310 message(s) to go",
+                           "issue": issue("failed", false), "remaining": 310});
+    PublishResult => json!({
+        "message": "Issue published",
+        "issue": issue("sent", false),
+        "web_url": "https://tides.broadsheet.example/p/issue-12-spring-tides"
+    });
+    CreateBody => json!({"email": "reader@example.com", "name": "Robin Reader",
+                         "tags": ["weekly"]});
+    SubscriberObject => subscriber();
+    SubscriberList => json!({"subscribers": [subscriber()],
+                             "meta": {"page": 1, "per_page": 25, "has_more": true,
+                                      "next_cursor": "2.314"}});
+    UpdateBody => json!({"subscriber": {"name": "Robin R.", "status": "active"}});
+    TagBody => json!({"tag": "vip"});
+    BulkBody => json!({"subscribers": [
+        {"email": "ana@example.com", "name": "Ana"},
+        {"email": "ben@example.com", "tags": ["weekly"]}
+    ]});
+    BulkResult => json!({"created": 1, "existing": 1, "errors": [
+        {"index": 2, "email": "not-an-address", "code": "invalid_email",
+         "message": "Email is invalid"}
+    ]});
+    WebhookCreateBody => json!({"url": "https://example.com/hooks/broadsheet",
+                                "events": ["subscriber.created", "issue.sent"]});
+    WebhookUpdateBody => json!({"events": ["subscriber.created"], "enabled": true});
+    WebhookObject => webhook();
+    WebhookWithSecret => with_secret();
+    WebhookList => json!({"webhook_subscriptions": [webhook()]});
+    BounceReport => json!({"email": "reader@example.com", "reason": "550 5.1.1 user unknown"});
+    BounceResult => json!({"message": "Bounce recorded"});
+}
