@@ -28,6 +28,7 @@ enum ApiTags {
 pub struct BounceReport {
     pub email: String,
     /// The reason the receiving server gave, kept with the delivery.
+    #[oai(nullable)]
     pub reason: Option<String>,
 }
 

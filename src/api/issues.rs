@@ -106,8 +106,10 @@ impl From<Audience> for AudienceObject {
 pub struct AudienceBody {
     /// Send to active subscribers having any of these tags; empty or absent: all of them.
     /// A tag given twice counts once; at most 20 different ones.
+    #[oai(nullable)]
     pub tags: Option<Vec<Field<Tag>>>,
     /// Leave out subscribers having any of these tags (at most 20 different ones).
+    #[oai(nullable)]
     pub exclude_tags: Option<Vec<Field<Tag>>>,
 }
 
@@ -221,6 +223,7 @@ pub struct IssueFields {
     pub subject: Option<Field<Subject>>,
     /// Markdown of at most 200,000 bytes (UTF-8), lists and quotes nested at most 16 deep,
     /// tables of at most 64 columns and 5,000 cells.
+    #[oai(nullable)]
     pub content_markdown: Option<Text>,
     /// ISO 8601 date-time; null (or `""`) clears it.
     #[oai(nullable)]
@@ -229,6 +232,7 @@ pub struct IssueFields {
     #[oai(nullable)]
     pub status: MaybeUndefined<Field<IssueStatus>>,
     /// Replaces the issue's articles; `position` follows the array order.
+    #[oai(nullable)]
     pub articles: Option<Items<ArticleBody, 0, { issues::ARTICLES_MAX }>>,
     /// Who a send of the issue goes to (a scheduled send included); null: every active
     /// subscriber. Tags no subscriber has are refused.

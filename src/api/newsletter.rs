@@ -160,24 +160,35 @@ pub enum NewsletterResponse {
 #[derive(Debug, Object)]
 #[oai(example)]
 pub struct NewsletterPatch {
+    #[oai(nullable)]
     pub name: Option<Field<NewsletterName>>,
+    #[oai(nullable)]
     pub tagline: Option<Field<Tagline>>,
     /// No quotes or angle brackets.
+    #[oai(nullable)]
     pub sender_name: Option<Field<SenderName>>,
+    #[oai(nullable)]
     pub sender_email: Option<Field<Email>>,
+    #[oai(nullable)]
     pub welcome_enabled: Option<bool>,
     /// At most 200 characters, one line; `""` goes back to the default.
+    #[oai(nullable)]
     pub welcome_subject: Option<Field<WelcomeSubject>>,
     /// Markdown, at most 10,000 characters; `""` goes back to the default.
+    #[oai(nullable)]
     pub welcome_body: Option<Field<WelcomeBody>>,
     /// Publish issues on the web when their send completes.
+    #[oai(nullable)]
     pub publish_on_send: Option<bool>,
     /// An IANA time zone name (`America/New_York`); anything else is a 422.
+    #[oai(nullable)]
     pub time_zone: Option<Text>,
     /// `#rrggbb`; buttons get black or white text, whichever stays readable. `""` goes back
     /// to the default.
+    #[oai(nullable)]
     pub accent_color: Option<Field<HexColor>>,
     /// An `https://` image URL, at most 500 characters; `""` removes the logo.
+    #[oai(nullable)]
     pub logo_url: Option<Field<LogoUrl>>,
 }
 

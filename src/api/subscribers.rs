@@ -65,8 +65,10 @@ impl From<Subscriber> for SubscriberObject {
 pub struct SubscriberFields {
     /// Trimmed and lowercased. Missing is 422 `invalid_email`.
     pub email: Required<Field<Email>>,
+    #[oai(nullable)]
     pub name: Option<Field<SubscriberName>>,
     /// Tags of 1-50 characters; a tag given twice counts once; at most 100 different ones.
+    #[oai(nullable)]
     pub tags: Option<Vec<Field<Tag>>>,
 }
 
@@ -78,12 +80,15 @@ pub struct CreateBody {
     /// Required unless `subscriber` is given; trimmed and lowercased. Missing is 422
     /// `invalid_email`.
     pub email: Option<Field<Email>>,
+    #[oai(nullable)]
     pub name: Option<Field<SubscriberName>>,
     /// Tags of 1-50 characters; a tag given twice counts once; at most 100 different ones.
+    #[oai(nullable)]
     pub tags: Option<Vec<Field<Tag>>>,
     pub subscriber: Option<SubscriberFields>,
     /// `true` mails the newsletter's welcome e-mail to a subscriber this request adds (not
     /// to one already present). Default `false`: subscribers added through the API get no mail.
+    #[oai(nullable)]
     pub send_welcome: Option<bool>,
 }
 

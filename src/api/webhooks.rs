@@ -86,10 +86,13 @@ pub struct WebhookCreateBody {
 #[derive(Debug, Object)]
 #[oai(example)]
 pub struct WebhookUpdateBody {
+    #[oai(nullable)]
     pub url: Option<Field<WebhookUrl>>,
     /// At least one event name; a name given twice counts once.
+    #[oai(nullable)]
     pub events: Option<Items<Field<Event>, 1, 0>>,
     /// `true` re-enables a disabled subscription and clears its failure count.
+    #[oai(nullable)]
     pub enabled: Option<bool>,
 }
 

@@ -257,10 +257,13 @@ fn clean(
     refused: fn(char) -> bool,
     message: &str,
 ) -> String {
+    // The length counts what was sent, spaces around it included: the limit the OpenAPI
+    // document states (`maxLength`) is on the string as sent.
+    let sent_chars = value.chars().count();
     let value = value.trim().to_string();
     if required && value.is_empty() {
         errors.add(field, "can't be blank");
-    } else if value.chars().count() > max_chars {
+    } else if sent_chars > max_chars {
         errors.add(
             field,
             format!("is too long (maximum is {max_chars} characters)"),

@@ -398,8 +398,10 @@ pub struct NewSubscriber {
 }
 
 fn clean_name(errors: &mut FieldErrors, name: Option<&str>) -> Option<String> {
-    let name = name.map(str::trim).filter(|n| !n.is_empty())?;
-    if name.chars().count() > NAME_MAX {
+    // Lengths count what was sent, spaces included (the document's `maxLength`).
+    let too_long = name.is_some_and(|n| n.chars().count() > NAME_MAX);
+    let name = name.map(str::trim).filter(|n| !n.is_empty() || too_long)?;
+    if too_long {
         errors.add(
             "name",
             format!("is too long (maximum is {NAME_MAX} characters)"),
@@ -410,12 +412,13 @@ fn clean_name(errors: &mut FieldErrors, name: Option<&str>) -> Option<String> {
     Some(name.to_string())
 }
 
-/// Trims a tag and checks it is 1-50 characters without control characters.
+/// Trims a tag and checks it is 1-50 characters without control characters (counted as
+/// sent, spaces included, like the document's `maxLength`).
 pub fn clean_tag(raw: &str) -> Result<String, &'static str> {
     let tag = raw.trim();
     if tag.is_empty() {
         Err("can't be blank")
-    } else if tag.chars().count() > TAG_MAX {
+    } else if raw.chars().count() > TAG_MAX {
         Err("is too long (maximum is 50 characters)")
     } else if tag.chars().any(char::is_control) {
         Err("must not contain control characters")
