@@ -140,11 +140,14 @@ pub fn routes() -> impl Endpoint {
         })
 }
 
+/// A path of the document as its segments, and its methods, each with whether it takes a body.
+type PathOperations = (Vec<String>, Vec<(Method, bool)>);
+
 /// The methods of each path of the OpenAPI document, as (path segments, methods), each
 /// method with whether its operation takes a request body; `{name}` segments match any one
 /// segment. poem-openapi's routes answer a method a path lacks with a bare 405; this is
 /// where its `Allow` comes from, and how the guard knows which requests have a body to read.
-static PATHS: LazyLock<Vec<(Vec<String>, Vec<(Method, bool)>)>> = LazyLock::new(|| {
+static PATHS: LazyLock<Vec<PathOperations>> = LazyLock::new(|| {
     let document: serde_json::Value =
         serde_json::from_str(&openapi_document()).expect("the OpenAPI document is JSON");
     let paths = document["paths"].as_object().cloned().unwrap_or_default();

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use crate::support::send::{addresses, approved_issue, tally, wait_status};
+use crate::support::send::{addresses, approved_issue, tally, unsubscribe_all, wait_status};
 use crate::support::*;
 
 const SUBSCRIBERS: usize = 3000;
@@ -52,22 +52,7 @@ fn segment_crash_kill_9_midway_reaches_the_audience_once_and_nobody_else() {
     subscribe_tagged(&owner, &emails);
     // A few tagged `news` who unsubscribed: outside the audience too.
     let gone: Vec<String> = emails.iter().step_by(200).cloned().collect();
-    for email in &gone {
-        let id: i64 = app
-            .db()
-            .query_row(
-                "SELECT id FROM subscribers WHERE email = ?1",
-                [email.as_str()],
-                |r| r.get(0),
-            )
-            .unwrap();
-        owner
-            .patch(
-                &format!("/subscribers/{id}"),
-                &json!({"subscriber": {"status": "unsubscribed"}}),
-            )
-            .expect(200);
-    }
+    unsubscribe_all(&app, &owner, &gone);
     let (mut audience, mut outside) = (Vec::new(), Vec::new());
     for (n, email) in emails.iter().enumerate() {
         if tags_of(n) == ["news"] && !gone.contains(email) {

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use crate::support::send::{
-    addresses, approved_issue, send_now, subscribe_all, tally, wait_status,
+    addresses, approved_issue, send_now, subscribe_all, tally, unsubscribe_all, wait_status,
 };
 use crate::support::*;
 
@@ -26,22 +26,7 @@ fn sending_survives_kill_9_midway_with_exactly_one_copy_each() {
     subscribe_all(&owner, &emails);
     // A few who must get nothing.
     let skipped: Vec<String> = emails.iter().step_by(250).cloned().collect();
-    for email in &skipped {
-        let id: i64 = app
-            .db()
-            .query_row(
-                "SELECT id FROM subscribers WHERE email = ?1",
-                [email.as_str()],
-                |r| r.get(0),
-            )
-            .unwrap();
-        owner
-            .patch(
-                &format!("/subscribers/{id}"),
-                &json!({"subscriber": {"status": "unsubscribed"}}),
-            )
-            .expect(200);
-    }
+    unsubscribe_all(&app, &owner, &skipped);
     let active: Vec<String> = emails
         .iter()
         .filter(|e| !skipped.contains(e))

@@ -21,6 +21,26 @@ pub fn subscribe_all(owner: &Owner, emails: &[String]) {
     }
 }
 
+/// Unsubscribes the subscribers with `emails` through `PATCH /subscribers/{id}`.
+pub fn unsubscribe_all(app: &App, owner: &Owner, emails: &[String]) {
+    for email in emails {
+        let id: i64 = app
+            .db()
+            .query_row(
+                "SELECT id FROM subscribers WHERE email = ?1",
+                [email.as_str()],
+                |r| r.get(0),
+            )
+            .unwrap();
+        owner
+            .patch(
+                &format!("/subscribers/{id}"),
+                &json!({"subscriber": {"status": "unsubscribed"}}),
+            )
+            .expect(200);
+    }
+}
+
 /// `count` addresses `<stem><n>@example.net`.
 pub fn addresses(stem: &str, count: usize) -> Vec<String> {
     (0..count)
