@@ -891,6 +891,28 @@ mod tests {
         crate::domain::testing::db_with_newsletter("free")
     }
 
+    #[test]
+    fn lengths_count_the_text_as_sent_spaces_included() {
+        let at_most = "t".repeat(TAG_MAX);
+        assert_eq!(clean_tag(&at_most), Ok(at_most.clone()));
+        assert!(clean_tag(&format!(" {at_most}")).is_err());
+        // Padding that trimming would remove still counts (the document's maxLength).
+        let padded = format!("\u{85}a{}", "\u{85}".repeat(TAG_MAX));
+        assert!(clean_tag(&padded).is_err());
+        assert_eq!(clean_tag("  news  "), Ok("news".to_string()));
+
+        let mut errors = FieldErrors::new();
+        let blank_but_long = "\u{85}".repeat(NAME_MAX + 1);
+        assert!(clean_name(&mut errors, Some(&blank_but_long)).is_some());
+        assert!(
+            !errors.is_empty(),
+            "a name over the limit is refused even when blank"
+        );
+        let mut errors = FieldErrors::new();
+        assert_eq!(clean_name(&mut errors, Some("   ")), None);
+        assert!(errors.is_empty());
+    }
+
     fn new(email: &str) -> NewSubscriber {
         NewSubscriber {
             email: email.into(),

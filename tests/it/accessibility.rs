@@ -6,7 +6,9 @@
 use fantoccini::Client;
 
 use crate::support::axe::Axe;
-use crate::support::browser::{Driver, click, fill, runtime, screenshot, wait_for_element};
+use crate::support::browser::{
+    Driver, click, fill, runtime, screenshot, sign_in, wait_for_element,
+};
 use crate::support::*;
 
 /// axe's findings on the page `c` shows at desktop width and on a phone (390 px, where wide
@@ -67,11 +69,7 @@ fn dashboard_pages_have_no_axe_violations() {
     let found = runtime().block_on(async {
         let c = driver.session().await;
         let mut found = Vec::new();
-        c.goto(&format!("{base}/session/new")).await.unwrap();
-        fill(&c, "email_address", &owner.email).await;
-        fill(&c, "password", PASSWORD).await;
-        click(&c, "main form button[type=submit]").await;
-        wait_for_element(&c, "a[href=\"/newsletters/new\"]").await;
+        sign_in(&c, &base, &owner.email).await;
 
         let subscriber = readers[0].1;
         for (name, path, ready) in [

@@ -5,7 +5,7 @@
 
 use crate::dash_stats::add_subscriber;
 use crate::support::browser::{
-    Driver, click, fill, runtime, screenshot, wait_for_element, wait_for_text,
+    Driver, click, fill, runtime, screenshot, sign_in, wait_for_element, wait_for_text,
 };
 use crate::support::*;
 
@@ -166,11 +166,7 @@ fn the_subdomain_preview_follows_the_name_and_the_key_command_wraps_and_copies()
     let id = owner.newsletter_id;
     runtime().block_on(async {
         let c = driver.session().await;
-        c.goto(&format!("{base}/session/new")).await.unwrap();
-        fill(&c, "email_address", &owner.email).await;
-        fill(&c, "password", PASSWORD).await;
-        click(&c, "main form button[type=submit]").await;
-        wait_for_element(&c, "a[href=\"/newsletters/new\"]").await;
+        sign_in(&c, &base, &owner.email).await;
 
         // The address under the name follows what is typed, with the server's rule.
         c.goto(&format!("{base}/newsletters/new")).await.unwrap();

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use fantoccini::Locator;
 
-use crate::support::browser::{Driver, click, fill, runtime, screenshot, wait_for_element};
+use crate::support::browser::{
+    Driver, click, fill, runtime, screenshot, sign_in, wait_for_element,
+};
 use crate::support::http::attribute_after;
 use crate::support::*;
 
@@ -833,11 +835,7 @@ fn dash_issues_written_previewed_and_sent_in_chromium() {
     let list = issues_url(&owner);
     let (observed, final_text) = runtime().block_on(async {
         let c = driver.session().await;
-        c.goto(&format!("{base}/session/new")).await.unwrap();
-        fill(&c, "email_address", &owner.email).await;
-        fill(&c, "password", PASSWORD).await;
-        click(&c, "main form button[type=submit]").await;
-        wait_for_element(&c, "a[href=\"/newsletters/new\"]").await;
+        sign_in(&c, &base, &owner.email).await;
 
         c.goto(&format!("{base}{list}")).await.unwrap();
         click(&c, &format!("a[href=\"{list}/new\"]")).await;

@@ -648,7 +648,7 @@ fn dash_settings_posts_without_a_valid_csrf_token_are_refused() {
 #[test]
 fn dash_settings_in_chromium_pause_by_clicking_then_cancel_read_only() {
     use crate::support::browser::{
-        Driver, click, fill, runtime, screenshot, wait_for_element, wait_for_path,
+        Driver, click, fill, runtime, screenshot, sign_in, wait_for_element, wait_for_path,
     };
     let Some(driver) = Driver::start("dashboard settings") else {
         return;
@@ -659,11 +659,7 @@ fn dash_settings_in_chromium_pause_by_clicking_then_cancel_read_only() {
     runtime().block_on(async {
         let c = driver.session().await;
         c.set_window_size(1280, 2400).await.unwrap();
-        c.goto(&format!("{base}/session/new")).await.unwrap();
-        fill(&c, "email_address", &owner.email).await;
-        fill(&c, "password", PASSWORD).await;
-        click(&c, "main form button[type=submit]").await;
-        wait_for_element(&c, "a[href=\"/newsletters/new\"]").await;
+        sign_in(&c, &base, &owner.email).await;
 
         c.goto(&format!("{base}{url}")).await.unwrap();
         screenshot(&c, "dashboard-settings").await;

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::support::browser::{Driver, click, fill, runtime, screenshot, wait_for_element};
+use crate::support::browser::{Driver, runtime, screenshot, sign_in, wait_for_element};
 use crate::support::http::{attribute_after, unescape};
 use crate::support::*;
 
@@ -277,11 +277,7 @@ fn dash_stats_in_chromium_draws_both_charts_without_console_errors() {
     let base = app.base_url.clone();
     runtime().block_on(async {
         let c = driver.session().await;
-        c.goto(&format!("{base}/session/new")).await.unwrap();
-        fill(&c, "email_address", &owner.email).await;
-        fill(&c, "password", PASSWORD).await;
-        click(&c, "main form button[type=submit]").await;
-        wait_for_element(&c, "a[href=\"/newsletters/new\"]").await;
+        sign_in(&c, &base, &owner.email).await;
 
         // Tall enough for the whole page in the screenshot.
         c.set_window_size(1280, 2000).await.unwrap();

@@ -2,7 +2,9 @@
 //! there through the same rules and SSRF guard as the API, bad input comes back as the form
 //! with its reasons, another owner's ids are 404, and the page fits a phone.
 
-use crate::support::browser::{Driver, click, fill, runtime, screenshot, wait_for_element};
+use crate::support::browser::{
+    Driver, click, fill, runtime, screenshot, sign_in, wait_for_element,
+};
 use crate::support::receiver::Receiver;
 use crate::support::*;
 
@@ -194,11 +196,7 @@ fn the_webhooks_page_fits_a_phone_and_its_card_fits_a_desktop() {
     let list = list(&owner);
     runtime().block_on(async {
         let c = driver.session().await;
-        c.goto(&format!("{base}/session/new")).await.unwrap();
-        fill(&c, "email_address", &owner.email).await;
-        fill(&c, "password", PASSWORD).await;
-        click(&c, "main form button[type=submit]").await;
-        wait_for_element(&c, "a[href=\"/newsletters/new\"]").await;
+        sign_in(&c, &base, &owner.email).await;
 
         // Created in the browser, then a test event so the delivery log has a row.
         c.goto(&format!("{base}{list}/new")).await.unwrap();

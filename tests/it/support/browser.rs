@@ -167,6 +167,16 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// Signs the browser in at `base` as `email` (with the tests' [`super::PASSWORD`]) and waits
+/// for the dashboard.
+pub async fn sign_in(c: &Client, base: &str, email: &str) {
+    c.goto(&format!("{base}/session/new")).await.unwrap();
+    fill(c, "email_address", email).await;
+    fill(c, "password", super::PASSWORD).await;
+    click(c, "main form button[type=submit]").await;
+    wait_for_element(c, "a[href=\"/newsletters/new\"]").await;
+}
+
 /// Waits until an element matches `css` (the page after a click may still be loading).
 pub async fn wait_for_element(c: &Client, css: &str) -> fantoccini::elements::Element {
     let deadline = Instant::now() + Duration::from_secs(20);
