@@ -11,6 +11,7 @@ use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, Object, OpenApi, Tags};
 use serde::Deserialize;
 
+use super::fields::{Email, Field, Text};
 use super::statuses::{BODY, BY_ID, GUARD, Refusal, WRITES};
 use super::{ApiError, ApiKeyAuth, Principal, State};
 use crate::domain::bounce_report::{MAX_REPORT_BYTES, NotAReport};
@@ -26,10 +27,11 @@ enum ApiTags {
 #[derive(Debug, Object, Deserialize)]
 #[oai(example)]
 pub struct BounceReport {
-    pub email: String,
-    /// The reason the receiving server gave, kept with the delivery.
+    pub email: Field<Email>,
+    /// The reason the receiving server gave, kept with the delivery (its first 500
+    /// characters).
     #[oai(nullable)]
-    pub reason: Option<String>,
+    pub reason: Option<Text>,
 }
 
 #[derive(Debug, Object)]
@@ -47,8 +49,8 @@ pub enum BounceResponse {
 fn reason_of(report: &BounceReport) -> String {
     report
         .reason
-        .clone()
-        .unwrap_or_else(|| "reported bounce".into())
+        .as_deref()
+        .unwrap_or("reported bounce")
         .chars()
         .take(500)
         .collect()

@@ -12,13 +12,16 @@ use std::ops::Deref;
 
 use poem_openapi::registry::{MetaSchema, MetaSchemaRef, Registry};
 use poem_openapi::types::{
-    ParseError, ParseFromJSON, ParseFromParameter, ParseResult, ToJSON, Type,
+    Example, MaybeUndefined, ParseError, ParseFromJSON, ParseFromParameter, ParseResult, ToJSON,
+    Type,
 };
 use serde_json::{Value, json};
 
 use crate::domain::text_pattern::{self, Refused, WHITESPACE};
+use crate::domain::web_url::{self, Schemes};
 use crate::domain::{
-    email, events, issues, newsletters, pagination, site_theme, subscribers, webhooks, welcome,
+    email, events, issues, newsletters, pagination, site_theme, subscribers, time_zones, webhooks,
+    welcome,
 };
 
 /// The schema a field's rule states in the document.
@@ -69,6 +72,13 @@ impl<R> Deref for Field<R> {
 
     fn deref(&self) -> &str {
         &self.0
+    }
+}
+
+/// As a JSON string, for the doors that read a body with serde (`POST /bounces/<token>`).
+impl<'de, R> serde::Deserialize<'de> for Field<R> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer).map(Field::new)
     }
 }
 
@@ -144,9 +154,10 @@ impl<R: Rule> ToJSON for Field<R> {
 }
 
 /// A field the document marks required whose absence (or `null`) still reaches the domain,
-/// which words the refusal (a subscriber without `email` is 422 `invalid_email`).
+/// which words the refusal (a subscriber without `email` is 422 `invalid_email`). `null` is
+/// kept apart from absence: it is a value given, refused, never filled in from elsewhere.
 #[derive(Debug)]
-pub struct Required<T>(pub Option<T>);
+pub struct Required<T>(pub MaybeUndefined<T>);
 
 impl<T: Type> Type for Required<T> {
     const IS_REQUIRED: bool = true;
@@ -178,7 +189,7 @@ impl<T: Type> Type for Required<T> {
 
 impl<T: ParseFromJSON> ParseFromJSON for Required<T> {
     fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
-        <Option<T>>::parse_from_json(value)
+        <MaybeUndefined<T>>::parse_from_json(value)
             .map(Required)
             .map_err(ParseError::propagate)
     }
@@ -307,6 +318,52 @@ impl<T: ParseFromJSON, R: AnyOf> ParseFromJSON for OneRequired<T, R> {
     }
 }
 
+/// A request body that may be left out or be JSON `null`, both meaning no body: poem-openapi
+/// reads an empty body as `null`, so the document states the body `nullable` (an `Option`'s
+/// schema would not), with `T`'s example beside it.
+pub struct OrNull<T>(pub Option<T>);
+
+impl<T: Type + Example + ToJSON> Type for OrNull<T> {
+    const IS_REQUIRED: bool = false;
+    type RawValueType = T::RawValueType;
+    type RawElementValueType = T::RawElementValueType;
+
+    fn name() -> Cow<'static, str> {
+        format!("optional_{}", T::name()).into()
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        MetaSchemaRef::Inline(Box::new(MetaSchema {
+            nullable: true,
+            all_of: vec![T::schema_ref()],
+            example: T::example().to_json(),
+            ..MetaSchema::ANY
+        }))
+    }
+
+    fn register(registry: &mut Registry) {
+        T::register(registry);
+    }
+
+    fn as_raw_value(&self) -> Option<&Self::RawValueType> {
+        self.0.as_ref().and_then(T::as_raw_value)
+    }
+
+    fn raw_element_iter<'a>(
+        &'a self,
+    ) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
+        self.0.raw_element_iter()
+    }
+}
+
+impl<T: ParseFromJSON + Example + ToJSON> ParseFromJSON for OrNull<T> {
+    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
+        Option::<T>::parse_from_json(value)
+            .map(OrNull)
+            .map_err(ParseError::propagate)
+    }
+}
+
 /// A trimmed text of at most `max` characters (at least one unless `blank`), refusing
 /// `refused` and `also` inside: `domain::clean_text`/`clean_line` and the checks built on them.
 fn trimmed(max: usize, blank: bool, refused: Refused, also: &str) -> MetaSchema {
@@ -326,12 +383,22 @@ fn one_of<'a>(values: impl IntoIterator<Item = &'a str>) -> MetaSchema {
     }
 }
 
-/// An absolute http(s) URL of at most `max` characters, surrounding whitespace allowed.
-fn web_url(max: usize, schemes: &str) -> MetaSchema {
+/// One of `values`, or null (a field whose null leaves the value as it is): OpenAPI 3.0 wants
+/// null among the values of a nullable enum.
+fn one_of_or_null<'a>(values: impl IntoIterator<Item = &'a str>) -> MetaSchema {
+    let mut schema = one_of(values);
+    schema.enum_items.push(Value::Null);
+    schema.nullable = true;
+    schema
+}
+
+/// A web address of at most `max` characters with `schemes` (`domain/web_url.rs`). No
+/// `format: uri`: the server takes what browsers take (spaces and non-ASCII in a path),
+/// which RFC 3986 does not.
+fn web_url(max: usize, schemes: Schemes) -> MetaSchema {
     MetaSchema {
-        format: Some("uri"),
         max_length: Some(max),
-        pattern: Some(format!("^[{WHITESPACE}]*{schemes}://")),
+        pattern: Some(web_url::pattern(schemes)),
         ..MetaSchema::new("string")
     }
 }
@@ -350,9 +417,6 @@ macro_rules! rules {
     )+};
 }
 
-/// `http` or `https`, in any letter case (as URLs are read).
-const HTTP_OR_HTTPS: &str = "[hH][tT][tT][pP][sS]?";
-
 rules! {
     /// Any string.
     AnyText => MetaSchema::new("string");
@@ -366,31 +430,41 @@ rules! {
     Tag => trimmed(subscribers::TAG_MAX, false, Refused::Controls, "");
     /// A subscriber's name; blank is no name.
     SubscriberName => trimmed(subscribers::NAME_MAX, true, Refused::Controls, "");
-    /// The statuses an owner may give a subscriber.
-    SubscriberStatus => one_of(
+    /// The statuses an owner may give a subscriber; null leaves it.
+    SubscriberStatus => one_of_or_null(
         subscribers::Status::ALL.iter().filter(|s| s.can_be_set()).map(|s| s.as_str()),
     );
     /// The subscriber list's `status` filter; empty is no filter.
     SubscriberStatusFilter => one_of(
         subscribers::Status::ALL.iter().map(|s| s.as_str()).chain([""]),
     );
-    /// The statuses an issue may be given (an editable one).
-    IssueStatus => one_of(
+    /// The statuses an issue may be given (an editable one); null leaves it.
+    IssueStatus => one_of_or_null(
         issues::Status::ALL.iter().filter(|s| s.is_editable()).map(|s| s.as_str()),
     );
     /// The issue list's `status` filter; empty is no filter.
     IssueStatusFilter => one_of(issues::Status::ALL.iter().map(|s| s.as_str()).chain([""]));
     /// An issue's subject: one line (tabs allowed).
     Subject => trimmed(issues::SUBJECT_MAX, false, Refused::ControlsButTab, "");
-    /// When a scheduled issue goes out; an empty string clears it.
+    /// When a scheduled issue goes out: an RFC 3339 date-time, or a blank string, which clears
+    /// it as `null` does.
     DateTime => MetaSchema {
-        format: Some("date-time"),
+        any_of: vec![
+            MetaSchemaRef::Inline(Box::new(MetaSchema {
+                format: Some("date-time"),
+                ..MetaSchema::new("string")
+            })),
+            MetaSchemaRef::Inline(Box::new(MetaSchema {
+                pattern: Some(format!("^[{WHITESPACE}]*$")),
+                ..MetaSchema::new("string")
+            })),
+        ],
         ..MetaSchema::new("string")
     };
     /// An article's title.
     ArticleTitle => trimmed(issues::TITLE_MAX, false, Refused::ControlsButBreaks, "");
     /// An article's link.
-    ArticleUrl => web_url(issues::URL_MAX, HTTP_OR_HTTPS);
+    ArticleUrl => web_url(issues::URL_MAX, Schemes::HttpOrHttps);
     /// An article's summary.
     ArticleSummary => trimmed(issues::SUMMARY_MAX, true, Refused::ControlsButBreaks, "");
     /// A newsletter's name.
@@ -418,12 +492,13 @@ rules! {
     };
     /// The public site's logo: an https URL; blank is none.
     LogoUrl => MetaSchema {
-        pattern: Some(format!("^[{WHITESPACE}]*(?:$|[hH][tT][tT][pP][sS]://)")),
-        max_length: Some(site_theme::LOGO_URL_MAX),
-        ..MetaSchema::new("string")
+        pattern: Some(format!("^[{WHITESPACE}]*$|{}", web_url::pattern(Schemes::HttpsOnly))),
+        ..web_url(site_theme::LOGO_URL_MAX, Schemes::HttpsOnly)
     };
     /// A webhook subscription's URL.
-    WebhookUrl => web_url(webhooks::URL_MAX, HTTP_OR_HTTPS);
+    WebhookUrl => web_url(webhooks::URL_MAX, Schemes::HttpOrHttps);
+    /// A time zone of the bundled IANA database; null leaves the newsletter's.
+    TimeZone => one_of_or_null(time_zones::TimeZoneName::all().iter().map(String::as_str));
     /// An event name.
     Event => one_of(events::KINDS.iter().copied());
     /// A resource's id in a path; anything else names nothing (404).

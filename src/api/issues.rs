@@ -9,7 +9,7 @@ use poem_openapi::{ApiResponse, Object, Tags};
 use super::common::{ListMeta, parse_id};
 use super::fields::{
     ArticleSummary, ArticleTitle, ArticleUrl, DateTime, Email, Field, Id, IssueStatus,
-    IssueStatusFilter, Items, PageNumber, PerPage, Subject, Tag, Text,
+    IssueStatusFilter, Items, OrNull, PageNumber, PerPage, Subject, Tag, Text,
 };
 use super::statuses::{BODY, BY_ID, GUARD, PAID, RULE, Refusal, WRITES};
 use super::{ApiKeyAuth, Principal, State};
@@ -212,15 +212,16 @@ impl IssueObject {
 pub struct ArticleBody {
     pub title: Field<ArticleTitle>,
     pub url: Field<ArticleUrl>,
-    #[oai(default)]
+    /// Blank, `null` or absent: no summary.
+    #[oai(default, nullable)]
     pub summarized_article: Field<ArticleSummary>,
 }
 
 /// Fields of an issue create or update.
 #[derive(Debug, Object)]
 pub struct IssueFields {
-    /// Required on create.
-    pub subject: Option<Field<Subject>>,
+    /// Required on create; absent on update leaves it. `null` is a blank subject: 422.
+    pub subject: MaybeUndefined<Field<Subject>>,
     /// Markdown of at most 200,000 bytes (UTF-8), lists and quotes nested at most 16 deep,
     /// tables of at most 64 columns and 5,000 cells.
     #[oai(nullable)]
@@ -249,7 +250,11 @@ pub struct IssueBody {
 impl From<IssueFields> for IssueInput {
     fn from(f: IssueFields) -> Self {
         IssueInput {
-            subject: f.subject.map(String::from),
+            subject: match f.subject {
+                MaybeUndefined::Undefined => None,
+                MaybeUndefined::Null => Some(String::new()),
+                MaybeUndefined::Value(v) => Some(v.into()),
+            },
             content_markdown: f.content_markdown.map(String::from),
             status: f.status.take().map(String::from),
             scheduled_for: match f.scheduled_for {
@@ -557,7 +562,8 @@ impl IssuesApi {
     ///
     /// An optional body `{"tags": [...], "exclude_tags": [...]}` chooses the audience (recorded on
     /// the issue): active subscribers having any of `tags` (empty: all) and none of `exclude_tags`;
-    /// no body, or neither list, sends to the audience already recorded (everyone by default).
+    /// no body (or `null`), or neither list, sends to the audience already recorded (everyone by
+    /// default).
     ///
     /// An issue that is not approved or scheduled answers 422 `invalid_state`; an audience
     /// with no active subscriber 422 `no_active_subscribers`; an issue without content or
@@ -572,12 +578,12 @@ impl IssuesApi {
         &self,
         _auth: ApiKeyAuth,
         id: Path<Field<Id>>,
-        body: Json<Option<AudienceBody>>,
+        body: Json<OrNull<AudienceBody>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
     ) -> Result<SendNowResponse, Refusal<{ GUARD | BODY | BY_ID | PAID | WRITES }>> {
         let (nid, id, state2) = (p.newsletter_id, parse_id(&id.0)?, state.clone());
-        let chosen = body.0.and_then(AudienceBody::input);
+        let chosen = body.0.0.and_then(AudienceBody::input);
         let (issue, recipients) = state
             .db
             .run(move |conn| {

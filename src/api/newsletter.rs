@@ -5,7 +5,7 @@ use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, Object, Tags};
 
 use super::fields::{
-    Email, Field, HexColor, LogoUrl, NewsletterName, SenderName, Tagline, Text, WelcomeBody,
+    Email, Field, HexColor, LogoUrl, NewsletterName, SenderName, Tagline, TimeZone, WelcomeBody,
     WelcomeSubject,
 };
 use super::statuses::{BODY, GUARD, Refusal, WRITES};
@@ -180,9 +180,10 @@ pub struct NewsletterPatch {
     /// Publish issues on the web when their send completes.
     #[oai(nullable)]
     pub publish_on_send: Option<bool>,
-    /// An IANA time zone name (`America/New_York`); anything else is a 422.
+    /// An IANA time zone name (`America/New_York`), as the bundled database lists it (any
+    /// letter case is read as that name); anything else is a 422. Null leaves it.
     #[oai(nullable)]
-    pub time_zone: Option<Text>,
+    pub time_zone: Option<Field<TimeZone>>,
     /// `#rrggbb`; buttons get black or white text, whichever stays readable. `""` goes back
     /// to the default.
     #[oai(nullable)]

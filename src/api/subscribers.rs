@@ -17,9 +17,10 @@ use super::fields::{
 };
 use super::statuses::{BODY, BY_ID, GUARD, RULE, Refusal, WRITES};
 use super::{ApiKeyAuth, Principal, State};
+use crate::domain::DomainError;
 use crate::domain::pagination::{Cursor, Page};
 use crate::domain::subscriber_export;
-use crate::domain::subscribers::{self, Changes, Filter, NewSubscriber, Subscriber};
+use crate::domain::subscribers::{self, Changes, Filter, GivenFields, NewSubscriber, Subscriber};
 
 #[derive(Tags)]
 enum ApiTags {
@@ -79,13 +80,15 @@ pub struct SubscriberFields {
 pub struct CreateBody {
     /// Required unless `subscriber` is given; trimmed and lowercased. Missing is 422
     /// `invalid_email`.
-    pub email: Option<Field<Email>>,
+    pub email: MaybeUndefined<Field<Email>>,
     #[oai(nullable)]
     pub name: Option<Field<SubscriberName>>,
     /// Tags of 1-50 characters; a tag given twice counts once; at most 100 different ones.
     #[oai(nullable)]
     pub tags: Option<Vec<Field<Tag>>>,
-    pub subscriber: Option<SubscriberFields>,
+    /// The same fields, wrapped: then the subscriber is the wrapper's, and top-level fields
+    /// beside it are checked but not used. `null` is 422.
+    pub subscriber: MaybeUndefined<SubscriberFields>,
     /// `true` mails the newsletter's welcome e-mail to a subscriber this request adds (not
     /// to one already present). Default `false`: subscribers added through the API get no mail.
     #[oai(nullable)]
@@ -99,17 +102,30 @@ impl AnyOf for EmailOrWrapper {
     const FIELDS: &'static [&'static str] = &["email", "subscriber"];
 }
 
-impl From<SubscriberFields> for NewSubscriber {
+impl From<SubscriberFields> for GivenFields {
     fn from(f: SubscriberFields) -> Self {
-        NewSubscriber {
-            email: f.email.0.map(String::from).unwrap_or_default(),
+        GivenFields {
+            // `null` is an address given as nothing: refused, not taken from the other form.
+            email: match f.email.0 {
+                MaybeUndefined::Value(email) => Some(email.into()),
+                MaybeUndefined::Null => Some(String::new()),
+                MaybeUndefined::Undefined => None,
+            },
             name: f.name.map(String::from),
             tags: f
                 .tags
-                .unwrap_or_default()
-                .into_iter()
-                .map(String::from)
-                .collect(),
+                .map(|tags| tags.into_iter().map(String::from).collect()),
+        }
+    }
+}
+
+impl From<SubscriberFields> for NewSubscriber {
+    fn from(f: SubscriberFields) -> Self {
+        let given = GivenFields::from(f);
+        NewSubscriber {
+            email: given.email.unwrap_or_default(),
+            name: given.name,
+            tags: given.tags.unwrap_or_default(),
             subscribed_at: None,
         }
     }
@@ -170,7 +186,7 @@ pub struct SubscriberListMeta {
     pub per_page: u32,
     /// Whether a next page exists.
     pub has_more: bool,
-    /// Pass as `cursor` (without `page`) for the next page: it continues after this page's
+    /// Pass as `cursor` for the next page: it continues after this page's
     /// last subscriber, so rows added or deleted meanwhile neither repeat nor skip any.
     /// Null on the last page. Opaque.
     #[oai(nullable)]
@@ -270,8 +286,8 @@ impl SubscribersApi {
     /// Subscribers, newest first.
     ///
     /// One page of subscribers, optionally of one status or tag. Follow `meta.next_cursor` (as
-    /// `cursor`, without `page`) to walk a list that changes meanwhile; a cursor the list did not
-    /// give, or `cursor` with `page`, is 422.
+    /// `cursor`) to walk a list that changes meanwhile: a cursor says where its page starts, so
+    /// `page` beside it is checked but does not move it; a cursor the list did not give is 422.
     #[oai(
         path = "/subscribers",
         method = "get",
@@ -289,13 +305,13 @@ impl SubscribersApi {
         status: Query<Option<Field<SubscriberStatusFilter>>>,
         /// Only subscribers with this tag.
         tag: Query<Option<String>>,
-        /// `meta.next_cursor` of the previous page, instead of `page`: the next rows after
-        /// it, however the list changed meanwhile.
+        /// `meta.next_cursor` of the previous page: the next rows after it, however the list
+        /// changed meanwhile (a `page` beside it does not move it).
         cursor: Query<Option<Field<ListCursor>>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
     ) -> Result<ListResponse, Refusal<{ GUARD | RULE }>> {
-        let cursor = Cursor::from_query(page.0.as_deref(), cursor.0.as_deref())?;
+        let cursor = Cursor::from_query(cursor.0.as_deref())?;
         let page = Page::parse(page.0.as_deref(), per_page.0.as_deref())?;
         let (nid, filter) = (
             p.newsletter_id,
@@ -362,14 +378,23 @@ impl SubscribersApi {
     ) -> Result<CreateResponse, Refusal<{ GUARD | BODY | WRITES }>> {
         let Json(OneRequired(body, ..)) = body;
         let send_welcome = body.send_welcome.unwrap_or(false);
-        let input: NewSubscriber = match body.subscriber {
-            Some(inner) => inner.into(),
-            None => SubscriberFields {
-                email: Required(body.email),
-                name: body.name,
-                tags: body.tags,
+        let top = SubscriberFields {
+            email: Required(body.email),
+            name: body.name,
+            tags: body.tags,
+        };
+        let input = match body.subscriber {
+            MaybeUndefined::Undefined => NewSubscriber::from(top),
+            MaybeUndefined::Null => {
+                return Err(DomainError::invalid(
+                    "subscriber",
+                    "must be an object (or left out, with the fields at the top level)",
+                )
+                .into());
             }
-            .into(),
+            MaybeUndefined::Value(inner) => {
+                NewSubscriber::from_both_forms(top.into(), inner.into())?
+            }
         };
         let nid = p.newsletter_id;
         let (s, created) = state
@@ -495,7 +520,8 @@ impl SubscribersApi {
     /// Adds up to 1000 subscribers at once.
     ///
     /// Each entry is checked on its own: the answer counts those created and those already present,
-    /// and lists the refused entries by position. More than 1000 entries are refused whole (422).
+    /// and lists the refused entries by position, so a request with entries that break the schema
+    /// still answers 200 and creates the valid ones. More than 1000 entries are refused whole (422).
     /// Counts in the bulk rate-limit bucket; sends no mail.
     #[oai(
         path = "/subscribers/bulk_create",

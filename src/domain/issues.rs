@@ -14,6 +14,7 @@ use super::newsletters::{self, Frequency, Newsletter};
 use super::pagination::{Page, invalid_filter};
 use super::time_zones::TimeZoneName;
 use super::urls::SiteUrls;
+use super::web_url::{self, Schemes};
 use super::{DomainError, DomainResult, ErrorCode, FieldErrors, clean_text, content, events};
 use crate::clock::{self, Timestamp};
 use crate::store::write_tx;
@@ -416,13 +417,16 @@ fn validate(input: &IssueInput, creating: bool) -> DomainResult<Valid> {
                     true,
                     TITLE_MAX,
                 );
-                let url = a.url.trim().to_string();
-                if !is_web_url(&url) {
-                    errors.add(
-                        &format!("articles[{i}].url"),
-                        "must be an absolute http(s) URL",
-                    );
-                }
+                let url = match web_url::check(&a.url, Schemes::HttpOrHttps, URL_MAX) {
+                    Ok(url) => url,
+                    Err(problem) => {
+                        errors.add(
+                            &format!("articles[{i}].url"),
+                            problem.message(URL_MAX, "must be an absolute http(s) URL"),
+                        );
+                        a.url.trim().to_string()
+                    }
+                };
                 let summary = clean_text(
                     &mut errors,
                     &format!("articles[{i}].summarized_article"),
@@ -453,12 +457,6 @@ fn validate(input: &IssueInput, creating: bool) -> DomainResult<Valid> {
         articles,
         audience,
     })
-}
-
-fn is_web_url(text: &str) -> bool {
-    url::Url::parse(text)
-        .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some())
-        && text.len() <= URL_MAX
 }
 
 /// The next slot of `frequency` strictly after `after`: 09:00 on the clocks of `zone` (the

@@ -37,6 +37,7 @@ pub mod time_zones;
 pub mod tracking;
 pub mod urls;
 pub mod verp;
+pub mod web_url;
 pub mod webhooks;
 pub mod welcome;
 

@@ -100,15 +100,12 @@ impl Cursor {
         format!("{}.{}", self.page, self.before_id)
     }
 
-    /// The `cursor` query value (empty is absent), refused together with `page`: they name
-    /// two different places to start.
-    pub fn from_query(page: Option<&str>, cursor: Option<&str>) -> DomainResult<Option<Cursor>> {
+    /// The `cursor` query value (empty is absent). Given with `page`, the cursor says where to
+    /// start (it carries its own page number): a client that keeps `page` among the parameters
+    /// it repeats still walks the list. `page` is checked all the same.
+    pub fn from_query(cursor: Option<&str>) -> DomainResult<Option<Cursor>> {
         match cursor.map(str::trim).filter(|c| !c.is_empty()) {
             None => Ok(None),
-            Some(_) if page.is_some() => Err(DomainError::invalid(
-                "cursor",
-                "cannot be combined with page (follow meta.next_cursor alone)",
-            )),
             Some(text) => Cursor::parse(text).map(Some),
         }
     }

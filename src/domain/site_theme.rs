@@ -5,6 +5,7 @@
 
 use rusqlite::Connection;
 
+use super::web_url::{self, Schemes};
 use super::{DomainResult, FieldErrors};
 
 /// The longest logo URL, in characters.
@@ -107,36 +108,26 @@ pub fn check(changes: &ThemeChanges, errors: &mut FieldErrors) -> CheckedTheme {
         }
         color
     });
-    let logo_url = changes.logo_url.as_deref().map(str::trim).map(|raw| {
-        if raw.is_empty() {
+    let logo_url = changes.logo_url.as_deref().map(|raw| {
+        if raw.trim().is_empty() {
             return None;
         }
-        match logo_problem(raw) {
-            Some(problem) => {
-                errors.add("logo_url", problem);
+        // https only: the site's policy loads no other images, and a reader's browser would
+        // warn of mixed content.
+        match web_url::check(raw, Schemes::HttpsOnly, LOGO_URL_MAX) {
+            Ok(url) => Some(url),
+            Err(problem) => {
+                errors.add(
+                    "logo_url",
+                    problem.message(LOGO_URL_MAX, "must be an https:// address of an image"),
+                );
                 None
             }
-            None => Some(raw.to_string()),
         }
     });
     CheckedTheme {
         accent_color,
         logo_url,
-    }
-}
-
-/// Why `raw` cannot be a logo's address: https only (the site's policy loads no other
-/// images, and a reader's browser would warn of mixed content), with a host, bounded.
-fn logo_problem(raw: &str) -> Option<String> {
-    if raw.chars().count() > LOGO_URL_MAX {
-        return Some(format!("must be at most {LOGO_URL_MAX} characters"));
-    }
-    match url::Url::parse(raw) {
-        Ok(url) if url.scheme() == "https" && url.host_str().is_some_and(|h| !h.is_empty()) => {
-            (!url.username().is_empty() || url.password().is_some())
-                .then(|| "must not contain a user name or password".to_string())
-        }
-        _ => Some("must be an https:// address of an image".to_string()),
     }
 }
 

@@ -397,6 +397,36 @@ pub struct NewSubscriber {
     pub subscribed_at: Option<Timestamp>,
 }
 
+/// The fields of a create as one form of the request gives them, each possibly left out.
+#[derive(Debug, Clone, Default)]
+pub struct GivenFields {
+    pub email: Option<String>,
+    pub name: Option<String>,
+    pub tags: Option<Vec<String>>,
+}
+
+impl NewSubscriber {
+    /// A create that gives the subscriber inside a wrapper and has top-level fields beside it
+    /// (the API takes either form, and a request may carry both): the wrapper is the
+    /// subscriber, and the top-level values are checked all the same, so a bad value is never
+    /// passed over unseen.
+    pub fn from_both_forms(top: GivenFields, wrapped: GivenFields) -> DomainResult<NewSubscriber> {
+        let subscriber = NewSubscriber {
+            email: wrapped.email.unwrap_or_default(),
+            name: wrapped.name,
+            tags: wrapped.tags.unwrap_or_default(),
+            subscribed_at: None,
+        };
+        validate(&NewSubscriber {
+            email: top.email.unwrap_or_else(|| subscriber.email.clone()),
+            name: top.name,
+            tags: top.tags.unwrap_or_default(),
+            subscribed_at: None,
+        })?;
+        Ok(subscriber)
+    }
+}
+
 fn clean_name(errors: &mut FieldErrors, name: Option<&str>) -> Option<String> {
     // Lengths count what was sent, spaces included (the document's `maxLength`).
     let too_long = name.is_some_and(|n| n.chars().count() > NAME_MAX);

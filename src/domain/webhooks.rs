@@ -7,6 +7,7 @@ use rusqlite::{Connection, OptionalExtension, Row};
 use serde_json::{Value, json};
 use time::{Duration, OffsetDateTime};
 
+use super::web_url::{self, Schemes};
 use super::{DomainError, DomainResult, ErrorCode, FieldErrors, events};
 use crate::clock::{self, Timestamp};
 use crate::store::write_tx;
@@ -87,29 +88,25 @@ fn new_secret() -> String {
 }
 
 fn clean_url(errors: &mut FieldErrors, raw: &str, policy: UrlPolicy<'_>) -> String {
-    let url = raw.trim().to_string();
-    if url.is_empty() {
+    if raw.trim().is_empty() {
         errors.add("url", "can't be blank");
-        return url;
+        return String::new();
     }
-    if url.chars().count() > URL_MAX {
-        errors.add(
-            "url",
-            format!("is too long (maximum is {URL_MAX} characters)"),
-        );
-        return url;
-    }
-    match url::Url::parse(&url) {
-        Ok(parsed) if matches!(parsed.scheme(), "http" | "https") && parsed.host().is_some() => {
-            if !parsed.username().is_empty() || parsed.password().is_some() {
-                errors.add("url", "must not contain a user name or password");
-            } else if let Err(reason) = policy(&url) {
+    match web_url::check(raw, Schemes::HttpOrHttps, URL_MAX) {
+        Ok(url) => {
+            if let Err(reason) = policy(&url) {
                 errors.add("url", reason);
             }
+            url
         }
-        _ => errors.add("url", "must be an absolute http or https URL"),
+        Err(problem) => {
+            errors.add(
+                "url",
+                problem.message(URL_MAX, "must be an absolute http or https URL"),
+            );
+            raw.trim().to_string()
+        }
     }
-    url
 }
 
 fn clean_events(errors: &mut FieldErrors, raw: &[String]) -> Vec<String> {

@@ -642,6 +642,30 @@ fn api_issues_send_now_checks_in_the_decided_order() {
         Vec::new(),
     );
     resp.expect(200);
+    // ...and so is `null`, which the document states (a nullable body).
+    let fourth = create_issue(
+        &owner,
+        json!({"subject": "Fourth", "status": "approved", "content_markdown": "hi"}),
+    );
+    let resp = owner.client.api_raw(
+        "POST",
+        &format!("/issues/{}/send_now", fourth["id"]),
+        &owner.key,
+        "application/json",
+        b"null".to_vec(),
+    );
+    resp.expect(200);
+    // A `null` subject is a blank one, on update as on create: refused, nothing changed.
+    let draft = create_issue(&owner, json!({"subject": "Fifth"}));
+    let resp = owner.patch(
+        &format!("/issues/{}", draft["id"]),
+        &json!({"issue": {"subject": null}}),
+    );
+    assert_eq!(resp.error_code(422), "validation_error");
+    assert_eq!(
+        owner.get(&format!("/issues/{}", draft["id"])).json()["subject"],
+        "Fifth"
+    );
 }
 
 #[test]

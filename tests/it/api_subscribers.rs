@@ -55,6 +55,33 @@ fn api_subscribers_create_show_update_delete() {
     assert_eq!(bob["name"], Value::Null);
     assert_eq!(bob["tags"], json!(["x"]));
 
+    // Both forms at once: the wrapper is the subscriber, the top-level fields beside it are
+    // checked but not used, and a bad value at either level is refused, creating nothing.
+    let resp = owner.post(
+        "/subscribers",
+        &json!({"email": "top@example.com", "name": "Top Name", "tags": ["top"],
+                "subscriber": {"email": "cat@example.com", "tags": ["inner"]}}),
+    );
+    resp.expect(201);
+    let cat = resp.json();
+    assert_eq!(
+        (&cat["email"], &cat["name"], &cat["tags"]),
+        (&json!("cat@example.com"), &Value::Null, &json!(["inner"]))
+    );
+    for body in [
+        json!({"email": "dan@example.com", "tags": ["bad\u{9b}"], "subscriber": {"tags": ["ok"]}}),
+        json!({"email": "nope", "subscriber": {"email": "dan@example.com"}}),
+        json!({"email": "dan@example.com", "subscriber": null}),
+        json!({"email": "dan@example.com", "subscriber": {"name": "Dan"}}),
+        json!({"email": "dan@example.com", "subscriber": {"email": null}}),
+    ] {
+        let resp = owner.post("/subscribers", &body);
+        assert!(resp.status == 422, "{body}: {}", resp.status);
+        assert!(resp.json()["errors"].is_array(), "{body}");
+    }
+    let listed = owner.get("/subscribers?per_page=100").json();
+    assert!(!listed.to_string().contains("dan@example.com"), "{listed}");
+
     // Invalid addresses.
     for email in [
         "",
@@ -83,8 +110,8 @@ fn api_subscribers_create_show_update_delete() {
     assert_eq!(resp.error_code(422), "validation_error");
     assert_eq!(
         app.count("SELECT count(*) FROM subscribers"),
-        2,
-        "refused creates change nothing"
+        3,
+        "refused creates change nothing (ann, bob and cat only)"
     );
 
     // Show: a top-level object.
@@ -311,6 +338,13 @@ fn api_subscribers_list_filters_and_pagination() {
         by_cursor["meta"],
         json!({"page": 2, "per_page": 25, "has_more": false, "next_cursor": null})
     );
+    // A client that repeats `page` beside the cursor still walks on: the cursor says where.
+    assert_eq!(
+        owner
+            .get(&format!("/subscribers?page=1&cursor={cursor}"))
+            .json(),
+        by_cursor
+    );
     let small = owner.get("/subscribers?per_page=7&page=2").json();
     assert_eq!(ids(&small), newest_first[7..14]);
     assert_eq!(small["meta"]["page"], 2);
@@ -360,7 +394,7 @@ fn api_subscribers_list_filters_and_pagination() {
         "page=-2",
         "cursor=x",
         "cursor=2.0",
-        "page=2&cursor=2.5",
+        "page=0&cursor=2.5",
     ] {
         assert_eq!(
             owner.get(&format!("/subscribers?{query}")).error_code(422),
