@@ -29,7 +29,7 @@
 //! shell) shows what each table and index takes.
 
 use std::io::{BufWriter, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
@@ -171,18 +171,6 @@ fn import(data_dir: &Path, subdomain: &str, csv: &Path) -> Measured {
         .spawn()
         .expect("running broadsheet import");
     measure(child, started)
-}
-
-/// The sqlite3 shell, found or installed by `scripts/install-sqlite3.sh`.
-fn sqlite3() -> PathBuf {
-    let script = support::repository().join("scripts/install-sqlite3.sh");
-    let out = Command::new("sh")
-        .arg(script)
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("running scripts/install-sqlite3.sh");
-    assert!(out.status.success(), "scripts/install-sqlite3.sh failed");
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
 /// The ceiling's script: the same rows into the same schema, as plain SQL in one transaction.
@@ -367,7 +355,7 @@ fn main() {
         sizes.push(1_000_000);
     }
     support::binary(); // stops here, saying how to build it, when it is missing
-    let shell = sqlite3();
+    let shell = support::sqlite3();
     let mut runs = Vec::new();
     for rows in sizes {
         let run = bench(&shell, rows, rounds);

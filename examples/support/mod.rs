@@ -27,6 +27,19 @@ pub fn repository() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."))
 }
 
+/// The sqlite3 shell (the ceiling of the database benchmarks), found or installed by
+/// `scripts/install-sqlite3.sh`.
+pub fn sqlite3() -> PathBuf {
+    let script = repository().join("scripts/install-sqlite3.sh");
+    let out = Command::new("sh")
+        .arg(script)
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("running scripts/install-sqlite3.sh");
+    assert!(out.status.success(), "scripts/install-sqlite3.sh failed");
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
 /// The release binary (`target/release/broadsheet` of the repository, or `$BROADSHEET_BIN`).
 pub fn binary() -> PathBuf {
     let binary = std::env::var_os("BROADSHEET_BIN")

@@ -563,8 +563,8 @@ impl SubscribersApi {
     /// first; at most 10,000, `deliveries_total` counts them all and `note` says when some were
     /// left out), `events` (their history, oldest first: `subscriber.created`, `email.sent`,
     /// `email.opened`, `email.clicked`, `email.bounced`, `email.unsubscribed`), `webhook_events`
-    /// (the stored webhook events naming them, newest first; `webhook_events_note` says when the
-    /// search was bounded) and `exported_at`.
+    /// (the stored webhook events naming them, newest first; at most 10,000, and
+    /// `webhook_events_note` says when more were left out) and `exported_at`.
     #[oai(
         path = "/subscribers/:id/export",
         method = "get",

@@ -57,15 +57,37 @@ pub fn record(
     if !wanted(conn, newsletter_id, kind)? {
         return Ok(None);
     }
-    const INSERT: &str =
-        "INSERT INTO events (newsletter_id, kind, payload, created_at) VALUES (?1, ?2, ?3, ?4)";
     let now = Timestamp::now();
     let body = envelope(conn, newsletter_id, kind, now, data)?.to_string();
-    conn.prepare_cached(INSERT)?
-        .execute((newsletter_id, kind, &body, &now))?;
-    let id = conn.last_insert_rowid();
+    let id = store(conn, newsletter_id, kind, &body, now)?;
     super::webhooks::fan_out(conn, newsletter_id, id, kind, &body)?;
     Ok(Some(id))
+}
+
+/// Inserts the event whose envelope is `body`, with the subscriber it names for data
+/// requests (the rule is migration 0022's): its `subscription_id`, else its delivery's
+/// subscriber, else who has its address now; returns its id.
+pub(super) fn store(
+    conn: &Connection,
+    newsletter_id: i64,
+    kind: &str,
+    body: &str,
+    at: Timestamp,
+) -> DomainResult<i64> {
+    const INSERT: &str =
+        "INSERT INTO events (newsletter_id, kind, payload, created_at, subscriber_id)
+         VALUES (?1, ?2, ?3, ?4, CASE
+             WHEN ?3 ->> '$.data.subscription_id' IS NOT NULL
+                 THEN ?3 ->> '$.data.subscription_id'
+             WHEN ?3 ->> '$.data.delivery_id' IS NOT NULL
+                 THEN (SELECT subscriber_id FROM deliveries WHERE id = ?3 ->> '$.data.delivery_id')
+             WHEN ?3 ->> '$.data.email' IS NOT NULL
+                 THEN (SELECT id FROM subscribers
+                       WHERE newsletter_id = ?1 AND email = ?3 ->> '$.data.email')
+             END)";
+    conn.prepare_cached(INSERT)?
+        .execute((newsletter_id, kind, body, &at))?;
+    Ok(conn.last_insert_rowid())
 }
 
 /// Whether [`record`] would record `kind` for the newsletter now.

@@ -7,13 +7,12 @@
 //!
 //! Bounded: a subscriber has one delivery per issue sent to them, read newest first through
 //! the `deliveries_subscriber` index, and at most [`DELIVERIES_KEPT`] are included; beyond
-//! that the document says how many were left out. The `events` table has no index by
-//! subscriber (its payloads are JSON, kept 30 days), so the export searches the newest
-//! [`EVENTS_SEARCHED`] events of the installation, lists at most
-//! [`EVENTS_KEPT`] and says when either bound was reached. docs/subscribers.md ("Data
-//! requests").
+//! that the document says how many were left out. Stored webhook events are read through
+//! `events_subscriber` (each event keeps the subscriber it names, migration 0022), newest
+//! first, at most [`EVENTS_KEPT`], and the document says when more were left out.
+//! docs/subscribers.md ("Data requests").
 
-use rusqlite::{Connection, OptionalExtension, Row};
+use rusqlite::{Connection, Row};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -26,10 +25,6 @@ pub const DELIVERIES_KEPT: u64 = 10_000;
 
 /// Stored webhook events one export lists at most, newest first.
 pub const EVENTS_KEPT: usize = 10_000;
-
-/// Events (of every newsletter, newest first) one export reads at most while looking for the
-/// subscriber's: about 0.15 s of CPU. Past it the document says from when on it searched.
-pub const EVENTS_SEARCHED: i64 = 100_000;
 
 crate::string_enum!(
     /// A delivery's state, as `deliveries.status` keeps it (docs/sending.md).
@@ -97,7 +92,7 @@ pub struct SubscriberExport {
     pub events: Vec<Event>,
     /// The stored webhook events that name the subscriber, newest first.
     pub webhook_events: Vec<StoredEvent>,
-    /// Says how the search for them was bounded, when a bound was reached.
+    /// Says how many were left out, when more than [`EVENTS_KEPT`] name the subscriber.
     pub webhook_events_note: Option<String>,
 }
 
@@ -156,74 +151,48 @@ pub fn export(
     })
 }
 
-/// The webhook events of the newsletter that name `s`, newest first, and a note when the
-/// search or the list was cut. An event names the subscriber by its `subscription_id`
-/// (`subscriber.*`, an unsubscribe from a welcome e-mail), by the `delivery_id` of one of its
-/// deliveries (`email.*`), or, carrying neither, by its current address (a complaint about
-/// no delivery); an address another subscriber had is never enough.
+/// The stored webhook events naming subscriber ?2 of newsletter ?1, newest first, at most ?3:
+/// along `events_subscriber`, this subscriber's rows only.
+const NAMING: &str = "SELECT id, kind, created_at, payload ->> '$.data' FROM events
+     WHERE subscriber_id = ?2 AND newsletter_id = ?1
+     ORDER BY created_at DESC, id DESC LIMIT ?3";
+
+/// The webhook events of the newsletter that name `s`, newest first, and a note when the list
+/// was cut. Each event keeps the subscriber it names (`events.subscriber_id`, filled by
+/// `events::record`): by its `subscription_id` (`subscriber.*`, an unsubscribe from a welcome
+/// e-mail), by the `delivery_id` of one of its deliveries (`email.*`), or, carrying neither,
+/// by the address it had when the event was recorded (a complaint about no delivery); an
+/// address another subscriber had is never enough.
 fn stored_events(
     conn: &Connection,
     newsletter_id: i64,
     s: &Subscriber,
 ) -> DomainResult<(Vec<StoredEvent>, Option<String>)> {
-    // Newest first along `events_created`, at most EVENTS_SEARCHED of them.
-    const NAMING: &str = "SELECT e.id, e.kind, e.created_at, e.payload ->> '$.data' FROM (
-             SELECT id, newsletter_id, kind, payload, created_at FROM events
-             ORDER BY created_at DESC, id DESC LIMIT ?2) e
-         WHERE e.newsletter_id = ?1 AND (
-             e.payload ->> '$.data.subscription_id' = ?3
-             OR e.payload ->> '$.data.delivery_id' IN
-                 (SELECT id FROM deliveries WHERE subscriber_id = ?3)
-             OR (e.payload ->> '$.data.email' = ?4
-                 AND e.payload ->> '$.data.subscription_id' IS NULL
-                 AND e.payload ->> '$.data.delivery_id' IS NULL))
-         ORDER BY e.created_at DESC, e.id DESC LIMIT ?5";
-    // The newest event the search did not reach, if any.
-    const BEYOND: &str =
-        "SELECT created_at FROM events ORDER BY created_at DESC, id DESC LIMIT 1 OFFSET ?1";
     let mut events = conn
         .prepare(NAMING)?
-        .query_map(
-            (
-                newsletter_id,
-                EVENTS_SEARCHED,
-                s.id,
-                &s.email,
-                EVENTS_KEPT as i64 + 1,
-            ),
-            |row| {
-                let data: String = row.get(3)?;
-                Ok(StoredEvent {
-                    id: row.get(0)?,
-                    event: row.get(1)?,
-                    at: row.get(2)?,
-                    data: serde_json::from_str(&data).map_err(|e| {
-                        rusqlite::Error::FromSqlConversionFailure(
-                            3,
-                            rusqlite::types::Type::Text,
-                            e.into(),
-                        )
-                    })?,
-                })
-            },
-        )?
+        .query_map((newsletter_id, s.id, EVENTS_KEPT as i64 + 1), |row| {
+            let data: String = row.get(3)?;
+            Ok(StoredEvent {
+                id: row.get(0)?,
+                event: row.get(1)?,
+                at: row.get(2)?,
+                data: serde_json::from_str(&data).map_err(|e| {
+                    rusqlite::Error::FromSqlConversionFailure(
+                        3,
+                        rusqlite::types::Type::Text,
+                        e.into(),
+                    )
+                })?,
+            })
+        })?
         .collect::<Result<Vec<_>, _>>()?;
-    let mut notes = Vec::new();
-    if events.len() > EVENTS_KEPT {
+    let note = (events.len() > EVENTS_KEPT).then(|| {
         events.truncate(EVENTS_KEPT);
-        notes.push(format!(
+        format!(
             "more than {EVENTS_KEPT} stored webhook events name this subscriber; the newest {EVENTS_KEPT} are listed"
-        ));
-    }
-    let beyond: Option<Timestamp> = conn
-        .query_row(BEYOND, [EVENTS_SEARCHED], |r| r.get(0))
-        .optional()?;
-    if let Some(at) = beyond {
-        notes.push(format!(
-            "the newest {EVENTS_SEARCHED} webhook events were searched; events recorded at or before {at} were not"
-        ));
-    }
-    Ok((events, (!notes.is_empty()).then(|| notes.join("; "))))
+        )
+    });
+    Ok((events, note))
 }
 
 /// The subscriber's history from the record and the deliveries, oldest first.
@@ -309,28 +278,46 @@ mod tests {
     }
 
     /// Inserts a stored event of newsletter 1 with `data` in its payload.
+    /// Stores event `id` (the next one) as `events::record` does.
     fn stored(conn: &Connection, id: i64, kind: &str, data: Value) {
         let payload = serde_json::json!({"event": kind, "data": data}).to_string();
-        conn.execute(
-            "INSERT INTO events (id, newsletter_id, kind, payload, created_at)
-             VALUES (?1, 1, ?2, ?3, '2030-01-01T09:00:00.000Z')",
-            (id, kind, payload),
-        )
-        .unwrap();
+        let at = Timestamp::parse("2030-01-01T09:00:00.000Z").unwrap();
+        let stored = crate::domain::events::store(conn, 1, kind, &payload, at).unwrap();
+        assert_eq!(stored, id);
+    }
+
+    /// The events are read along their index by subscriber, whatever else the table holds.
+    #[test]
+    fn stored_webhook_events_are_read_through_the_subscriber_index() {
+        let conn = crate::domain::testing::db_with_newsletter("paid");
+        let plan: Vec<String> = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {NAMING}"))
+            .unwrap()
+            .query_map((1, 1, 10), |row| row.get(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            plan,
+            vec!["SEARCH events USING INDEX events_subscriber (subscriber_id=?)"]
+        );
     }
 
     #[test]
     fn stored_webhook_events_are_the_ones_naming_the_subscriber() {
         use serde_json::json;
         let mut conn = crate::domain::testing::db_with_newsletter("paid");
-        let mut add = |email: &str| {
+        let add = |conn: &mut Connection, email: &str| {
             let new = subscribers::NewSubscriber {
                 email: email.into(),
                 ..Default::default()
             };
-            subscribers::create(&mut conn, 1, &new).unwrap().0.id
+            subscribers::create(conn, 1, &new).unwrap().0.id
         };
-        let (ann, bob) = (add("ann@example.com"), add("bob@example.com"));
+        let (ann, bob) = (
+            add(&mut conn, "ann@example.com"),
+            add(&mut conn, "bob@example.com"),
+        );
         conn.execute_batch(
             "INSERT INTO issues (id, newsletter_id, subject, path, created_at, updated_at)
              VALUES (7, 1, 'First', 'first', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z');",
@@ -389,20 +376,40 @@ mod tests {
             .collect();
         assert_eq!(bobs, vec![4, 2]);
 
-        // Past the search's bound the note says from when on it looked.
+        // An address-only event names who had the address when it was recorded: not Ann's
+        // successor at that address once she is gone.
+        subscribers::delete(&mut conn, 1, ann).unwrap();
+        let cat = add(&mut conn, "ann@example.com");
+        stored(
+            &conn,
+            7,
+            "email.unsubscribed",
+            json!({"email": "ann@example.com", "reason": "complaint"}),
+        );
+        let cats: Vec<i64> = super::export(&conn, 1, cat)
+            .unwrap()
+            .webhook_events
+            .iter()
+            .map(|e| e.id)
+            .collect();
+        assert_eq!(cats, vec![7]);
+
+        // Past EVENTS_KEPT the newest are listed and the note says so.
         conn.execute(
             "WITH RECURSIVE n(i) AS (SELECT 100 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
-             INSERT INTO events (id, newsletter_id, kind, payload, created_at)
-             SELECT i, 1, 'issue.sent', '{\"data\":{}}', '2030-02-01T00:00:00.000Z' FROM n",
-            [100 + EVENTS_SEARCHED],
+             INSERT INTO events (id, newsletter_id, kind, payload, created_at, subscriber_id)
+             SELECT i, 1, 'email.opened', '{\"data\":{}}', '2030-02-01T00:00:00.000Z', ?2
+             FROM n",
+            (100 + EVENTS_KEPT as i64, cat),
         )
         .unwrap();
-        let export = super::export(&conn, 1, ann).unwrap();
-        assert_eq!(export.webhook_events, vec![]);
+        let export = super::export(&conn, 1, cat).unwrap();
+        assert_eq!(export.webhook_events.len(), EVENTS_KEPT);
+        assert_eq!(export.webhook_events[0].id, 100 + EVENTS_KEPT as i64);
         assert_eq!(
             export.webhook_events_note.as_deref(),
             Some(
-                "the newest 100000 webhook events were searched; events recorded at or before 2030-02-01T00:00:00.000Z were not"
+                "more than 10000 stored webhook events name this subscriber; the newest 10000 are listed"
             )
         );
     }

@@ -87,6 +87,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0021_ids_never_reused",
         include_str!("../../migrations/0021_ids_never_reused.sql"),
     ),
+    (
+        "0022_events_by_subscriber",
+        include_str!("../../migrations/0022_events_by_subscriber.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.
@@ -155,23 +159,36 @@ mod tests {
         assert_eq!(count as usize, MIGRATIONS.len());
     }
 
-    /// Migration 0011 fills its counters from the rows already there: each equals a recount,
-    /// and the history of active subscribers is rebuilt as the growth chart rebuilt it.
-    #[test]
-    fn the_counters_start_from_the_rows_already_there() {
+    /// A database as the migrations before `name` left it, with `rows` (SQL) added, then
+    /// migrated the rest of the way as an upgrade would: the connection and the names applied.
+    fn upgraded_from_before(name: &str, rows: &str) -> (Connection, Vec<&'static str>) {
         let mut conn = Connection::open_in_memory().unwrap();
         conn.pragma_update(None, "foreign_keys", true).unwrap();
-        let before = MIGRATIONS
-            .iter()
-            .position(|(name, _)| *name == "0011_counters")
-            .unwrap();
-        let (old, _) = MIGRATIONS.split_at(before);
+        let at = MIGRATIONS.iter().position(|(n, _)| *n == name).unwrap();
+        let (old, _) = MIGRATIONS.split_at(at);
         for (_, sql) in old {
             conn.execute_batch(sql).unwrap();
         }
         conn.execute_batch(
-            "CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL);
-             INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('o@x.co', 'h', 'n', 'n');
+            "CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL);",
+        )
+        .unwrap();
+        conn.execute_batch(rows).unwrap();
+        for (name, _) in old {
+            conn.execute("INSERT INTO schema_migrations VALUES (?1, 'n')", [name])
+                .unwrap();
+        }
+        let applied = migrate(&mut conn).unwrap();
+        (conn, applied)
+    }
+
+    /// Migration 0011 fills its counters from the rows already there: each equals a recount,
+    /// and the history of active subscribers is rebuilt as the growth chart rebuilt it.
+    #[test]
+    fn the_counters_start_from_the_rows_already_there() {
+        let (conn, applied) = upgraded_from_before(
+            "0011_counters",
+            "INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('o@x.co', 'h', 'n', 'n');
              INSERT INTO newsletters (owner_id, name, subdomain, tier, bounce_token, created_at, updated_at) VALUES
                (1, 'N', 'n', 'paid', 'bt', 'n', 'n'), (1, 'Empty', 'e', 'free', 'bt2', 'n', 'n');
              WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < 3000)
@@ -198,13 +215,8 @@ mod tests {
              INSERT INTO deliveries (issue_id, subscriber_id, email, status, created_at)
              SELECT 2, id, email, CASE id % 4 WHEN 0 THEN 'sending' WHEN 1 THEN 'failed' ELSE 'pending' END, 'n'
              FROM subscribers WHERE status = 'active';",
-        )
-        .unwrap();
-        for (name, _) in old {
-            conn.execute("INSERT INTO schema_migrations VALUES (?1, 'n')", [name])
-                .unwrap();
-        }
-        migrate(&mut conn).unwrap();
+        );
+        assert_eq!(applied.first(), Some(&"0011_counters"));
         let wrong = crate::domain::testing::counter_mismatches(&conn);
         assert!(wrong.is_empty(), "{wrong:#?}");
         // Bounced subscribers left on their delivery's bounce (03-07), unsubscribed ones on
@@ -236,28 +248,17 @@ mod tests {
 
     #[test]
     fn rebuilding_a_table_keeps_the_rows_that_reference_it() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        conn.pragma_update(None, "foreign_keys", true).unwrap();
-        let (old, new) = MIGRATIONS.split_at(6);
-        for (_, sql) in old {
-            conn.execute_batch(sql).unwrap();
-        }
-        conn.execute_batch(
-            "CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL);
-             INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('o@x.co', 'h', 'n', 'n');
+        let (conn, applied) = upgraded_from_before(
+            MIGRATIONS[6].0,
+            "INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('o@x.co', 'h', 'n', 'n');
              INSERT INTO newsletters (owner_id, name, subdomain, tier, bounce_token, created_at, updated_at)
                VALUES (1, 'N', 'n', 'paid', 'bt', 'n', 'n');
              INSERT INTO issues (newsletter_id, subject, status, path, created_at, updated_at)
                VALUES (1, 'S', 'sending', 's', 'n', 'n');
              INSERT INTO articles (issue_id, position, title, url, summarized_article) VALUES (1, 1, 'A', 'https://a.example', '');
              INSERT INTO deliveries (issue_id, email, status, created_at) VALUES (1, 'a@x.co', 'sending', 'n');",
-        )
-        .unwrap();
-        for (name, _) in old {
-            conn.execute("INSERT INTO schema_migrations VALUES (?1, 'n')", [name])
-                .unwrap();
-        }
-        assert_eq!(migrate(&mut conn).unwrap().len(), new.len());
+        );
+        assert_eq!(applied.len(), MIGRATIONS.len() - 6);
         let rows: (i64, i64, i64) = conn
             .query_row(
                 "SELECT (SELECT count(*) FROM issues), (SELECT count(*) FROM articles), (SELECT count(*) FROM deliveries)",
@@ -278,18 +279,9 @@ mod tests {
 
     #[test]
     fn lean_storage_keeps_subscribers_tags_and_deliverable_events() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        let at = MIGRATIONS
-            .iter()
-            .position(|(name, _)| *name == "0010_lean_storage")
-            .unwrap();
-        let (old, new) = MIGRATIONS.split_at(at);
-        for (_, sql) in old {
-            conn.execute_batch(sql).unwrap();
-        }
-        conn.execute_batch(
-            "CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL);
-             INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('o@x.co', 'h', 'n', 'n');
+        let (conn, applied) = upgraded_from_before(
+            "0010_lean_storage",
+            "INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('o@x.co', 'h', 'n', 'n');
              INSERT INTO newsletters (owner_id, name, subdomain, tier, bounce_token, created_at, updated_at)
                VALUES (1, 'N', 'n', 'paid', 'bt', 'n', 'n');
              INSERT INTO subscribers (id, newsletter_id, email, name, status, subscribed_at, unsubscribed_at, created_at, updated_at)
@@ -305,13 +297,9 @@ mod tests {
                VALUES (1, 1, 'subscriber.created', '{}', 'n'), (2, 1, 'issue.sent', '{}', 'n');
              INSERT INTO webhook_deliveries (subscription_id, event_id, uid, event, body, created_at, updated_at)
                VALUES (1, 2, 'msg_1', 'issue.sent', '{}', 'n', 'n');",
-        )
-        .unwrap();
-        for (name, _) in old {
-            conn.execute("INSERT INTO schema_migrations VALUES (?1, 'n')", [name])
-                .unwrap();
-        }
-        assert_eq!(migrate(&mut conn).unwrap().len(), new.len());
+        );
+        assert_eq!(applied.first(), Some(&"0010_lean_storage"));
+        assert_eq!(applied.len(), MIGRATIONS.len() - 9);
         // Each row as text, NULL as "-".
         let rows: Vec<String> = conn
             .prepare(
@@ -361,6 +349,53 @@ mod tests {
         assert_eq!(
             count("SELECT count(*) FROM deliveries WHERE subscriber_id = 9"),
             1
+        );
+    }
+
+    /// Migration 0022 gives each kept event the subscriber it names: by `subscription_id`
+    /// (a deleted subscriber's id too), else by its delivery's subscriber, else by who has its
+    /// address in that newsletter; other events name no one.
+    #[test]
+    fn events_learn_the_subscriber_they_name() {
+        let (conn, applied) = upgraded_from_before(
+            "0022_events_by_subscriber",
+            "INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('o@x.co', 'h', 'n', 'n');
+             INSERT INTO newsletters (owner_id, name, subdomain, tier, bounce_token, created_at, updated_at)
+               VALUES (1, 'N', 'n', 'paid', 'bt', 'n', 'n'), (1, 'M', 'm', 'paid', 'bt2', 'n', 'n');
+             INSERT INTO subscribers (id, newsletter_id, email, created_at)
+               VALUES (5, 1, 'ann@x.co', 'n'), (6, 1, 'bob@x.co', 'n'), (8, 2, 'ann@x.co', 'n');
+             INSERT INTO issues (id, newsletter_id, subject, path, created_at, updated_at)
+               VALUES (3, 1, 'I', 'i', 'n', 'n');
+             INSERT INTO deliveries (id, issue_id, subscriber_id, email, status, created_at)
+               VALUES (70, 3, 6, 'ann@x.co', 'sent', 'n');
+             INSERT INTO events (id, newsletter_id, kind, payload, created_at) VALUES
+               (1, 1, 'subscriber.deleted', '{\"data\":{\"subscription_id\":9,\"email\":\"ann@x.co\"}}', 'n'),
+               (2, 1, 'email.opened', '{\"data\":{\"delivery_id\":70,\"email\":\"ann@x.co\"}}', 'n'),
+               (3, 1, 'email.unsubscribed', '{\"data\":{\"email\":\"ann@x.co\"}}', 'n'),
+               (4, 2, 'email.unsubscribed', '{\"data\":{\"email\":\"ann@x.co\"}}', 'n'),
+               (5, 1, 'email.opened', '{\"data\":{\"delivery_id\":71,\"email\":\"ann@x.co\"}}', 'n'),
+               (6, 1, 'issue.sent', '{\"data\":{\"id\":3}}', 'n');",
+        );
+        assert_eq!(applied, vec!["0022_events_by_subscriber"]);
+        let named: Vec<(i64, Option<i64>)> = conn
+            .prepare("SELECT id, subscriber_id FROM events ORDER BY id")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            named,
+            vec![
+                (1, Some(9)),
+                (2, Some(6)),
+                (3, Some(5)),
+                (4, Some(8)),
+                (5, None),
+                (6, None)
+            ],
+            "by subscription_id, by delivery (bob's, though to ann's address), by address in \
+             its own newsletter; a delivery no longer kept and an issue event name no one"
         );
     }
 }
