@@ -65,24 +65,34 @@ impl Problem {
     }
 }
 
+/// The alternatives of a label starting with `x`: `x`, `xn`, `xn-` alone or followed by anything
+/// but what would make `xn--` (a macro, as `concat!` takes only literals).
+macro_rules! x_but_not_xn_dash_dash {
+    () => {
+        concat!(
+            "|[xX](?:[A-MO-Za-mo-z0-9-][A-Za-z0-9-]*)?",
+            "|[xX][nN](?:[A-Za-z0-9][A-Za-z0-9-]*)?",
+            "|[xX][nN]-(?:[A-Za-z0-9][A-Za-z0-9-]*)?"
+        )
+    };
+}
+
 /// A host name's label other than the last: letters, digits and hyphens, not starting `xn--`
 /// (the URL parser decodes such a label as Punycode, which most spellings are not; a real
 /// `xn--` name goes to the parser, see [`beyond_the_pattern`]). Written without look-ahead,
 /// which not every regular-expression dialect reads: a label starting with anything but `x`,
-/// or `x`, `xn`, `xn-` alone or followed by anything but what would make `xn--`.
+/// or one of the alternatives of `x_but_not_xn_dash_dash!`.
 const LABEL: &str = concat!(
     "(?:[A-WYZa-wyz0-9-][A-Za-z0-9-]*",
-    "|[xX](?:[A-MO-Za-mo-z0-9-][A-Za-z0-9-]*)?",
-    "|[xX][nN](?:[A-Za-z0-9][A-Za-z0-9-]*)?",
-    "|[xX][nN]-(?:[A-Za-z0-9][A-Za-z0-9-]*)?)"
+    x_but_not_xn_dash_dash!(),
+    ")"
 );
 /// The last label: as [`LABEL`], starting with a letter (the URL standard reads a last label
 /// of digits, or `0x…`, as an IPv4 number, which `1.2.3.999` is not).
 const LAST_LABEL: &str = concat!(
     "(?:[A-WYZa-wyz][A-Za-z0-9-]*",
-    "|[xX](?:[A-MO-Za-mo-z0-9-][A-Za-z0-9-]*)?",
-    "|[xX][nN](?:[A-Za-z0-9][A-Za-z0-9-]*)?",
-    "|[xX][nN]-(?:[A-Za-z0-9][A-Za-z0-9-]*)?)"
+    x_but_not_xn_dash_dash!(),
+    ")"
 );
 /// One IPv4 octet, 0-255, without leading zeros (`010` would be read as octal).
 const OCTET: &str = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])";
