@@ -739,6 +739,16 @@ fn write_tracking(conn: &Connection, id: i64, enabled: bool) -> DomainResult<New
     get(conn, id)
 }
 
+/// A dashboard switch's value, `on` or `off` (surrounding spaces allowed), as a bool; anything
+/// else is 422 on `field`.
+pub fn on_or_off(field: &str, text: &str) -> DomainResult<bool> {
+    match text.trim() {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(DomainError::invalid(field, "must be on or off")),
+    }
+}
+
 /// The owner's tracking switch (dashboard settings): `setting` is `on` or `off`, and applies
 /// to issues sent from then on.
 pub fn change_tracking(
@@ -747,11 +757,7 @@ pub fn change_tracking(
     id: i64,
     setting: &str,
 ) -> DomainResult<Newsletter> {
-    let enabled = match setting.trim() {
-        "on" => true,
-        "off" => false,
-        _ => return Err(DomainError::invalid("tracking", "must be on or off")),
-    };
+    let enabled = on_or_off("tracking", setting)?;
     write_tx(conn, |tx| {
         get_owned(tx, owner_id, id)?.ensure_writable()?;
         write_tracking(tx, id, enabled)

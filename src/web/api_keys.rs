@@ -4,7 +4,7 @@ use maud::{Markup, html};
 use poem::web::{Data, Path};
 use poem::{Body, Request, handler, http::StatusCode};
 
-use super::layout::{Section, csrf_field, errors, field, newsletter_page, page};
+use super::layout::{Section, csrf_field, errors, field, newsletter_page, page, table_wrap};
 use super::newsletters::{owned, owned_post, parse_id};
 use super::time_zones::shown;
 use super::{Ctx, State, WebResult, invalid_fields, render, see_other};
@@ -31,7 +31,7 @@ pub async fn index(req: &Request, Path(id): Path<String>, Data(state): Data<&Sta
                 @if keys.is_empty() {
                     p { "No keys yet." }
                 } @else {
-                    div.table-wrap tabindex="0" role="region" aria-label="API keys" { table {
+                    (table_wrap("API keys", html! { table {
                         thead { tr { th { "Name" } th { "Prefix" } th { "Permissions" } th { "Created" } th { "Last used" } th { span.visually-hidden { "Actions" } } } }
                         tbody {
                             @for key in &keys {
@@ -47,7 +47,7 @@ pub async fn index(req: &Request, Path(id): Path<String>, Data(state): Data<&Sta
                                 }
                             }
                         }
-                    } }
+                    } }))
                 }
                 p { a.button href={ "/newsletters/" (n.id) "/api_keys/new" } { "New API key" } }
             },

@@ -8,7 +8,7 @@ use poem::web::{Data, Json, Path};
 use poem::{Body, IntoResponse, Request, Response, handler};
 use serde_json::json;
 
-use super::layout::{Section, csrf_field, errors, newsletter_page};
+use super::layout::{Section, csrf_field, errors, newsletter_page, table_wrap};
 use super::newsletters::{owned, owned_post, parse_id};
 use super::time_zones::shown;
 use super::{Ctx, FormData, State, WebError, WebResult, invalid_fields, render, see_other};
@@ -57,7 +57,7 @@ pub async fn index(req: &Request, Path(id): Path<String>, Data(state): Data<&Sta
                 p.muted { "Serve the public site on your own domain instead of " code { (custom_domains::target_host(&state.urls, &n)) } ". One domain per newsletter." }
                 @match &current {
                     Some(d) => {
-                        div.table-wrap tabindex="0" role="region" aria-label="Custom domains" { table {
+                        (table_wrap("Custom domains", html! { table {
                             thead { tr { th { "Domain" } th { "Status" } th { "Added" } th { span.visually-hidden { "Actions" } } } }
                             tbody { tr {
                                 td { a href={ (base(&n)) "/" (d.id) } { (d.domain) } }
@@ -65,7 +65,7 @@ pub async fn index(req: &Request, Path(id): Path<String>, Data(state): Data<&Sta
                                 td { (shown(d.created_at, &ctx.zone())) }
                                 td { (remove_link(&n, d)) }
                             } }
-                        } }
+                        } }))
                         @if d.status == Status::Pending {
                             p { a href={ (base(&n)) "/" (d.id) } { "See the DNS records to add and verify them →" } }
                         }
@@ -257,14 +257,14 @@ pub async fn show(
                 }
                 h2 { "DNS records" }
                 p.muted { "Add these at your DNS provider. Changes can take up to 24 hours to reach everyone; the certificate for HTTPS is issued automatically once the domain is verified." }
-                div.table-wrap tabindex="0" role="region" aria-label="DNS records" { table.records {
+                (table_wrap("DNS records", html! { table.records {
                     thead { tr { th { "Type" } th { "Name" } th { "Value" } } }
                     tbody {
                         @for r in &records {
                             tr { td { (r.kind) } td { code { (r.name) } } td { code { (r.value) } } }
                         }
                     }
-                } }
+                } }))
                 p.actions {
                     @if d.status == Status::Pending {
                         form.inline method="post" action={ (base(&n)) "/" (d.id) "/verify" } {

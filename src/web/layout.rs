@@ -165,6 +165,13 @@ pub fn error_page(title: &str, message: &str) -> Markup {
     }
 }
 
+/// A table in a box that scrolls sideways on a narrow screen: the box is a labelled region
+/// that takes keyboard focus, so the part off screen can be scrolled to without a mouse (axe's
+/// `scrollable-region-focusable`).
+pub fn table_wrap(label: &str, table: Markup) -> Markup {
+    html! { div.table-wrap tabindex="0" role="region" aria-label=(label) { (table) } }
+}
+
 /// The hidden CSRF field every form carries.
 pub fn csrf_field(ctx: &Ctx) -> Markup {
     html! { input type="hidden" name=(csrf::FIELD) value=(ctx.csrf_token); }

@@ -9,7 +9,7 @@ use poem::web::{Data, Query};
 use poem::{Body, Request, handler, http::StatusCode};
 use serde::Deserialize;
 
-use super::layout::{csrf_field, errors, page};
+use super::layout::{csrf_field, errors, page, table_wrap};
 use super::{Ctx, FormData, State, WebError, WebResult, invalid_fields, render, see_other};
 use crate::clock::Timestamp;
 use crate::domain::newsletters::{self, Newsletter, Status, Tier};
@@ -154,7 +154,7 @@ fn operator_page(ctx: &Ctx, overview: &Overview, problems: &FieldErrors) -> Mark
                 @if overview.pending.is_empty() {
                     p.empty { "No newsletter is waiting for the paid tier." }
                 } @else {
-                    div.table-wrap tabindex="0" role="region" aria-label="Upgrade requests" { table.pending {
+                    (table_wrap("Upgrade requests", html! { table.pending {
                         thead { tr { th { "Newsletter" } th { "Owner" } th { "Requested" } th { "Subscribers" } th { "Answer" } } }
                         tbody {
                             @for n in &overview.pending {
@@ -171,7 +171,7 @@ fn operator_page(ctx: &Ctx, overview: &Overview, problems: &FieldErrors) -> Mark
                                 }
                             }
                         }
-                    } }
+                    } }))
                     @if overview.pending_total > overview.pending.len() as i64 {
                         p.muted { "The oldest " (overview.pending.len()) " are shown; answer them to see the others." }
                     }
@@ -182,12 +182,12 @@ fn operator_page(ctx: &Ctx, overview: &Overview, problems: &FieldErrors) -> Mark
                 @if overview.rows.is_empty() {
                     p.empty { "No newsletter yet." }
                 } @else {
-                    div.table-wrap tabindex="0" role="region" aria-label="All newsletters" { table.operator {
+                    (table_wrap("All newsletters", html! { table.operator {
                         thead { tr { th { "Newsletter" } th { "Owner" } th { "Subscribers" } th { "Tier" } th { "Status" } } }
                         tbody {
                             @for n in &overview.rows { (row(ctx, n)) }
                         }
-                    } }
+                    } }))
                 }
                 nav.pager aria-label="Pages" {
                     @if overview.page > 1 { a href=(PAGE_PATH) { "← First page" } }

@@ -499,12 +499,13 @@ impl<'a> Post<'a> {
     /// Back to the section with a notice, or the page again (422) with the messages beside
     /// the form that failed and what was typed in it.
     /// Saves `changes` with the rules of `PATCH /newsletter` and answers for `part`.
+    /// Saves `changes` as `PATCH /newsletter` does; the notice is made from what was saved.
     async fn save_details(
         &self,
         changes: Details,
         part: Part,
         keep_typed: impl FnOnce(&mut Entered),
-        notice: &str,
+        notice: impl FnOnce(&Newsletter) -> String,
     ) -> WebResult {
         let nid = self.n.id;
         let result = self
@@ -512,7 +513,8 @@ impl<'a> Post<'a> {
             .db
             .run(move |conn| newsletters::update_details(conn, nid, &changes))
             .await;
-        self.answer(result, part, keep_typed, notice).await
+        let notice = result.as_ref().map(notice).unwrap_or_default();
+        self.answer(result, part, keep_typed, &notice).await
     }
 
     async fn answer(
@@ -560,8 +562,10 @@ pub async fn update_details(
     let typed = DetailsForm::read(&post.form);
     let changes = typed.changes_from(&post.n);
     let keep = |e: &mut Entered| e.details = typed;
-    post.save_details(changes, Part::Details, keep, "The details are saved.")
-        .await
+    post.save_details(changes, Part::Details, keep, |_| {
+        "The details are saved.".into()
+    })
+    .await
 }
 
 #[handler]
@@ -597,23 +601,22 @@ pub async fn update_time_zone(
     Data(state): Data<&State>,
 ) -> WebResult {
     let post = Post::load(req, state, &id, body).await?;
-    let nid = post.n.id;
     let changes = Details {
         time_zone: Some(post.form.get("time_zone").to_string()),
         ..Details::default()
     };
-    let result = state
-        .db
-        .run(move |conn| newsletters::update_details(conn, nid, &changes))
-        .await;
-    let notice = match &result {
-        Ok(saved) => format!(
-            "The time zone is saved: the 09:00 slots are now on {}'s clocks.",
-            saved.time_zone
-        ),
-        Err(_) => String::new(),
-    };
-    post.answer(result, Part::TimeZone, |_| {}, &notice).await
+    post.save_details(
+        changes,
+        Part::TimeZone,
+        |_| {},
+        |saved| {
+            format!(
+                "The time zone is saved: the 09:00 slots are now on {}'s clocks.",
+                saved.time_zone
+            )
+        },
+    )
+    .await
 }
 
 #[handler]
@@ -678,38 +681,23 @@ pub async fn update_publishing(
 ) -> WebResult {
     let post = Post::load(req, state, &id, body).await?;
     let typed = post.form.get("publish_on_send").to_string();
-    let nid = post.n.id;
-    let chosen = match typed.trim() {
-        "on" => Ok(true),
-        "off" => Ok(false),
-        _ => Err(crate::domain::DomainError::invalid(
-            "publish_on_send",
-            "must be on or off",
-        )),
+    let keep = |e: &mut Entered| e.publish_on_send = typed.clone();
+    let on = match newsletters::on_or_off("publish_on_send", &typed) {
+        Ok(on) => on,
+        Err(e) => return post.answer(Err(e), Part::Publishing, keep, "").await,
     };
-    let result = match chosen {
-        Ok(on) => {
-            let changes = Details {
-                publish_on_send: Some(on),
-                ..Details::default()
-            };
-            state
-                .db
-                .run(move |conn| newsletters::update_details(conn, nid, &changes))
-                .await
+    let changes = Details {
+        publish_on_send: Some(on),
+        ..Details::default()
+    };
+    post.save_details(changes, Part::Publishing, keep, |saved| {
+        if saved.publish_on_send {
+            "Issues will appear on your site when their send completes."
+        } else {
+            "Issues stay off your site until you publish them."
         }
-        Err(e) => Err(e),
-    };
-    let notice = match result.as_ref().map(|saved| saved.publish_on_send) {
-        Ok(true) => "Issues will appear on your site when their send completes.",
-        _ => "Issues stay off your site until you publish them.",
-    };
-    post.answer(
-        result,
-        Part::Publishing,
-        |e| e.publish_on_send = typed,
-        notice,
-    )
+        .into()
+    })
     .await
 }
 
@@ -750,8 +738,10 @@ pub async fn update_theme(
     let typed = ThemeForm::read(&post.form);
     let changes = typed.changes();
     let keep = |e: &mut Entered| e.theme = typed;
-    let notice = "The look of the public site is saved.";
-    post.save_details(changes, Part::Theme, keep, notice).await
+    post.save_details(changes, Part::Theme, keep, |_| {
+        "The look of the public site is saved.".into()
+    })
+    .await
 }
 
 #[handler]

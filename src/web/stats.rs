@@ -7,7 +7,7 @@ use poem::web::{Data, Path};
 use poem::{Request, handler, http::StatusCode};
 
 use super::charts::{self, ChartText, Group, figure};
-use super::layout::{Section, newsletter_page};
+use super::layout::{Section, newsletter_page, table_wrap};
 use super::newsletters::owned;
 use super::time_zones::shown;
 use super::{Ctx, State, WebResult, render};
@@ -137,14 +137,14 @@ fn growth_chart(s: &Stats, series: &[DayCount]) -> Markup {
         (charts::line_chart(&text, &points))
         details {
             summary { "Figures for the last " (crate::http::plural::count(series.len() as i64, "day", "days")) }
-            div.table-wrap tabindex="0" role="region" aria-label="Active subscribers per day" { table #growth-figures {
+            (table_wrap("Active subscribers per day", html! { table #growth-figures {
                 thead { tr { th { "Day" } th { "Active subscribers" } } }
                 tbody {
                     @for d in series.iter().rev() {
                         tr data-day=(d.day) { td { (d.day) } td { (d.active) } }
                     }
                 }
-            } }
+            } }))
         }
     }
 }
@@ -184,7 +184,7 @@ fn engagement_chart(recent: &[IssueEngagement], zone: &TimeZoneName) -> Markup {
         (charts::grouped_bars(&text, &SERIES, &groups))
         details {
             summary { "Figures per issue" }
-            div.table-wrap tabindex="0" role="region" aria-label="Figures per issue" { table #engagement-figures {
+            (table_wrap("Figures per issue", html! { table #engagement-figures {
                 thead { tr { th { "Issue" } th { "Sent" } th { "Delivered" } th { "Opens" } th { "Open rate" } th { "Clicks" } th { "Click rate" } } }
                 tbody {
                     @for i in recent {
@@ -199,7 +199,7 @@ fn engagement_chart(recent: &[IssueEngagement], zone: &TimeZoneName) -> Markup {
                         }
                     }
                 }
-            } }
+            } }))
         }
     }
 }
@@ -208,7 +208,7 @@ fn top_issues(s: &Stats) -> Markup {
     html! {
         @if !s.top_issues.is_empty() {
             h2 { "Top issues by open rate" }
-            div.table-wrap tabindex="0" role="region" aria-label="Top issues by open rate" { table #top-issues {
+            (table_wrap("Top issues by open rate", html! { table #top-issues {
                 thead { tr { th { "Issue" } th { "Open rate" } th { "Click rate" } } }
                 tbody {
                     @for t in &s.top_issues {
@@ -217,7 +217,7 @@ fn top_issues(s: &Stats) -> Markup {
                         }
                     }
                 }
-            } }
+            } }))
         }
     }
 }

@@ -11,7 +11,7 @@ use poem::{Body, Request, Response, handler, http::StatusCode};
 use serde::Deserialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::layout::{Section, csrf_field, errors, field, newsletter_page};
+use super::layout::{Section, csrf_field, errors, field, newsletter_page, table_wrap};
 use super::newsletters::{owned, owned_post, parse_id};
 use super::time_zones::shown;
 use super::{Ctx, FormData, State, WebError, WebResult, csrf, invalid_fields, render, see_other};
@@ -209,7 +209,7 @@ fn list_page(
             @if listing.rows.is_empty() {
                 p.empty { @if listing.problems.is_empty() { "No subscribers match." } }
             } @else {
-                div.table-wrap tabindex="0" role="region" aria-label="Subscribers" { table.subscribers {
+                (table_wrap("Subscribers", html! { table.subscribers {
                     thead { tr { th { "E-mail" } th { "Name" } th { "Status" } th { "Tags" } th { "Subscribed" } } }
                     tbody {
                         @for s in &listing.rows {
@@ -222,7 +222,7 @@ fn list_page(
                             }
                         }
                     }
-                } }
+                } }))
             }
             nav.pager aria-label="Pages" {
                 @if listing.page > 1 { a rel="prev" href=(params.url(n, listing.page - 1)) { "← Newer" } }
@@ -662,7 +662,7 @@ fn import_form_page(
             }
             @if !recent.is_empty() {
                 h2 { "Recent imports" }
-                div.table-wrap tabindex="0" role="region" aria-label="Recent imports" { table {
+                (table_wrap("Recent imports", html! { table {
                     thead { tr { th { "File" } th { "State" } th { "Created" } th { "Existing" } th { "Refused" } th { "Uploaded" } } }
                     tbody {
                         @for u in recent {
@@ -676,7 +676,7 @@ fn import_form_page(
                             }
                         }
                     }
-                } }
+                } }))
             }
         },
     )
@@ -940,7 +940,7 @@ async fn import_page(
                                 }
                             }
                             h2 { "First rows" }
-                            div.table-wrap tabindex="0" role="region" aria-label="First rows" { table.preview {
+                            (table_wrap("First rows", html! { table.preview {
                                 thead { tr { th { "Line" } th { "E-mail" } th { "Name" } th { "Tags" } th { "Subscribed" } th { "Check" } } }
                                 tbody {
                                     @for row in &preview.rows {
@@ -954,7 +954,7 @@ async fn import_page(
                                         }
                                     }
                                 }
-                            } }
+                            } }))
                             @if preview.rows.is_empty() { p { "The file has a header but no rows." } }
                             form.inline method="post" action={ (url) "/start" } {
                                 (csrf_field(ctx))
@@ -992,14 +992,14 @@ async fn import_page(
                 }
                 @if !refused.is_empty() {
                     h2 { "Refused rows" }
-                    div.table-wrap tabindex="0" role="region" aria-label="Refused rows" { table.refused {
+                    (table_wrap("Refused rows", html! { table.refused {
                         thead { tr { th { "Line" } th { "E-mail" } th { "Reason" } } }
                         tbody {
                             @for e in &refused {
                                 tr { td { (e.line) } td { (clip(&e.email)) } td { (clip(&e.reason)) } }
                             }
                         }
-                    } }
+                    } }))
                     @if t.error_count > refused.len() as u64 {
                         p.muted { "And " (t.error_count - refused.len() as u64) " more refused rows, not listed." }
                     }

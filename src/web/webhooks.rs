@@ -8,7 +8,7 @@ use poem::web::{Data, Path};
 use poem::{Body, Request, handler, http::StatusCode};
 
 use super::issues::problems;
-use super::layout::{Section, csrf_field, errors, newsletter_page};
+use super::layout::{Section, csrf_field, errors, newsletter_page, table_wrap};
 use super::newsletters::{owned, owned_post, parse_id};
 use super::time_zones::shown;
 use super::{Ctx, State, WebResult, render, see_other};
@@ -83,7 +83,7 @@ pub async fn index(req: &Request, Path(id): Path<String>, Data(state): Data<&Sta
                             @if log.is_empty() {
                                 p.muted { "No deliveries yet." }
                             } @else {
-                                div.table-wrap tabindex="0" role="region" aria-label="Deliveries" { table {
+                                (table_wrap("Deliveries", html! { table {
                                     thead { tr { th { "Event" } th { "State" } th { "Attempts" } th { "Response" } th { "Time" } th { "Answer" } th { span.visually-hidden { "Actions" } } } }
                                     tbody {
                                         @for d in log {
@@ -105,7 +105,7 @@ pub async fn index(req: &Request, Path(id): Path<String>, Data(state): Data<&Sta
                                             }
                                         }
                                     }
-                                } }
+                                } }))
                             }
                         }
                     }

@@ -20,7 +20,7 @@ use crate::domain::tracking::Links;
 use crate::domain::{DomainError, FieldErrors};
 use crate::http::public_page::{Styles, issue_document};
 use crate::mail::render::IssueEmail;
-use crate::web::layout::{Section, csrf_field, errors, newsletter_page};
+use crate::web::layout::{Section, csrf_field, errors, newsletter_page, table_wrap};
 use crate::web::newsletters::owned;
 use crate::web::time_zones::shown;
 use crate::web::{Ctx, State, WebError, WebResult, invalid_fields};
@@ -113,7 +113,7 @@ pub async fn index(
                 @if rows.is_empty() && found.is_empty() {
                     p.muted { "No issues here yet." }
                 } @else if !rows.is_empty() {
-                    div.table-wrap tabindex="0" role="region" aria-label="Issues" { table #issues {
+                    (table_wrap("Issues", html! { table #issues {
                         thead { tr { th { "Subject" } th { "Status" } th { "Created" } th { "Scheduled / sent" } th { "Web" } } }
                         tbody {
                             @for issue in &rows {
@@ -131,7 +131,7 @@ pub async fn index(
                                 }
                             }
                         }
-                    } }
+                    } }))
                 }
                 nav.pager aria-label="Pages" {
                     @if page > 1 { a rel="prev" href=(list_link(nid, status.as_deref(), page - 1)) { "← Newer" } " " }
@@ -236,7 +236,7 @@ fn report_panel(report: &Report) -> Markup {
     html! {
         section.panel {
             h2 { "Report" }
-            div.table-wrap tabindex="0" role="region" aria-label="Report" { table #report {
+            (table_wrap("Report", html! { table #report {
                 thead { tr { th { span.visually-hidden { "Measure" } } th { "Messages" } th { "Of delivered" } } }
                 tbody {
                     tr { th { "Recipients" } td #report-recipients { (p.total) } td {} }
@@ -249,7 +249,7 @@ fn report_panel(report: &Report) -> Markup {
                     @if p.remaining > 0 { tr { th { "Not sent yet" } td #report-pending { (p.remaining) } td {} } }
                     tr { th { "Unsubscribes" } td #report-unsubscribes { (report.unsubscribed) } td {} }
                 }
-            } }
+            } }))
             p.muted { "Opens and clicks count delivered messages opened or clicked at least once (opens only while tracking is on)." }
             p.muted {
                 "Bounces were refused for good by the receiving server; failed messages were refused for now five times. "
