@@ -19,6 +19,11 @@ use crate::store::write_tx;
 /// Attempts before a temporarily failing delivery is given up.
 pub const MAX_ATTEMPTS: i64 = 5;
 
+/// Connections the relay may break during one message before that message is given up: a
+/// break is the relay's failure, not the recipient's, so it costs no attempt, but a message
+/// that breaks every connection it goes out on must still end.
+pub const MAX_CUT_OFFS: i64 = 10;
+
 /// The longest wait between two tries of an unreachable relay.
 pub const MAX_OUTAGE_WAIT: Duration = Duration::minutes(10);
 
@@ -159,17 +164,20 @@ pub enum Outcome {
     Rejected(String),
     /// A temporary refusal (4xx): try again after the delivery's backoff.
     Deferred(String),
-    /// The connection broke before the end-of-data mark, so the relay cannot have taken the
-    /// message: due again at once (it counts as an attempt, so a message that breaks every
-    /// connection still ends).
+    /// The connection broke before the relay could take the message (before the end-of-data
+    /// mark went out whole, or reset before the answer): due again at once. It is the
+    /// relay's failure, so it costs the recipient no attempt; it counts in `cut_offs`, and
+    /// the [`MAX_CUT_OFFS`]-th makes the delivery `failed`, so a message that breaks every
+    /// connection still ends.
     Interrupted(String),
     /// The send stopped (shutdown) before the end-of-data mark: pending again, no attempt.
     Abandoned,
 }
 
-/// Records outcomes. Every outcome but [`Outcome::Abandoned`] counts as an attempt; a deferred
-/// delivery waits `retry_base * 4^(attempts-1)`, and a deferred or interrupted one is failed
-/// after [`MAX_ATTEMPTS`]. A refusal can come before the delivery was claimed (at RCPT), so
+/// Records outcomes. Every outcome but [`Outcome::Abandoned`] and [`Outcome::Interrupted`]
+/// counts as an attempt; a deferred delivery waits `retry_base * 4^(attempts-1)` and is
+/// failed after [`MAX_ATTEMPTS`]; an interrupted one is due again at once and failed after
+/// [`MAX_CUT_OFFS`]. A refusal can come before the delivery was claimed (at RCPT), so
 /// refusals apply to pending deliveries too.
 pub fn record_outcomes(
     conn: &Connection,
@@ -184,6 +192,9 @@ pub fn record_outcomes(
     const RETRY: &str = "UPDATE deliveries SET attempts = attempts + 1,
          status = CASE WHEN attempts + 1 >= ?4 THEN 'failed' ELSE 'pending' END,
          next_attempt_at = ?2, last_error = ?3 WHERE id = ?1 AND status IN ('pending', 'sending')";
+    const CUT_OFF: &str = "UPDATE deliveries SET cut_offs = cut_offs + 1,
+         status = CASE WHEN cut_offs + 1 >= ?3 THEN 'failed' ELSE 'pending' END,
+         next_attempt_at = NULL, last_error = ?2 WHERE id = ?1 AND status IN ('pending', 'sending')";
     const ABANDON: &str =
         "UPDATE deliveries SET status = 'pending' WHERE id = ?1 AND status = 'sending'";
     const ATTEMPTS: &str = "SELECT attempts FROM deliveries WHERE id = ?1";
@@ -217,8 +228,8 @@ pub fn record_outcomes(
                 ))?;
             }
             Outcome::Interrupted(reason) => {
-                conn.prepare_cached(RETRY)?
-                    .execute((id, None::<String>, reason, MAX_ATTEMPTS))?;
+                conn.prepare_cached(CUT_OFF)?
+                    .execute((id, reason, MAX_CUT_OFFS))?;
             }
             Outcome::Abandoned => {
                 conn.prepare_cached(ABANDON)?.execute([id])?;
@@ -264,7 +275,11 @@ impl Progress {
             parts.push(format!("{} bounced", self.bounced));
         }
         if self.failed > 0 {
-            parts.push(format!("{} failed after {MAX_ATTEMPTS} tries", self.failed));
+            parts.push(format!(
+                "{} failed (refused for now {MAX_ATTEMPTS} times, or cut off by the relay \
+                 {MAX_CUT_OFFS} times)",
+                self.failed
+            ));
         }
         if self.unconfirmed > 0 {
             parts.push(format!(
@@ -555,15 +570,36 @@ mod tests {
         assert_eq!(due_batch(&conn, 1, 0, 10).unwrap()[0].delivery_id, id);
         mark_sending(&conn, &[id]).unwrap();
         record_outcomes(&conn, &[(id, Outcome::Abandoned)], Duration::hours(1)).unwrap();
-        let attempts: i64 = conn
-            .query_row("SELECT attempts FROM deliveries WHERE id = ?1", [id], |r| {
-                r.get(0)
-            })
-            .unwrap();
+        let charged = |id: i64| -> (i64, i64, String) {
+            conn.query_row(
+                "SELECT attempts, cut_offs, status FROM deliveries WHERE id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap()
+        };
         assert_eq!(
-            attempts, 1,
-            "an interruption counts, an abandoned message does not"
+            charged(id),
+            (0, 1, "pending".to_string()),
+            "an interruption is the relay's failure, not an attempt; an abandoned message \
+             counts nothing"
         );
+        // A message that breaks every connection still ends.
+        for _ in 1..MAX_CUT_OFFS {
+            mark_sending(&conn, &[id]).unwrap();
+            record_outcomes(
+                &conn,
+                &[(id, Outcome::Interrupted("reset".into()))],
+                Duration::hours(1),
+            )
+            .unwrap();
+        }
+        assert_eq!(charged(id), (0, MAX_CUT_OFFS, "failed".to_string()));
+        conn.execute(
+            "UPDATE deliveries SET status = 'pending', cut_offs = 0 WHERE id = ?1",
+            [id],
+        )
+        .unwrap();
 
         let id = due_batch(&conn, 1, 0, 10).unwrap()[0].delivery_id;
         mark_sending(&conn, &[id]).unwrap();

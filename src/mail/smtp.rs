@@ -284,8 +284,9 @@ impl SmtpConnection {
     /// here, once the socket shows the relay has not closed the connection meanwhile.
     ///
     /// Errors: [`MailError::Connection`] when the connection broke (or the relay hung up)
-    /// before the end mark, so the relay cannot have the message; [`MailError::Unconfirmed`]
-    /// when the end mark went out and no answer came; [`MailError::Permanent`] or
+    /// before the end mark went out whole, or the relay reset it before answering (see
+    /// [`is_reset`]), so the relay cannot have the message; [`MailError::Unconfirmed`] when
+    /// the end mark went out and no answer came (a clean close, a timeout); [`MailError::Permanent`] or
     /// [`MailError::Temporary`] for a refusal, after which the session needs [`Self::reset`]
     /// before the next message; [`MailError::Abandoned`] when `commit` said no. After any but
     /// a refusal the connection is no longer usable.
@@ -437,27 +438,74 @@ where
             client.stream.flush().await
         })
         .await;
-        if !matches!(ended, Ok(Ok(()))) && end_written == 0 {
-            return Err(MailError::Connection(
-                "the connection broke before the end of the message".into(),
-            ));
-        }
-        if !matches!(ended, Ok(Ok(()))) {
-            return Err(MailError::Unconfirmed(
-                "the connection broke while the end of the message went out".into(),
-            ));
+        // The mark did not go out whole (the write failed, or the relay stopped reading),
+        // so the relay cannot have the end of the message.
+        match ended {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                return Err(MailError::Connection(format!(
+                    "the relay {} before the end of the message went out; not taken",
+                    broke(&e)
+                )));
+            }
+            Err(_) => {
+                return Err(MailError::Connection(
+                    "the relay stopped reading before the end of the message went out; not taken"
+                        .into(),
+                ));
+            }
         }
     }
     match tokio::time::timeout(timeout, client.read()).await {
         Ok(Ok(reply)) if reply.is_positive_completion() => Ok(()),
         Ok(Ok(reply)) => Err(classify(mail_send::Error::UnexpectedReply(reply))),
+        Ok(Err(mail_send::Error::Io(e))) if is_reset(&e) => Err(MailError::Connection(format!(
+            "the relay reset the connection before answering ({e}), so it had not read the \
+             whole message; not taken"
+        ))),
         Ok(Err(e)) => Err(MailError::Unconfirmed(format!(
-            "the connection broke before the relay answered: {e}"
+            "the relay closed the connection after the end of the message without answering ({})",
+            closed_how(&e)
         ))),
         Err(_) => Err(MailError::Unconfirmed(format!(
             "no answer within {} s after the end of the message",
             timeout.as_secs()
         ))),
+    }
+}
+
+/// Whether an I/O error is a reset of the connection by the relay (or a write after one).
+///
+/// A relay that closes its socket with part of the message still unread makes its system
+/// answer with a reset (RST) instead of a clean close (FIN), and a write to a socket the relay
+/// has closed is answered with a reset too. Since nothing is written after the end-of-data
+/// mark until the relay answers, a reset seen while writing the message, its end mark or
+/// while waiting for the answer means the relay closed before reading the whole message: it
+/// cannot have taken it. A relay that read everything and closed cleanly, or never answered,
+/// may have taken it; only those cases are `unconfirmed`.
+pub fn is_reset(error: &std::io::Error) -> bool {
+    use std::io::ErrorKind;
+    matches!(
+        error.kind(),
+        ErrorKind::ConnectionReset | ErrorKind::BrokenPipe | ErrorKind::ConnectionAborted
+    )
+}
+
+/// "reset the connection" or "broke the connection (..)", for messages.
+fn broke(error: &std::io::Error) -> String {
+    if is_reset(error) {
+        format!("reset the connection ({error})")
+    } else {
+        format!("broke the connection ({error})")
+    }
+}
+
+/// Why no reply could be read, when it was not a reset: the end of the stream (a clean
+/// close, or a reply mail-send cannot parse) or another error.
+fn closed_how(error: &mail_send::Error) -> String {
+    match error {
+        mail_send::Error::UnparseableReply => "the connection ended with no readable answer".into(),
+        other => other.to_string(),
     }
 }
 

@@ -1,8 +1,10 @@
 //! A real SMTP listener on a loopback port that can fail the way relays do: it speaks enough
 //! ESMTP for mail-send and keeps every message it takes, and on command it refuses chosen
-//! recipients at RCPT (421, 451, 550) or after the end of the message (451, 550), hangs up
-//! in the middle of a message or after it, never answers, answers slowly, greets with a
-//! refusal, or goes down altogether (its port closed, its connections cut) and comes back.
+//! recipients at RCPT (421, 451, 550) or after the end of the message (451, 550), resets the
+//! connection in the middle of a message or after its end (not taking it), closes cleanly
+//! after reading a whole message without answering, never answers, answers slowly, greets
+//! with a refusal, or goes down altogether (its port closed, its connections cut) and comes
+//! back.
 //! It can also speak TLS (STARTTLS, or TLS from the first byte as on port 465) with a
 //! certificate the test gives it, offer AUTH PLAIN, and it notes the session commands it
 //! gets (EHLO, STARTTLS, AUTH, ...) so a test can see what went over the wire, and how.
@@ -66,10 +68,15 @@ pub enum Fault {
     AfterData(u16),
     /// Hang up right after inviting the message (354), before any of it arrives: not taken.
     DropAtData,
-    /// Hang up after about 1 KB of the message: not taken. (Whether the sender notices
-    /// before its end-of-data mark is a race: the message then ends `unconfirmed`.)
-    DropMidData,
-    /// Take the message, then hang up without answering.
+    /// Close the connection after about 1 KB of the message with the rest unread, as a relay
+    /// process that gives up (or dies) mid-message does: its system answers with a reset
+    /// (RST). Not taken.
+    ResetMidData,
+    /// Read the whole message and its end mark, then reset the connection without answering
+    /// and without taking it.
+    ResetAfterData,
+    /// Take the message, then close the connection cleanly (FIN) without answering: the
+    /// sender cannot know it was taken.
     DropAfterData,
     /// Take the message and never answer (the connection stays open until the client leaves).
     NoReply,
@@ -106,8 +113,9 @@ pub struct Rules {
     pub no_pipelining: bool,
     /// Faults to play, in order, on the next messages to each recipient.
     pub faults: HashMap<String, VecDeque<Fault>>,
-    /// Hang up in the middle of every n-th message (0: never), counting all messages.
-    pub drop_every: u64,
+    /// Reset the connection in the middle of every n-th message (0: never), counting all
+    /// messages ([`Fault::ResetMidData`]).
+    pub reset_every: u64,
     /// Greet with this code and hang up (421: too busy; 554: go away).
     pub greeting: Option<u16>,
     /// After refusing a message at its end, hold that connection: read the client's next
@@ -377,6 +385,28 @@ impl Write for Wire {
     }
 }
 
+/// Makes the socket's close a reset (RST) instead of a clean close (SO_LINGER with a zero
+/// timeout), as when a process closes a socket with data still unread; the session then
+/// returns, and the last of its handles closes the socket.
+fn reset_on_close(tcp: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: a valid socket descriptor and a `linger` of the size given.
+    let done = unsafe {
+        libc::setsockopt(
+            tcp.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(done, 0, "SO_LINGER: {}", std::io::Error::last_os_error());
+}
+
 /// Polls `check` until it returns `Some`, or panics with `what` after `timeout`.
 pub fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + timeout;
@@ -532,9 +562,10 @@ fn session(stream: TcpStream, shared: &Mutex<Shared>) -> std::io::Result<()> {
             let fault = {
                 let mut s = shared.lock().unwrap();
                 s.begun += 1;
-                let every = s.rules.drop_every;
+                let every = s.rules.reset_every;
                 let fault = next_fault(&mut s, &to, |f| !matches!(f, Fault::AtRcpt(_)));
-                fault.or((every > 0 && s.begun.is_multiple_of(every)).then_some(Fault::DropMidData))
+                fault
+                    .or((every > 0 && s.begun.is_multiple_of(every)).then_some(Fault::ResetMidData))
             };
             out.write_all(b"354 End data with <CR><LF>.<CR><LF>\r\n")?;
             if fault == Some(Fault::DropAtData) {
@@ -562,15 +593,24 @@ fn session(stream: TcpStream, shared: &Mutex<Shared>) -> std::io::Result<()> {
                     &raw[..]
                 };
                 data.extend_from_slice(unstuffed);
-                if fault == Some(Fault::DropMidData) && data.len() >= 1024 {
+                if fault == Some(Fault::ResetMidData) && data.len() >= 1024 {
                     shared
                         .lock()
                         .unwrap()
                         .cut
-                        .push((to[0].clone(), Fault::DropMidData));
-                    let _ = out.shutdown(Shutdown::Both);
+                        .push((to[0].clone(), Fault::ResetMidData));
+                    reset_on_close(&out.tcp);
                     return Ok(());
                 }
+            }
+            if fault == Some(Fault::ResetAfterData) {
+                shared
+                    .lock()
+                    .unwrap()
+                    .cut
+                    .push((to[0].clone(), Fault::ResetAfterData));
+                reset_on_close(&out.tcp);
+                return Ok(());
             }
             let delay = shared.lock().unwrap().rules.delay;
             if !delay.is_zero() {
