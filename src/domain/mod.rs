@@ -22,6 +22,7 @@ pub mod opt_in;
 pub mod overview;
 pub mod pagination;
 pub mod rate_limit;
+pub mod relays;
 pub mod render_budget;
 pub mod secrets;
 pub mod sender_domains;

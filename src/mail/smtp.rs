@@ -17,6 +17,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::{Envelope, MailError, Mime, OutgoingMail};
+use crate::domain::relays::RelayLimits;
 
 type TlsStream = tokio_rustls::client::TlsStream<TcpStream>;
 
@@ -33,6 +34,12 @@ pub struct SmtpSettings {
     /// Send the credentials even on a connection without TLS (`--smtp-allow-plaintext-auth`,
     /// for a relay on this machine).
     pub allow_plaintext_auth: bool,
+    /// Connect to this address instead of looking `host` up (TLS still checks the
+    /// certificate against `host`): the address a guard has checked, so the connection goes
+    /// exactly where the check allowed (a relay set by a newsletter's owner).
+    pub pinned: Option<std::net::SocketAddr>,
+    /// What the relay takes at most (`?per_second=..&per_hour=..&per_day=..` in the URL).
+    pub limits: RelayLimits,
 }
 
 /// The roots the relay's TLS certificate is verified against: the system's root certificates
@@ -120,12 +127,24 @@ fn roots_or_bundled(
     )
 }
 
+/// The URL without its password, for messages.
+fn redacted(url: &url::Url) -> String {
+    let mut shown = url.clone();
+    if shown.password().is_some() {
+        let _ = shown.set_password(Some("***"));
+    }
+    shown.to_string()
+}
+
 /// `smtp://` upgrades with STARTTLS when the server offers it and stays plain otherwise (a
-/// local relay); `smtps://` is TLS from the first byte.
+/// local relay); `smtps://` is TLS from the first byte; a relay set by a newsletter's owner
+/// is one or the other with STARTTLS required (never plain).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Security {
     Opportunistic,
     ImplicitTls,
+    /// STARTTLS or nothing: a relay that does not offer it is refused.
+    RequiredStartTls,
 }
 
 impl SmtpSettings {
@@ -151,7 +170,7 @@ impl SmtpSettings {
             .to_string();
         let port = url.port().unwrap_or(match security {
             Security::ImplicitTls => 465,
-            Security::Opportunistic => 25,
+            _ => 25,
         });
         let decode = |s: &str| {
             url::form_urlencoded::parse(format!("x={s}").as_bytes())
@@ -161,6 +180,9 @@ impl SmtpSettings {
         };
         let credentials = (!url.username().is_empty())
             .then(|| (decode(url.username()), decode(url.password().unwrap_or(""))));
+        let query: Vec<(String, String)> = url.query_pairs().into_owned().collect();
+        let limits = RelayLimits::from_query(query.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .map_err(|e| format!("SMTP URL {}: {e}", redacted(&url)))?;
         Ok(SmtpSettings {
             host,
             port,
@@ -169,6 +191,8 @@ impl SmtpSettings {
             timeout: Duration::from_secs(30),
             trust,
             allow_plaintext_auth: false,
+            pinned: None,
+            limits,
         })
     }
 
@@ -183,7 +207,19 @@ impl SmtpSettings {
         if let Some((user, pass)) = &self.credentials {
             builder = builder.credentials((user.clone(), pass.clone()));
         }
+        if let Some(address) = self.pinned {
+            builder.addr = address.to_string();
+        }
         builder
+    }
+
+    /// The relay's name in messages: host and port, never the credentials.
+    pub fn name(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
     }
 }
 
@@ -218,6 +254,13 @@ impl SmtpConnection {
         let builder = settings.builder();
         let mut session = match settings.security {
             Security::ImplicitTls => builder.connect().await.map(Session::Tls).map_err(classify),
+            Security::RequiredStartTls => match builder.connect().await {
+                Ok(client) => Ok(Session::Tls(client)),
+                Err(mail_send::Error::MissingStartTls) => Err(MailError::Connection(
+                    "the relay does not offer STARTTLS, which this relay's settings require".into(),
+                )),
+                Err(e) => Err(classify(e)),
+            },
             Security::Opportunistic => match builder.connect().await {
                 Ok(client) => Ok(Session::Tls(client)),
                 // mail-send gives up before AUTH when STARTTLS is missing; only a plain
