@@ -27,7 +27,7 @@ use crate::jobs::send_issue::SendSettings;
 use crate::jobs::{JobContext, Runner, Stop};
 use crate::mail::bounce_listener::{self, ListenerSettings};
 use crate::mail::dkim::Signer;
-use crate::mail::{MailRoute, SmtpSettings, TlsTrust, Transport};
+use crate::mail::{MailRoute, Relay, RelaySet, SmtpSettings, TlsTrust, Transport};
 use crate::state::{AppState, RateLimits};
 use crate::store::{self, DataDirLock, Db, StoreError};
 
@@ -42,18 +42,19 @@ fn invalid(message: String) -> StoreError {
 pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
     let default_tier = Tier::from(args.default_tier);
     // The flags are all read before the data directory is touched: a bad one creates nothing.
-    let route = match &args.smtp_url {
-        Some(url) => MailRoute::Smtp(SmtpSettings {
-            timeout: Duration::from_millis(args.smtp_timeout_ms),
-            allow_plaintext_auth: args.smtp_allow_plaintext_auth,
-            ..SmtpSettings::parse(
-                url,
-                TlsTrust::load(args.smtp_ca.as_deref()).map_err(invalid)?,
-            )
-            .map_err(invalid)?
-        }),
-        None => MailRoute::Outbox(data_dir.join("outbox")),
-    };
+    let trust = TlsTrust::load(args.smtp_ca.as_deref()).map_err(invalid)?;
+    let relay_settings = args
+        .smtp_url
+        .iter()
+        .map(|url| {
+            Ok(SmtpSettings {
+                timeout: Duration::from_millis(args.smtp_timeout_ms),
+                allow_plaintext_auth: args.smtp_allow_plaintext_auth,
+                ..SmtpSettings::parse(url, trust.clone())?
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()
+        .map_err(invalid)?;
     let urls = SiteUrls::new(&args.base_url, &args.public_host);
     let dns = Dns::parse(args.dns_server.as_deref()).map_err(invalid)?;
     let mail_from = match &args.mail_from {
@@ -94,6 +95,19 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
         }
         None => None,
     };
+    let pool = store::open_pool(&db_path, 16)?;
+    // Every relay's state (reachable, pace, counts) lives as long as the process.
+    let route = if relay_settings.is_empty() {
+        MailRoute::Outbox(data_dir.join("outbox"))
+    } else {
+        let first_retry = Duration::from_millis(args.send_outage_retry_ms);
+        MailRoute::Relays(RelaySet::new(
+            relay_settings
+                .into_iter()
+                .map(|settings| Arc::new(Relay::new(settings, Some(pool.clone()), first_retry)))
+                .collect(),
+        ))
+    };
     let transport = Transport { route, dkim };
     let return_paths = ReturnPaths::new(
         &secret,
@@ -108,7 +122,6 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
         return_paths.pattern()
     );
     drop(conn);
-    let pool = store::open_pool(&db_path, 16)?;
     // Issues render in child processes of this binary, which are killed when they overrun.
     render_budget::use_child_processes(render_budget::own_binary()?);
 
@@ -215,17 +228,27 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
             MailRoute::Outbox(dir) => {
                 eprintln!("mail: no --smtp-url, writing messages to {}", dir.display())
             }
-            MailRoute::Smtp(s) => eprintln!(
-                "mail: sending through {}:{}; its TLS certificate is checked against {}{}",
-                s.host,
-                s.port,
-                s.trust.described,
-                if s.allow_plaintext_auth && s.credentials.is_some() {
-                    "; credentials may go in the clear (--smtp-allow-plaintext-auth)"
-                } else {
-                    ""
+            MailRoute::Relays(set) => {
+                for (n, relay) in set.relays.iter().enumerate() {
+                    let s = &relay.settings;
+                    eprintln!(
+                        "mail: {} {}; its TLS certificate is checked against {}{}{}",
+                        if n == 0 {
+                            "sending through".to_string()
+                        } else {
+                            format!("relay {} when the ones before are unreachable:", n + 1)
+                        },
+                        relay.name,
+                        s.trust.described,
+                        if s.allow_plaintext_auth && s.credentials.is_some() {
+                            "; credentials may go in the clear (--smtp-allow-plaintext-auth)"
+                        } else {
+                            ""
+                        },
+                        describe_limits(&s.limits),
+                    )
                 }
-            ),
+            }
         }
         eprintln!(
             "broadsheet listening on http://{} (base URL {})",
@@ -310,5 +333,22 @@ async fn up(Data(state): Data<&Arc<AppState>>) -> Response {
                 .with_status(StatusCode::SERVICE_UNAVAILABLE)
                 .into_response()
         }
+    }
+}
+
+/// "; at most 14 a second, 50000 a day", for the start-up log.
+fn describe_limits(limits: &crate::domain::relays::RelayLimits) -> String {
+    let parts: Vec<String> = [
+        (limits.per_second, "a second"),
+        (limits.per_hour, "an hour"),
+        (limits.per_day, "a day"),
+    ]
+    .iter()
+    .filter_map(|(n, per)| n.map(|n| format!("{n} {per}")))
+    .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("; at most {}", parts.join(", "))
     }
 }

@@ -27,10 +27,13 @@ pub struct ServeArgs {
     /// (a host name, optionally with :PORT).
     #[arg(long, env = "BROADSHEET_PUBLIC_HOST", default_value = "localhost:8080", value_parser = public_host)]
     pub public_host: String,
-    /// smtp://[user:pass@]host:port (STARTTLS when offered) or smtps://... (TLS). Without it
-    /// mail is written to <data-dir>/outbox/*.eml and logged.
-    #[arg(long, env = "BROADSHEET_SMTP_URL")]
-    pub smtp_url: Option<String>,
+    /// smtp://[user:pass@]host:port (STARTTLS when offered) or smtps://... (TLS), with
+    /// optional limits: ?per_second=N&per_hour=N&per_day=N. Give it more than once (or
+    /// several URLs separated by spaces in the variable) for relays that take over, in
+    /// order, while the ones before are unreachable. Without it mail is written to
+    /// <data-dir>/outbox/*.eml and logged.
+    #[arg(long, env = "BROADSHEET_SMTP_URL", value_delimiter = ' ')]
+    pub smtp_url: Vec<String>,
     /// PEM file with a private CA the relay's certificate may chain to, besides the system's
     /// root certificates (the certificate is always verified; there is no switch to skip it).
     #[arg(long, env = "BROADSHEET_SMTP_CA")]

@@ -25,6 +25,7 @@ pub mod rate_limit;
 pub mod relays;
 pub mod render_budget;
 pub mod secrets;
+pub mod send_limits;
 pub mod sender_domains;
 pub mod sending;
 pub mod site_theme;

@@ -62,6 +62,16 @@ impl RelayLimits {
     }
 }
 
+/// Today's cap of `newsletter`'s warm-up plan, when the plan is on (messages a calendar day
+/// in its time zone, growing each day).
+pub fn warm_up_cap_today(
+    _conn: &rusqlite::Connection,
+    _newsletter: &super::newsletters::Newsletter,
+) -> DomainResult<Option<u64>> {
+    // The plan's settings land with the newsletter relay settings (issue 27, item 5).
+    Ok(None)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

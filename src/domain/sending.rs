@@ -172,6 +172,10 @@ pub enum Outcome {
     Interrupted(String),
     /// The send stopped (shutdown) before the end-of-data mark: pending again, no attempt.
     Abandoned,
+    /// The relay answered that we send too fast, or that its quota is used up: not taken,
+    /// and the relay's doing, so pending again at no cost to the recipient (the relay is
+    /// slowed down or rests meanwhile; `mail::relays`).
+    Throttled(String),
 }
 
 /// Records outcomes. Every outcome but [`Outcome::Abandoned`] and [`Outcome::Interrupted`]
@@ -195,6 +199,8 @@ pub fn record_outcomes(
     const CUT_OFF: &str = "UPDATE deliveries SET cut_offs = cut_offs + 1,
          status = CASE WHEN cut_offs + 1 >= ?3 THEN 'failed' ELSE 'pending' END,
          next_attempt_at = NULL, last_error = ?2 WHERE id = ?1 AND status IN ('pending', 'sending')";
+    const THROTTLED: &str = "UPDATE deliveries SET status = 'pending', next_attempt_at = NULL,
+         last_error = ?2 WHERE id = ?1 AND status IN ('pending', 'sending')";
     const ABANDON: &str =
         "UPDATE deliveries SET status = 'pending' WHERE id = ?1 AND status = 'sending'";
     const ATTEMPTS: &str = "SELECT attempts FROM deliveries WHERE id = ?1";
@@ -233,6 +239,9 @@ pub fn record_outcomes(
             }
             Outcome::Abandoned => {
                 conn.prepare_cached(ABANDON)?.execute([id])?;
+            }
+            Outcome::Throttled(reason) => {
+                conn.prepare_cached(THROTTLED)?.execute((id, reason))?;
             }
         }
     }
@@ -513,6 +522,32 @@ pub fn relay_unreachable(
         )?;
         Ok(Next::WaitUntil(next))
     })
+}
+
+/// Records that a limit holds the send until `until` (a relay's hourly or daily limit, its
+/// quota, the warm-up plan): the issue says so (`note`, its `last_error` while it sends) and
+/// when it resumes; the send comes back by itself then. Deliveries are untouched.
+pub fn held(
+    conn: &mut Connection,
+    issue_id: i64,
+    until: OffsetDateTime,
+    note: &str,
+) -> DomainResult<Next> {
+    const HOLD: &str =
+        "UPDATE issues SET relay_down_since = NULL, send_resumes_at = ?2, last_error = ?3
+         WHERE id = ?1 AND status = 'sending'";
+    write_tx(conn, |tx| {
+        tx.execute(HOLD, (issue_id, Timestamp::from(until), note))?;
+        Ok(Next::WaitUntil(until))
+    })
+}
+
+/// The issue's note while it sends (why it goes slower, or through which relay), in its
+/// `last_error` until the round ends.
+pub fn note(conn: &Connection, issue_id: i64, note: &str) -> DomainResult<()> {
+    const NOTE: &str = "UPDATE issues SET last_error = ?2 WHERE id = ?1 AND status = 'sending'";
+    conn.prepare_cached(NOTE)?.execute((issue_id, note))?;
+    Ok(())
 }
 
 /// The issue's status, to stop a send whose issue was changed meanwhile.

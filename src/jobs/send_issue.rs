@@ -27,11 +27,14 @@ use crate::clock::{self, Timestamp};
 use crate::domain::content;
 use crate::domain::issues::{self, Issue};
 use crate::domain::newsletters::Newsletter;
+use crate::domain::send_limits::{self, HeldBy};
 use crate::domain::sending::{self, Next, OutagePolicy, Outcome as Delivered, Recipient};
 use crate::domain::tracking::Links;
 use crate::domain::verp::ReturnPaths;
 use crate::mail::render::IssueEmail;
-use crate::mail::{Commit, Envelope, Lane, MailError, MessageSocket, Transport, write_end_of_data};
+use crate::mail::{
+    Commit, Envelope, Lane, MailError, MessageSocket, Permit, Relay, Transport, write_end_of_data,
+};
 use crate::store::jobs::{IssueSend, JobKind};
 use crate::store::{Pool, PooledConnection, Tuned, write_tx};
 
@@ -144,6 +147,9 @@ enum RoundEnd {
     Storage(String),
     /// The server is stopping.
     Stopping,
+    /// A limit holds the send until then (every relay's, or the warm-up plan's): this says
+    /// which.
+    Held { until: OffsetDateTime, note: String },
 }
 
 /// One round: prepare, deliver what is due, then record what comes next.
@@ -158,9 +164,23 @@ fn send(ctx: &JobContext, rt: &tokio::runtime::Runtime, issue_id: i64) -> Result
     let email = Arc::new(issue_email(ctx, &mut plan.issue, &plan.newsletter)?);
     let transport = ctx.newsletter_transport(&plan.newsletter)?;
     let down_before = plan.issue.relay_down_since.map(Timestamp::datetime);
+    let warm_up = {
+        let conn = ctx.pool.get().map_err(|e| e.to_string())?;
+        // Each relay's counts of the last day, read once (off the send's thread).
+        for relay in Lane::new(&transport).relays() {
+            relay.load_usage(&conn);
+        }
+        WarmUpGate::load(&conn, &plan.newsletter).map_err(|e| e.to_string())?
+    };
     let started = Instant::now();
-    let (sent, commits, end) =
-        rt.block_on(deliver(ctx, &transport, issue_id, email, down_before))?;
+    let (sent, commits, end) = rt.block_on(deliver(
+        ctx,
+        &transport,
+        issue_id,
+        email,
+        down_before,
+        warm_up,
+    ))?;
     let elapsed = started.elapsed().as_secs_f64();
     if sent > 0 {
         eprintln!(
@@ -174,6 +194,10 @@ fn send(ctx: &JobContext, rt: &tokio::runtime::Runtime, issue_id: i64) -> Result
         RoundEnd::RelayDown { since, reason } => {
             eprintln!("send: issue {issue_id}: the relay is unreachable: {reason}");
             sending::relay_unreachable(&mut conn, issue_id, since, &reason, &ctx.send.outage)
+        }
+        RoundEnd::Held { until, note } => {
+            eprintln!("send: issue {issue_id}: {note}");
+            sending::held(&mut conn, issue_id, until, &note)
         }
         RoundEnd::Stopping => return Ok(Next::Continue),
         RoundEnd::Storage(e) => return Err(e),
@@ -257,10 +281,23 @@ impl Round {
 /// Messages to the database writer.
 enum Write {
     /// Mark this delivery `sending` and answer once that is committed; on a plain connection
-    /// also write its end-of-data mark right after the commit (nothing in between).
-    Claim(i64, MessageSocket, oneshot::Sender<Commit>),
+    /// also write its end-of-data mark right after the commit (nothing in between). With the
+    /// relay it goes through, so the relay's counts are written in the same commit.
+    Claim(Claim),
     /// Record an outcome; with an answer channel, say when it is committed.
     Done(i64, Delivered, Option<oneshot::Sender<()>>),
+    /// What holds the send back for now (a relay that asked us to slow down, a relay that
+    /// took over from one that cannot be reached), for the owner: the issue's note while it
+    /// sends.
+    Note(String),
+}
+
+/// A claim of one message.
+struct Claim {
+    delivery_id: i64,
+    socket: MessageSocket,
+    answer: oneshot::Sender<Commit>,
+    relay: Option<Arc<Relay>>,
 }
 
 /// Sends every due delivery once through `transport` (signing as the newsletter's domain or
@@ -271,14 +308,21 @@ async fn deliver(
     issue_id: i64,
     email: Arc<IssueEmail>,
     down_before: Option<OffsetDateTime>,
+    warm_up: Option<WarmUpGate>,
 ) -> Result<(usize, u64, RoundEnd), String> {
     let lanes = ctx.send.concurrency.max(1);
     let round = Arc::new(Round::new(lanes, down_before));
+    let warm_up_key = warm_up.as_ref().map(|gate| gate.key.clone());
+    let warm_up = warm_up.map(|gate| Arc::new(StdMutex::new(gate)));
     let (writes, write_rx) = mpsc::unbounded_channel::<Write>();
     let writer = tokio::spawn(write_loop(
         ctx.pool.clone(),
         write_rx,
-        ctx.send.retry_base,
+        Bookkeeping {
+            issue_id,
+            retry_base: ctx.send.retry_base,
+            warm_up_key,
+        },
         round.clone(),
         ctx.stop.clone(),
     ));
@@ -304,6 +348,7 @@ async fn deliver(
                 writes: writes.clone(),
                 pacer: pacer.clone(),
                 round: round.clone(),
+                warm_up: warm_up.clone(),
             };
             tokio::spawn(lane.run())
         })
@@ -373,6 +418,7 @@ struct SendLane {
     writes: mpsc::UnboundedSender<Write>,
     pacer: Arc<Pacer>,
     round: Arc<Round>,
+    warm_up: Option<Arc<StdMutex<WarmUpGate>>>,
 }
 
 impl SendLane {
@@ -381,24 +427,72 @@ impl SendLane {
     async fn run(mut self) -> usize {
         let mut sent = 0;
         let mut broken_in_a_row = 0;
+        // A recipient taken from the queue but not sent yet (its relay's limit was reached:
+        // it goes on another relay's connection).
+        let mut waiting: Option<Recipient> = None;
+        let mut noted_relay = 0;
         while !self.round.is_over() {
+            if self.lane.better_relay_due() {
+                self.lane.reconnect_later().await;
+            }
             let connected = tokio::select! {
                 opened = self.lane.connect() => Some(opened),
                 _ = self.round.over() => None,
             };
             match connected {
                 None => break,
+                Some(Err(MailError::Held { until, by, relay })) => {
+                    self.round.finish(RoundEnd::Held {
+                        until,
+                        note: held_note(&by, &relay, until),
+                    });
+                    break;
+                }
                 Some(Err(e)) => {
                     self.round.gave_up(e.to_string());
                     break;
                 }
-                Some(Ok(())) => self.round.reached(),
+                Some(Ok(())) => {
+                    self.round.reached();
+                    if let Some((index, _)) = self.lane.relay()
+                        && index > 0
+                        && index != noted_relay
+                    {
+                        noted_relay = index;
+                        let _ = self.writes.send(Write::Note(self.failover_note(index)));
+                    }
+                }
             }
-            let next = tokio::select! {
-                next = async { self.work.lock().await.recv().await } => next,
-                _ = self.round.over() => None,
+            let next = match waiting.take() {
+                Some(recipient) => Some(recipient),
+                None => tokio::select! {
+                    next = async { self.work.lock().await.recv().await } => next,
+                    _ = self.round.over() => None,
+                },
             };
             let Some(recipient) = next else { break };
+            if let Some(gate) = &self.warm_up
+                && let Some(held) = gate.lock().unwrap_or_else(|e| e.into_inner()).take()
+            {
+                self.round.finish(held);
+                break;
+            }
+            match self.lane.permit() {
+                Permit::After(wait) if !wait.is_zero() => {
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = self.round.over() => break,
+                    }
+                }
+                Permit::After(_) => {}
+                Permit::Held { .. } => {
+                    // This relay's limit is reached: the message goes on the next relay
+                    // with room, or the round ends held when none has any.
+                    waiting = Some(recipient);
+                    self.lane.reconnect_later().await;
+                    continue;
+                }
+            }
             tokio::select! {
                 _ = self.pacer.wait() => {}
                 _ = self.round.over() => break,
@@ -417,11 +511,19 @@ impl SendLane {
                     continue;
                 }
                 Delivered::Interrupted(_) => broken_in_a_row += 1,
+                Delivered::Throttled(_) => {
+                    if let Some(note) = self.lane.relay().and_then(|(_, r)| r.pace_note()) {
+                        let _ = self.writes.send(Write::Note(note));
+                    }
+                }
                 _ => broken_in_a_row = 0,
             }
             // Anything but a plain success is recorded before anything else happens on this
             // connection, so a kill cannot leave a refused message counted as in flight.
-            let refused = matches!(outcome, Delivered::Rejected(_) | Delivered::Deferred(_));
+            let refused = matches!(
+                outcome,
+                Delivered::Rejected(_) | Delivered::Deferred(_) | Delivered::Throttled(_)
+            );
             let (saved_tx, saved) = oneshot::channel();
             let _ = self
                 .writes
@@ -445,6 +547,34 @@ impl SendLane {
         sent
     }
 
+    /// "Sending through relay 2 (b:25): a:25 cannot be reached (refused) since ...".
+    fn failover_note(&self, index: usize) -> String {
+        let relays = self.lane.relays();
+        let unreachable: Vec<String> = relays[..index]
+            .iter()
+            .map(|r| match (r.down_since(), r.held()) {
+                (Some((since, reason)), _) => format!(
+                    "{} cannot be reached since {} ({reason})",
+                    r.name,
+                    clock::human(since)
+                ),
+                (None, Some((until, by))) => format!(
+                    "{} is held by {} until {}",
+                    r.name,
+                    by.describe(),
+                    clock::human(until)
+                ),
+                (None, None) => format!("{} did not answer", r.name),
+            })
+            .collect();
+        format!(
+            "Sending through relay {} ({}): {}; back to it once it can be used.",
+            index + 1,
+            relays[index].name,
+            unreachable.join("; ")
+        )
+    }
+
     /// Renders and sends one message; the claim goes to the writer at the last moment. With
     /// an abandoned message comes why, and this connection gives up for the round.
     async fn send_one(&mut self, recipient: &Recipient) -> (Delivered, Option<String>) {
@@ -458,6 +588,13 @@ impl SendLane {
             to: &recipient.email,
         };
         let (writes, round, id) = (&self.writes, &self.round, recipient.delivery_id);
+        let relay = self.lane.relay().map(|(_, r)| r.clone());
+        // Which relay said what, when there are several.
+        let prefix = match &relay {
+            Some(r) if self.lane.relays().len() > 1 => format!("{}: ", r.name),
+            _ => String::new(),
+        };
+        let named = |e: String| format!("{prefix}{e}");
         let result = self
             .lane
             .send(envelope, &mime, |socket| async move {
@@ -467,7 +604,13 @@ impl SendLane {
                     return Commit::Refused;
                 }
                 let (answer_tx, answer) = oneshot::channel();
-                if writes.send(Write::Claim(id, socket, answer_tx)).is_err() {
+                let claim = Claim {
+                    delivery_id: id,
+                    socket,
+                    answer: answer_tx,
+                    relay,
+                };
+                if writes.send(Write::Claim(claim)).is_err() {
                     return Commit::Refused;
                 }
                 answer.await.unwrap_or(Commit::Refused)
@@ -475,10 +618,14 @@ impl SendLane {
             .await;
         let outcome = match result {
             Ok(()) => Delivered::Sent,
-            Err(MailError::Unconfirmed(e)) => Delivered::Unconfirmed(e),
-            Err(MailError::Permanent(e)) => Delivered::Rejected(e),
-            Err(MailError::Temporary(e)) => Delivered::Deferred(e),
-            Err(MailError::Connection(e)) => Delivered::Interrupted(e),
+            Err(MailError::Unconfirmed(e)) => Delivered::Unconfirmed(named(e)),
+            Err(MailError::Permanent(e)) => Delivered::Rejected(named(e)),
+            Err(MailError::Temporary(e)) => Delivered::Deferred(named(e)),
+            Err(MailError::Connection(e)) => Delivered::Interrupted(named(e)),
+            Err(MailError::Throttled { answer, .. }) => {
+                Delivered::Throttled(named(format!("the relay asked to slow down: {answer}")))
+            }
+            Err(e @ MailError::Held { .. }) => return (Delivered::Abandoned, Some(e.to_string())),
             Err(MailError::Abandoned(e)) => return (Delivered::Abandoned, Some(e)),
         };
         (outcome, None)
@@ -490,7 +637,7 @@ impl SendLane {
 async fn write_loop(
     pool: Pool,
     mut writes: mpsc::UnboundedReceiver<Write>,
-    retry_base: time::Duration,
+    books: Bookkeeping,
     round: Arc<Round>,
     stop: super::Stop,
 ) -> u64 {
@@ -531,7 +678,7 @@ async fn write_loop(
         checkpointed: Instant::now(),
         copying: None,
     };
-    let commits = write_groups(&mut writer, &mut writes, retry_base, &round, &stop).await;
+    let commits = write_groups(&mut writer, &mut writes, &books, &round, &stop).await;
     refuse_all(writes).await;
     commits
 }
@@ -592,18 +739,63 @@ impl Writer {
 async fn refuse_all(mut writes: mpsc::UnboundedReceiver<Write>) {
     while let Some(write) = writes.recv().await {
         match write {
-            Write::Claim(_, _, answer) => {
-                let _ = answer.send(Commit::Refused);
+            Write::Claim(claim) => {
+                let _ = claim.answer.send(Commit::Refused);
             }
-            Write::Done(..) => {}
+            Write::Done(..) | Write::Note(_) => {}
         }
+    }
+}
+
+/// What the writer writes besides the deliveries: the issue's note, and the counts that the
+/// relays' limits and the warm-up plan read.
+struct Bookkeeping {
+    issue_id: i64,
+    retry_base: time::Duration,
+    /// The newsletter's own count, when its warm-up plan is on.
+    warm_up_key: Option<String>,
+}
+
+impl Bookkeeping {
+    /// Writes, in the claims' transaction, how many of `claimed` went through each relay that
+    /// has hourly or daily limits, and through the newsletter when it is warming up.
+    fn count(
+        &self,
+        conn: &rusqlite::Connection,
+        claimed: &[i64],
+        relays: &[(i64, Option<Arc<Relay>>)],
+    ) -> crate::domain::DomainResult<()> {
+        if claimed.is_empty() {
+            return Ok(());
+        }
+        let now = clock::now();
+        let mut by_relay: Vec<(&str, u64)> = Vec::new();
+        for (id, relay) in relays {
+            let Some(relay) = relay.as_ref().filter(|r| r.counts_usage()) else {
+                continue;
+            };
+            if !claimed.contains(id) {
+                continue;
+            }
+            match by_relay.iter_mut().find(|(name, _)| *name == relay.name) {
+                Some((_, n)) => *n += 1,
+                None => by_relay.push((&relay.name, 1)),
+            }
+        }
+        for (name, n) in by_relay {
+            send_limits::record(conn, name, now, n)?;
+        }
+        if let Some(key) = &self.warm_up_key {
+            send_limits::record(conn, key, now, claimed.len() as u64)?;
+        }
+        Ok(())
     }
 }
 
 async fn write_groups(
     writer: &mut Writer,
     writes: &mut mpsc::UnboundedReceiver<Write>,
-    retry_base: time::Duration,
+    books: &Bookkeeping,
     round: &Round,
     stop: &super::Stop,
 ) -> u64 {
@@ -616,6 +808,8 @@ async fn write_groups(
     let mut flush_by: Option<Instant> = None;
     let mut closed = false;
     let mut failing = false;
+    // The issue's note while it sends, written with the next commit.
+    let mut note: Option<String> = None;
     while !(closed && unsaved.is_empty()) {
         let mut group = Vec::new();
         if closed {
@@ -650,15 +844,17 @@ async fn write_groups(
         let mut claims = Vec::new();
         for write in group {
             match write {
-                Write::Claim(id, socket, answer) => claims.push((id, socket, answer)),
+                Write::Claim(claim) => claims.push(claim),
                 Write::Done(id, outcome, ack) => {
                     unsaved.push((id, outcome));
                     acks.extend(ack);
                 }
+                Write::Note(text) => note = Some(text),
             }
         }
         let due = closed
             || failing
+            || note.is_some()
             || !claims.is_empty()
             || !acks.is_empty()
             || unsaved.len() >= GROUP_MAX
@@ -676,37 +872,47 @@ async fn write_groups(
         let ids: Vec<i64> = if refuse_claims {
             Vec::new()
         } else {
-            claims.iter().map(|(id, _, _)| *id).collect()
+            claims.iter().map(|c| c.delivery_id).collect()
         };
         let Some(conn) = writer.conn.as_mut() else {
             round.finish(RoundEnd::Storage(
                 "the send writer lost its connection".into(),
             ));
-            for (_, _, answer) in claims {
-                let _ = answer.send(Commit::Refused);
+            for claim in claims {
+                let _ = claim.answer.send(Commit::Refused);
             }
             break;
         };
+        let relays: Vec<(i64, Option<Arc<Relay>>)> = claims
+            .iter()
+            .map(|c| (c.delivery_id, c.relay.clone()))
+            .collect();
         let committed = write_tx(conn, |tx| {
-            sending::record_outcomes(tx, &unsaved, retry_base)?;
-            sending::mark_sending(tx, &ids)
+            sending::record_outcomes(tx, &unsaved, books.retry_base)?;
+            if let Some(text) = &note {
+                sending::note(tx, books.issue_id, text)?;
+            }
+            let claimed = sending::mark_sending(tx, &ids)?;
+            books.count(tx, &claimed, &relays)?;
+            Ok(claimed)
         });
         match committed {
             Ok(claimed) => {
                 commits += 1;
                 crash_point(claimed.len());
                 // Straight after the commit: the end-of-data marks, nothing in between.
-                for (id, socket, answer) in claims {
-                    let commit = if claimed.contains(&id) {
-                        match &socket {
+                for claim in claims {
+                    let commit = if claimed.contains(&claim.delivery_id) {
+                        match &claim.socket {
                             MessageSocket::Plain(socket) => write_end_of_data(socket.as_deref()),
                             MessageSocket::NotShared => Commit::Claimed { end_written: 0 },
                         }
                     } else {
                         Commit::Refused
                     };
-                    let _ = answer.send(commit);
+                    let _ = claim.answer.send(commit);
                 }
+                note = None;
                 unsaved.clear();
                 flush_by = None;
                 for ack in acks.drain(..) {
@@ -728,8 +934,8 @@ async fn write_groups(
                     failing = true;
                 }
                 round.finish(RoundEnd::Storage(e.to_string()));
-                for (_, _, answer) in claims {
-                    let _ = answer.send(Commit::Refused);
+                for claim in claims {
+                    let _ = claim.answer.send(Commit::Refused);
                 }
                 if stop.requested() {
                     // Left `sending`: the next start counts them as unconfirmed.
@@ -741,6 +947,72 @@ async fn write_groups(
     // What could not be written: answer the waiting connections so they can close.
     drop(acks);
     commits
+}
+
+/// "Held by the relay's hourly limit (100 messages an hour) of smtp.example.com:587; resumes
+/// at ...": why a send waits, for the owner.
+fn held_note(by: &HeldBy, relay: &str, until: OffsetDateTime) -> String {
+    format!(
+        "Held by {} of {relay}; resumes at {}.",
+        by.describe(),
+        clock::human(until)
+    )
+}
+
+/// A newsletter's warm-up plan during one round: today's cap (in its time zone) and what it
+/// sent today, counted as messages are let through.
+struct WarmUpGate {
+    /// The newsletter's key in `send_usage`.
+    key: String,
+    cap: u64,
+    day: (OffsetDateTime, OffsetDateTime),
+    usage: send_limits::Usage,
+}
+
+impl WarmUpGate {
+    /// The gate of `newsletter`'s plan, when it has one on.
+    fn load(
+        conn: &rusqlite::Connection,
+        newsletter: &Newsletter,
+    ) -> crate::domain::DomainResult<Option<Self>> {
+        let Some(cap) = crate::domain::relays::warm_up_cap_today(conn, newsletter)? else {
+            return Ok(None);
+        };
+        let key = send_limits::newsletter_key(newsletter.id);
+        Ok(Some(WarmUpGate {
+            cap,
+            day: send_limits::day_bounds(&newsletter.time_zone, clock::now()),
+            usage: send_limits::Usage::load(conn, &key)?,
+            key,
+        }))
+    }
+
+    /// Counts one more message, or, when today's cap is reached, how the round ends.
+    fn take(&mut self) -> Option<RoundEnd> {
+        let now = clock::now();
+        if now >= self.day.1 {
+            // A round that runs past midnight keeps today's cap: the next round reads
+            // tomorrow's.
+            return Some(RoundEnd::Held {
+                until: now,
+                note: "A new day of the warm-up plan begins.".into(),
+            });
+        }
+        match self.usage.room_today(self.cap, self.day.0, self.day.1) {
+            send_limits::Room::Free => {
+                self.usage.add(now, 1);
+                None
+            }
+            send_limits::Room::Held { until, by } => Some(RoundEnd::Held {
+                until,
+                note: format!(
+                    "Held by {}; resumes at {}.",
+                    by.describe(),
+                    clock::human(until)
+                ),
+            }),
+        }
+    }
 }
 
 /// A crash point for fault trials (`examples/fault_soak.rs`): with

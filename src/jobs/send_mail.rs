@@ -123,8 +123,13 @@ impl Job for SendMail {
             Err(MailError::Permanent(e)) => Outcome::Fail(e),
             // The message went out; sending it again could give a second copy.
             Err(MailError::Unconfirmed(_)) => Outcome::Done,
+            // Every relay is held by a limit: the mail waits for it, at no cost.
+            Err(MailError::Held { until, .. }) => Outcome::Again(until),
             Err(
-                e @ (MailError::Temporary(_) | MailError::Connection(_) | MailError::Abandoned(_)),
+                e @ (MailError::Temporary(_)
+                | MailError::Connection(_)
+                | MailError::Abandoned(_)
+                | MailError::Throttled { .. }),
             ) => Outcome::Retry(e.to_string()),
         }
     }

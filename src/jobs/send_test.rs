@@ -69,8 +69,12 @@ impl Job for SendTest {
             Err(MailError::Permanent(e)) => Outcome::Fail(e),
             // The message went out; sending it again could give a second copy.
             Err(MailError::Unconfirmed(_)) => Outcome::Done,
+            Err(MailError::Held { until, .. }) => Outcome::Again(until),
             Err(
-                e @ (MailError::Temporary(_) | MailError::Connection(_) | MailError::Abandoned(_)),
+                e @ (MailError::Temporary(_)
+                | MailError::Connection(_)
+                | MailError::Abandoned(_)
+                | MailError::Throttled { .. }),
             ) => Outcome::Retry(e.to_string()),
         }
     }

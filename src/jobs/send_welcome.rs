@@ -144,6 +144,7 @@ fn send(ctx: &JobContext, rt: &tokio::runtime::Runtime, due: &Due) -> Outcome {
             }
             match e {
                 MailError::Permanent(e) => Outcome::Fail(e),
+                MailError::Held { until, .. } => Outcome::Again(until),
                 e => Outcome::Retry(e.to_string()),
             }
         }

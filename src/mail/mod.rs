@@ -5,6 +5,7 @@ pub mod account;
 pub mod bounce_listener;
 pub mod dkim;
 mod qp;
+pub mod relays;
 mod seven_bit;
 mod smtp;
 
@@ -14,7 +15,11 @@ use std::sync::Arc;
 use mail_send::mail_builder::MessageBuilder;
 use serde::{Deserialize, Serialize};
 
-pub use smtp::{Commit, MessageSocket, SmtpConnection, SmtpSettings, TlsTrust, write_end_of_data};
+use crate::domain::send_limits::HeldBy;
+pub use relays::{Permit, Relay, RelaySet};
+pub use smtp::{
+    Commit, MessageSocket, Security, SmtpConnection, SmtpSettings, TlsTrust, write_end_of_data,
+};
 
 /// A message ready to render: sender, one recipient, both bodies and extra headers.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -98,6 +103,16 @@ pub enum MailError {
     /// commit was refused) or could not write it out (the outbox): nobody's fault among the
     /// recipients, so it stays due.
     Abandoned(String),
+    /// The relay answered that we send too fast (421; 451 or 454 with 4.7.x; or words of
+    /// rate, too many or quota), or, with `quota`, that its sending quota is used up: not
+    /// taken, and nobody's fault among the recipients.
+    Throttled { answer: String, quota: bool },
+    /// Every relay is held by a limit until then; nothing was tried.
+    Held {
+        until: time::OffsetDateTime,
+        by: HeldBy,
+        relay: String,
+    },
 }
 
 impl std::fmt::Display for MailError {
@@ -108,22 +123,30 @@ impl std::fmt::Display for MailError {
             MailError::Connection(e) => write!(f, "connection failure: {e}"),
             MailError::Unconfirmed(e) => write!(f, "unconfirmed: {e}"),
             MailError::Abandoned(e) => write!(f, "not handed over: {e}"),
+            MailError::Throttled { answer, .. } => write!(f, "throttled by the relay: {answer}"),
+            MailError::Held { until, by, relay } => write!(
+                f,
+                "held by {} of {relay} until {}",
+                by.describe(),
+                crate::clock::human(*until)
+            ),
         }
     }
 }
 
 impl std::error::Error for MailError {}
 
-/// Where mail goes: `--smtp-url`, or the outbox under the data directory.
-#[derive(Debug, Clone)]
+/// Where mail goes: through relays (each `--smtp-url` in order, or a newsletter's own), or
+/// the outbox under the data directory.
+#[derive(Clone)]
 pub enum MailRoute {
-    Smtp(SmtpSettings),
+    Relays(RelaySet),
     Outbox(PathBuf),
 }
 
 /// How mail leaves: its route, and the DKIM signer every message passes through when
 /// `--dkim-domain` is set.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Transport {
     pub route: MailRoute,
     pub dkim: Option<Arc<dkim::Signer>>,
@@ -138,15 +161,47 @@ impl Transport {
         }
     }
 
+    /// The same signing, through `relays` instead (a newsletter's own relay).
+    pub fn through(&self, relays: RelaySet) -> Transport {
+        Transport {
+            route: MailRoute::Relays(relays),
+            dkim: self.dkim.clone(),
+        }
+    }
+
     /// Sends one message on a connection of its own (account mail; bulk sending keeps an
-    /// [`SmtpConnection`] open instead).
+    /// [`SmtpConnection`] open instead), through the first relay that can be reached and is
+    /// not held by a limit.
     pub async fn send(&self, mail: &OutgoingMail) -> Result<(), MailError> {
         let mime = signed(self.dkim.as_deref(), mail.to_mime()).await?;
         match &self.route {
-            MailRoute::Smtp(settings) => {
-                let mut connection = SmtpConnection::open(settings).await?;
+            MailRoute::Relays(set) => {
+                let (relay, mut connection) = open_first(set).await?;
+                match relay.permit() {
+                    Permit::After(wait) => tokio::time::sleep(wait).await,
+                    Permit::Held { until, by } => {
+                        connection.close().await;
+                        let relay = relay.name.clone();
+                        return Err(MailError::Held { until, by, relay });
+                    }
+                }
                 let result = connection.send(mail, mime).await;
                 connection.close().await;
+                match &result {
+                    Ok(()) => {
+                        relay.went_through();
+                        let counted = relay.clone();
+                        let _ = tokio::task::spawn_blocking(move || counted.record_one()).await;
+                    }
+                    Err(MailError::Throttled { answer, quota }) => {
+                        if *quota {
+                            relay.quota_reached(answer);
+                        } else {
+                            relay.throttled(answer);
+                        }
+                    }
+                    Err(_) => {}
+                }
                 result
             }
             MailRoute::Outbox(dir) => {
@@ -154,6 +209,40 @@ impl Transport {
             }
         }
     }
+}
+
+/// Opens a connection to the first relay of `set` that answers (see [`RelaySet::to_try`]),
+/// noting which could not be reached. The error names every relay tried and why, or, when
+/// every relay is held by a limit, which one opens first and when.
+async fn open_first(set: &RelaySet) -> Result<(Arc<Relay>, SmtpConnection), MailError> {
+    let candidates = set.to_try();
+    if candidates.is_empty()
+        && let Some((until, by, relay)) = set.all_held()
+    {
+        return Err(MailError::Held { until, by, relay });
+    }
+    let mut reasons = Vec::new();
+    for (_, relay) in candidates {
+        match SmtpConnection::open(&relay.settings).await {
+            Ok(connection) => {
+                relay.mark_up();
+                return Ok((relay, connection));
+            }
+            Err(e) => {
+                let reason = match e {
+                    MailError::Connection(reason) => reason,
+                    other => other.to_string(),
+                };
+                relay.mark_down(&reason);
+                reasons.push(if set.relays.len() > 1 {
+                    format!("{}: {reason}", relay.name)
+                } else {
+                    reason
+                });
+            }
+        }
+    }
+    Err(MailError::Connection(reasons.join("; ")))
 }
 
 /// The final bytes of a message as they go out: with a `DKIM-Signature` header in front when
@@ -170,14 +259,16 @@ async fn signed(dkim: Option<&dkim::Signer>, mime: Vec<u8>) -> Result<Vec<u8>, M
     }
 }
 
-/// One sending lane of a bulk send: an SMTP connection kept open across messages (and
-/// reopened after a failure), or the outbox.
+/// One sending lane of a bulk send: an SMTP connection to one of the relays kept open across
+/// messages (and reopened after a failure, to the most preferred relay that answers), or the
+/// outbox.
 // A send has a handful of lanes, so the size of the SMTP variant costs nothing worth a box.
 #[allow(clippy::large_enum_variant)]
 enum LaneRoute {
-    Smtp {
-        settings: SmtpSettings,
-        connection: Option<SmtpConnection>,
+    Relays {
+        set: RelaySet,
+        /// The open connection, with the relay it goes to and that relay's place in the set.
+        connection: Option<(usize, Arc<Relay>, SmtpConnection)>,
     },
     Outbox(PathBuf),
 }
@@ -191,8 +282,8 @@ pub struct Lane {
 impl Lane {
     pub fn new(transport: &Transport) -> Self {
         let route = match &transport.route {
-            MailRoute::Smtp(settings) => LaneRoute::Smtp {
-                settings: settings.clone(),
+            MailRoute::Relays(set) => LaneRoute::Relays {
+                set: set.clone(),
                 connection: None,
             },
             MailRoute::Outbox(dir) => LaneRoute::Outbox(dir.clone()),
@@ -203,22 +294,79 @@ impl Lane {
         }
     }
 
-    /// Opens the lane's connection unless one is open. An error means the relay cannot be
-    /// reached now ([`SmtpConnection::open`]).
+    /// Opens the lane's connection unless one is open, to the most preferred relay that
+    /// answers and is not held by a limit. An error means no relay can be reached now
+    /// ([`MailError::Connection`], naming each), or every one is held
+    /// ([`MailError::Held`]).
     pub async fn connect(&mut self) -> Result<(), MailError> {
         match &mut self.route {
             LaneRoute::Outbox(dir) => std::fs::create_dir_all(&*dir).map_err(|e| {
                 MailError::Connection(format!("cannot create the outbox {}: {e}", dir.display()))
             }),
-            LaneRoute::Smtp {
-                settings,
-                connection,
-            } => {
+            LaneRoute::Relays { set, connection } => {
                 if connection.is_none() {
-                    *connection = Some(SmtpConnection::open(settings).await?);
+                    let (relay, open) = open_first(set).await?;
+                    let index = set
+                        .relays
+                        .iter()
+                        .position(|r| Arc::ptr_eq(r, &relay))
+                        .unwrap_or(0);
+                    *connection = Some((index, relay, open));
                 }
                 Ok(())
             }
+        }
+    }
+
+    /// The relay the open connection goes to, and its place among the lane's relays (0: the
+    /// most preferred).
+    pub fn relay(&self) -> Option<(usize, &Arc<Relay>)> {
+        match &self.route {
+            LaneRoute::Relays {
+                connection: Some((index, relay, _)),
+                ..
+            } => Some((*index, relay)),
+            _ => None,
+        }
+    }
+
+    /// The relays this lane may use (none for the outbox).
+    pub fn relays(&self) -> &[Arc<Relay>] {
+        match &self.route {
+            LaneRoute::Relays { set, .. } => &set.relays,
+            LaneRoute::Outbox(_) => &[],
+        }
+    }
+
+    /// Whether a relay preferred to the one the connection goes to can be tried again (it
+    /// came back, or its limits have room): then the lane closes its connection between two
+    /// messages and [`Lane::connect`] goes back to it.
+    pub fn better_relay_due(&self) -> bool {
+        match &self.route {
+            LaneRoute::Relays {
+                set,
+                connection: Some((index, _, _)),
+            } => *index > 0 && set.better_than(*index),
+            _ => false,
+        }
+    }
+
+    /// Asks the connection's relay whether the next message may go ([`Relay::permit`]); the
+    /// outbox has no limits.
+    pub fn permit(&self) -> Permit {
+        match self.relay() {
+            Some((_, relay)) => relay.permit(),
+            None => Permit::After(std::time::Duration::ZERO),
+        }
+    }
+
+    /// Closes the connection (QUIT) between two messages, so the next [`Lane::connect`]
+    /// chooses a relay again.
+    pub async fn reconnect_later(&mut self) {
+        if let LaneRoute::Relays { connection, .. } = &mut self.route
+            && let Some((_, _, open)) = connection.take()
+        {
+            open.close().await;
         }
     }
 
@@ -258,14 +406,33 @@ impl Lane {
                 write_to_outbox(dir, envelope.to, None, &mime.bytes)
                     .map_err(|e| MailError::Abandoned(e.to_string()))
             }
-            LaneRoute::Smtp { connection, .. } => {
-                let Some(open) = connection.as_mut() else {
+            LaneRoute::Relays { connection, .. } => {
+                let Some((_, relay, open)) = connection.as_mut() else {
                     return Err(MailError::Connection("no connection is open".into()));
                 };
                 let result = open.send_committed(envelope, mime, commit).await;
+                match &result {
+                    Ok(()) => relay.went_through(),
+                    Err(MailError::Throttled {
+                        answer,
+                        quota: false,
+                    }) => {
+                        relay.throttled(answer);
+                    }
+                    Err(MailError::Throttled {
+                        answer,
+                        quota: true,
+                    }) => {
+                        relay.quota_reached(answer);
+                    }
+                    _ => {}
+                }
                 if !matches!(
                     result,
-                    Ok(()) | Err(MailError::Permanent(_) | MailError::Temporary(_))
+                    Ok(())
+                        | Err(MailError::Permanent(_)
+                            | MailError::Temporary(_)
+                            | MailError::Throttled { .. })
                 ) && let Some(broken) = connection.take()
                 {
                     drop(broken);
@@ -278,8 +445,8 @@ impl Lane {
     /// After a refusal: RSET, so the connection can carry the next message; a connection
     /// that cannot be reset is closed.
     pub async fn reset(&mut self) {
-        if let LaneRoute::Smtp { connection, .. } = &mut self.route
-            && let Some(open) = connection.as_mut()
+        if let LaneRoute::Relays { connection, .. } = &mut self.route
+            && let Some((_, _, open)) = connection.as_mut()
             && open.reset().await.is_err()
         {
             *connection = None;
@@ -288,8 +455,8 @@ impl Lane {
 
     /// Closes the connection (QUIT), if one is open.
     pub async fn close(self) {
-        if let LaneRoute::Smtp {
-            connection: Some(c),
+        if let LaneRoute::Relays {
+            connection: Some((_, _, c)),
             ..
         } = self.route
         {

@@ -677,11 +677,53 @@ async fn send_envelope<T: AsyncRead + AsyncWrite + Unpin>(
     data.assert_code(354)
 }
 
-/// 5xx replies are permanent; 4xx replies, timeouts and broken connections are temporary.
+/// A relay's answer that says we send too fast, or that its sending quota is used up
+/// (`Some(true)`): 421 (the relay closes for now); a 4xx whose enhanced code is 4.7.x (policy:
+/// 451 4.7.0 "too many messages", SES's 454 4.7.0 throttling); or any answer with the words
+/// rate, too many, throttled or quota, unless its enhanced code is about the recipient's
+/// mailbox (X.2.x: "mailbox over quota" is the recipient's, not the relay's); and Gmail's
+/// 550 5.4.5 "daily sending quota exceeded". `None`: an ordinary refusal.
+pub fn throttling(code: u16, esc: [u8; 3], message: &str) -> Option<bool> {
+    static WORDS: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"(?i)\b(rate|too many|throttl\w*|quota)\b").expect("a valid pattern")
+    });
+    static QUOTA: std::sync::LazyLock<regex::Regex> =
+        std::sync::LazyLock::new(|| regex::Regex::new(r"(?i)\bquota\b").expect("a valid pattern"));
+    let mailbox = esc[1] == 2;
+    let quota = !mailbox && (QUOTA.is_match(message) || esc == [5, 4, 5]);
+    let policy = esc[0] == 4 && esc[1] == 7;
+    let worded = !mailbox && WORDS.is_match(message);
+    (code == 421 || policy || worded || quota).then_some(quota)
+}
+
+/// A reply as the owner reads it: code, enhanced code (when given) and text.
+fn reply_text(reply: &smtp_proto::Response<String>) -> String {
+    match reply.esc {
+        [0, 0, 0] => format!("{} {}", reply.code(), reply.message()),
+        [a, b, c] => format!("{} {a}.{b}.{c} {}", reply.code(), reply.message()),
+    }
+}
+
+/// 5xx replies are permanent; 4xx replies, timeouts and broken connections are temporary;
+/// throttling answers ([`throttling`]) are the relay's and nobody's fault among the
+/// recipients.
 fn classify(error: mail_send::Error) -> MailError {
     match error {
-        mail_send::Error::UnexpectedReply(reply)
-        | mail_send::Error::AuthenticationFailed(reply) => {
+        mail_send::Error::UnexpectedReply(reply) => {
+            if let Some(quota) = throttling(reply.code(), reply.esc, reply.message()) {
+                return MailError::Throttled {
+                    answer: reply_text(&reply),
+                    quota,
+                };
+            }
+            let text = format!("server replied {}", reply_text(&reply));
+            if (500..600).contains(&reply.code()) {
+                MailError::Permanent(text)
+            } else {
+                MailError::Temporary(text)
+            }
+        }
+        mail_send::Error::AuthenticationFailed(reply) => {
             let text = format!("server replied {} {}", reply.code(), reply.message());
             if (500..600).contains(&reply.code()) {
                 MailError::Permanent(text)
@@ -767,6 +809,45 @@ mod tests {
         assert!(
             text.contains("certificate") && !text.contains("--smtp-ca"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn tells_throttling_from_refusals() {
+        assert_eq!(
+            throttling(421, [4, 3, 2], "Closing the connection"),
+            Some(false)
+        );
+        assert_eq!(
+            throttling(451, [4, 7, 0], "Too many messages, slow down"),
+            Some(false)
+        );
+        assert_eq!(
+            throttling(454, [4, 7, 0], "Throttling failure"),
+            Some(false)
+        );
+        assert_eq!(
+            throttling(450, [0, 0, 0], "Rate limit exceeded"),
+            Some(false)
+        );
+        assert_eq!(
+            throttling(451, [4, 7, 0], "Daily sending quota exceeded"),
+            Some(true)
+        );
+        assert_eq!(
+            throttling(550, [5, 4, 5], "Daily user sending quota exceeded"),
+            Some(true)
+        );
+        // The recipient's mailbox is over its quota: the recipient's problem.
+        assert_eq!(throttling(452, [4, 2, 2], "Mailbox over quota"), None);
+        assert_eq!(
+            throttling(552, [5, 2, 2], "Mailbox full, quota exceeded"),
+            None
+        );
+        assert_eq!(throttling(451, [4, 3, 0], "Try again later"), None);
+        assert_eq!(
+            throttling(550, [5, 1, 1], "No such user; separate generated"),
+            None
         );
     }
 

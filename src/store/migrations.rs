@@ -95,6 +95,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0024_connection_cut_offs",
         include_str!("../../migrations/0024_connection_cut_offs.sql"),
     ),
+    (
+        "0026_send_usage",
+        include_str!("../../migrations/0026_send_usage.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.

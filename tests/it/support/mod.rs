@@ -25,7 +25,7 @@ pub use app::{
 };
 pub use http::{Client, Resp};
 pub use serde_json::{Value, json};
-pub use smtp::{Fault, Received, Rules, SmtpSink};
+pub use smtp::{Fault, Quota, Received, Rules, SmtpSink};
 
 pub const PASSWORD: &str = "correct horse battery";
 

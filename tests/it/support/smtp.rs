@@ -127,6 +127,21 @@ pub struct Rules {
     pub tls: Option<SinkTls>,
     /// Offer AUTH PLAIN and take any user name and password.
     pub auth: bool,
+    /// Let at most this many recipients in during any one second (counted at RCPT); past it,
+    /// refuse at RCPT with `451 4.7.0`, as a relay that throttles does.
+    pub per_second: Option<u32>,
+    /// Let at most this many recipients in (counted at RCPT); past it, refuse at RCPT with
+    /// this quota's answer ([`Quota`]) until [`SmtpSink::renew_quota`].
+    pub quota: Option<Quota>,
+}
+
+/// A relay's sending quota (a daily quota, renewed by the test).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quota {
+    pub messages: u32,
+    /// The answer past it: 451 (`4.7.0 daily sending quota exceeded`) or 550 (`5.4.5`, as
+    /// Gmail answers).
+    pub code: u16,
 }
 
 #[derive(Default)]
@@ -144,6 +159,14 @@ struct Shared {
     cut: Vec<(String, Fault)>,
     held: bool,
     commands: Vec<Command>,
+    /// When each message was taken, as the sink's clock saw it.
+    taken_at: Vec<Instant>,
+    /// The second being counted for `per_second`, and how many were let in during it.
+    this_second: Option<(Instant, u32)>,
+    /// Messages taken against the quota since it was last renewed.
+    quota_used: u32,
+    /// Throttling and quota refusals given (`451 4.7.0`, the quota's answer).
+    throttled: u32,
 }
 
 /// The listener; runs until the test process ends.
@@ -333,6 +356,62 @@ impl SmtpSink {
     pub fn commands(&self) -> Vec<Command> {
         self.shared.lock().unwrap().commands.clone()
     }
+
+    /// The most messages taken within any one second (a sliding window).
+    pub fn busiest_second(&self) -> usize {
+        let taken = self.shared.lock().unwrap().taken_at.clone();
+        let mut most = 0;
+        let mut start = 0;
+        for end in 0..taken.len() {
+            while taken[end].duration_since(taken[start]) >= Duration::from_secs(1) {
+                start += 1;
+            }
+            most = most.max(end - start + 1);
+        }
+        most
+    }
+
+    /// Throttling and quota refusals given so far.
+    pub fn throttled(&self) -> u32 {
+        self.shared.lock().unwrap().throttled
+    }
+
+    /// A new quota period: the quota's messages may be taken again.
+    pub fn renew_quota(&self) {
+        self.shared.lock().unwrap().quota_used = 0;
+    }
+}
+
+/// The refusal a relay that throttles gives at RCPT, if this message is one too many: past
+/// its quota, or past its messages per second.
+fn throttle(s: &mut Shared) -> Option<String> {
+    if let Some(quota) = s.rules.quota
+        && s.quota_used >= quota.messages
+    {
+        s.throttled += 1;
+        return Some(if quota.code >= 500 {
+            format!("{} 5.4.5 Daily user sending quota exceeded\r\n", quota.code)
+        } else {
+            format!("{} 4.7.0 Daily sending quota exceeded\r\n", quota.code)
+        });
+    }
+    if let Some(limit) = s.rules.per_second {
+        let now = Instant::now();
+        let (start, count) = match s.this_second {
+            Some((start, count)) if now.duration_since(start) < Duration::from_secs(1) => {
+                (start, count)
+            }
+            _ => (now, 0),
+        };
+        if count >= limit {
+            s.this_second = Some((start, count));
+            s.throttled += 1;
+            return Some("451 4.7.0 Too many messages, slow down\r\n".into());
+        }
+        s.this_second = Some((start, count + 1));
+    }
+    s.quota_used += 1;
+    None
 }
 
 /// A byte stream a session can run over: the TCP socket, or TLS on it.
@@ -515,6 +594,11 @@ fn session(stream: TcpStream, shared: &Mutex<Shared>) -> std::io::Result<()> {
             out.write_all(b"250 2.1.0 OK\r\n")?;
         } else if upper.starts_with("RCPT TO:") {
             let rcpt = address(&command[8..]);
+            let throttled = throttle(&mut shared.lock().unwrap());
+            if let Some(answer) = throttled {
+                out.write_all(answer.as_bytes())?;
+                continue;
+            }
             let code = {
                 let mut s = shared.lock().unwrap();
                 let fault = next_fault(&mut s, std::slice::from_ref(&rcpt), |f| {
@@ -625,7 +709,7 @@ fn session(stream: TcpStream, shared: &Mutex<Shared>) -> std::io::Result<()> {
                 let text = if code >= 500 {
                     "5.7.1 Message refused"
                 } else {
-                    "4.7.1 Try again later"
+                    "4.3.0 Try again later"
                 };
                 out.write_all(format!("{code} {text}\r\n").as_bytes())?;
                 to.clear();
@@ -655,6 +739,7 @@ fn session(stream: TcpStream, shared: &Mutex<Shared>) -> std::io::Result<()> {
                     data,
                     tls: secure,
                 });
+                s.taken_at.push(Instant::now());
                 if let Some(f @ (Fault::DropAfterData | Fault::NoReply)) = fault {
                     let rcpt = s.received.last().unwrap().to[0].clone();
                     s.cut.push((rcpt, f));
