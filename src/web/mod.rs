@@ -211,7 +211,12 @@ pub fn routes() -> impl poem::Endpoint {
             "/newsletters/:id/issues/:issue_id/progress",
             get(issues::progress),
         )
+        .at(
+            "/newsletters/:id/issues/:issue_id/audience_count",
+            get(issues::audience_count),
+        )
         .at("/assets/dashboard.js", get(issues::script))
+        .at("/assets/audience.js", get(issues::audience_script))
         .at("/favicon.ico", get(no_favicon))
         .at(
             "/newsletters/:id/custom_domains",

@@ -41,6 +41,7 @@ mod postfix_relay;
 mod publish_on_send;
 mod segment_crash;
 mod segments;
+mod send_audience;
 mod send_faults;
 mod sender_domains;
 mod sending;

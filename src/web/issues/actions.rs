@@ -8,17 +8,23 @@ use poem::{Body, Request, Response, handler, http::StatusCode};
 use rusqlite::Connection;
 use serde_json::json;
 
+use super::audience::{
+    COUNTING, Purpose, REVIEW_LABEL, SEND_COUNT_FAILED, audience_boxes, chosen_audience,
+    count_line, counted, named_fields, names_another_audience, send_label,
+};
 use super::form::for_people;
 use super::pages::show_response;
 use super::test_send::{self, AskedFrom};
-use super::{Posted, issue_url, list_url, posted, problems, render, typed_time, viewed};
-use crate::domain::audience::{self, Audience, AudienceInput};
+use super::{
+    Posted, issue_url, json_answer, list_url, posted, problems, render, typed_time, viewed,
+};
+use crate::domain::audience::{Audience, AudienceInput};
 use crate::domain::issues::{self, Issue, IssueInput, Status};
 use crate::domain::newsletters::Newsletter;
 use crate::domain::sender_domains::SenderDomain;
 use crate::domain::urls::SiteUrls;
 use crate::domain::{DomainResult, FieldErrors, sending, subscribers};
-use crate::http::plural::{count, noun};
+use crate::http::plural::count;
 use crate::web::layout::{Section, csrf_field, errors, newsletter_page};
 use crate::web::time_zones::friendly;
 use crate::web::{Ctx, FormData, State, WebResult, see_other};
@@ -74,7 +80,7 @@ pub async fn approve(
 
 /// `POST .../schedule` with `scheduled_for` (datetime-local, on the account's clocks; empty
 /// takes the next slot) and, when the newsletter has tags, the audience the scheduled send
-/// goes to.
+/// goes to: the boxes ticked in this form, recorded on the issue (the notice names it).
 #[handler]
 pub async fn schedule(
     req: &Request,
@@ -99,14 +105,16 @@ pub async fn schedule(
             audience,
             ..Default::default()
         };
+        let chose = input.audience.is_some();
         let issue = issues::update(conn, nid, iid, &issues::check_changes(&input)?)?;
-        Ok(format!(
-            "Scheduled for {}.",
-            issue
-                .scheduled_for
-                .map(|at| friendly(at, &zone))
-                .unwrap_or_default()
-        ))
+        let at = issue
+            .scheduled_for
+            .map(|at| friendly(at, &zone))
+            .unwrap_or_default();
+        Ok(match chose {
+            true => format!("Scheduled for {at}, to {}.", issue.audience.describe()),
+            false => format!("Scheduled for {at}."),
+        })
     })
     .await
 }
@@ -173,51 +181,56 @@ struct AudienceChoice {
     chosen: Audience,
 }
 
-/// The audience a send-page form names: `audience=chosen` marks a form that chose one
-/// (`tags`, `exclude_tags`, none checked: everyone); without it, the issue's recorded one.
-pub(super) fn chosen_audience(form: &FormData) -> Option<AudienceInput> {
-    (form.get("audience") == "chosen").then(|| AudienceInput {
-        tags: form.all("tags"),
-        exclude_tags: form.all("exclude_tags"),
-    })
+/// Why the send page is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shown {
+    /// Opened from the issue page (or the review link's query, or a refused send).
+    Asked,
+    /// The Review button.
+    Reviewed,
+    /// A Send whose ticks were not the audience its button was labelled for: nothing sent.
+    Changed,
 }
 
-/// The tag checkboxes of both lists (`tags`, `exclude_tags`), `chosen` checked, after the
-/// marker that the form chooses an audience.
-pub(super) fn audience_boxes(tags: &[(String, i64)], chosen: &Audience) -> Markup {
-    html! {
-        input type="hidden" name="audience" value="chosen";
-        (tag_boxes("tags", "Send to", tags, &chosen.tags))
-        (tag_boxes("exclude_tags", "Leave out", tags, &chosen.exclude_tags))
+impl Shown {
+    fn status(self) -> StatusCode {
+        match self {
+            Shown::Asked | Shown::Reviewed => StatusCode::OK,
+            Shown::Changed => StatusCode::CONFLICT,
+        }
     }
 }
 
-/// The tag checkboxes of one list (`tags` or `exclude_tags`).
-fn tag_boxes(name: &str, legend: &str, tags: &[(String, i64)], chosen: &[String]) -> Markup {
+/// Why a Send came back as a review: the ticks changed after the count on its button.
+fn changed_notice(verdict: &Result<i64, FieldErrors>) -> Markup {
     html! {
-        fieldset.tags {
-            legend { (legend) }
-            @for (tag, count) in tags {
-                label.check {
-                    input type="checkbox" name=(name) value=(tag) checked[chosen.contains(tag)];
-                    (tag) " " span.muted { "(" (count) ")" }
+        p.notice.warning #audience-changed role="status" {
+            @match verdict {
+                Ok(recipients) => {
+                    "You changed the audience: it now goes to " (count(*recipients, "subscriber", "subscribers"))
+                    ". Nothing was sent yet. Press “" (send_label(*recipients)) "” to confirm."
                 }
+                Err(_) => { "You changed the audience, and nothing was sent: the ticked audience cannot be sent now (why is said below the tags)." }
             }
         }
     }
 }
 
+/// The send page: one form with the audience's checkboxes, the count of the checked audience
+/// and two buttons, Review (counts again) and Send (names the audience its count is for, so
+/// the server can tell when the ticks changed after it; `assets/audience.js` keeps both up to
+/// date as boxes are ticked).
 fn send_page(
     ctx: &Ctx,
-    n: &Newsletter,
-    issue: &Issue,
+    (n, issue): (&Newsletter, &Issue),
     sender: Option<&SenderDomain>,
-    (choice, verdict): (&AudienceChoice, &Result<i64, FieldErrors>),
+    (choice, verdict, shown): (&AudienceChoice, &Result<i64, FieldErrors>, Shown),
     tier_next_steps: Markup,
     urls: &SiteUrls,
 ) -> Markup {
     let base = issue_url(n.id, issue.id);
     let chosen = &choice.chosen;
+    let has_boxes = !choice.tags.is_empty();
     newsletter_page(
         ctx,
         n,
@@ -227,42 +240,43 @@ fn send_page(
             p { a href=(base) { "← " (issue.subject) } }
             h1 { "Send “" (issue.subject) "” now?" }
             (sender_domain::warning(n, sender))
-            @if !choice.tags.is_empty() {
-                section.panel #audience {
-                    h2 { "Audience" }
-                    p.muted { "Send to subscribers having any of the checked tags (none checked: every active subscriber), leaving out those having any tag checked under “Leave out”. The number of subscribers having each tag is in brackets." }
-                    form.stack method="get" action={ (base) "/send" } {
-                        (audience_boxes(&choice.tags, chosen))
-                        button.secondary type="submit" { "Review" }
-                    }
-                }
-            }
-            @match verdict {
-                Ok(recipients) => {
-                    p #recipient-count {
-                        "It goes out at once to " strong data-recipients=(recipients) { (recipients) }
-                        " " (noun(*recipients, "active subscriber", "active subscribers"))
-                        @if !chosen.is_everyone() { " (" span #audience-description { (chosen.describe()) } ")" }
-                        ". This cannot be undone."
-                    }
-                    (publishing_note(n, issue, urls))
-                    form.inline method="post" action={ (base) "/send" } {
-                        (csrf_field(ctx))
+            @if shown == Shown::Changed { (changed_notice(verdict)) }
+            @if has_boxes || verdict.is_ok() {
+                form #send-form method="post" action={ (base) "/send" }
+                    data-count-url={ (base) "/audience_count" } data-count-line="recipient-count"
+                    data-counting=(COUNTING) data-count-failed=(SEND_COUNT_FAILED) {
+                    (csrf_field(ctx))
+                    @if has_boxes {
+                        section.panel #audience {
+                            h2 { "Audience" }
+                            p.muted { "Send to subscribers having any of the checked tags (none checked: every active subscriber), leaving out those having any tag checked under “Leave out”. The number of subscribers having each tag is in brackets." }
+                            div.audience-lists { (audience_boxes(&choice.tags, chosen)) }
+                            button.secondary type="submit" name="intent" value="review" { "Review" }
+                        }
+                    } @else {
                         input type="hidden" name="audience" value="chosen";
                         @for tag in &chosen.tags { input type="hidden" name="tags" value=(tag); }
                         @for tag in &chosen.exclude_tags { input type="hidden" name="exclude_tags" value=(tag); }
-                        button type="submit" { "Send to " (count(*recipients, "subscriber", "subscribers")) }
                     }
-                    " "
-                    a.button.secondary href=(base) { "Cancel" }
-                }
-                Err(found) => {
-                    (errors(found))
-                    (tier_next_steps)
-                    p { "Nothing was sent. " a href=(base) { "Back to the issue" } }
+                    @if let Ok(recipients) = verdict {
+                        (named_fields(chosen))
+                        (count_line("recipient-count", Purpose::SendNow, chosen, verdict))
+                        (publishing_note(n, issue, urls))
+                        button #send-button type="submit" name="intent" value="send" data-review-label=(REVIEW_LABEL) { (send_label(*recipients)) }
+                        " "
+                        a.button.secondary href=(base) { "Cancel" }
+                    }
                 }
             }
+            @if let Err(found) = verdict {
+                (errors(found))
+                (tier_next_steps)
+                p { "Nothing was sent. " a href=(base) { "Back to the issue" } }
+            }
             (test_send::form(ctx, n, issue, "", AskedFrom::SendPage))
+            @if has_boxes && verdict.is_ok() {
+                script src="/assets/audience.js" defer {}
+            }
         },
     )
 }
@@ -275,23 +289,13 @@ async fn verdict(
     issue: &Issue,
     given: Option<AudienceInput>,
 ) -> Result<(AudienceChoice, Result<i64, FieldErrors>), crate::web::WebError> {
-    let (n2, mut issue2) = (n.clone(), issue.clone());
-    let (tags, chosen, verdict) = state
+    let (n2, issue2) = (n.clone(), issue.clone());
+    let (tags, (chosen, verdict)) = state
         .db
         .run(move |conn| {
             let tags = subscribers::tag_counts(conn, n2.id)?;
-            let checked = match &given {
-                Some(input) => audience::check(conn, n2.id, input, ""),
-                None => Ok(issue2.audience.clone()),
-            };
-            let (chosen, verdict) = match checked {
-                Ok(chosen) => {
-                    issue2.audience = chosen.clone();
-                    (chosen, issues::sendable(conn, &n2, &issue2))
-                }
-                Err(e) => (issue2.audience.clone(), Err(e)),
-            };
-            Ok::<_, crate::domain::DomainError>((tags, chosen, verdict))
+            let counted = counted(conn, &n2, issue2, given.as_ref(), Purpose::SendNow);
+            Ok::<_, crate::domain::DomainError>((tags, counted))
         })
         .await?;
     let verdict = match verdict {
@@ -301,9 +305,34 @@ async fn verdict(
     Ok((AudienceChoice { tags, chosen }, verdict))
 }
 
+/// The send page for the audience `given` (the issue's recorded one when `None`), with the
+/// exact recipient count or why it cannot be sent now.
+async fn review(
+    req: &Request,
+    state: &State,
+    (ctx, n, issue): (&Ctx, &Newsletter, &Issue),
+    given: Option<AudienceInput>,
+    shown: Shown,
+) -> WebResult {
+    let (choice, verdict) = verdict(state, n, issue, given).await?;
+    let sender = sender_domain::load(state, n).await?;
+    let next = operator::tier_next_steps(state, ctx, n, req.uri().path()).await?;
+    render(
+        shown.status(),
+        send_page(
+            ctx,
+            (n, issue),
+            sender.as_ref(),
+            (&choice, &verdict, shown),
+            next,
+            &state.urls,
+        ),
+    )
+}
+
 /// `GET .../send`: the confirmation, with the audience's tag choices and the exact recipient
-/// count for the chosen audience (the query of the "Review" button), or why the issue cannot
-/// be sent now.
+/// count for the chosen audience (the issue's recorded one, or the one the query names:
+/// `audience=chosen&tags=…&exclude_tags=…`), or why the issue cannot be sent now.
 #[handler]
 pub async fn send_confirm(
     req: &Request,
@@ -312,25 +341,21 @@ pub async fn send_confirm(
 ) -> WebResult {
     let (ctx, n, issue) = viewed(req, state, &id, &issue_id).await?;
     let query = FormData::parse(req.uri().query().unwrap_or_default().as_bytes());
-    let (choice, verdict) = verdict(state, &n, &issue, chosen_audience(&query)).await?;
-    let sender = sender_domain::load(state, &n).await?;
-    let next = operator::tier_next_steps(state, &ctx, &n, req.uri().path()).await?;
-    render(
-        StatusCode::OK,
-        send_page(
-            &ctx,
-            &n,
-            &issue,
-            sender.as_ref(),
-            (&choice, &verdict),
-            next,
-            &state.urls,
-        ),
+    review(
+        req,
+        state,
+        (&ctx, &n, &issue),
+        chosen_audience(&query),
+        Shown::Asked,
     )
+    .await
 }
 
-/// `POST .../send`: queues the send to the audience the page chose; the issue page then
-/// follows its progress.
+/// `POST .../send`: the send page's form. Review (`intent=review`) shows the page again for
+/// the ticked audience. Send goes to the ticked audience, taken from this form, but only if
+/// it is the audience the button's count was made for (`named_tags`, `named_exclude_tags`);
+/// otherwise the page comes back with the new count (409) and nothing is queued. A post
+/// without the `audience=chosen` marker (a script) sends to the issue's recorded audience.
 #[handler]
 pub async fn send_now(
     req: &Request,
@@ -341,6 +366,14 @@ pub async fn send_now(
     let p = posted(req, state, &id, &issue_id, FormData::read(body).await?).await?;
     let (nid, iid) = (p.n.id, p.issue.id);
     let given = chosen_audience(&p.form);
+    let shown = match &given {
+        _ if p.form.get("intent") == "review" => Some(Shown::Reviewed),
+        Some(ticked) if names_another_audience(&p.form, ticked) => Some(Shown::Changed),
+        _ => None,
+    };
+    if let Some(shown) = shown {
+        return review(req, state, (&p.ctx, &p.n, &p.issue), given, shown).await;
+    }
     let sent_to = given.clone();
     match state
         .db
@@ -366,10 +399,9 @@ pub async fn send_now(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 send_page(
                     &p.ctx,
-                    &p.n,
-                    &p.issue,
+                    (&p.n, &p.issue),
                     sender.as_ref(),
-                    (&choice, &Err(found)),
+                    (&choice, &Err(found), Shown::Asked),
                     next,
                     &state.urls,
                 ),
@@ -446,10 +478,7 @@ pub async fn progress(
         "done": p.done(),
         "percent": p.percent(),
     });
-    Ok(Response::builder()
-        .content_type("application/json")
-        .header("Cache-Control", "no-store")
-        .body(body.to_string()))
+    Ok(json_answer(StatusCode::OK, body))
 }
 
 /// `GET /assets/dashboard.js`: the few lines that make the dashboard livelier.

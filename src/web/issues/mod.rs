@@ -4,12 +4,13 @@
 //! `domain::sending`); these handlers parse, call and render.
 
 mod actions;
+mod audience;
 mod form;
 mod pages;
 mod test_send;
 
 use poem::web::{Data, Path};
-use poem::{Body, Request, Response, handler};
+use poem::{Body, Request, Response, handler, http::StatusCode};
 
 use super::newsletters::{owned, parse_id};
 use super::{Ctx, FormData, State, WebError, WebResult};
@@ -22,6 +23,7 @@ use crate::http::headers::Policy;
 pub use actions::{
     approve, delete_confirm, progress, publish, resume, schedule, script, send_confirm, send_now,
 };
+pub use audience::{audience_count, audience_script};
 pub use form::{create, edit_form, new_form};
 pub use pages::{index, preview, show};
 pub use test_send::{send_test, test_form};
@@ -95,10 +97,19 @@ pub(super) fn problems(e: DomainError) -> Result<FieldErrors, WebError> {
 /// [`super::render`] under the previews' Content-Security-Policy: the issue pages show
 /// owner-written content in sandboxed frames, where nothing may run a script while the
 /// content's styles and images still show.
-fn render(status: poem::http::StatusCode, markup: maud::Markup) -> WebResult {
+fn render(status: StatusCode, markup: maud::Markup) -> WebResult {
     let mut response: Response = super::render(status, markup)?;
     response.set_data(Policy::Preview);
     Ok(response)
+}
+
+/// A JSON answer for the issue pages' scripts; never cached, as it changes with the list.
+fn json_answer(status: StatusCode, body: serde_json::Value) -> Response {
+    Response::builder()
+        .status(status)
+        .content_type("application/json")
+        .header("Cache-Control", "no-store")
+        .body(body.to_string())
 }
 
 /// A send time typed into a `datetime-local` input, read on the account's clocks (`zone`),

@@ -6,9 +6,10 @@ use poem::web::{Data, Path, Query};
 use poem::{Request, handler, http::StatusCode};
 use serde::Deserialize;
 
-use super::actions::audience_boxes;
-use super::{issue_url, list_url, render, viewed};
+use super::audience::{COUNTING, Purpose, SCHEDULE_COUNT_FAILED, audience_boxes, count_line};
+use super::{issue_url, list_url, problems, render, viewed};
 use crate::clock::{self, Timestamp};
+use crate::domain::audience;
 use crate::domain::content;
 use crate::domain::issues::{self, Issue, Status};
 use crate::domain::newsletters::Newsletter;
@@ -152,6 +153,9 @@ struct IssueView {
     /// The newsletter's tags and their subscribers, for the schedule form's audience (editable
     /// issues only).
     tags: Vec<(String, i64)>,
+    /// How many the recorded audience has now (or why it cannot be counted), for the schedule
+    /// form's count line: only when it offers tags.
+    audience_count: Option<Result<i64, FieldErrors>>,
 }
 
 async fn load_view(
@@ -180,20 +184,31 @@ async fn load_view(
             .map(|slot| local_input(Timestamp::from(slot), zone))
             .unwrap_or_default(),
     };
-    let tags = if issue.status.is_editable() {
-        let nid = n.id;
-        state
+    let (tags, audience_count) = if issue.status.is_editable() {
+        let (nid, recorded) = (n.id, issue.audience.clone());
+        let (tags, counted) = state
             .db
-            .run(move |conn| subscribers::tag_counts(conn, nid))
-            .await?
+            .run(move |conn| {
+                let tags = subscribers::tag_counts(conn, nid)?;
+                let counted = (!tags.is_empty()).then(|| audience::count(conn, nid, &recorded));
+                Ok::<_, DomainError>((tags, counted))
+            })
+            .await?;
+        let audience_count = match counted {
+            Some(Err(e)) => Some(Err(problems(e)?)),
+            Some(Ok(recipients)) => Some(Ok(recipients)),
+            None => None,
+        };
+        (tags, audience_count)
     } else {
-        Vec::new()
+        (Vec::new(), None)
     };
     Ok(IssueView {
         issue,
         report,
         schedule_default,
         tags,
+        audience_count,
     })
 }
 
@@ -327,11 +342,20 @@ fn show_page(
             @if editable {
                 section.panel {
                     h2 { "Schedule" }
-                    form.schedule method="post" action={ (base) "/schedule" } {
+                    @let counted = view.audience_count.is_some();
+                    form.schedule method="post" action={ (base) "/schedule" }
+                        data-count-url=[counted.then(|| format!("{base}/audience_count"))]
+                        data-count-for=[counted.then_some("schedule")]
+                        data-count-line=[counted.then_some("schedule-count")]
+                        data-counting=[counted.then_some(COUNTING)]
+                        data-count-failed=[counted.then_some(SCHEDULE_COUNT_FAILED)] {
                         (csrf_field(ctx))
                         label { "Send at (" (zone) ")" input type="datetime-local" name="scheduled_for" value=(view.schedule_default); }
                         @if !view.tags.is_empty() { (audience_boxes(&view.tags, &issue.audience)) }
-                        button type="submit" { "Schedule" }
+                        button type="submit" aria-describedby=[counted.then_some("schedule-count")] { "Schedule" }
+                    }
+                    @if let Some(recipients) = &view.audience_count {
+                        (count_line("schedule-count", Purpose::Schedule, &issue.audience, recipients))
                     }
                     p.muted {
                         "Times are in " (zone) " (now " (shown(Timestamp::now(), &zone)) "; " a href="/account" { "change your time zone" } "). "
@@ -348,6 +372,9 @@ fn show_page(
             }
             @if issue.status == Status::Sending {
                 script src="/assets/dashboard.js" defer {}
+            }
+            @if view.audience_count.is_some() {
+                script src="/assets/audience.js" defer {}
             }
         },
     )

@@ -1,0 +1,116 @@
+// Broadsheet dashboard: the audience's count follows the ticked boxes. The send page and the
+// schedule form state the count at load and work without this script, and the server never
+// sends when the ticks are not the audience the send button was labelled for. Here, when a
+// box changes, the count line says it is counting and the send button turns into a review
+// (so a press before the count arrives reviews, as its label then says); when the count for
+// the boxes still ticked arrives, the line, the button's label and the audience the button
+// names (its hidden `named_*` fields) change together. A count that fails leaves the
+// button a review.
+(function () {
+  "use strict";
+
+  // The ticked boxes of `form` as a query: tags=…&exclude_tags=….
+  function ticked(form) {
+    var params = new URLSearchParams();
+    form.querySelectorAll('input[type="checkbox"]:checked').forEach(function (box) {
+      if (box.name === "tags" || box.name === "exclude_tags") params.append(box.name, box.value);
+    });
+    return params.toString();
+  }
+
+  function watch(form) {
+    var line = document.getElementById(form.getAttribute("data-count-line"));
+    if (!line) return;
+    var send = form.querySelector("button[data-review-label]");
+    var url = form.getAttribute("data-count-url");
+    var purpose = form.getAttribute("data-count-for");
+
+    // The audience the send button's count is for, as the server cleaned it.
+    function name(answer) {
+      form
+        .querySelectorAll('input[name="named_tags"], input[name="named_exclude_tags"]')
+        .forEach(function (field) {
+          field.remove();
+        });
+      [["named_tags", answer.tags], ["named_exclude_tags", answer.exclude_tags]].forEach(
+        function (list) {
+          list[1].forEach(function (tag) {
+            var field = document.createElement("input");
+            field.type = "hidden";
+            field.name = list[0];
+            field.value = tag;
+            form.appendChild(field);
+          });
+        }
+      );
+    }
+
+    function counted(answer) {
+      var number = document.createElement("strong");
+      number.textContent = answer.recipients;
+      number.setAttribute("data-recipients", answer.recipients);
+      line.replaceChildren(answer.before, number, answer.after);
+      if (send) {
+        name(answer);
+        send.textContent = answer.button;
+        send.value = "send";
+        send.hidden = false;
+      }
+    }
+
+    function refused(answer) {
+      line.textContent = answer.problem;
+      if (send) send.hidden = true;
+    }
+
+    function count() {
+      var asked = ticked(form);
+      // A "you changed the audience" notice states a count the new ticks have made old.
+      var changed = document.getElementById("audience-changed");
+      if (changed) changed.hidden = true;
+      line.textContent = form.getAttribute("data-counting");
+      if (send) {
+        send.value = "review";
+        send.textContent = send.getAttribute("data-review-label");
+      }
+      var query = [asked, purpose ? "for=" + encodeURIComponent(purpose) : ""]
+        .filter(Boolean)
+        .join("&");
+      fetch(url + "?" + query, {
+        headers: { Accept: "application/json" },
+        credentials: "same-origin",
+      })
+        .then(function (response) {
+          if (response.status !== 200 && response.status !== 422) {
+            throw new Error("audience count: HTTP " + response.status);
+          }
+          return response.json().then(function (answer) {
+            return { ok: response.status === 200, answer: answer };
+          });
+        })
+        .then(function (result) {
+          // The boxes changed again meanwhile: the count for them is on its way.
+          if (ticked(form) !== asked) return;
+          if (result.ok) counted(result.answer);
+          else refused(result.answer);
+        })
+        .catch(function () {
+          if (ticked(form) === asked) line.textContent = form.getAttribute("data-count-failed");
+        });
+    }
+
+    form.addEventListener("change", function (event) {
+      if (event.target.type === "checkbox") count();
+    });
+    // A page shown again with boxes the browser restored: count what is ticked.
+    var restored = Array.prototype.some.call(
+      form.querySelectorAll('input[type="checkbox"]'),
+      function (box) {
+        return box.checked !== box.defaultChecked;
+      }
+    );
+    if (restored) count();
+  }
+
+  document.querySelectorAll("form[data-count-url]").forEach(watch);
+})();
