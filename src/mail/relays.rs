@@ -76,8 +76,8 @@ struct Pace {
     last_change: Option<Instant>,
     /// When the next message may go.
     next_slot: Option<Instant>,
-    /// Messages let through in the current and the previous second, to know the pace to
-    /// halve when no limit was known.
+    /// Messages taken in the current second (since when) and the previous one, to know the
+    /// pace to halve when no limit was known.
     second: Option<(Instant, u32, u32)>,
 }
 
@@ -166,13 +166,6 @@ impl Relay {
         let instant = Instant::now();
         let pace = self.pace_of(&state.pace);
         let pace_state = &mut state.pace;
-        pace_state.second = Some(match pace_state.second {
-            Some((start, this, _)) if instant.duration_since(start) >= Duration::from_secs(1) => {
-                (instant, 1, this)
-            }
-            Some((start, this, last)) => (start, this + 1, last),
-            None => (instant, 1, 0),
-        });
         let Some(rate) = pace else {
             return Permit::After(Duration::ZERO);
         };
@@ -197,6 +190,14 @@ impl Relay {
         state.next_rest = None;
         let configured = self.settings.limits.per_second.map(f64::from);
         let pace = &mut state.pace;
+        let now = Instant::now();
+        pace.second = Some(match pace.second {
+            Some((start, this, _)) if now.duration_since(start) >= Duration::from_secs(1) => {
+                (now, 1, this)
+            }
+            Some((start, this, last)) => (start, this + 1, last),
+            None => (now, 1, 0),
+        });
         let (Some(learnt), Some(changed)) = (pace.learnt, pace.last_change) else {
             return;
         };
@@ -230,7 +231,7 @@ impl Relay {
             return;
         }
         let current = self.pace_of(&state.pace).unwrap_or_else(|| {
-            // No pace known: the pace of the last second is the one that was too fast.
+            // No pace known: the pace the relay took lately is the one that was too fast.
             let (_, this, last) = state.pace.second.unwrap_or((now, 0, 0));
             f64::from(this.max(last)).max(2.0 * SLOWEST)
         });
