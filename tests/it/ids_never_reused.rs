@@ -420,19 +420,23 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(
         out.trim(),
-        "applied 0021_ids_never_reused\napplied 0022_events_by_subscriber"
+        "applied 0021_ids_never_reused\napplied 0022_events_by_subscriber\n\
+         applied 0023_resend_unconfirmed"
     );
 
     let conn = rusqlite::Connection::open(&db).unwrap();
     {
         // Compared on a copy without what 0022 adds (each event's subscriber and its index,
-        // tested in store::migrations): the rest is as 0020 left it.
+        // tested in store::migrations) and 0023 (each delivery's `resent_at` and each issue's
+        // `resending_since`, NULL in every row): the rest is as 0020 left it.
         let copy = app.data_dir().join("before-0022.db");
         conn.execute("VACUUM INTO ?1", [copy.to_str().unwrap()])
             .unwrap();
         let copy = rusqlite::Connection::open(&copy).unwrap();
         copy.execute_batch(
-            "DROP INDEX events_subscriber; ALTER TABLE events DROP COLUMN subscriber_id;",
+            "DROP INDEX events_subscriber; ALTER TABLE events DROP COLUMN subscriber_id;
+             ALTER TABLE deliveries DROP COLUMN resent_at;
+             ALTER TABLE issues DROP COLUMN resending_since;",
         )
         .unwrap();
         assert_eq!(rows(&copy), old_rows, "every row and column kept");

@@ -39,6 +39,7 @@ mod operator;
 mod operator_role;
 mod postfix_relay;
 mod publish_on_send;
+mod resend_unconfirmed;
 mod segment_crash;
 mod segments;
 mod send_faults;
