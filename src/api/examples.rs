@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 
 use super::bounces::{BounceReport, BounceResult};
 use super::issues::{
-    AudienceBody, IssueBody, IssueList, IssueObject, PublishResult, ResumeResult, SendNowResult,
-    SendTestBody, SendTestResult,
+    AudienceBody, IssueBody, IssueList, IssueObject, PublishResult, ResendResult, ResumeResult,
+    SendNowResult, SendTestBody, SendTestResult,
 };
 use super::newsletter::{NewsletterEnvelope, NewsletterPatch, StatsEnvelope};
 use super::subscribers::{
@@ -105,6 +105,20 @@ fn issue(status: &str, full: bool) -> Value {
             "summarized_article": "A short primer on spring tides."
         }]);
     }
+    issue
+}
+
+/// A sent issue right after `resend_unconfirmed`: its two unconfirmed messages pending again.
+fn resending() -> Value {
+    let mut issue = issue("sent", false);
+    issue["sent_at"] = json!(AT);
+    issue["recipients"] = json!(1250);
+    issue["last_error"] =
+        json!("Sending again to the unconfirmed, as you asked: 2 message(s) to go.");
+    issue["delivery"] = json!({
+        "recipients": 1250, "sent": 1240, "unconfirmed": 0, "bounced": 6, "failed": 2,
+        "pending": 2, "relay_unreachable_since": null, "next_attempt_at": null
+    });
     issue
 }
 
@@ -203,6 +217,8 @@ examples! {
                              "emails": ["editor@example.com"]});
     ResumeResult => json!({"message": "Sending resumed: 310 message(s) to go",
                            "issue": issue("failed", false), "remaining": 310});
+    ResendResult => json!({"message": "Sending again to 2 unconfirmed recipient(s)",
+                           "issue": resending(), "resent": 2});
     PublishResult => json!({
         "message": "Issue published",
         "issue": issue("sent", false),

@@ -1,4 +1,5 @@
-//! Issues: list, show, create, update, delete, send_now, send_test, publish.
+//! Issues: list, show, create, update, delete, send_now, send_test, resume,
+//! resend_unconfirmed, publish.
 
 use poem::web::Data;
 use poem_openapi::param::{Path, Query};
@@ -60,7 +61,8 @@ pub struct IssueObject {
     pub web_url: Option<String>,
     /// Why a scheduled send could not start; while sending, why the send waits (the mail
     /// relay unreachable since when, and the next try); once sent, what did not plainly
-    /// arrive (bounced, failed, unconfirmed); when failed, why it stopped.
+    /// arrive (bounced, failed, unconfirmed), or while its unconfirmed messages are sent
+    /// again, that they are; when failed, why it stopped.
     #[oai(nullable)]
     pub last_error: Option<String>,
     #[oai(skip_serializing_if_is_none)]
@@ -139,7 +141,8 @@ pub struct DeliveryObject {
     pub sent: i64,
     /// The whole message went out but the relay's answer never came (the server stopped,
     /// the answer timed out, the connection dropped): it may have arrived, so it is never
-    /// sent again. At most one per connection at each such event.
+    /// sent again unless the owner asks (`POST /issues/{id}/resend_unconfirmed`). At most
+    /// one per connection at each such event.
     pub unconfirmed: i64,
     /// Refused for good by the receiving server; the subscriber is now `bounced`.
     pub bounced: i64,
@@ -330,6 +333,17 @@ pub struct ResumeResult {
 
 #[derive(Debug, Object)]
 #[oai(example)]
+pub struct ResendResult {
+    pub message: String,
+    /// The issue as it is now: still `sent`, with `delivery` counting the messages sent
+    /// again as `pending` until they are done.
+    pub issue: IssueObject,
+    /// Unconfirmed messages sent again by this request (0 when none is left to send again).
+    pub resent: i64,
+}
+
+#[derive(Debug, Object)]
+#[oai(example)]
 pub struct PublishResult {
     pub message: String,
     pub issue: IssueObject,
@@ -377,6 +391,12 @@ pub enum SendTestResponse {
 pub enum ResumeResponse {
     #[oai(status = 200)]
     Ok(Json<ResumeResult>),
+}
+
+#[derive(ApiResponse)]
+pub enum ResendResponse {
+    #[oai(status = 200)]
+    Ok(Json<ResendResult>),
 }
 
 #[derive(ApiResponse)]
@@ -674,6 +694,51 @@ impl IssuesApi {
             message: format!("Sending resumed: {remaining} message(s) to go"),
             issue,
             remaining,
+        })))
+    }
+
+    /// Sends a sent issue's unconfirmed messages once more.
+    ///
+    /// The owner's choice, never the engine's: an `unconfirmed` message went out whole but the
+    /// relay's answer never came, so it may have arrived, and whoever got it gets a second
+    /// copy. Each unconfirmed message goes out once more at most, ever: not one that was
+    /// opened or clicked (it arrived), nor to a subscriber who is no longer active. The issue
+    /// stays `sent` (no second `issue.sent` event); `resent` counts the messages queued, and
+    /// `issue.delivery` counts them as `pending` until they are done. Asking again sends
+    /// nothing (`resent` 0). An issue that is not `sent` answers 422 `invalid_state`, a paused
+    /// newsletter 422 `newsletter_paused`, a tier other than paid 402.
+    #[oai(
+        path = "/issues/:id/resend_unconfirmed",
+        method = "post",
+        operation_id = "resendIssueUnconfirmed"
+    )]
+    async fn resend_unconfirmed(
+        &self,
+        _auth: ApiKeyAuth,
+        id: Path<Field<Id>>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<ResendResponse, Refusal<{ GUARD | BY_ID | RULE | PAID | WRITES }>> {
+        let (nid, id, state2) = (p.newsletter_id, parse_id(&id.0)?, state.clone());
+        let (issue, resent) = state
+            .db
+            .run(move |conn| {
+                let done = issues::resend_unconfirmed(conn, nid, id)?;
+                let delivery = DeliveryObject::new(sending::progress(conn, id)?, &done.issue);
+                let mut shown = with_url(conn, &state2, nid, done.issue, false)?;
+                shown.delivery = Some(delivery);
+                Ok::<_, DomainError>((shown, done.resent))
+            })
+            .await?;
+        let message = if resent > 0 {
+            format!("Sending again to {resent} unconfirmed recipient(s)")
+        } else {
+            "No unconfirmed message is left to send again".to_string()
+        };
+        Ok(ResendResponse::Ok(Json(ResendResult {
+            message,
+            issue,
+            resent,
         })))
     }
 

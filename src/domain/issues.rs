@@ -15,7 +15,9 @@ use super::pagination::{Page, invalid_filter};
 use super::time_zones::TimeZoneName;
 use super::urls::SiteUrls;
 use super::web_url::{self, Schemes};
-use super::{DomainError, DomainResult, ErrorCode, FieldErrors, clean_text, content, events};
+use super::{
+    DomainError, DomainResult, ErrorCode, FieldErrors, clean_text, content, events, sending,
+};
 use crate::clock::{self, Timestamp};
 use crate::store::write_tx;
 
@@ -885,21 +887,85 @@ pub fn resume(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainResul
                 ),
             ));
         }
-        if newsletter.status == newsletters::Status::Paused {
-            return Err(DomainError::rejected(
-                ErrorCode::NewsletterPaused,
-                "The newsletter is paused; resume it to send",
-            ));
-        }
-        if newsletter.tier != newsletters::Tier::Paid {
-            return Err(DomainError::rejected(
-                ErrorCode::PaymentRequired,
-                PAID_TIER_NEEDED,
-            ));
-        }
-        let recipients = super::sending::progress(tx, id)?.remaining;
+        ensure_may_mail(&newsletter)?;
+        let recipients = sending::progress(tx, id)?.remaining;
         start_sending(tx, &issue)?;
         Ok(Queued { issue, recipients })
+    })
+}
+
+/// The newsletter may mail its subscribers now: not paused, on the paid tier.
+fn ensure_may_mail(newsletter: &Newsletter) -> DomainResult<()> {
+    if newsletter.status == newsletters::Status::Paused {
+        return Err(DomainError::rejected(
+            ErrorCode::NewsletterPaused,
+            "The newsletter is paused; resume it to send",
+        ));
+    }
+    if newsletter.tier != newsletters::Tier::Paid {
+        return Err(DomainError::rejected(
+            ErrorCode::PaymentRequired,
+            PAID_TIER_NEEDED,
+        ));
+    }
+    Ok(())
+}
+
+/// The outcome of [`resend_unconfirmed`]: the issue as it is now and how many messages go
+/// out again.
+#[derive(Debug, Clone)]
+pub struct Resent {
+    pub issue: Issue,
+    pub resent: i64,
+}
+
+/// The owner's choice to send a sent issue's unconfirmed messages once more
+/// (`docs/sending.md`, "Sending again to the unconfirmed"): each went out whole but the
+/// relay's answer never came, so whoever got the first copy gets a second one. Only the
+/// resendable ones go ([`sending::resendable`]: never sent again before, not opened or
+/// clicked, to a subscriber still active), each at most once ever, through the send job
+/// queued in this transaction with the engine's usual guarantees. The issue stays `sent` (no
+/// second `issue.sent`, nothing published again); its `last_error` says the messages are
+/// going out, and sums up the send again once they are done. Asking again while nothing is
+/// resendable changes nothing (`resent` 0). Any status but `sent` is `invalid_state`; a
+/// paused or unpaid newsletter is refused as [`resume`] refuses it.
+pub fn resend_unconfirmed(
+    conn: &mut Connection,
+    newsletter_id: i64,
+    id: i64,
+) -> DomainResult<Resent> {
+    write_tx(conn, |tx| {
+        let newsletter = newsletters::get(tx, newsletter_id)?;
+        newsletter.ensure_writable()?;
+        let issue = get(tx, newsletter_id, id)?;
+        if issue.status != Status::Sent {
+            return Err(DomainError::rejected(
+                ErrorCode::InvalidState,
+                format!(
+                    "Only a sent issue's unconfirmed messages can be sent again; this issue is {}",
+                    issue.status.as_str()
+                ),
+            ));
+        }
+        ensure_may_mail(&newsletter)?;
+        let resent = sending::mark_for_resend(tx, id)?;
+        if resent > 0 {
+            // A resend under way has its job, which has not yet found its work done (it
+            // clears `resending_since` when it does): it takes these too. Otherwise this
+            // request queues the one job of the issue.
+            if !sending::resending(tx, id)? {
+                const STARTED: &str = "UPDATE issues SET resending_since = ?2 WHERE id = ?1";
+                tx.execute(STARTED, (id, Timestamp::now()))?;
+                crate::store::jobs::queue_issue_send(tx, id)?;
+            }
+            const NOTE: &str = "UPDATE issues SET last_error = ?2, updated_at = ?3 WHERE id = ?1";
+            let note = sending::resend_note(&sending::progress(tx, id)?);
+            tx.execute(NOTE, (id, note, Timestamp::now()))?;
+        }
+        Ok(Resent {
+            issue: get(tx, newsletter_id, id)?,
+            resent,
+        })
     })
 }
 
@@ -1313,5 +1379,219 @@ mod tests {
         )
         .unwrap();
         assert_eq!(updated.articles_count, 0);
+    }
+
+    /// A sent issue with one subscriber (`r<n>@x.co`) per entry of `outcomes`, whose
+    /// deliveries ended as those say, in order (`None`: unconfirmed), through the send's own
+    /// steps; returns the issue's id.
+    fn sent_issue(conn: &mut Connection, outcomes: &[Option<Outcome>]) -> i64 {
+        use crate::domain::sending::{
+            Next, finish_or_wait, mark_sending, prepare, record_outcomes,
+        };
+        let now = Timestamp::now();
+        for n in 0..outcomes.len() {
+            conn.execute(
+                "INSERT INTO subscribers (newsletter_id, email, created_at) VALUES (1, ?1, ?2)",
+                (format!("r{n}@x.co"), &now),
+            )
+            .unwrap();
+        }
+        conn.execute(
+            "INSERT INTO issues (newsletter_id, subject, content_markdown, status, path, created_at, updated_at)
+             VALUES (1, 'S', 'x', 'sending', 's', ?1, ?1)",
+            [&now],
+        )
+        .unwrap();
+        let id = conn.last_insert_rowid();
+        prepare(conn, id).unwrap().expect("a sending issue");
+        let batch = sending::due_batch(conn, id, 0, 10).unwrap();
+        let ids: Vec<i64> = batch.iter().map(|r| r.delivery_id).collect();
+        mark_sending(conn, &ids).unwrap();
+        let done: Vec<(i64, Outcome)> = ids
+            .iter()
+            .zip(outcomes)
+            .map(|(id, o)| {
+                (
+                    *id,
+                    o.clone()
+                        .unwrap_or(Outcome::Unconfirmed("timed out".into())),
+                )
+            })
+            .collect();
+        record_outcomes(conn, &done, time::Duration::minutes(1)).unwrap();
+        assert_eq!(finish_or_wait(conn, id).unwrap(), Next::Finished);
+        id
+    }
+
+    fn delivery_of(conn: &Connection, email: &str) -> (String, Option<String>, i64) {
+        conn.query_row(
+            "SELECT status, resent_at, attempts FROM deliveries WHERE email = ?1",
+            [email],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap()
+    }
+
+    fn count(conn: &Connection, sql: &str) -> i64 {
+        conn.query_row(sql, [], |r| r.get(0)).unwrap()
+    }
+
+    use crate::domain::sending::Outcome;
+
+    #[test]
+    fn unconfirmed_messages_go_out_again_once_at_the_owners_choice() {
+        use crate::domain::testing::counter_mismatches;
+        let mut conn = db();
+        crate::domain::testing::listen(&mut conn, 1, &["issue.sent"]);
+        let draft = new(&mut conn, &input("Not sent")).unwrap();
+        assert!(matches!(
+            resend_unconfirmed(&mut conn, 1, draft.id),
+            Err(DomainError::Rejected(ErrorCode::InvalidState, _))
+        ));
+        assert!(matches!(
+            resend_unconfirmed(&mut conn, 1, 999),
+            Err(DomainError::NotFound(_))
+        ));
+        // r0 arrived; r1..r4 unconfirmed: r3's copy was opened (it arrived), r4 has left.
+        let id = sent_issue(&mut conn, &[Some(Outcome::Sent), None, None, None, None]);
+        conn.execute_batch(
+            "UPDATE deliveries SET opened_at = '2026-01-02T00:00:00.000Z' WHERE email = 'r3@x.co';
+             UPDATE subscribers SET status = 'unsubscribed' WHERE email = 'r4@x.co';",
+        )
+        .unwrap();
+        assert_eq!(sending::resendable(&conn, id).unwrap(), 2);
+        let jobs = "SELECT count(*) FROM jobs WHERE kind = 'send_issue'";
+        assert_eq!(count(&conn, jobs), 0);
+
+        let done = resend_unconfirmed(&mut conn, 1, id).unwrap();
+        assert_eq!((done.resent, done.issue.status), (2, Status::Sent));
+        assert!(
+            done.issue
+                .last_error
+                .as_deref()
+                .unwrap()
+                .contains("2 message(s) to go"),
+            "{:?}",
+            done.issue.last_error
+        );
+        assert_eq!(count(&conn, jobs), 1, "the send job is queued with it");
+        assert!(sending::resending(&conn, id).unwrap());
+        let (status, resent_at, attempts) = delivery_of(&conn, "r1@x.co");
+        assert_eq!(
+            (status.as_str(), resent_at.is_some(), attempts),
+            ("pending", true, 0)
+        );
+        assert_eq!(delivery_of(&conn, "r3@x.co").0, "unconfirmed");
+        assert_eq!(delivery_of(&conn, "r4@x.co").0, "unconfirmed");
+        let p = sending::progress(&conn, id).unwrap();
+        assert_eq!((p.sent, p.unconfirmed, p.remaining), (1, 2, 2));
+        assert_eq!(counter_mismatches(&conn), Vec::<String>::new());
+
+        // Asking again changes nothing and queues nothing.
+        assert_eq!(resend_unconfirmed(&mut conn, 1, id).unwrap().resent, 0);
+        assert_eq!(count(&conn, jobs), 1);
+        // Someone back while the resend is under way joins it: its job takes them too.
+        conn.execute(
+            "UPDATE subscribers SET status = 'active' WHERE email = 'r4@x.co'",
+            [],
+        )
+        .unwrap();
+        assert_eq!(resend_unconfirmed(&mut conn, 1, id).unwrap().resent, 1);
+        assert_eq!(count(&conn, jobs), 1, "one send job per issue");
+
+        // The send job takes the sent issue: r1 and r4 go out, r2 is in flight at a kill.
+        let plan = sending::prepare(&mut conn, id).unwrap().expect("a resend");
+        assert_eq!(plan.issue.status, Status::Sent);
+        let due: Vec<i64> = sending::due_batch(&conn, id, 0, 10)
+            .unwrap()
+            .iter()
+            .map(|r| r.delivery_id)
+            .collect();
+        assert_eq!(due.len(), 3);
+        assert!(sending::still_sending(&conn, id).unwrap());
+        sending::mark_sending(&conn, &due).unwrap();
+        sending::record_outcomes(
+            &conn,
+            &[(due[0], Outcome::Sent), (due[2], Outcome::Sent)],
+            time::Duration::minutes(1),
+        )
+        .unwrap();
+        // The restart settles the one in flight: unconfirmed, and never offered again.
+        sending::prepare(&mut conn, id).unwrap().expect("a resend");
+        assert_eq!(delivery_of(&conn, "r2@x.co").0, "unconfirmed");
+        assert_eq!(sending::resendable(&conn, id).unwrap(), 0);
+        assert_eq!(
+            sending::finish_or_wait(&mut conn, id).unwrap(),
+            sending::Next::Finished
+        );
+        let issue = get(&conn, 1, id).unwrap();
+        assert_eq!(issue.status, Status::Sent);
+        assert_eq!(
+            issue.last_error.as_deref(),
+            Some(
+                "Delivered 3 of 5 messages: 2 unconfirmed (the relay did not answer after the message; not sent again)."
+            )
+        );
+        assert_eq!(
+            count(
+                &conn,
+                "SELECT count(*) FROM events WHERE kind = 'issue.sent'"
+            ),
+            1,
+            "no second issue.sent"
+        );
+        assert!(
+            !sending::resending(&conn, id).unwrap(),
+            "the job found it done"
+        );
+        assert!(sending::prepare(&mut conn, id).unwrap().is_none());
+        assert_eq!(resend_unconfirmed(&mut conn, 1, id).unwrap().resent, 0);
+        assert_eq!(counter_mismatches(&conn), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_resend_the_relay_never_takes_leaves_them_unconfirmed_to_ask_again() {
+        let mut conn = db();
+        let id = sent_issue(&mut conn, &[Some(Outcome::Sent), None, None]);
+        assert_eq!(resend_unconfirmed(&mut conn, 1, id).unwrap().resent, 2);
+        let policy = sending::OutagePolicy {
+            retry_base: time::Duration::seconds(5),
+            give_up_after: time::Duration::hours(1),
+        };
+        let long_ago = crate::clock::now() - time::Duration::hours(2);
+        let next = sending::relay_unreachable(&mut conn, id, long_ago, "refused", &policy).unwrap();
+        assert_eq!(next, sending::Next::GaveUp);
+        let issue = get(&conn, 1, id).unwrap();
+        assert_eq!(issue.status, Status::Sent);
+        let note = issue.last_error.unwrap();
+        assert!(
+            note.starts_with("Sending again stopped")
+                && note.contains("2 message(s) were not sent again"),
+            "{note}"
+        );
+        assert_eq!(delivery_of(&conn, "r1@x.co").0, "unconfirmed");
+        assert_eq!(delivery_of(&conn, "r1@x.co").1, None, "none went out again");
+        assert_eq!(sending::resendable(&conn, id).unwrap(), 2);
+        assert!(!sending::resending(&conn, id).unwrap());
+        assert!(sending::prepare(&mut conn, id).unwrap().is_none());
+        assert_eq!(
+            crate::domain::testing::counter_mismatches(&conn),
+            Vec::<String>::new()
+        );
+        conn.execute("UPDATE newsletters SET status = 'paused'", [])
+            .unwrap();
+        assert!(matches!(
+            resend_unconfirmed(&mut conn, 1, id),
+            Err(DomainError::Rejected(ErrorCode::NewsletterPaused, _))
+        ));
+        conn.execute(
+            "UPDATE newsletters SET status = 'active', tier = 'free'",
+            [],
+        )
+        .unwrap();
+        assert!(matches!(
+            resend_unconfirmed(&mut conn, 1, id),
+            Err(DomainError::Rejected(ErrorCode::PaymentRequired, _))
+        ));
     }
 }

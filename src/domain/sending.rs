@@ -37,13 +37,16 @@ pub struct SendPlan {
 const STOPPED_IN_FLIGHT: &str = "the server stopped between the end of this message and the relay's answer; \
      the relay may have taken it, so it is not sent again";
 
-/// Loads an issue that is `sending`, records its recipients if not yet done, and settles
+/// Loads an issue that is `sending`, or `sent` while messages its owner asked to send again
+/// go out (`resending_since`, [`issues::resend_unconfirmed`]), records its recipients if not yet done, and settles
 /// deliveries a stop left `sending`: their claim was recorded just before the end-of-data
 /// mark, so the relay may have taken the message, and sending it again could give someone a
-/// second copy; they become `unconfirmed`. `None` when there is nothing to send.
+/// second copy; they become `unconfirmed` (a message sent again keeps its `resent_at`, so it
+/// is never offered a third time). `None` when there is nothing to send.
 pub fn prepare(conn: &mut Connection, issue_id: i64) -> DomainResult<Option<SendPlan>> {
     write_tx(conn, |tx| {
-        const FIND: &str = "SELECT newsletter_id FROM issues WHERE id = ?1 AND status = 'sending'";
+        const FIND: &str = "SELECT newsletter_id FROM issues WHERE id = ?1 AND (status = 'sending'
+             OR (status = 'sent' AND resending_since IS NOT NULL))";
         let Some(newsletter_id) = tx
             .query_row(FIND, [issue_id], |r| r.get::<_, i64>(0))
             .optional()?
@@ -391,11 +394,18 @@ pub struct Report {
     pub unsubscribed: i64,
     pub open_rate: f64,
     pub click_rate: f64,
+    /// Unconfirmed messages of a sent issue its owner may have sent again ([`resendable`]).
+    pub resendable: i64,
 }
 
 /// The report of `issue` (loaded with [`issues::get`], so it is known to be the caller's).
 pub fn report(conn: &Connection, issue: &Issue) -> DomainResult<Report> {
     let (progress, [opened, clicked, unsubscribed]) = counts(conn, issue.id)?;
+    let resendable = if issue.status == Status::Sent && progress.unconfirmed > 0 {
+        resendable(conn, issue.id)?
+    } else {
+        0
+    };
     Ok(Report {
         open_rate: rate(opened, progress.sent),
         click_rate: rate(clicked, progress.sent),
@@ -403,6 +413,7 @@ pub fn report(conn: &Connection, issue: &Issue) -> DomainResult<Report> {
         opened,
         clicked,
         unsubscribed,
+        resendable,
     })
 }
 
@@ -421,11 +432,18 @@ pub enum Next {
 
 /// Marks the issue sent when no delivery is left (its `last_error` then sums up what did
 /// not plainly arrive), else says when to come back. A round that ends here reached the
-/// relay, so any note of an outage is cleared.
+/// relay, so any note of an outage is cleared. A sent issue sending its unconfirmed
+/// messages again stays `sent`: while they go out its `last_error` says so, and once they
+/// are done the summary is made again and the resend is over (`resending_since` cleared in
+/// this transaction, so a later request queues a job of its own; one before it finds this
+/// job still owning the messages; [`issues::resend_unconfirmed`]).
 pub fn finish_or_wait(conn: &mut Connection, issue_id: i64) -> DomainResult<Next> {
-    const WAITING: &str =
-        "UPDATE issues SET relay_down_since = NULL, send_resumes_at = ?2, last_error = NULL
-         WHERE id = ?1 AND status = 'sending'";
+    const WAITING: &str = "UPDATE issues SET relay_down_since = NULL, send_resumes_at = ?2,
+         last_error = CASE status WHEN 'sent' THEN ?3 END
+         WHERE id = ?1 AND (status = 'sending' OR (status = 'sent' AND resending_since IS NOT NULL))";
+    const RESENT: &str = "UPDATE issues SET last_error = ?2, relay_down_since = NULL,
+         send_resumes_at = NULL, resending_since = NULL, updated_at = ?3
+         WHERE id = ?1 AND status = 'sent' AND resending_since IS NOT NULL";
     write_tx(conn, |tx| {
         let p = progress(tx, issue_id)?;
         if p.remaining > 0 {
@@ -437,8 +455,11 @@ pub fn finish_or_wait(conn: &mut Connection, issue_id: i64) -> DomainResult<Next
                 Next::WaitUntil(at) => Some(Timestamp::from(at)),
                 _ => None,
             };
-            tx.execute(WAITING, (issue_id, resumes))?;
+            tx.execute(WAITING, (issue_id, resumes, resend_note(&p)))?;
             return Ok(next);
+        }
+        if tx.execute(RESENT, (issue_id, p.shortfall(), Timestamp::now()))? > 0 {
+            return Ok(Next::Finished);
         }
         let newsletter_id: i64 = tx.query_row(
             "SELECT newsletter_id FROM issues WHERE id = ?1",
@@ -471,7 +492,9 @@ impl OutagePolicy {
 /// Records that a round of the send could not reach the relay at all, unreachable since
 /// `since` for `reason`: the issue says so and when the next try is, or, past the policy's
 /// limit, turns `failed` with the reason. Deliveries are untouched: an unreachable relay is
-/// nobody's fault among the recipients.
+/// nobody's fault among the recipients. A sent issue sending its unconfirmed messages again
+/// waits the same way; past the limit it stays `sent` and those messages are `unconfirmed`
+/// again, as they were before the owner asked ([`stop_resend`]).
 pub fn relay_unreachable(
     conn: &mut Connection,
     issue_id: i64,
@@ -481,12 +504,16 @@ pub fn relay_unreachable(
 ) -> DomainResult<Next> {
     const WAIT: &str =
         "UPDATE issues SET relay_down_since = ?2, send_resumes_at = ?3, last_error = ?4
-         WHERE id = ?1 AND status = 'sending'";
+         WHERE id = ?1 AND (status = 'sending' OR (status = 'sent' AND resending_since IS NOT NULL))";
     const GIVE_UP: &str =
         "UPDATE issues SET status = 'failed', relay_down_since = ?2, send_resumes_at = NULL,
          last_error = ?3, updated_at = ?4 WHERE id = ?1 AND status = 'sending'";
     write_tx(conn, |tx| {
         let now = clock::now();
+        if now - since >= policy.give_up_after && resending(tx, issue_id)? {
+            stop_resend(tx, issue_id, since, reason)?;
+            return Ok(Next::GaveUp);
+        }
         if now - since >= policy.give_up_after {
             let left = progress(tx, issue_id)?.remaining;
             let message = format!(
@@ -535,7 +562,7 @@ pub fn held(
 ) -> DomainResult<Next> {
     const HOLD: &str =
         "UPDATE issues SET relay_down_since = NULL, send_resumes_at = ?2, last_error = ?3
-         WHERE id = ?1 AND status = 'sending'";
+         WHERE id = ?1 AND (status = 'sending' OR (status = 'sent' AND resending_since IS NOT NULL))";
     write_tx(conn, |tx| {
         tx.execute(HOLD, (issue_id, Timestamp::from(until), note))?;
         Ok(Next::WaitUntil(until))
@@ -545,19 +572,114 @@ pub fn held(
 /// The issue's note while it sends (why it goes slower, or through which relay), in its
 /// `last_error` until the round ends.
 pub fn note(conn: &Connection, issue_id: i64, note: &str) -> DomainResult<()> {
-    const NOTE: &str = "UPDATE issues SET last_error = ?2 WHERE id = ?1 AND status = 'sending'";
+    const NOTE: &str = "UPDATE issues SET last_error = ?2
+         WHERE id = ?1 AND (status = 'sending' OR (status = 'sent' AND resending_since IS NOT NULL))";
     conn.prepare_cached(NOTE)?.execute((issue_id, note))?;
     Ok(())
 }
 
-/// The issue's status, to stop a send whose issue was changed meanwhile.
+/// The issue's status, to stop a send whose issue was changed meanwhile: `sending`, or
+/// `sent` while its unconfirmed messages go out again (only those are pending then).
 pub fn still_sending(conn: &Connection, issue_id: i64) -> DomainResult<bool> {
     let status: Option<Status> = conn
         .query_row("SELECT status FROM issues WHERE id = ?1", [issue_id], |r| {
             r.get(0)
         })
         .optional()?;
-    Ok(status == Some(Status::Sending))
+    Ok(status == Some(Status::Sending) || resending(conn, issue_id)?)
+}
+
+/// Whether a send job owns this sent issue's unconfirmed messages going out again.
+pub fn resending(conn: &Connection, issue_id: i64) -> DomainResult<bool> {
+    const SQL: &str = "SELECT EXISTS (SELECT 1 FROM issues
+         WHERE id = ?1 AND status = 'sent' AND resending_since IS NOT NULL)";
+    Ok(conn.query_row(SQL, [issue_id], |r| r.get(0))?)
+}
+
+/// The `unconfirmed` deliveries of issue `?1` that its owner may have sent again: never sent
+/// again before (`resent_at`), with no sign that the first copy arrived (an open, a click,
+/// its unsubscribe link), to a subscriber still active (nobody who left gets it again). Read
+/// along `deliveries_work (issue_id, status, id)`: as many rows as the issue has
+/// unconfirmed messages, usually a handful (at most one per connection at a kill or outage).
+macro_rules! resendable {
+    ($head:literal) => {
+        concat!(
+            $head,
+            " WHERE issue_id = ?1 AND status = 'unconfirmed' AND resent_at IS NULL
+               AND opened_at IS NULL AND clicked_at IS NULL AND unsubscribed_at IS NULL
+               AND EXISTS (SELECT 1 FROM subscribers s
+                           WHERE s.id = deliveries.subscriber_id AND s.status = 'active')"
+        )
+    };
+}
+
+/// How many unconfirmed messages of the issue the owner may have sent again (see
+/// [`issues::resend_unconfirmed`]).
+pub fn resendable(conn: &Connection, issue_id: i64) -> DomainResult<i64> {
+    const COUNT: &str = resendable!("SELECT count(*) FROM deliveries");
+    Ok(conn.query_row(COUNT, [issue_id], |r| r.get(0))?)
+}
+
+/// Puts the issue's resendable unconfirmed messages back in the queue, once: each is marked
+/// with the time of the request (`resent_at`), so it is never offered again, and starts over
+/// as a new message: `pending`, no `sent_at` (the counters move it from unconfirmed to
+/// remaining), no error, and the usual [`MAX_ATTEMPTS`] tries. One statement over the
+/// issue's unconfirmed rows, in the caller's transaction; the caller (the domain's
+/// `issues::resend_unconfirmed`, which checks the issue) queues the send job. Returns how
+/// many were put back.
+pub fn mark_for_resend(conn: &Connection, issue_id: i64) -> DomainResult<i64> {
+    const MARK: &str = resendable!(
+        "UPDATE deliveries SET status = 'pending', resent_at = ?2, sent_at = NULL, attempts = 0, cut_offs = 0,
+         next_attempt_at = NULL, last_error = NULL"
+    );
+    Ok(conn.execute(MARK, (issue_id, Timestamp::now()))? as i64)
+}
+
+/// The issue's `last_error` while its unconfirmed messages go out again.
+pub fn resend_note(p: &Progress) -> String {
+    format!(
+        "Sending again to the unconfirmed, as you asked: {} message(s) to go.",
+        p.remaining
+    )
+}
+
+/// Ends a resend the relay stayed unreachable for: the messages it had not sent again are
+/// `unconfirmed` again, as before the owner asked, and may be asked for again once the
+/// relay works (`resent_at` cleared: none of them went out a second time). One left in
+/// flight by a stop may have gone out, so it stays sent again (`resent_at` kept).
+fn stop_resend(
+    conn: &Connection,
+    issue_id: i64,
+    since: OffsetDateTime,
+    reason: &str,
+) -> DomainResult<()> {
+    const SETTLE: &str =
+        "UPDATE deliveries SET status = 'unconfirmed', sent_at = ?2, last_error = ?3
+         WHERE issue_id = ?1 AND status = 'sending'";
+    const UNSENT: &str = "UPDATE deliveries SET status = 'unconfirmed', resent_at = NULL,
+         sent_at = ?2, last_error = ?3 WHERE issue_id = ?1 AND status = 'pending'";
+    const STOPPED: &str = "UPDATE issues SET relay_down_since = NULL, send_resumes_at = NULL,
+         resending_since = NULL, last_error = ?2, updated_at = ?3
+         WHERE id = ?1 AND status = 'sent'";
+    let now = Timestamp::now();
+    conn.execute(SETTLE, (issue_id, &now, STOPPED_IN_FLIGHT))?;
+    let unsent = conn.execute(
+        UNSENT,
+        (
+            issue_id,
+            &now,
+            format!("not sent again: the mail relay stayed unreachable ({reason})"),
+        ),
+    )?;
+    let summary = progress(conn, issue_id)?.shortfall().unwrap_or_default();
+    let message = format!(
+        "Sending again stopped: the mail relay has been unreachable since {} ({reason}). \
+         {unsent} message(s) were not sent again and are unconfirmed as before; you can send \
+         them again once the relay works. {summary}",
+        clock::human(since)
+    );
+    conn.execute(STOPPED, (issue_id, message.trim_end(), &now))?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -774,5 +896,34 @@ mod tests {
             (report.progress.done(), report.progress.percent()),
             (4, 100)
         );
+    }
+
+    /// Counting and marking the messages to send again read the issue's unconfirmed rows
+    /// along `deliveries_work`, never the whole table.
+    #[test]
+    fn resendable_messages_are_read_through_the_work_index() {
+        let conn = crate::domain::testing::db_with_newsletter("paid");
+        let (issue, at): (&dyn rusqlite::ToSql, &dyn rusqlite::ToSql) = (&1, &"x");
+        for (sql, params) in [
+            (resendable!("SELECT count(*) FROM deliveries"), &[issue][..]),
+            (
+                resendable!("UPDATE deliveries SET resent_at = ?2"),
+                &[issue, at],
+            ),
+        ] {
+            let plan: Vec<String> = conn
+                .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+                .unwrap()
+                .query_map(params, |row| row.get(3))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            assert!(
+                plan[0].starts_with(
+                    "SEARCH deliveries USING INDEX deliveries_work (issue_id=? AND status=?)"
+                ),
+                "{plan:?}"
+            );
+        }
     }
 }

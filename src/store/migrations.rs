@@ -92,6 +92,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../../migrations/0022_events_by_subscriber.sql"),
     ),
     (
+        "0023_resend_unconfirmed",
+        include_str!("../../migrations/0023_resend_unconfirmed.sql"),
+    ),
+    (
         "0024_connection_cut_offs",
         include_str!("../../migrations/0024_connection_cut_offs.sql"),
     ),

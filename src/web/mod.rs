@@ -204,6 +204,10 @@ pub fn routes() -> impl poem::Endpoint {
             post(issues::resume),
         )
         .at(
+            "/newsletters/:id/issues/:issue_id/resend_unconfirmed",
+            get(issues::resend_confirm).post(issues::resend_unconfirmed),
+        )
+        .at(
             "/newsletters/:id/issues/:issue_id/delete",
             get(issues::delete_confirm),
         )

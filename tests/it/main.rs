@@ -40,6 +40,7 @@ mod operator_role;
 mod postfix_relay;
 mod publish_on_send;
 mod relays;
+mod resend_unconfirmed;
 mod segment_crash;
 mod segments;
 mod send_audience;

@@ -1,12 +1,13 @@
 //! Issues in the dashboard: the list by status, the Markdown editor with articles and a
 //! server-rendered preview, and the actions of the issue page (approve, schedule, send with
-//! live progress, publish, delete, send a test). Every rule is the domain's (`domain::issues`,
-//! `domain::sending`); these handlers parse, call and render.
+//! live progress, publish, delete, send a test, send again to the unconfirmed). Every rule is
+//! the domain's (`domain::issues`, `domain::sending`); these handlers parse, call and render.
 
 mod actions;
 mod audience;
 mod form;
 mod pages;
+mod resend;
 mod test_send;
 
 use poem::web::{Data, Path};
@@ -26,6 +27,7 @@ pub use actions::{
 pub use audience::{audience_count, audience_script};
 pub use form::{create, edit_form, new_form};
 pub use pages::{index, preview, show};
+pub use resend::{resend_confirm, resend_unconfirmed};
 pub use test_send::{send_test, test_form};
 
 /// The issue `raw_id` of newsletter `n`; looked up within that newsletter, so someone else's

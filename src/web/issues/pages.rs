@@ -246,7 +246,7 @@ fn progress_panel(base: &str, report: &Report, waiting: Option<&str>) -> Markup 
     }
 }
 
-fn report_panel(report: &Report) -> Markup {
+fn report_panel(issue: &Issue, report: &Report) -> Markup {
     let p = &report.progress;
     html! {
         section.panel {
@@ -268,8 +268,9 @@ fn report_panel(report: &Report) -> Markup {
             p.muted { "Opens and clicks count delivered messages opened or clicked at least once (opens only while tracking is on)." }
             p.muted {
                 "Bounces were refused for good by the receiving server; failed messages were refused for now five times. "
-                "Unconfirmed messages went out whole but the mail relay's answer never came (the server stopped, or the answer timed out): they may have arrived, and nobody is sent a second copy."
+                "Unconfirmed messages went out whole but the mail relay's answer never came (the server stopped, or the answer timed out): they may have arrived, so nobody is sent a second copy unless you choose to."
             }
+            (super::resend::offer(issue.newsletter_id, issue.id, report.resendable))
         }
     }
 }
@@ -368,7 +369,7 @@ fn show_page(
             }
             @if let Some(report) = &view.report {
                 @if issue.status == Status::Sending { (progress_panel(&base, report, issue.last_error.as_deref())) }
-                @else { (report_panel(report)) }
+                @else { (report_panel(issue, report)) }
             }
             @if issue.status == Status::Sending {
                 script src="/assets/dashboard.js" defer {}
