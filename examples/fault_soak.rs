@@ -2,9 +2,11 @@
 //! random moments, by a crash right after a claim's commit (the worst instant, reached on
 //! purpose through the crash point `BROADSHEET_CRASH_AFTER_CLAIMS`), by SIGTERM and by relay
 //! outages, against an SMTP sink running as a process of its own (the test suite's sink,
-//! `tests/it/support/smtp.rs`). After each send it compares, recipient by recipient, what the
-//! sink took with what the database reports, and at the end prints sends, kills,
-//! duplicates, skips and unconfirmed messages.
+//! `tests/it/support/smtp.rs`) that, during some sends, also resets connections mid-message
+//! or after the end of a message, closes some cleanly after the end without answering, or
+//! throttles (451 4.7.0 past a number of messages a second). After each send it compares,
+//! recipient by recipient, what the sink took with what the database reports, and at the
+//! end prints sends, kills, duplicates, skips and unconfirmed messages.
 //!
 //! ```text
 //! cargo build --release --bin broadsheet
@@ -14,8 +16,10 @@
 //! A duplicate is a recipient the sink took twice. A skip is a recipient whose status
 //! contradicts the sink: counted `sent` but never taken, or taken but counted `pending`,
 //! `bounced` or `failed`. An unconfirmed message went out whole but its answer never came;
-//! the promise is at most one per open connection per kill (or outage). The exit code is 1
-//! when any of that fails.
+//! the promise is at most one per open connection per kill (or outage), plus the messages
+//! the relay closed cleanly after taking them; an unconfirmed message whose last ending at
+//! the sink was a reset (the relay did not take it) is counted apart and must be none. The
+//! exit code is 1 when any of that fails.
 
 #[path = "../tests/it/support/smtp.rs"]
 #[allow(dead_code)]
@@ -107,6 +111,29 @@ fn run_sink(port: u16) {
                     .collect();
                 serde_json::to_string(&counts).unwrap()
             }
+            ("endings", prefix) => {
+                let endings: HashMap<String, smtp::Ending> = sink
+                    .endings()
+                    .into_iter()
+                    .filter(|(to, _)| to.starts_with(prefix))
+                    .collect();
+                serde_json::to_string(&endings).unwrap()
+            }
+            ("mood", mood) => {
+                // resets mid-message, resets after the end, clean closes, messages a second
+                let numbers: Vec<u64> = mood
+                    .split(' ')
+                    .map(|n| n.parse().expect("a number"))
+                    .collect();
+                sink.change_rules(|r| {
+                    r.reset_every = numbers[0];
+                    r.reset_after_every = numbers[1];
+                    r.close_after_every = numbers[2];
+                    r.per_second = (numbers[3] > 0).then_some(numbers[3] as u32);
+                });
+                "ok".to_string()
+            }
+            ("throttled", _) => sink.throttled().to_string(),
             _ => "?".to_string(),
         };
         writeln!(out, "{answer}").unwrap();
@@ -154,6 +181,43 @@ impl Sink {
 
     fn counts(&mut self, prefix: &str) -> HashMap<String, usize> {
         serde_json::from_str(&self.ask(&format!("counts {prefix}"))).unwrap()
+    }
+
+    fn endings(&mut self, prefix: &str) -> HashMap<String, smtp::Ending> {
+        serde_json::from_str(&self.ask(&format!("endings {prefix}"))).unwrap()
+    }
+}
+
+/// How the relay misbehaves during one send, besides the outages: every n-th message reset
+/// mid-message, reset after its end, closed cleanly after its end (0: never), and the
+/// messages a second past which it throttles (0: none).
+#[derive(Debug, Clone, Copy, Default)]
+struct Mood {
+    reset_every: u64,
+    reset_after_every: u64,
+    close_after_every: u64,
+    per_second: u64,
+}
+
+impl Mood {
+    fn random(rng: &mut StdRng) -> Mood {
+        Mood {
+            reset_every: if rng.random_bool(0.5) { 20 } else { 0 },
+            reset_after_every: if rng.random_bool(0.3) { 97 } else { 0 },
+            close_after_every: if rng.random_bool(0.3) { 499 } else { 0 },
+            per_second: if rng.random_bool(0.3) {
+                rng.random_range(1500..4000)
+            } else {
+                0
+            },
+        }
+    }
+
+    fn command(&self) -> String {
+        format!(
+            "mood {} {} {} {}",
+            self.reset_every, self.reset_after_every, self.close_after_every, self.per_second
+        )
     }
 }
 
@@ -270,6 +334,17 @@ struct Totals {
     kills_over_bound: usize,
     /// Messages a SIGTERM left in flight (it should let them all finish).
     left_in_flight_by_sigterm: usize,
+    /// Sends during which the relay reset connections, closed some cleanly, throttled.
+    resetting: usize,
+    closing: usize,
+    throttling: usize,
+    /// Messages the relay closed cleanly after taking them (legitimately unconfirmed).
+    closed: usize,
+    /// Unconfirmed messages whose last ending at the relay was a reset (not taken), not left
+    /// by a kill: must be none.
+    unconfirmed_from_resets: usize,
+    /// Throttling answers the relay gave.
+    throttled: u64,
 }
 
 impl Totals {
@@ -339,6 +414,11 @@ fn soak(options: Options) -> ExitCode {
         );
         assert_eq!(code, 201, "{issue}");
         let issue_id = issue["id"].as_i64().unwrap();
+        let mood = Mood::random(&mut rng);
+        assert_eq!(sink.ask(&mood.command()), "ok");
+        totals.resetting += usize::from(mood.reset_every + mood.reset_after_every > 0);
+        totals.closing += usize::from(mood.close_after_every > 0);
+        totals.throttling += usize::from(mood.per_second > 0);
         let (code, queued) = api.call("POST", &format!("/issues/{issue_id}/send_now"), None);
         assert_eq!(code, 200, "{queued}");
 
@@ -420,31 +500,49 @@ fn soak(options: Options) -> ExitCode {
         server.start(None);
 
         let received = sink.counts(&prefix);
-        let statuses: Vec<(String, String)> = {
+        let endings = sink.endings(&prefix);
+        let throttled: u64 = sink.ask("throttled").parse().unwrap_or(0);
+        assert_eq!(sink.ask(&Mood::default().command()), "ok");
+        let statuses: Vec<(String, String, String)> = {
             let conn = support::open(data.path());
             let mut stmt = conn
-                .prepare("SELECT email, status FROM deliveries WHERE issue_id = ?1")
+                .prepare(
+                    "SELECT email, status, coalesce(last_error, '') FROM deliveries
+                     WHERE issue_id = ?1",
+                )
                 .unwrap();
-            stmt.query_map([issue_id], |r| Ok((r.get(0)?, r.get(1)?)))
+            stmt.query_map([issue_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
                 .unwrap()
                 .collect::<Result<_, _>>()
                 .unwrap()
         };
         assert_eq!(statuses.len(), count, "send {send}: one delivery each");
         let (mut duplicates, mut skips, mut unconfirmed, mut arrived) = (0, 0, 0, 0);
-        for (email, status) in &statuses {
+        let (mut closed, mut from_resets) = (0, 0);
+        for (email, status, error) in &statuses {
             let got = received.get(email).copied().unwrap_or(0);
             duplicates += usize::from(got > 1);
+            let ending = endings.get(email).copied();
+            closed += usize::from(ending == Some(smtp::Ending::Closed));
             match status.as_str() {
                 "sent" => skips += usize::from(got != 1),
                 "unconfirmed" => {
                     unconfirmed += 1;
                     arrived += usize::from(got == 1);
+                    // Left by a kill (or a stop) between the claim and the answer is the
+                    // kill's; any other unconfirmed message the relay had reset was
+                    // misjudged.
+                    from_resets += usize::from(
+                        ending == Some(smtp::Ending::Reset) && !error.contains("server stopped"),
+                    );
                 }
                 _ => skips += usize::from(got != 0),
             }
         }
-        let bound = CONNECTIONS * (kills + outages);
+        totals.closed += closed;
+        totals.unconfirmed_from_resets += from_resets;
+        totals.throttled = throttled;
+        let bound = CONNECTIONS * (kills + outages) + closed;
         let over = unconfirmed > bound;
         totals.recipients += count;
         totals.duplicates += duplicates;
@@ -453,8 +551,9 @@ fn soak(options: Options) -> ExitCode {
         totals.unconfirmed_arrived += arrived;
         totals.over_bound += usize::from(over);
         println!(
-            "send {send}: {count} recipients, {kills} kill(s), {outages} outage(s): \
-             {duplicates} duplicate(s), {skips} skip(s), {unconfirmed} unconfirmed ({arrived} arrived){}",
+            "send {send}: {count} recipients, {kills} kill(s), {outages} outage(s), relay {mood:?}: \
+             {duplicates} duplicate(s), {skips} skip(s), {unconfirmed} unconfirmed ({arrived} arrived, \
+             {closed} closed cleanly by the relay, {from_resets} after a reset){}",
             if over { " OVER THE BOUND" } else { "" }
         );
     }
@@ -487,8 +586,18 @@ fn soak(options: Options) -> ExitCode {
         "in flight at a kill: at most {} (bound {CONNECTIONS}, one per connection; kills over it: {}); left in flight by a SIGTERM: {}",
         totals.worst_kill, totals.kills_over_bound, totals.left_in_flight_by_sigterm
     );
+    println!(
+        "relay faults: sends with resets {}, with clean closes {} ({} messages closed), throttling {} ({} throttling answers); unconfirmed after a reset: {}",
+        totals.resetting,
+        totals.closing,
+        totals.closed,
+        totals.throttling,
+        totals.throttled,
+        totals.unconfirmed_from_resets
+    );
     if totals.duplicates == 0
         && totals.skips == 0
+        && totals.unconfirmed_from_resets == 0
         && totals.over_bound == 0
         && totals.kills_over_bound == 0
         && totals.left_in_flight_by_sigterm == 0

@@ -116,6 +116,12 @@ pub struct Rules {
     /// Reset the connection in the middle of every n-th message (0: never), counting all
     /// messages ([`Fault::ResetMidData`]).
     pub reset_every: u64,
+    /// Reset the connection after the end of every n-th message, not taking it (0: never;
+    /// [`Fault::ResetAfterData`]).
+    pub reset_after_every: u64,
+    /// Take every n-th message, then close the connection cleanly without answering (0:
+    /// never; [`Fault::DropAfterData`]).
+    pub close_after_every: u64,
     /// Greet with this code and hang up (421: too busy; 554: go away).
     pub greeting: Option<u16>,
     /// After refusing a message at its end, hold that connection: read the client's next
@@ -167,6 +173,19 @@ struct Shared {
     quota_used: u32,
     /// Throttling and quota refusals given (`451 4.7.0`, the quota's answer).
     throttled: u32,
+    /// What happened last to a message for each recipient, for the fault soak.
+    last: HashMap<String, Ending>,
+}
+
+/// How a message to a recipient ended at the sink.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Ending {
+    /// Taken and answered.
+    Taken,
+    /// The connection was reset (mid-message or after its end) and the message not taken.
+    Reset,
+    /// Taken, then the connection closed cleanly without an answer.
+    Closed,
 }
 
 /// The listener; runs until the test process ends.
@@ -374,6 +393,11 @@ impl SmtpSink {
     /// Throttling and quota refusals given so far.
     pub fn throttled(&self) -> u32 {
         self.shared.lock().unwrap().throttled
+    }
+
+    /// How the last message to each recipient ended.
+    pub fn endings(&self) -> HashMap<String, Ending> {
+        self.shared.lock().unwrap().last.clone()
     }
 
     /// A new quota period: the quota's messages may be taken again.
@@ -646,10 +670,13 @@ fn session(stream: TcpStream, shared: &Mutex<Shared>) -> std::io::Result<()> {
             let fault = {
                 let mut s = shared.lock().unwrap();
                 s.begun += 1;
-                let every = s.rules.reset_every;
+                let begun = s.begun;
+                let every = |n: u64| n > 0 && begun.is_multiple_of(n);
                 let fault = next_fault(&mut s, &to, |f| !matches!(f, Fault::AtRcpt(_)));
                 fault
-                    .or((every > 0 && s.begun.is_multiple_of(every)).then_some(Fault::ResetMidData))
+                    .or(every(s.rules.reset_every).then_some(Fault::ResetMidData))
+                    .or(every(s.rules.reset_after_every).then_some(Fault::ResetAfterData))
+                    .or(every(s.rules.close_after_every).then_some(Fault::DropAfterData))
             };
             out.write_all(b"354 End data with <CR><LF>.<CR><LF>\r\n")?;
             if fault == Some(Fault::DropAtData) {
@@ -678,21 +705,19 @@ fn session(stream: TcpStream, shared: &Mutex<Shared>) -> std::io::Result<()> {
                 };
                 data.extend_from_slice(unstuffed);
                 if fault == Some(Fault::ResetMidData) && data.len() >= 1024 {
-                    shared
-                        .lock()
-                        .unwrap()
-                        .cut
-                        .push((to[0].clone(), Fault::ResetMidData));
+                    let mut s = shared.lock().unwrap();
+                    s.cut.push((to[0].clone(), Fault::ResetMidData));
+                    s.last.insert(to[0].clone(), Ending::Reset);
+                    drop(s);
                     reset_on_close(&out.tcp);
                     return Ok(());
                 }
             }
             if fault == Some(Fault::ResetAfterData) {
-                shared
-                    .lock()
-                    .unwrap()
-                    .cut
-                    .push((to[0].clone(), Fault::ResetAfterData));
+                let mut s = shared.lock().unwrap();
+                s.cut.push((to[0].clone(), Fault::ResetAfterData));
+                s.last.insert(to[0].clone(), Ending::Reset);
+                drop(s);
                 reset_on_close(&out.tcp);
                 return Ok(());
             }
@@ -740,6 +765,14 @@ fn session(stream: TcpStream, shared: &Mutex<Shared>) -> std::io::Result<()> {
                     tls: secure,
                 });
                 s.taken_at.push(Instant::now());
+                let ending = if fault == Some(Fault::DropAfterData) {
+                    Ending::Closed
+                } else {
+                    Ending::Taken
+                };
+                for rcpt in &s.received.last().unwrap().to.clone() {
+                    s.last.insert(rcpt.clone(), ending);
+                }
                 if let Some(f @ (Fault::DropAfterData | Fault::NoReply)) = fault {
                     let rcpt = s.received.last().unwrap().to[0].clone();
                     s.cut.push((rcpt, f));
