@@ -717,13 +717,16 @@ mod tests {
 
         // A transaction broken before its end mark, or dropped at a stop, is due again.
         let id = due_batch(&conn, 1, 0, 10).unwrap()[0].delivery_id;
-        mark_sending(&conn, &[id]).unwrap();
-        record_outcomes(
-            &conn,
-            &[(id, Outcome::Interrupted("reset".into()))],
-            Duration::hours(1),
-        )
-        .unwrap();
+        let interrupt = |id: i64| {
+            mark_sending(&conn, &[id]).unwrap();
+            record_outcomes(
+                &conn,
+                &[(id, Outcome::Interrupted("reset".into()))],
+                Duration::hours(1),
+            )
+            .unwrap();
+        };
+        interrupt(id);
         assert_eq!(due_batch(&conn, 1, 0, 10).unwrap()[0].delivery_id, id);
         mark_sending(&conn, &[id]).unwrap();
         record_outcomes(&conn, &[(id, Outcome::Abandoned)], Duration::hours(1)).unwrap();
@@ -743,13 +746,7 @@ mod tests {
         );
         // A message that breaks every connection still ends.
         for _ in 1..MAX_CUT_OFFS {
-            mark_sending(&conn, &[id]).unwrap();
-            record_outcomes(
-                &conn,
-                &[(id, Outcome::Interrupted("reset".into()))],
-                Duration::hours(1),
-            )
-            .unwrap();
+            interrupt(id);
         }
         assert_eq!(charged(id), (0, MAX_CUT_OFFS, "failed".to_string()));
         conn.execute(

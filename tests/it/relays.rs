@@ -13,6 +13,16 @@ use crate::support::send::{
 };
 use crate::support::*;
 
+/// `count` new subscribers `<stem><n>@example.net` and an issue sent to them: their
+/// addresses and the issue's id.
+fn send_to(owner: &Owner, stem: &str, count: usize) -> (Vec<String>, i64) {
+    let emails = addresses(stem, count);
+    subscribe_all(owner, &emails);
+    let id = approved_issue(owner, &format!("To {stem}"));
+    send_now(owner, id);
+    (emails, id)
+}
+
 fn relay_url(sink: &SmtpSink, query: &str) -> String {
     format!("smtp://127.0.0.1:{}{query}", sink.port)
 }
@@ -160,10 +170,7 @@ fn relays_an_hourly_limit_holds_the_send_which_says_so_and_resumes_by_itself() {
     let app = spawn_app_on(sink, &["--smtp-url", &url]);
     assert!(app.log().contains("at most 12 an hour"), "{}", app.log());
     let owner = onboard_paid(&app, "Hour Glass");
-    let emails = addresses("hourglass", 25);
-    subscribe_all(&owner, &emails);
-    let id = approved_issue(&owner, "Twelve an hour");
-    send_now(&owner, id);
+    let (emails, id) = send_to(&owner, "hourglass", 25);
 
     let readers_reached = || {
         app.smtp
@@ -230,10 +237,7 @@ fn relays_a_per_second_limit_is_kept() {
     let app = spawn_app_on(sink, &["--smtp-url", &url]);
     let owner = onboard_paid(&app, "Steady Pace");
     app.smtp.change_rules(|r| r.per_second = Some(50));
-    let emails = addresses("steady", 150);
-    subscribe_all(&owner, &emails);
-    let id = approved_issue(&owner, "Forty a second");
-    send_now(&owner, id);
+    let (emails, id) = send_to(&owner, "steady", 150);
     wait_status(&owner, id, "sent", Duration::from_secs(60));
     assert_eq!(app.smtp.throttled(), 0, "never too fast for the relay");
     let result = tally(&app, id, &emails);
@@ -252,10 +256,7 @@ fn relays_a_throttling_relay_is_slowed_down_to_and_charges_nobody() {
     let app = spawn_app_on(sink, &[]);
     let owner = onboard_paid(&app, "Slow Down");
     app.smtp.change_rules(|r| r.per_second = Some(40));
-    let emails = addresses("slowdown", 240);
-    subscribe_all(&owner, &emails);
-    let id = approved_issue(&owner, "Not so fast");
-    send_now(&owner, id);
+    let (emails, id) = send_to(&owner, "slowdown", 240);
     wait_status(&owner, id, "sent", Duration::from_secs(120));
 
     let result = tally(&app, id, &emails);
@@ -293,10 +294,7 @@ fn relays_a_used_up_quota_holds_the_send_until_the_relay_may_be_asked_again() {
         })
     });
     app.smtp.renew_quota();
-    let emails = addresses("bread", 30);
-    subscribe_all(&owner, &emails);
-    let id = approved_issue(&owner, "Fifteen a day");
-    send_now(&owner, id);
+    let (emails, id) = send_to(&owner, "bread", 30);
     let note = wait_note(&owner, id, "Held by");
     assert!(
         note.contains("sending quota") && note.contains("5.4.5") && note.contains("resumes at"),
