@@ -45,6 +45,8 @@ pub struct JobContext {
     pub webhooks: crate::webhooks::Settings,
     /// Set when the server is asked to stop; long jobs wind down and leave the rest queued.
     pub stop: Stop,
+    /// Opens the sealed passwords of newsletters' own relays (`domain::relays::for_newsletter`).
+    pub credentials: crate::domain::credentials::CredentialKey,
 }
 
 impl JobContext {

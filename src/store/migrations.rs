@@ -95,6 +95,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0024_connection_cut_offs",
         include_str!("../../migrations/0024_connection_cut_offs.sql"),
     ),
+    (
+        "0025_newsletter_relays",
+        include_str!("../../migrations/0025_newsletter_relays.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.
