@@ -203,11 +203,6 @@ impl CredentialKey {
             .map_err(|_| Unreadable::Damaged)?;
         String::from_utf8(plain.to_vec()).map_err(|_| Unreadable::Damaged)
     }
-
-    /// Whether `sealed` carries this key's id (reading no more than its header).
-    pub fn sealed_by_me(&self, sealed: &[u8]) -> bool {
-        sealed.len() >= HEADER_LEN && sealed[0] == VERSION && sealed[1..HEADER_LEN] == self.id
-    }
 }
 
 /// A warning when the key file at `path` can be read by other users than its owner.
@@ -245,14 +240,12 @@ mod tests {
         );
         assert!(!sealed.windows(5).any(|w| w == b"horse"));
         assert_eq!(key.open(&sealed).unwrap(), secret);
-        assert!(key.sealed_by_me(&sealed));
 
         // A fresh nonce each time: the same text seals differently.
         assert_ne!(key.seal(secret), sealed);
 
         let other = CredentialKey::generate().unwrap();
         assert_eq!(other.open(&sealed), Err(Unreadable::OtherKey));
-        assert!(!other.sealed_by_me(&sealed));
 
         // A changed byte anywhere (header, nonce, ciphertext, tag) is refused.
         for at in [0, 3, HEADER_LEN + 1, sealed.len() - 1] {
