@@ -11,9 +11,11 @@ use poem::{EndpointExt, IntoResponse, Response, Route, handler, http::StatusCode
 
 use crate::config::ServeArgs;
 use crate::domain::accounts::SessionLifetimes;
+use crate::domain::credentials::{self, CredentialKey, KeySource};
 use crate::domain::custom_domains::Dns;
 use crate::domain::dkim::OperatorKey;
 use crate::domain::newsletters::Tier;
+use crate::domain::relays;
 use crate::domain::render_budget;
 use crate::domain::secrets::ServerSecret;
 use crate::domain::sending::OutagePolicy;
@@ -24,7 +26,7 @@ use crate::http::headers::{Policy, SecurityHeaders};
 use crate::http::routing::{get, post};
 use crate::http::server::ReadLimits;
 use crate::jobs::send_issue::SendSettings;
-use crate::jobs::{JobContext, Runner, Stop};
+use crate::jobs::{JobContext, OwnRelays, Runner, Stop};
 use crate::mail::bounce_listener::{self, ListenerSettings};
 use crate::mail::dkim::Signer;
 use crate::mail::{MailRoute, Relay, RelaySet, SmtpSettings, TlsTrust, Transport};
@@ -42,6 +44,7 @@ fn invalid(message: String) -> StoreError {
 pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
     let default_tier = Tier::from(args.default_tier);
     // The flags are all read before the data directory is touched: a bad one creates nothing.
+    // One trust for every relay: the server's and the newsletters' own.
     let trust = TlsTrust::load(args.smtp_ca.as_deref()).map_err(invalid)?;
     let relay_settings = args
         .smtp_url
@@ -84,6 +87,7 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
         eprintln!("store: applied migration {name}");
     }
     let secret = ServerSecret::load_or_create(&conn)?;
+    let credentials = load_credential_key(data_dir, &conn)?;
     let dkim = match &args.dkim_domain {
         Some(domain) => {
             let key = OperatorKey::load_or_create(&conn, domain, &args.dkim_selector)?;
@@ -150,6 +154,14 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
                 dns: dns.clone(),
             },
             stop: stop.clone(),
+            credentials: credentials.clone(),
+            own_relays: OwnRelays {
+                trust: trust.clone(),
+                allow_private: args.allow_private_relays,
+                timeout: Duration::from_millis(args.smtp_timeout_ms),
+                first_retry: Duration::from_millis(args.send_outage_retry_ms),
+                in_use: Default::default(),
+            },
         }),
         args.job_workers,
         args.webhook_workers as usize,
@@ -185,6 +197,8 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
             absolute: time::Duration::minutes(args.session_absolute_minutes.into()),
         },
         bounce_domain: return_paths.domain().to_string(),
+        credentials,
+        allow_private_relays: args.allow_private_relays,
     });
 
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -214,7 +228,9 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
         }
         .with(SecurityHeaders { https })
         .with(CompressText)
-        .data(state);
+        .data(state)
+        // The dashboard's "Test connection" checks a relay's certificate as sends do.
+        .data(trust);
         if let Some((address, settings, db)) = bounce_settings {
             let bounces = tokio::net::TcpListener::bind(&address).await?;
             eprintln!(
@@ -265,6 +281,45 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
     });
     runner.shutdown();
     result.map_err(StoreError::Io)
+}
+
+/// The key of `<data-dir>/credentials.key`, made at the first start. A key that opens none of
+/// the stored relay passwords (the database came without its key file) does not stop the
+/// server: one line says so, and those relays fail with the reason until their owners enter
+/// the passwords again.
+fn load_credential_key(
+    data_dir: &Path,
+    conn: &rusqlite::Connection,
+) -> Result<CredentialKey, StoreError> {
+    let path = credentials::key_file(data_dir);
+    let (key, source) = CredentialKey::load_or_create(&path).map_err(invalid)?;
+    if let Some(warning) = credentials::loose_mode(&path) {
+        eprintln!("credentials: {warning}");
+    }
+    let unreadable = relays::sealed_with_other_keys(conn, Some(&key)).map_err(|e| match e {
+        crate::domain::DomainError::Store(e) => e,
+        other => invalid(other.to_string()),
+    })?;
+    let made = match source {
+        KeySource::Created => " (there was no key file, so a new one was made)",
+        KeySource::Existing => "",
+    };
+    if unreadable > 0 {
+        eprintln!(
+            "credentials: {unreadable} relay password(s) in the database were sealed with another \
+             key than {}{made}; they cannot be read, and those newsletters' relays fail until \
+             their owners enter the passwords again (or stop the server and put the original key \
+             file back)",
+            path.display()
+        );
+    } else if source == KeySource::Created {
+        eprintln!(
+            "credentials: made the key file {}, which seals the passwords of newsletters' own \
+             relays; keep a copy of it apart from the backups (docs/operations.md)",
+            path.display()
+        );
+    }
+    Ok(key)
 }
 
 /// Sends each request to a newsletter's public site or to the base host, by its Host header.

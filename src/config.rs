@@ -161,6 +161,10 @@ pub struct ServeArgs {
     /// production server cannot have its time moved by accident.
     #[arg(long, hide = true)]
     pub test_clock: bool,
+    /// Permit newsletters' own mail relays on loopback, private, link-local or other
+    /// special-purpose addresses (IANA's registries), e.g. a relay on your own network.
+    #[arg(long, env = "BROADSHEET_ALLOW_PRIVATE_RELAYS")]
+    pub allow_private_relays: bool,
 }
 
 /// A newsletter's tier as the operator names it: `--default-tier` and the `tier` command.

@@ -3,6 +3,7 @@
 //! configuration values, so no door has to import the wiring that mounts it.
 
 use crate::domain::accounts::SessionLifetimes;
+use crate::domain::credentials::CredentialKey;
 use crate::domain::custom_domains::Dns;
 use crate::domain::newsletters::Tier;
 use crate::domain::secrets::ServerSecret;
@@ -34,4 +35,8 @@ pub struct AppState {
     pub sessions: SessionLifetimes,
     /// The domain of the return paths of sent issues (`--bounce-domain`), shown to configure.
     pub bounce_domain: String,
+    /// Seals and opens the passwords of newsletters' own relays (`<data-dir>/credentials.key`).
+    pub credentials: CredentialKey,
+    /// Permit newsletters' relays on private networks (`--allow-private-relays`).
+    pub allow_private_relays: bool,
 }

@@ -71,6 +71,21 @@ fn newsletter() -> Value {
             "status": "verified",
             "dkim_record": "bs1._domainkey.tides.example TXT \"v=DKIM1; k=rsa; p=MIIBIjANBgkq...\"",
             "reason": null
+        },
+        "relay": {
+            "host": "smtp.mailservice.example",
+            "port": 587,
+            "tls_mode": "starttls",
+            "username": "robin@tides.example",
+            "password_set": true,
+            "password_problem": null,
+            "limits": {"per_second": 10, "per_hour": null, "per_day": 50000}
+        },
+        "warmup": {
+            "first_day_cap": 50,
+            "factor": 2.0,
+            "started_on": "2026-11-25",
+            "today_cap": 200
         }
     })
 }
@@ -182,7 +197,19 @@ pub fn export() -> Value {
 }
 
 examples! {
-    NewsletterPatch => json!({"tagline": "Field notes from the coast", "time_zone": "Europe/Berlin"});
+    NewsletterPatch => json!({
+        "tagline": "Field notes from the coast",
+        "time_zone": "Europe/Berlin",
+        "relay": {
+            "host": "smtp.mailservice.example",
+            "port": 587,
+            "tls_mode": "starttls",
+            "username": "robin@tides.example",
+            "password": "app-password-from-the-service",
+            "limits": {"per_second": 10, "per_day": 50000}
+        },
+        "warmup": {"first_day_cap": 50, "factor": 2.0}
+    });
     NewsletterEnvelope => json!({"data": newsletter()});
     StatsEnvelope => json!({"data": {
         "subscribers": {"total": 1300, "active": 1250, "unsubscribed": 40, "bounced": 10,

@@ -20,8 +20,8 @@ use serde_json::{Value, json};
 use crate::domain::text_pattern::{self, Refused, WHITESPACE};
 use crate::domain::web_url::{self, Schemes};
 use crate::domain::{
-    email, events, issues, newsletters, pagination, site_theme, subscribers, time_zones, webhooks,
-    welcome,
+    email, events, issues, newsletters, pagination, relays, site_theme, subscribers, time_zones,
+    webhooks, welcome,
 };
 
 /// The schema a field's rule states in the document.
@@ -97,33 +97,42 @@ fn type_name(schema: &MetaSchema) -> Cow<'static, str> {
     }
 }
 
-impl<R: Rule> Type for Field<R> {
-    const IS_REQUIRED: bool = true;
-    type RawValueType = String;
-    type RawElementValueType = String;
+/// `Type` for a wrapper of one value whose schema is its rule's (`Field`, `Number`), with
+/// `raw` the value's type and `is_empty` its emptiness.
+macro_rules! rule_type {
+    ($wrapper:ident, $raw:ty, $is_empty:expr) => {
+        impl<R: Rule> Type for $wrapper<R> {
+            const IS_REQUIRED: bool = true;
+            type RawValueType = $raw;
+            type RawElementValueType = $raw;
 
-    fn name() -> Cow<'static, str> {
-        type_name(&R::schema())
-    }
+            fn name() -> Cow<'static, str> {
+                type_name(&R::schema())
+            }
 
-    fn schema_ref() -> MetaSchemaRef {
-        MetaSchemaRef::Inline(Box::new(R::schema()))
-    }
+            fn schema_ref() -> MetaSchemaRef {
+                MetaSchemaRef::Inline(Box::new(R::schema()))
+            }
 
-    fn as_raw_value(&self) -> Option<&Self::RawValueType> {
-        Some(&self.0)
-    }
+            fn as_raw_value(&self) -> Option<&Self::RawValueType> {
+                Some(&self.0)
+            }
 
-    fn raw_element_iter<'a>(
-        &'a self,
-    ) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
-        Box::new(std::iter::once(&self.0))
-    }
+            fn raw_element_iter<'a>(
+                &'a self,
+            ) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
+                Box::new(std::iter::once(&self.0))
+            }
 
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
+            fn is_empty(&self) -> bool {
+                let is_empty: fn(&$raw) -> bool = $is_empty;
+                is_empty(&self.0)
+            }
+        }
+    };
 }
+
+rule_type!(Field, String, String::is_empty);
 
 impl<R: Rule> ParseFromJSON for Field<R> {
     fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
@@ -150,6 +159,50 @@ impl<R: Rule> ParseFromParameter for Field<R> {
 impl<R: Rule> ToJSON for Field<R> {
     fn to_json(&self) -> Option<Value> {
         Some(Value::String(self.0.clone()))
+    }
+}
+
+/// A JSON number (in a body: a JSON number and only a number) whose schema states rule `R`
+/// (`integer` or `number` and its bounds). The domain gets it as the text it would be typed
+/// as ([`Number::text`]) and words the refusal of a value out of bounds or with a fraction,
+/// as it does for the same field of a form.
+pub struct Number<R>(pub serde_json::Number, PhantomData<fn() -> R>);
+
+impl<R> Number<R> {
+    /// The number as typed: `587`, `1.5`; a whole number written with a zero fraction
+    /// (`587.0`) as the whole number.
+    pub fn text(&self) -> String {
+        match self.0.as_f64() {
+            Some(f)
+                if !self.0.is_i64() && !self.0.is_u64() && f.fract() == 0.0 && f.abs() < 1e15 =>
+            {
+                format!("{}", f as i64)
+            }
+            _ => self.0.to_string(),
+        }
+    }
+}
+
+impl<R> fmt::Debug for Number<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+rule_type!(Number, serde_json::Number, |_| false);
+
+impl<R: Rule> ParseFromJSON for Number<R> {
+    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
+        match value.unwrap_or_default() {
+            Value::Number(n) => Ok(Number(n, PhantomData)),
+            other => Err(ParseError::expected_type(other)),
+        }
+    }
+}
+
+impl<R: Rule> ToJSON for Number<R> {
+    fn to_json(&self) -> Option<Value> {
+        Some(Value::Number(self.0.clone()))
     }
 }
 
@@ -518,6 +571,55 @@ rules! {
         minimum: Some(1.0),
         default: Some(json!(pagination::DEFAULT_PER_PAGE)),
         ..MetaSchema::new("integer")
+    };
+    /// A mail relay's host: a DNS name or an IPv4 address (an IPv6 address in brackets is
+    /// taken too, beyond the pattern; `domain/relays.rs`).
+    RelayHost => MetaSchema {
+        max_length: Some(relays::HOST_MAX),
+        pattern: Some(relays::host_pattern()),
+        ..MetaSchema::new("string")
+    };
+    /// A TCP port.
+    Port => MetaSchema {
+        format: Some("int32"),
+        minimum: Some(1.0),
+        maximum: Some(65535.0),
+        ..MetaSchema::new("integer")
+    };
+    /// How the connection to a relay is secured.
+    RelayTlsMode => one_of(relays::TlsMode::ALL.iter().map(|m| m.as_str()));
+    /// A relay's user name; blank is none.
+    RelayUsername => trimmed(relays::USERNAME_MAX, true, Refused::Controls, "");
+    /// A relay's password: taken as sent (spaces count), without control characters.
+    RelayPassword => MetaSchema {
+        min_length: Some(1),
+        max_length: Some(relays::PASSWORD_MAX),
+        pattern: Some(format!("^[^{}]+$", Refused::Controls.class())),
+        format: Some("password"),
+        ..MetaSchema::new("string")
+    };
+    /// A relay's limit: messages per second, hour or day.
+    RelayLimit => MetaSchema {
+        format: Some("int64"),
+        minimum: Some(1.0),
+        maximum: Some(f64::from(relays::LIMIT_MAX)),
+        ..MetaSchema::new("integer")
+    };
+    /// The warm-up's cap of the first day.
+    FirstDayCap => MetaSchema {
+        format: Some("int32"),
+        minimum: Some(1.0),
+        maximum: Some(f64::from(relays::WARM_UP_FIRST_DAY_MAX)),
+        default: Some(json!(relays::WARM_UP_FIRST_DAY_DEFAULT)),
+        ..MetaSchema::new("integer")
+    };
+    /// The warm-up's growth factor.
+    GrowthFactor => MetaSchema {
+        format: Some("double"),
+        minimum: Some(relays::WARM_UP_FACTOR_MIN),
+        maximum: Some(relays::WARM_UP_FACTOR_MAX),
+        default: Some(json!(relays::WARM_UP_FACTOR_DEFAULT)),
+        ..MetaSchema::new("number")
     };
     /// The subscriber list's cursor (`domain::pagination::Cursor`), `<page>.<id>`.
     ListCursor => MetaSchema {

@@ -2,21 +2,28 @@
 
 use poem::web::Data;
 use poem_openapi::payload::Json;
+use poem_openapi::types::MaybeUndefined;
 use poem_openapi::{ApiResponse, Object, Tags};
 
 use super::fields::{
-    Email, Field, HexColor, LogoUrl, NewsletterName, SenderName, Tagline, TimeZone, WelcomeBody,
-    WelcomeSubject,
+    Email, Field, FirstDayCap, GrowthFactor, HexColor, LogoUrl, NewsletterName, Number, Port,
+    RelayHost, RelayLimit, RelayPassword, RelayTlsMode, RelayUsername, SenderName, Tagline,
+    TimeZone, WelcomeBody, WelcomeSubject,
 };
 use super::statuses::{BODY, GUARD, Refusal, WRITES};
 use super::{ApiKeyAuth, Principal, State};
-use crate::domain::DomainResult;
+use crate::domain::credentials::CredentialKey;
 use crate::domain::newsletters::{self, Newsletter};
+use crate::domain::relays::{
+    self, NewsletterRelay, PasswordChange, RelayChange, RelayInput, SendingChanges, SendingSetup,
+    WarmUp, WarmUpChange, WarmUpInput,
+};
 use crate::domain::sender_domains::{self, SenderDomain};
 use crate::domain::site_theme::{AccentColor, ThemeChanges};
 use crate::domain::stats;
 use crate::domain::urls::SiteUrls;
 use crate::domain::welcome::WelcomeChanges;
+use crate::domain::{DomainError, DomainResult, FieldErrors};
 
 #[derive(Tags)]
 enum ApiTags {
@@ -54,6 +61,86 @@ impl From<SenderDomain> for SenderDomainObject {
             domain: d.domain,
             status: d.status.as_str().to_string(),
             reason: d.reason,
+        }
+    }
+}
+
+/// What a relay takes at most; null: no limit of that kind.
+#[derive(Debug, Object)]
+pub struct RelayLimitsObject {
+    /// Messages per second.
+    #[oai(nullable)]
+    pub per_second: Option<u32>,
+    /// Messages per rolling hour.
+    #[oai(nullable)]
+    pub per_hour: Option<u32>,
+    /// Messages per rolling day.
+    #[oai(nullable)]
+    pub per_day: Option<u32>,
+}
+
+/// The newsletter's own mail relay (its owner's account at an e-mail service). The password
+/// is never shown.
+#[derive(Debug, Object)]
+pub struct RelayObject {
+    /// A DNS name or an IP address.
+    pub host: String,
+    pub port: u16,
+    /// `tls`: TLS from the first byte (usually port 465); `starttls`: STARTTLS, required
+    /// (usually port 587). Never plain text.
+    pub tls_mode: String,
+    /// Null: the relay takes mail without signing in.
+    #[oai(nullable)]
+    pub username: Option<String>,
+    /// Whether a password is stored. It is write-only: no answer ever contains it.
+    pub password_set: bool,
+    /// Why the relay cannot sign in as it is set, in words for its owner: the stored password
+    /// cannot be read with this server's key file (the database was moved without it), or
+    /// there is a user name without a password or the reverse; null when it can. A send
+    /// through the relay fails with this reason.
+    #[oai(nullable)]
+    pub password_problem: Option<String>,
+    pub limits: RelayLimitsObject,
+}
+
+impl From<NewsletterRelay> for RelayObject {
+    fn from(r: NewsletterRelay) -> Self {
+        RelayObject {
+            password_set: r.password.is_set(),
+            password_problem: r.problem().map(String::from),
+            host: r.host,
+            port: r.port,
+            tls_mode: r.tls_mode.as_str().to_string(),
+            username: r.username,
+            limits: RelayLimitsObject {
+                per_second: r.limits.per_second,
+                per_hour: r.limits.per_hour,
+                per_day: r.limits.per_day,
+            },
+        }
+    }
+}
+
+/// The warm-up plan of a new sending domain: at most `today_cap` messages go out on a UTC day.
+#[derive(Debug, Object)]
+pub struct WarmUpObject {
+    /// The cap of the plan's first day.
+    pub first_day_cap: u32,
+    /// How much the cap grows each day (2: it doubles).
+    pub factor: f64,
+    /// The plan's first day (UTC), `YYYY-MM-DD`: the day it was turned on.
+    pub started_on: String,
+    /// Today's cap (UTC): `first_day_cap × factor^(days since started_on)`, rounded down.
+    pub today_cap: u64,
+}
+
+impl From<WarmUp> for WarmUpObject {
+    fn from(w: WarmUp) -> Self {
+        WarmUpObject {
+            first_day_cap: w.first_day_cap,
+            factor: w.factor,
+            started_on: w.started_on.to_string(),
+            today_cap: w.daily_cap(relays::today()),
         }
     }
 }
@@ -103,6 +190,12 @@ pub struct NewsletterObject {
     /// the dashboard (Settings, "Your sending domain").
     #[oai(nullable)]
     pub sender_domain: Option<SenderDomainObject>,
+    /// The newsletter's own mail relay; null: its mail goes out through the server's relay.
+    #[oai(nullable)]
+    pub relay: Option<RelayObject>,
+    /// The warm-up plan of a new sending domain; null: off (the default), no daily cap.
+    #[oai(nullable)]
+    pub warmup: Option<WarmUpObject>,
 }
 
 impl NewsletterObject {
@@ -110,6 +203,7 @@ impl NewsletterObject {
         n: &Newsletter,
         counts: (i64, i64),
         sender_domain: Option<SenderDomain>,
+        sending: SendingSetup,
         urls: &SiteUrls,
     ) -> Self {
         let links = n.links(urls);
@@ -139,6 +233,8 @@ impl NewsletterObject {
                 archive: links.archive,
             },
             sender_domain: sender_domain.map(SenderDomainObject::from),
+            relay: sending.relay.map(RelayObject::from),
+            warmup: sending.warm_up.map(WarmUpObject::from),
         }
     }
 }
@@ -154,6 +250,71 @@ pub struct NewsletterEnvelope {
 pub enum NewsletterResponse {
     #[oai(status = 200)]
     Ok(Json<NewsletterEnvelope>),
+}
+
+/// A relay's limits as sent; an absent or null limit is none.
+#[derive(Debug, Object)]
+pub struct RelayLimitsPatch {
+    #[oai(nullable)]
+    pub per_second: Option<Number<RelayLimit>>,
+    #[oai(nullable)]
+    pub per_hour: Option<Number<RelayLimit>>,
+    #[oai(nullable)]
+    pub per_day: Option<Number<RelayLimit>>,
+}
+
+/// The newsletter's own relay, as a whole: every field but `password` replaces the stored one.
+#[derive(Debug, Object)]
+pub struct RelayPatch {
+    pub host: Field<RelayHost>,
+    pub port: Number<Port>,
+    /// `tls` (TLS from the first byte, usually port 465) or `starttls` (STARTTLS required,
+    /// usually port 587).
+    pub tls_mode: Field<RelayTlsMode>,
+    /// Absent, null or `""`: the relay takes mail without signing in. The relay signs in with
+    /// a user name and a password, or neither: one without the other is saved and shown in
+    /// `password_problem`.
+    #[oai(nullable)]
+    pub username: Option<Field<RelayUsername>>,
+    /// Write-only: stored encrypted and never shown again (answers have `password_set`).
+    /// Absent keeps the stored password; null removes it.
+    #[oai(nullable)]
+    pub password: MaybeUndefined<Field<RelayPassword>>,
+    /// Absent or null: no limits.
+    #[oai(nullable)]
+    pub limits: Option<RelayLimitsPatch>,
+}
+
+impl From<RelayPatch> for RelayInput {
+    fn from(p: RelayPatch) -> Self {
+        let limit = |n: Option<&Number<RelayLimit>>| n.map(Number::text).unwrap_or_default();
+        let limits = p.limits.as_ref();
+        RelayInput {
+            host: p.host.into(),
+            port: p.port.text(),
+            tls_mode: p.tls_mode.into(),
+            username: p.username.map(String::from).unwrap_or_default(),
+            password: match p.password {
+                MaybeUndefined::Undefined => PasswordChange::Keep,
+                MaybeUndefined::Null => PasswordChange::Remove,
+                MaybeUndefined::Value(password) => PasswordChange::Set(password.into()),
+            },
+            per_second: limit(limits.and_then(|l| l.per_second.as_ref())),
+            per_hour: limit(limits.and_then(|l| l.per_hour.as_ref())),
+            per_day: limit(limits.and_then(|l| l.per_day.as_ref())),
+        }
+    }
+}
+
+/// The warm-up plan to turn on (or to change, keeping its first day).
+#[derive(Debug, Object)]
+pub struct WarmUpPatch {
+    /// The cap of the first day; absent or null: 50.
+    #[oai(nullable)]
+    pub first_day_cap: Option<Number<FirstDayCap>>,
+    /// The daily growth, from 1.1 to 10; absent or null: 2 (the cap doubles each day).
+    #[oai(nullable)]
+    pub factor: Option<Number<GrowthFactor>>,
 }
 
 /// Fields `PATCH /newsletter` may change; absent fields stay as they are.
@@ -191,6 +352,36 @@ pub struct NewsletterPatch {
     /// An `https://` image URL, at most 500 characters; `""` removes the logo.
     #[oai(nullable)]
     pub logo_url: Option<Field<LogoUrl>>,
+    /// The newsletter's own mail relay, replacing the stored one (`password` aside); null
+    /// goes back to the server's relay and deletes the stored one. The host is looked up, and
+    /// refused if private, each time a connection is made, not here.
+    #[oai(nullable)]
+    pub relay: MaybeUndefined<RelayPatch>,
+    /// Turns the warm-up plan on (it starts today, UTC) or changes it (its first day stays);
+    /// null turns it off.
+    #[oai(nullable)]
+    pub warmup: MaybeUndefined<WarmUpPatch>,
+}
+
+impl NewsletterPatch {
+    /// The relay and warm-up changes of the patch.
+    fn sending_changes(&mut self) -> SendingChanges {
+        SendingChanges {
+            relay: match std::mem::take(&mut self.relay) {
+                MaybeUndefined::Undefined => RelayChange::Keep,
+                MaybeUndefined::Null => RelayChange::Remove,
+                MaybeUndefined::Value(relay) => RelayChange::Save(relay.into()),
+            },
+            warm_up: match std::mem::take(&mut self.warmup) {
+                MaybeUndefined::Undefined => WarmUpChange::Keep,
+                MaybeUndefined::Null => WarmUpChange::Off,
+                MaybeUndefined::Value(plan) => WarmUpChange::On(WarmUpInput {
+                    first_day_cap: plan.first_day_cap.map(|n| n.text()).unwrap_or_default(),
+                    factor: plan.factor.map(|n| n.text()).unwrap_or_default(),
+                }),
+            },
+        }
+    }
 }
 
 #[derive(Debug, Object)]
@@ -297,19 +488,22 @@ pub enum StatsResponse {
     Ok(Json<StatsEnvelope>),
 }
 
-/// The newsletter with its counts and sending domain, as every newsletter answer shows it.
+/// The newsletter with its counts, sending domain, relay and warm-up plan, as every
+/// newsletter answer shows it.
 struct Loaded {
     newsletter: Newsletter,
     counts: (i64, i64),
     sender_domain: Option<SenderDomain>,
+    sending: SendingSetup,
 }
 
 /// Runs on the database's blocking thread: the sending domain's key may be made here.
-fn load(conn: &rusqlite::Connection, id: i64) -> DomainResult<Loaded> {
+fn load(conn: &rusqlite::Connection, key: &CredentialKey, id: i64) -> DomainResult<Loaded> {
     let newsletter = newsletters::get(conn, id)?;
     Ok(Loaded {
         counts: newsletters::counts(conn, id)?,
         sender_domain: sender_domains::for_newsletter(conn, &newsletter)?,
+        sending: relays::setup(conn, key, id)?,
         newsletter,
     })
 }
@@ -320,6 +514,7 @@ fn envelope(state: &State, loaded: Loaded) -> NewsletterResponse {
             &loaded.newsletter,
             loaded.counts,
             loaded.sender_domain,
+            loaded.sending,
             &state.urls,
         ),
     }))
@@ -342,17 +537,19 @@ impl NewsletterApi {
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
     ) -> Result<NewsletterResponse, Refusal<{ GUARD | WRITES }>> {
-        let id = p.newsletter_id;
+        let (id, key) = (p.newsletter_id, state.credentials.clone());
         Ok(envelope(
             state,
-            state.db.run(move |conn| load(conn, id)).await?,
+            state.db.run(move |conn| load(conn, &key, id)).await?,
         ))
     }
 
     /// Changes the newsletter's settings.
     ///
-    /// Changes the name, tagline, sender, welcome e-mail, publishing on send, time zone or the
-    /// site's accent colour and logo; absent fields stay as they are. Answers like `GET
+    /// Changes the name, tagline, sender, welcome e-mail, publishing on send, time zone, the
+    /// site's accent colour and logo, the newsletter's own mail relay or its warm-up plan;
+    /// absent fields stay as they are. Nothing changes when any value is refused (422). The
+    /// relay's `password` is write-only: answers show `password_set` instead. Answers like `GET
     /// /newsletter`. A cancelled newsletter is read-only (403).
     #[oai(
         path = "/newsletter",
@@ -366,8 +563,9 @@ impl NewsletterApi {
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
     ) -> Result<NewsletterResponse, Refusal<{ GUARD | BODY | WRITES }>> {
-        let id = p.newsletter_id;
-        let Json(patch) = body;
+        let (id, key) = (p.newsletter_id, state.credentials.clone());
+        let Json(mut patch) = body;
+        let sending = patch.sending_changes();
         let changes = newsletters::Details {
             name: patch.name.map(String::from),
             tagline: patch.tagline.map(String::from),
@@ -385,14 +583,30 @@ impl NewsletterApi {
                 logo_url: patch.logo_url.map(String::from),
             },
         };
-        // The welcome body renders before a connection is taken.
+        // The welcome body renders before a connection is taken; every field is checked
+        // before anything is written, and all of it is written in one transaction.
         let loaded = state
             .db
             .run_after(
-                move || newsletters::check_details(&changes),
-                move |conn, checked| {
-                    newsletters::apply_details(conn, id, &checked)?;
-                    load(conn, id)
+                move || {
+                    let details = newsletters::check_details(&changes);
+                    let mut errors = FieldErrors::new();
+                    let sending = relays::check_changes_into(&sending, &mut errors);
+                    match details {
+                        Err(DomainError::Invalid(code, mut fields)) => {
+                            fields.append(errors);
+                            Err(DomainError::Invalid(code, fields))
+                        }
+                        Err(other) => Err(other),
+                        Ok(details) => errors.into_result().map(|()| (details, sending)),
+                    }
+                },
+                move |conn, (details, sending)| {
+                    crate::store::write_tx(conn, |tx| {
+                        newsletters::apply_details_in(tx, id, &details)?;
+                        relays::apply_changes(tx, &key, id, &sending)
+                    })?;
+                    load(conn, &key, id)
                 },
             )
             .await?;

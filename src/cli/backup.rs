@@ -1,8 +1,11 @@
-//! `broadsheet backup FILE`: a consistent copy of the database, even while serve runs.
+//! `broadsheet backup FILE`: a consistent copy of the database, even while serve runs. The
+//! copy does not hold the key that opens the relay passwords in it (`credentials.key`), so
+//! the command says where that file is and how to carry it.
 
 use std::path::Path;
 
 use super::{Failure, PageProgress, existing_database, usage};
+use crate::domain::credentials;
 use crate::store;
 
 pub(super) fn run(data_dir: &Path, file: &Path) -> Result<(), Failure> {
@@ -17,5 +20,28 @@ pub(super) fn run(data_dir: &Path, file: &Path) -> Result<(), Failure> {
     store::backup_to(&db, file, |p| progress.update(p))?;
     progress.finish();
     println!("backup written to {}", file.display());
+    println!("{}", key_note(data_dir));
     Ok(())
+}
+
+/// What to do with the key file: the passwords of newsletters' own relays in the copy open
+/// only with it, and together they reveal them.
+fn key_note(data_dir: &Path) -> String {
+    let key = credentials::key_file(data_dir);
+    if key.is_file() {
+        format!(
+            "The relay passwords in this backup are encrypted with the key file {} (it is not in \
+             the backup): carry a copy of that file with your backups, but keep it apart from \
+             them (another place or medium), since the two together reveal the passwords. \
+             Without it, a restored server cannot read them and newsletters with their own relay \
+             need their passwords entered again.",
+            key.display()
+        )
+    } else {
+        format!(
+            "There is no key file at {} yet (the server makes it when it first starts); once \
+             there is, carry a copy of it with your backups, kept apart from them.",
+            key.display()
+        )
+    }
 }

@@ -1,9 +1,12 @@
 //! `broadsheet restore FILE`: replaces the database with a backup; refused while a server
-//! holds the data directory.
+//! holds the data directory. It then says whether the data directory's key file opens the
+//! relay passwords in the backup.
 
 use std::path::Path;
 
 use super::{EXIT_NOT_FOUND, Failure, PageProgress, open_migrated};
+use crate::domain::credentials::{self, CredentialKey};
+use crate::domain::relays;
 use crate::store;
 
 pub(super) fn run(data_dir: &Path, file: &Path) -> Result<(), Failure> {
@@ -20,7 +23,48 @@ pub(super) fn run(data_dir: &Path, file: &Path) -> Result<(), Failure> {
     })?;
     progress.finish();
     // A backup from an older version gets the newer migrations now.
-    open_migrated(data_dir)?;
+    let conn = open_migrated(data_dir)?;
     println!("database restored from {}", file.display());
+    println!("{}", key_note(data_dir, &conn)?);
     Ok(())
+}
+
+/// Whether the data directory's key file opens the relay passwords of the restored database:
+/// they open only with the key the backup's server sealed them with, which is not in it.
+fn key_note(data_dir: &Path, conn: &rusqlite::Connection) -> Result<String, Failure> {
+    let path = credentials::key_file(data_dir);
+    let sealed = relays::sealed_with_other_keys(conn, None)?;
+    if sealed == 0 {
+        return Ok(format!(
+            "It holds no relay passwords; the key file {} (if any) is not needed for it.",
+            path.display()
+        ));
+    }
+    let key = match CredentialKey::load(&path) {
+        Ok(key) => key,
+        Err(problem) => {
+            return Ok(format!(
+                "{problem}; the {sealed} relay password(s) in it cannot be read until the right key file is there."
+            ));
+        }
+    };
+    let unreadable = relays::sealed_with_other_keys(conn, key.as_ref())?;
+    Ok(if unreadable == 0 {
+        format!(
+            "The {sealed} relay password(s) in it open with the key file {}.",
+            path.display()
+        )
+    } else {
+        format!(
+            "{unreadable} of the {sealed} relay password(s) in it do not open with {}{}: put the \
+             key file the backup was made with there (mode 0600) before starting the server, or \
+             the owners of those newsletters have to enter their relay passwords again.",
+            path.display(),
+            if key.is_none() {
+                " (there is no key file)"
+            } else {
+                ""
+            }
+        )
+    })
 }

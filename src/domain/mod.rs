@@ -7,6 +7,7 @@ pub mod api_keys;
 pub mod audience;
 pub mod bounce_report;
 pub mod content;
+pub mod credentials;
 pub mod custom_domains;
 pub mod dkim;
 pub mod email;
@@ -109,9 +110,10 @@ impl FieldErrors {
     }
 }
 
-/// "password_confirmation" -> "Password confirmation".
+/// "password_confirmation" -> "Password confirmation"; "relay.limits.per_day" -> "Relay limits
+/// per day".
 fn humanize(field: &str) -> String {
-    let text = field.replace('_', " ");
+    let text = field.replace(['_', '.'], " ");
     let mut chars = text.chars();
     match chars.next() {
         Some(first) => first.to_uppercase().chain(chars).collect(),

@@ -573,6 +573,15 @@ pub fn apply_details(
     id: i64,
     checked: &CheckedDetails,
 ) -> DomainResult<Newsletter> {
+    write_tx(conn, |tx| apply_details_in(tx, id, checked))
+}
+
+/// [`apply_details`] inside the caller's transaction, beside other changes of the same request.
+pub fn apply_details_in(
+    tx: &Connection,
+    id: i64,
+    checked: &CheckedDetails,
+) -> DomainResult<Newsletter> {
     let CheckedDetails {
         name,
         tagline,
@@ -583,41 +592,39 @@ pub fn apply_details(
         time_zone,
         theme,
     } = checked.clone();
-    write_tx(conn, |tx| {
-        let current = get(tx, id)?;
-        current.ensure_writable()?;
-        let welcome_changed =
-            welcome::apply(tx, id, &welcome)? | site_theme::apply(tx, id, &current.theme, &theme)?;
-        let zone_changed = time_zones::apply_newsletter_zone(tx, id, time_zone.as_ref())?;
-        let next = (
-            name.unwrap_or_else(|| current.name.clone()),
-            tagline.unwrap_or_else(|| current.tagline.clone()),
-            sender_name.unwrap_or_else(|| current.sender_name.clone()),
-            sender_email.unwrap_or_else(|| current.sender_email.clone()),
-            publish_on_send.unwrap_or(current.publish_on_send),
-        );
-        if !welcome_changed
-            && !zone_changed
-            && next
-                == (
-                    current.name.clone(),
-                    current.tagline.clone(),
-                    current.sender_name.clone(),
-                    current.sender_email.clone(),
-                    current.publish_on_send,
-                )
-        {
-            // Nothing changes: `updated_at` stays as it is.
-            return Ok(current);
-        }
-        const UPDATE: &str = "UPDATE newsletters SET name = ?2, tagline = ?3, sender_name = ?4, sender_email = ?5, updated_at = ?6,
-             publish_on_send = ?7 WHERE id = ?1";
-        tx.execute(
-            UPDATE,
-            (id, next.0, next.1, next.2, next.3, Timestamp::now(), next.4),
-        )?;
-        get(tx, id)
-    })
+    let current = get(tx, id)?;
+    current.ensure_writable()?;
+    let welcome_changed =
+        welcome::apply(tx, id, &welcome)? | site_theme::apply(tx, id, &current.theme, &theme)?;
+    let zone_changed = time_zones::apply_newsletter_zone(tx, id, time_zone.as_ref())?;
+    let next = (
+        name.unwrap_or_else(|| current.name.clone()),
+        tagline.unwrap_or_else(|| current.tagline.clone()),
+        sender_name.unwrap_or_else(|| current.sender_name.clone()),
+        sender_email.unwrap_or_else(|| current.sender_email.clone()),
+        publish_on_send.unwrap_or(current.publish_on_send),
+    );
+    if !welcome_changed
+        && !zone_changed
+        && next
+            == (
+                current.name.clone(),
+                current.tagline.clone(),
+                current.sender_name.clone(),
+                current.sender_email.clone(),
+                current.publish_on_send,
+            )
+    {
+        // Nothing changes: `updated_at` stays as it is.
+        return Ok(current);
+    }
+    const UPDATE: &str = "UPDATE newsletters SET name = ?2, tagline = ?3, sender_name = ?4, sender_email = ?5, updated_at = ?6,
+         publish_on_send = ?7 WHERE id = ?1";
+    tx.execute(
+        UPDATE,
+        (id, next.0, next.1, next.2, next.3, Timestamp::now(), next.4),
+    )?;
+    get(tx, id)
 }
 
 /// Operator command: set the tier (the API cannot), whatever it was.

@@ -19,12 +19,14 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::domain::newsletters::Newsletter;
+use crate::domain::relays;
 use crate::domain::secrets::ServerSecret;
 use crate::domain::sender_domains;
 use crate::domain::urls::SiteUrls;
 use crate::domain::verp::ReturnPaths;
-use crate::mail::Transport;
 use crate::mail::dkim::Signer;
+use crate::mail::relay_settings::newsletter_relay_settings;
+use crate::mail::{Relay, RelaySet, SmtpSettings, Transport};
 use crate::store::Pool;
 use crate::store::jobs::JobKind;
 pub use queue::ClaimedJob;
@@ -45,18 +47,108 @@ pub struct JobContext {
     pub webhooks: crate::webhooks::Settings,
     /// Set when the server is asked to stop; long jobs wind down and leave the rest queued.
     pub stop: Stop,
+    /// Opens the sealed passwords of newsletters' own relays (`domain::relays::for_newsletter`).
+    pub credentials: crate::domain::credentials::CredentialKey,
+    /// How newsletters' own relays are reached.
+    pub own_relays: OwnRelays,
+}
+
+/// What reaching a newsletter's own relay takes, and the relays in use: each kept while its
+/// settings stay the same, so its pace, counts and outages outlive a round of a send.
+pub struct OwnRelays {
+    /// Whom their certificates must chain to (the server's roots and `--smtp-ca`).
+    pub trust: crate::mail::TlsTrust,
+    /// `--allow-private-relays`: a relay on a loopback or private address is allowed.
+    pub allow_private: bool,
+    pub timeout: Duration,
+    /// The first wait before an unreachable relay is tried again.
+    pub first_retry: Duration,
+    pub in_use: std::sync::Mutex<std::collections::HashMap<i64, Arc<Relay>>>,
+}
+
+/// Why a newsletter's mail cannot go out now.
+pub enum TransportError {
+    /// Its own relay cannot be used (its host does not resolve, or only to an address that
+    /// is not allowed, or its password cannot be read): the relay's trouble, waited out like
+    /// an unreachable relay.
+    RelayUnusable(String),
+    /// Anything else (the database).
+    Other(String),
+}
+
+impl std::fmt::Display for TransportError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TransportError::RelayUnusable(e) | TransportError::Other(e) => f.write_str(e),
+        }
+    }
 }
 
 impl JobContext {
     /// How a newsletter's mail leaves (issues, opt-in and welcome mail): signed as its own
     /// sending domain once that is verified, else like the service's own mail (the
     /// operator's key when `--dkim-domain` is set, else unsigned).
-    pub fn newsletter_transport(&self, newsletter: &Newsletter) -> Result<Transport, String> {
-        let conn = self.pool.get().map_err(|e| e.to_string())?;
-        match sender_domains::signing_key(&conn, newsletter).map_err(|e| e.to_string())? {
-            Some(key) => Ok(self.transport.signed_by(Arc::new(Signer::with_key(&key)?))),
-            None => Ok(self.transport.clone()),
+    ///
+    /// A newsletter with a relay of its own sends through it alone: its host resolved and
+    /// checked (no private or special-purpose address unless `--allow-private-relays`) and
+    /// the connection pinned to the address checked.
+    pub fn newsletter_transport(
+        &self,
+        rt: &tokio::runtime::Runtime,
+        newsletter: &Newsletter,
+    ) -> Result<Transport, TransportError> {
+        let other = |e: &dyn std::fmt::Display| TransportError::Other(e.to_string());
+        let conn = self.pool.get().map_err(|e| other(&e))?;
+        let signed = match sender_domains::signing_key(&conn, newsletter).map_err(|e| other(&e))? {
+            Some(key) => self
+                .transport
+                .signed_by(Arc::new(Signer::with_key(&key).map_err(|e| other(&e))?)),
+            None => self.transport.clone(),
+        };
+        let Some(own) = relays::for_newsletter(&conn, &self.credentials, newsletter.id)
+            .map_err(|e| other(&e))?
+        else {
+            return Ok(signed);
+        };
+        drop(conn);
+        let unusable = |e: String| TransportError::RelayUnusable(format!("{}: {e}", own.name()));
+        let pinned = rt
+            .block_on(crate::webhooks::resolve_host(
+                &own.host,
+                own.port,
+                self.own_relays.allow_private,
+                &self.webhooks.dns,
+            ))
+            .map_err(unusable)?;
+        let settings = newsletter_relay_settings(
+            &own,
+            &self.own_relays.trust,
+            self.own_relays.timeout,
+            pinned,
+        )
+        .map_err(unusable)?;
+        Ok(signed.through(RelaySet::new(vec![self.own_relays.relay(
+            newsletter.id,
+            settings,
+            &self.pool,
+        )])))
+    }
+}
+
+impl OwnRelays {
+    /// The relay of newsletter `id` with `settings`: the one in use while its settings are
+    /// the same, else a new one (and the old one forgotten).
+    fn relay(&self, id: i64, settings: SmtpSettings, pool: &Pool) -> Arc<Relay> {
+        let mut in_use = self.in_use.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(relay) = in_use.get(&id).filter(|r| r.settings.same_as(&settings)) {
+            return relay.clone();
         }
+        let relay = Arc::new(
+            Relay::new(settings, Some(pool.clone()), self.first_retry)
+                .counted_as(format!("newsletter-relay:{id}")),
+        );
+        in_use.insert(id, relay.clone());
+        relay
     }
 }
 

@@ -22,13 +22,14 @@ use std::time::{Duration, Instant};
 use time::OffsetDateTime;
 use tokio::sync::{Mutex, mpsc, oneshot, watch};
 
-use super::{ClaimedJob, Job, JobContext, Outcome};
+use super::{ClaimedJob, Job, JobContext, Outcome, TransportError};
 use crate::clock::{self, Timestamp};
 use crate::domain::content;
 use crate::domain::issues::{self, Issue};
 use crate::domain::newsletters::Newsletter;
 use crate::domain::send_limits::{self, HeldBy};
 use crate::domain::sending::{self, Next, OutagePolicy, Outcome as Delivered, Recipient};
+use crate::domain::time_zones::TimeZoneName;
 use crate::domain::tracking::Links;
 use crate::domain::verp::ReturnPaths;
 use crate::mail::render::IssueEmail;
@@ -162,8 +163,24 @@ fn send(ctx: &JobContext, rt: &tokio::runtime::Runtime, issue_id: i64) -> Result
         return Ok(Next::Finished);
     };
     let email = Arc::new(issue_email(ctx, &mut plan.issue, &plan.newsletter)?);
-    let transport = ctx.newsletter_transport(&plan.newsletter)?;
     let down_before = plan.issue.relay_down_since.map(Timestamp::datetime);
+    let transport = match ctx.newsletter_transport(rt, &plan.newsletter) {
+        Ok(transport) => transport,
+        Err(TransportError::RelayUnusable(reason)) => {
+            eprintln!("send: issue {issue_id}: the newsletter's relay cannot be used: {reason}");
+            let mut conn = ctx.pool.get().map_err(|e| e.to_string())?;
+            let since = down_before.unwrap_or_else(clock::now);
+            return sending::relay_unreachable(
+                &mut conn,
+                issue_id,
+                since,
+                &reason,
+                &ctx.send.outage,
+            )
+            .map_err(|e| e.to_string());
+        }
+        Err(TransportError::Other(e)) => return Err(e),
+    };
     let warm_up = {
         let conn = ctx.pool.get().map_err(|e| e.to_string())?;
         // Each relay's counts of the last day, read once (off the send's thread).
@@ -777,9 +794,9 @@ impl Bookkeeping {
             if !claimed.contains(id) {
                 continue;
             }
-            match by_relay.iter_mut().find(|(name, _)| *name == relay.name) {
+            match by_relay.iter_mut().find(|(key, _)| *key == relay.usage_key) {
                 Some((_, n)) => *n += 1,
-                None => by_relay.push((&relay.name, 1)),
+                None => by_relay.push((&relay.usage_key, 1)),
             }
         }
         for (name, n) in by_relay {
@@ -981,7 +998,7 @@ impl WarmUpGate {
         let key = send_limits::newsletter_key(newsletter.id);
         Ok(Some(WarmUpGate {
             cap,
-            day: send_limits::day_bounds(&newsletter.time_zone, clock::now()),
+            day: send_limits::day_bounds(&TimeZoneName::utc(), clock::now()),
             usage: send_limits::Usage::load(conn, &key)?,
             key,
         }))

@@ -96,7 +96,7 @@ impl Job for SendMail {
             Err(outcome) => return outcome,
         };
         let transport = match recorded.newsletter_id() {
-            Some(id) => match newsletter_transport(ctx, id) {
+            Some(id) => match newsletter_transport(ctx, rt, id) {
                 Ok(transport) => transport,
                 Err(e) => return Outcome::Retry(e),
             },
@@ -137,10 +137,16 @@ impl Job for SendMail {
 
 /// The transport of newsletter `id`'s mail ([`JobContext::newsletter_transport`]); the
 /// service's own when the newsletter is gone.
-fn newsletter_transport(ctx: &JobContext, id: i64) -> Result<Transport, String> {
+fn newsletter_transport(
+    ctx: &JobContext,
+    rt: &tokio::runtime::Runtime,
+    id: i64,
+) -> Result<Transport, String> {
     let found = newsletters::get(&*ctx.pool.get().map_err(|e| e.to_string())?, id);
     match found {
-        Ok(newsletter) => ctx.newsletter_transport(&newsletter),
+        Ok(newsletter) => ctx
+            .newsletter_transport(rt, &newsletter)
+            .map_err(|e| e.to_string()),
         Err(DomainError::NotFound(_)) => Ok(ctx.transport.clone()),
         Err(e) => Err(e.to_string()),
     }

@@ -42,9 +42,9 @@ impl Job for SendTest {
             Ok(email) => email.with_subject(test_subject(&issue.subject)),
             Err(e) => return Outcome::Retry(e),
         };
-        let transport = match ctx.newsletter_transport(&newsletter) {
+        let transport = match ctx.newsletter_transport(rt, &newsletter) {
             Ok(transport) => transport,
-            Err(e) => return Outcome::Retry(e),
+            Err(e) => return Outcome::Retry(e.to_string()),
         };
         let mime = email.message(TEST_DELIVERY, &mail.to);
         // A bounce mailed back to this return path names no delivery, so it changes nothing.

@@ -96,9 +96,9 @@ fn send(ctx: &JobContext, rt: &tokio::runtime::Runtime, due: &Due) -> Outcome {
         to: &mail.to,
     };
     // Signed as the newsletter's sending domain once verified, like its issues.
-    let transport = match ctx.newsletter_transport(newsletter) {
+    let transport = match ctx.newsletter_transport(rt, newsletter) {
         Ok(transport) => transport,
-        Err(e) => return Outcome::Retry(e),
+        Err(e) => return Outcome::Retry(e.to_string()),
     };
     let claim = Cell::new(Claim::NotAsked);
     let result = rt.block_on(async {

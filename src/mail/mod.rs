@@ -5,6 +5,7 @@ pub mod account;
 pub mod bounce_listener;
 pub mod dkim;
 mod qp;
+pub mod relay_settings;
 pub mod relays;
 mod seven_bit;
 mod smtp;

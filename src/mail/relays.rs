@@ -40,8 +40,11 @@ const LONGEST_DOWN: Duration = Duration::from_secs(600);
 /// One relay and what it has shown.
 pub struct Relay {
     pub settings: SmtpSettings,
-    /// Its name in messages (host and port), and the key of its counts in `send_usage`.
+    /// Its name in messages (host and port).
     pub name: String,
+    /// The key of its counts in `send_usage`: its name, or for a newsletter's own relay
+    /// that newsletter's (two newsletters' accounts at one ESP have limits each).
+    pub usage_key: String,
     /// Where its counts are written when mail goes out one message at a time (account mail);
     /// a bulk send writes them with its own commits instead.
     pool: Option<Pool>,
@@ -94,11 +97,18 @@ impl Relay {
     pub fn new(settings: SmtpSettings, pool: Option<Pool>, first_retry: Duration) -> Self {
         Relay {
             name: settings.name(),
+            usage_key: settings.name(),
             settings,
             pool,
             first_retry,
             state: Mutex::new(State::default()),
         }
+    }
+
+    /// The same relay, its counts kept under `key`.
+    pub fn counted_as(mut self, key: String) -> Self {
+        self.usage_key = key;
+        self
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -117,7 +127,7 @@ impl Relay {
         }
         let loaded = self.pool.as_ref().and_then(|pool| {
             let conn = pool.get().ok()?;
-            Usage::load(&conn, &self.name).ok()
+            Usage::load(&conn, &self.usage_key).ok()
         });
         state.usage = Some(loaded.unwrap_or_default());
     }
@@ -127,7 +137,7 @@ impl Relay {
     pub fn load_usage(&self, conn: &rusqlite::Connection) {
         let mut state = self.state();
         if state.usage.is_none() && self.counts_usage() {
-            state.usage = Some(Usage::load(conn, &self.name).unwrap_or_default());
+            state.usage = Some(Usage::load(conn, &self.usage_key).unwrap_or_default());
         }
     }
 
@@ -341,7 +351,8 @@ impl Relay {
         }
         if let Some(pool) = &self.pool
             && let Ok(conn) = pool.get()
-            && let Err(e) = crate::domain::send_limits::record(&conn, &self.name, clock::now(), 1)
+            && let Err(e) =
+                crate::domain::send_limits::record(&conn, &self.usage_key, clock::now(), 1)
         {
             eprintln!(
                 "mail: {}: cannot record a message in its counts: {e}",

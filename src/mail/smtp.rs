@@ -213,6 +213,28 @@ impl SmtpSettings {
         builder
     }
 
+    /// Whether `other` reaches the same relay the same way (address, security, credentials,
+    /// limits): a relay kept in use stays while this holds.
+    pub fn same_as(&self, other: &SmtpSettings) -> bool {
+        (
+            &self.host,
+            self.port,
+            self.security,
+            &self.credentials,
+            self.pinned,
+            self.limits,
+            self.timeout,
+        ) == (
+            &other.host,
+            other.port,
+            other.security,
+            &other.credentials,
+            other.pinned,
+            other.limits,
+            other.timeout,
+        )
+    }
+
     /// The relay's name in messages: host and port, never the credentials.
     pub fn name(&self) -> String {
         if self.host.contains(':') {

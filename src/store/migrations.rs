@@ -100,6 +100,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../../migrations/0024_connection_cut_offs.sql"),
     ),
     (
+        "0025_newsletter_relays",
+        include_str!("../../migrations/0025_newsletter_relays.sql"),
+    ),
+    (
         "0026_send_usage",
         include_str!("../../migrations/0026_send_usage.sql"),
     ),

@@ -9,6 +9,7 @@ mod issues;
 mod layout;
 mod newsletters;
 mod operator;
+mod relay_settings;
 mod sender_domain;
 mod session;
 mod settings;
@@ -250,6 +251,18 @@ pub fn routes() -> impl poem::Endpoint {
         .at(
             "/newsletters/:id/settings/details",
             post(settings::update_details).patch(settings::update_details),
+        )
+        .at(
+            "/newsletters/:id/settings/relay",
+            post(settings::update_relay),
+        )
+        .at(
+            "/newsletters/:id/settings/relay/test",
+            post(settings::test_relay),
+        )
+        .at(
+            "/newsletters/:id/settings/warmup",
+            post(settings::update_warm_up),
         )
         .at(
             "/newsletters/:id/settings/frequency",

@@ -1,7 +1,8 @@
-//! The settings page of the dashboard: details (as the API's `PATCH /newsletter`), publishing
-//! rhythm and the time zone of its 09:00 slots, audience and voice, tracking, publishing on
-//! send, the welcome e-mail, the public site's look, the plan with an upgrade request, pause /
-//! resume / cancel behind a confirmation page, and where bounces come back (read-only). Each
+//! The settings page of the dashboard: details (as the API's `PATCH /newsletter`), the sending
+//! relay and the warm-up plan (`relay_settings.rs`), publishing rhythm and the time zone of
+//! its 09:00 slots, audience and voice, tracking, publishing on send, the welcome e-mail, the
+//! public site's look, the plan with an upgrade request, pause / resume / cancel behind a
+//! confirmation page, and where bounces come back (read-only). Each
 //! form posts to its own URL; bad input shows the page again (422) with the messages beside
 //! that form and changes nothing. A cancelled newsletter is read-only: the page shows the
 //! values without forms and every post is refused (403).
@@ -12,6 +13,7 @@ use poem::{Body, Request, handler, http::StatusCode};
 
 use super::layout::{Section, csrf_field, errors, field, newsletter_page};
 use super::newsletters::{current_preferences, owned, owned_post, select};
+use super::relay_settings::{self, RelayForm, WarmUpForm};
 use super::sender_domain;
 use super::time_zones::{shown, zone_select};
 use super::{Ctx, FormData, State, WebError, WebResult, invalid_fields, render, see_other};
@@ -19,16 +21,20 @@ use crate::clock::Timestamp;
 use crate::domain::newsletters::{
     self, ContentTone, Details, Frequency, Newsletter, NewsletterLength, Preferences, Status, Tier,
 };
+use crate::domain::relays::{self, SendingChanges, SendingSetup};
 use crate::domain::sender_domains::SenderDomain;
 use crate::domain::site_theme::{self, ThemeChanges};
 use crate::domain::verp::{self, BounceSetup};
 use crate::domain::welcome::{self, WelcomeChanges};
 use crate::domain::{DomainResult, FieldErrors};
+use crate::mail::TlsTrust;
 
 /// The forms of the page; each is a section with this anchor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Part {
     Details,
+    Relay,
+    WarmUp,
     Frequency,
     TimeZone,
     Preferences,
@@ -44,6 +50,8 @@ impl Part {
     fn anchor(self) -> &'static str {
         match self {
             Part::Details => "details",
+            Part::Relay => relay_settings::RELAY_ANCHOR,
+            Part::WarmUp => relay_settings::WARM_UP_ANCHOR,
             Part::Frequency => "frequency",
             Part::TimeZone => "time-zone",
             Part::Preferences => "preferences",
@@ -174,10 +182,14 @@ struct Entered {
     publish_on_send: String,
     welcome: WelcomeForm,
     theme: ThemeForm,
+    relay: RelayForm,
+    warm_up: WarmUpForm,
+    /// The stored relay and warm-up plan, which their sections describe.
+    sending: SendingSetup,
 }
 
 impl Entered {
-    fn stored(n: &Newsletter) -> Self {
+    fn stored(n: &Newsletter, sending: &SendingSetup) -> Self {
         Entered {
             details: DetailsForm {
                 name: n.name.clone(),
@@ -194,6 +206,9 @@ impl Entered {
             publish_on_send: if n.publish_on_send { "on" } else { "off" }.to_string(),
             welcome: WelcomeForm::stored(n),
             theme: ThemeForm::stored(n),
+            relay: RelayForm::stored(sending),
+            warm_up: WarmUpForm::stored(sending),
+            sending: sending.clone(),
         }
     }
 }
@@ -204,12 +219,24 @@ fn settings_url(n: &Newsletter) -> String {
 
 /// A settings form, or on a read-only newsletter the same fields disabled and no form at all.
 fn settings_form(ctx: &Ctx, writable: bool, action: &str, submit: &str, fields: Markup) -> Markup {
+    let button = html! { button type="submit" { (submit) } };
+    settings_form_with(ctx, writable, action, button, fields)
+}
+
+/// [`settings_form`] with buttons of its own.
+fn settings_form_with(
+    ctx: &Ctx,
+    writable: bool,
+    action: &str,
+    buttons: Markup,
+    fields: Markup,
+) -> Markup {
     html! {
         @if writable {
             form.stack method="post" action=(action) {
                 (csrf_field(ctx))
                 (fields)
-                div { button type="submit" { (submit) } }
+                div { (buttons) }
             }
         } @else {
             div.stack.readonly { fieldset.plain disabled { (fields) } }
@@ -264,6 +291,18 @@ fn settings_page(
                 }))
             }
             (sender_domain::panel(ctx, n, sender, writable))
+            (relay_settings::relay_section(&entered.sending, &entered.relay, problems(Part::Relay), |fields| {
+                let test = format!("{base}/relay/test");
+                let buttons = html! {
+                    button type="submit" { "Save relay" }
+                    " "
+                    button type="submit" formaction=(test) { "Test connection" }
+                };
+                settings_form_with(ctx, writable, &format!("{base}/relay"), buttons, fields)
+            }))
+            (relay_settings::warm_up_section(&entered.sending, &entered.warm_up, problems(Part::WarmUp), |fields| {
+                settings_form(ctx, writable, &format!("{base}/warmup"), "Save warm-up", fields)
+            }))
             section.panel #frequency {
                 h2 { "Publishing rhythm" }
                 p.muted { "Scheduling an issue without a time takes the next slot, at 09:00 on the clocks of the newsletter's time zone (" (n.time_zone) ", below)." }
@@ -451,6 +490,7 @@ pub async fn show(req: &Request, Path(id): Path<String>, Data(state): Data<&Stat
     let n = owned(&ctx, state, &id).await?;
     let bounces = bounce_setup(state, &n).await?;
     let sender = sender_domain::load(state, &n).await?;
+    let sending = sending_setup(state, &n).await?;
     render(
         StatusCode::OK,
         settings_page(
@@ -458,11 +498,20 @@ pub async fn show(req: &Request, Path(id): Path<String>, Data(state): Data<&Stat
             state,
             &n,
             &bounces,
-            &Entered::stored(&n),
+            &Entered::stored(&n, &sending),
             sender.as_ref(),
             None,
         ),
     )
+}
+
+/// The newsletter's relay (its password opened with the server's key) and warm-up plan.
+async fn sending_setup(state: &State, n: &Newsletter) -> Result<SendingSetup, WebError> {
+    let (nid, key) = (n.id, state.credentials.clone());
+    Ok(state
+        .db
+        .run(move |conn| relays::setup(conn, &key, nid))
+        .await?)
 }
 
 /// A settings form post, loaded: the CSRF token checked, the owner's newsletter (404 for
@@ -474,6 +523,7 @@ struct Post<'a> {
     ctx: Ctx,
     n: Newsletter,
     bounces: BounceSetup,
+    sending: SendingSetup,
 }
 
 impl<'a> Post<'a> {
@@ -486,6 +536,7 @@ impl<'a> Post<'a> {
         let (form, ctx, n) = owned_post(req, state, id, body).await?;
         n.ensure_writable()?;
         let bounces = bounce_setup(state, &n).await?;
+        let sending = sending_setup(state, &n).await?;
         Ok(Post {
             req,
             state,
@@ -493,12 +544,10 @@ impl<'a> Post<'a> {
             ctx,
             n,
             bounces,
+            sending,
         })
     }
 
-    /// Back to the section with a notice, or the page again (422) with the messages beside
-    /// the form that failed and what was typed in it.
-    /// Saves `changes` with the rules of `PATCH /newsletter` and answers for `part`.
     /// Saves `changes` as `PATCH /newsletter` does; the notice is made from what was saved.
     async fn save_details(
         &self,
@@ -508,18 +557,44 @@ impl<'a> Post<'a> {
         notice: impl FnOnce(&Newsletter) -> String,
     ) -> WebResult {
         let nid = self.n.id;
-        let result = self
-            .state
-            .db
-            .run(move |conn| newsletters::update_details(conn, nid, &changes))
-            .await;
+        let write =
+            move |conn: &mut rusqlite::Connection| newsletters::update_details(conn, nid, &changes);
+        self.save(write, part, keep_typed, notice).await
+    }
+
+    /// Runs `write` and answers for `part`, the notice made from what was saved.
+    async fn save<T: Send + 'static>(
+        &self,
+        write: impl FnOnce(&mut rusqlite::Connection) -> DomainResult<T> + Send + 'static,
+        part: Part,
+        keep_typed: impl FnOnce(&mut Entered),
+        notice: impl FnOnce(&T) -> String,
+    ) -> WebResult {
+        let result = self.state.db.run(write).await;
         let notice = result.as_ref().map(notice).unwrap_or_default();
         self.answer(result, part, keep_typed, &notice).await
     }
 
-    async fn answer(
+    /// Saves `changes` to the relay or the warm-up plan (`relays::update`) and answers for
+    /// `part`.
+    async fn save_sending(
         &self,
-        result: DomainResult<Newsletter>,
+        changes: SendingChanges,
+        part: Part,
+        keep_typed: impl FnOnce(&mut Entered),
+        notice: fn(&SendingSetup) -> String,
+    ) -> WebResult {
+        let (nid, key) = (self.n.id, self.state.credentials.clone());
+        let write =
+            move |conn: &mut rusqlite::Connection| relays::update(conn, &key, nid, &changes);
+        self.save(write, part, keep_typed, notice).await
+    }
+
+    /// Back to the section with a notice, or the page again (422) with the messages beside
+    /// the form that failed and what was typed in it.
+    async fn answer<T>(
+        &self,
+        result: DomainResult<T>,
         part: Part,
         keep_typed: impl FnOnce(&mut Entered),
         notice: &str,
@@ -531,23 +606,34 @@ impl<'a> Post<'a> {
             }
             Err(e) => {
                 let problems = invalid_fields(e)?;
-                let mut entered = Entered::stored(&self.n);
-                keep_typed(&mut entered);
-                let sender = sender_domain::load(self.state, &self.n).await?;
-                render(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    settings_page(
-                        &self.ctx,
-                        self.state,
-                        &self.n,
-                        &self.bounces,
-                        &entered,
-                        sender.as_ref(),
-                        Some((part, &problems)),
-                    ),
-                )
+                let status = StatusCode::UNPROCESSABLE_ENTITY;
+                self.page(status, keep_typed, Some((part, &problems))).await
             }
         }
+    }
+
+    /// The settings page again, with what was typed in one form and its messages.
+    async fn page(
+        &self,
+        status: StatusCode,
+        keep_typed: impl FnOnce(&mut Entered),
+        failed: Option<(Part, &FieldErrors)>,
+    ) -> WebResult {
+        let mut entered = Entered::stored(&self.n, &self.sending);
+        keep_typed(&mut entered);
+        let sender = sender_domain::load(self.state, &self.n).await?;
+        render(
+            status,
+            settings_page(
+                &self.ctx,
+                self.state,
+                &self.n,
+                &self.bounces,
+                &entered,
+                sender.as_ref(),
+                failed,
+            ),
+        )
     }
 }
 
@@ -684,7 +770,11 @@ pub async fn update_publishing(
     let keep = |e: &mut Entered| e.publish_on_send = typed.clone();
     let on = match newsletters::on_or_off("publish_on_send", &typed) {
         Ok(on) => on,
-        Err(e) => return post.answer(Err(e), Part::Publishing, keep, "").await,
+        Err(e) => {
+            return post
+                .answer(Err::<(), _>(e), Part::Publishing, keep, "")
+                .await;
+        }
     };
     let changes = Details {
         publish_on_send: Some(on),
@@ -772,6 +862,108 @@ pub async fn request_upgrade(
         "Upgrade requested: the tier is pending until the operator confirms it.",
     )
     .await
+}
+
+fn relay_notice(saved: &SendingSetup) -> String {
+    match &saved.relay {
+        None => "This newsletter's mail goes out through the server's relay.".into(),
+        Some(relay) => format!(
+            "The relay is saved: this newsletter's mail goes out through {}.",
+            relay.name()
+        ),
+    }
+}
+
+fn warm_up_notice(saved: &SendingSetup) -> String {
+    match &saved.warm_up {
+        None => "The warm-up is off: no daily cap.".into(),
+        Some(plan) => format!(
+            "The warm-up is on: at most {} messages go out today.",
+            plan.daily_cap(relays::today())
+        ),
+    }
+}
+
+/// `POST .../settings/relay`: `relay[use]` `server` (the server's relay; a stored relay is
+/// deleted) or `own` with `relay[host]`, `relay[port]`, `relay[tls_mode]` (`tls` or
+/// `starttls`), `relay[username]`, `relay[password]` (empty keeps the stored one),
+/// `relay[forget_password]`, `relay[per_second]`, `relay[per_hour]`, `relay[per_day]`.
+#[handler]
+pub async fn update_relay(
+    req: &Request,
+    Path(id): Path<String>,
+    body: Body,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let post = Post::load(req, state, &id, body).await?;
+    let (typed, password) = RelayForm::read(&post.form);
+    let changes = SendingChanges {
+        relay: typed.change(password),
+        ..SendingChanges::default()
+    };
+    post.save_sending(changes, Part::Relay, |e| e.relay = typed, relay_notice)
+        .await
+}
+
+/// `POST .../settings/relay/test` (the relay form's "Test connection"): tries the relay as
+/// typed, the stored password standing in for an empty field, and shows the page with what
+/// happened; nothing is saved.
+#[handler]
+pub async fn test_relay(
+    req: &Request,
+    Path(id): Path<String>,
+    body: Body,
+    Data(state): Data<&State>,
+    Data(trust): Data<&TlsTrust>,
+) -> WebResult {
+    let post = Post::load(req, state, &id, body).await?;
+    let (mut typed, password) = RelayForm::read(&post.form);
+    let input = match typed.change(password) {
+        relays::RelayChange::Save(input) => input,
+        _ => {
+            typed.outcome = Some(Err(
+                "Choose “Use my own relay” and fill in its settings to test it.".into(),
+            ));
+            return post.page(StatusCode::OK, |e| e.relay = typed, None).await;
+        }
+    };
+    let (nid, key) = (post.n.id, state.credentials.clone());
+    let candidate = state
+        .db
+        .run(move |conn| {
+            let checked = relays::check(&input)?;
+            relays::candidate(conn, &key, nid, &checked)
+        })
+        .await;
+    let relay = match candidate {
+        Ok(relay) => relay,
+        Err(e) => {
+            return post
+                .answer(Err::<(), _>(e), Part::Relay, |e| e.relay = typed, "")
+                .await;
+        }
+    };
+    typed.outcome = Some(relay_settings::try_relay(state, trust, &relay).await);
+    post.page(StatusCode::OK, |e| e.relay = typed, None).await
+}
+
+/// `POST .../settings/warmup`: `warmup[enabled]` `on` (absent: off), `warmup[first_day_cap]`,
+/// `warmup[factor]` (empty: the defaults).
+#[handler]
+pub async fn update_warm_up(
+    req: &Request,
+    Path(id): Path<String>,
+    body: Body,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let post = Post::load(req, state, &id, body).await?;
+    let typed = WarmUpForm::read(&post.form);
+    let changes = SendingChanges {
+        warm_up: typed.change(),
+        ..SendingChanges::default()
+    };
+    post.save_sending(changes, Part::WarmUp, |e| e.warm_up = typed, warm_up_notice)
+        .await
 }
 
 /// What the confirmation page says about moving to a status, and its button.

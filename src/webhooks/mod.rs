@@ -8,7 +8,7 @@ mod ssrf;
 
 pub use deliver::{Settings, attempt};
 pub use sign::{contract_signature, standard_signature};
-pub use ssrf::check_url;
+pub use ssrf::{check_url, resolve_host};
 
 use crate::domain::custom_domains::Dns;
 

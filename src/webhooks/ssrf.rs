@@ -72,6 +72,39 @@ pub async fn resolve(url: &str, allow_private: bool, dns: &Dns) -> Result<Vec<So
         .collect())
 }
 
+/// The address to connect to a mail relay of a newsletter's owner at: `host` (a name or an
+/// IP address, as `domain::relays` keeps it) resolved once through the server's resolver and,
+/// unless `allow_private` (`--allow-private-relays`), refused when any address it resolves to
+/// is special-purpose, by the same rule as webhooks. The first address found; connect there
+/// and nowhere else (`SmtpSettings::pinned`). `Err` says why not, in words for the owner.
+pub async fn resolve_host(
+    host: &str,
+    port: u16,
+    allow_private: bool,
+    dns: &Dns,
+) -> Result<SocketAddr, String> {
+    let literal = host.parse::<IpAddr>().ok();
+    let addresses = match literal {
+        Some(ip) => vec![ip],
+        None => dns.connect_addresses(host).await?,
+    };
+    if !allow_private && let Some(ip) = addresses.iter().find(|ip| is_special_purpose(**ip)) {
+        let what = match literal {
+            Some(_) => format!("{ip} is"),
+            None => format!("{host} resolves to {ip},"),
+        };
+        return Err(format!(
+            "{what} a private or special-purpose address; a newsletter's relay must be on the \
+             public Internet (the server's operator can allow private ones with \
+             --allow-private-relays)"
+        ));
+    }
+    addresses
+        .first()
+        .map(|ip| SocketAddr::new(*ip, port))
+        .ok_or_else(|| format!("host {host} does not resolve"))
+}
+
 /// `Ok` when `url` may receive webhooks; `Err` says why not, in words for the owner. With
 /// `allow_private` the host is not looked up: any http(s) URL will do. Blocks on the lookup,
 /// so call it off the async threads (the API runs it inside a database task).
@@ -203,5 +236,38 @@ mod tests {
             .block_on(resolve("https://93.184.216.34/hook", false, &dns))
             .unwrap();
         assert_eq!(pinned, vec!["93.184.216.34:443".parse().unwrap()]);
+    }
+
+    #[test]
+    fn relays_resolve_to_one_checked_address() {
+        let dns = Dns::default();
+        let run = |host: &'static str, allow: bool| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(resolve_host(host, 587, allow, &dns))
+        };
+        for private in [
+            "127.0.0.1",
+            "10.0.0.25",
+            "::1",
+            "::ffff:127.0.0.1",
+            "localhost",
+        ] {
+            let error = run(private, false).unwrap_err();
+            assert!(
+                error.contains("special-purpose") && error.contains("--allow-private-relays"),
+                "{private}: {error}"
+            );
+        }
+        assert_eq!(
+            run("127.0.0.1", true).unwrap(),
+            "127.0.0.1:587".parse().unwrap()
+        );
+        assert_eq!(
+            run("93.184.216.34", false).unwrap(),
+            "93.184.216.34:587".parse().unwrap()
+        );
     }
 }

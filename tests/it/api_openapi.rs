@@ -19,6 +19,10 @@ fn resolve<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
 /// Checks `value` against `schema`; returns what does not fit.
 fn check(doc: &Value, schema: &Value, value: &Value, at: &str, problems: &mut Vec<String>) {
     let schema = resolve(doc, schema);
+    // A nullable reference is `{"nullable": true, "allOf": [{"$ref": ...}]}`: null fits it.
+    if value.is_null() && schema["nullable"] == json!(true) {
+        return;
+    }
     if let Some(all) = schema.get("allOf").and_then(Value::as_array) {
         for s in all {
             check(doc, s, value, at, problems);
@@ -378,6 +382,16 @@ fn api_openapi_real_answers_fit_the_schemas() {
         "PATCH",
         "/newsletter",
         &owner.patch("/newsletter", &json!({"tagline": "t"})),
+    );
+    // With its own relay and a warm-up plan (the objects, not null).
+    let relay = json!({"relay": {"host": "smtp.schema.example", "port": 587,
+        "tls_mode": "starttls", "username": "u", "password": "p", "limits": {"per_day": 5}},
+        "warmup": {}});
+    fits(
+        &doc,
+        "PATCH",
+        "/newsletter",
+        &owner.patch("/newsletter", &relay),
     );
     fits(
         &doc,

@@ -172,6 +172,16 @@ fn exercised_by(component: &str, owner: &Owner) -> Option<(&'static str, Value)>
             json!({"url": "https://127.0.0.1/hook", "events": ["issue.sent"]}),
         ),
         "NewsletterPatch" => ("updateNewsletter", json!({"name": "Rules Rag"})),
+        "RelayPatch" | "RelayLimitsPatch" => (
+            "updateNewsletter",
+            json!({"relay": {"host": "smtp.rules.example", "port": 587, "tls_mode": "starttls",
+                "username": "rules", "password": "p",
+                "limits": {"per_second": 1, "per_hour": 1, "per_day": 1}}}),
+        ),
+        "WarmUpPatch" => (
+            "updateNewsletter",
+            json!({"warmup": {"first_day_cap": 50, "factor": 2}}),
+        ),
         "BounceReport" => (
             "reportBounce",
             json!({"email": "kept@example.com", "reason": "550 5.1.1 user unknown"}),
@@ -237,6 +247,19 @@ fn of_length(schema: &Value, n: usize) -> String {
             .is_some_and(|p| p.contains("[hH][tT]")) =>
         {
             format!("https://127.0.0.1/{}", "x".repeat(n - 18))
+        }
+        // A host name (a relay's): labels of at most 63 characters joined by dots.
+        _ if schema["pattern"]
+            .as_str()
+            .is_some_and(|p| p.contains("{0,61}")) =>
+        {
+            let mut name: String = format!("{}.", "x".repeat(62)).repeat(n / 63 + 1);
+            name.truncate(n);
+            if name.ends_with('.') {
+                name.pop();
+                name.insert(0, 'x');
+            }
+            name
         }
         _ => "x".repeat(n),
     }
@@ -527,9 +550,14 @@ fn try_site(run: &mut Run, site: &Site) {
                     run.taken(site, json!(site_id(run, site)), "an existing id");
                 }
             }
+            // A body states JSON numbers; a parameter is text.
+            Place::Body(_) => run.taken(site, json!(minimum), "minimum"),
             _ => run.taken(site, json!(minimum.to_string()), "minimum"),
         }
-        run.refused(site, json!((minimum - 1).to_string()), "below minimum");
+        match site.place {
+            Place::Body(_) => run.refused(site, json!(minimum - 1), "below minimum"),
+            _ => run.refused(site, json!((minimum - 1).to_string()), "below minimum"),
+        }
         run.refused(site, json!("abc"), "not an integer");
         run.refused(site, json!("1.5"), "not an integer");
     }

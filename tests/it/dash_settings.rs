@@ -89,6 +89,25 @@ fn every_form(owner: &Owner) -> Vec<(&'static str, Vec<(&'static str, String)>)>
                 ),
             ],
         ),
+        (
+            "relay",
+            vec![
+                ("relay[use]", "own".into()),
+                ("relay[host]", "smtp.intruder.example".into()),
+                ("relay[port]", "587".into()),
+                ("relay[tls_mode]", "starttls".into()),
+            ],
+        ),
+        (
+            "relay/test",
+            vec![
+                ("relay[use]", "own".into()),
+                ("relay[host]", "smtp.intruder.example".into()),
+                ("relay[port]", "587".into()),
+                ("relay[tls_mode]", "starttls".into()),
+            ],
+        ),
+        ("warmup", vec![("warmup[enabled]", "on".into())]),
         ("upgrade", vec![]),
         ("status", vec![("status", "paused".into())]),
         (

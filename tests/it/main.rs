@@ -35,6 +35,7 @@ mod http_headers;
 mod ids_never_reused;
 mod imports;
 mod layers;
+mod newsletter_relay;
 mod operator;
 mod operator_role;
 mod postfix_relay;
