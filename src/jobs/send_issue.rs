@@ -269,6 +269,15 @@ impl Round {
         self.end.borrow().is_some()
     }
 
+    /// Whether the round ended in a way that drops the messages in hand: the server is
+    /// stopping or the database cannot be written.
+    fn refuses_claims(&self) -> bool {
+        matches!(
+            *self.end.borrow(),
+            Some(RoundEnd::Stopping | RoundEnd::Storage(_))
+        )
+    }
+
     async fn over(&self) {
         let mut watching = self.end.subscribe();
         let _ = watching.wait_for(Option::is_some).await;
@@ -615,9 +624,10 @@ impl SendLane {
         let result = self
             .lane
             .send(envelope, &mime, |socket| async move {
-                // A round that ended (a stop, a full disk) claims nothing more: the message
-                // is dropped before its end mark and stays due.
-                if round.is_over() {
+                // A round that stopped (the server stopping, a full disk) claims nothing more:
+                // the message is dropped before its end mark and stays due. A round that
+                // ended because a limit holds lets the messages already let through finish.
+                if round.refuses_claims() {
                     return Commit::Refused;
                 }
                 let (answer_tx, answer) = oneshot::channel();

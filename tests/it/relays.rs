@@ -11,6 +11,7 @@ use std::time::Duration;
 use crate::support::send::{
     addresses, approved_issue, issue, send_now, subscribe_all, tally, wait_status,
 };
+use crate::support::tls::TestCa;
 use crate::support::*;
 
 /// `count` new subscribers `<stem><n>@example.net` and an issue sent to them: their
@@ -321,4 +322,108 @@ fn relays_a_used_up_quota_holds_the_send_until_the_relay_may_be_asked_again() {
     result.assert_promise_kept();
     assert_eq!(result.sent, 30);
     assert_eq!(outcomes(&app, id), vec![("sent".to_string(), 1, 30)]);
+}
+
+#[test]
+fn relays_a_newsletter_with_its_own_relay_sends_through_it_alone_over_tls_signed_in() {
+    let ca = TestCa::new();
+    let own = SmtpSink::start_with(Rules {
+        tls: Some(ca.sink_tls(false)),
+        auth: true,
+        ..Rules::default()
+    });
+    let app = spawn_app_on(
+        SmtpSink::start(),
+        &["--smtp-ca", ca.ca_path(), "--allow-private-relays"],
+    );
+    let owner = onboard_paid(&app, "Own Road");
+    owner
+        .patch(
+            "/newsletter",
+            &json!({"relay": {"host": "127.0.0.1", "port": own.port, "tls_mode": "starttls",
+                "username": "robin@esp.example", "password": "esp-secret-7c1d",
+                "limits": {"per_hour": 1000}}}),
+        )
+        .expect(200);
+    let (emails, id) = send_to(&owner, "ownroad", 20);
+    wait_status(&owner, id, "sent", Duration::from_secs(60));
+
+    // Every reader through the newsletter's relay, over TLS, after signing in; none through
+    // the server's.
+    let counts = own.counts();
+    assert!(
+        emails.iter().all(|e| counts.get(e) == Some(&1)),
+        "{counts:?}"
+    );
+    assert!(own.messages().iter().all(|m| m.tls));
+    assert!(
+        own.commands()
+            .iter()
+            .any(|c| c.line.starts_with("AUTH PLAIN") && c.tls),
+        "signed in over TLS: {:?}",
+        own.commands()
+    );
+    assert!(
+        app.smtp
+            .messages()
+            .iter()
+            .all(|m| !emails.contains(&m.to[0])),
+        "nothing of it through the server's relay"
+    );
+    assert_eq!(outcomes(&app, id), vec![("sent".to_string(), 1, 20)]);
+    // Counted under the newsletter's own key for its hourly limit.
+    assert_eq!(
+        app.count(&format!(
+            "SELECT sum(sent) FROM send_usage WHERE key = 'newsletter-relay:{}'",
+            owner.newsletter_id
+        )),
+        20
+    );
+
+    // Without --allow-private-relays a relay on 127.0.0.1 is refused before any connection,
+    // and the send waits saying why.
+    let mut app = app;
+    app.set_args(&["--smtp-ca", ca.ca_path()]);
+    app.restart();
+    let (_, refused) = send_to(&owner, "refused", 3);
+    let note = wait_note(&owner, refused, "unreachable since");
+    assert!(note.contains(&format!("127.0.0.1:{}", own.port)), "{note}");
+    assert_eq!(own.messages().len(), 20, "nothing more reached it");
+}
+
+#[test]
+fn relays_the_warm_up_plan_caps_each_day_and_the_send_goes_on_the_next() {
+    let app = spawn_app();
+    let owner = onboard_paid(&app, "Warm Start");
+    owner
+        .patch(
+            "/newsletter",
+            &json!({"warmup": {"first_day_cap": 5, "factor": 2}}),
+        )
+        .expect(200);
+    let (emails, id) = send_to(&owner, "warm", 12);
+    let note = wait_note(&owner, id, "Held by");
+    assert!(
+        note.contains("the warm-up plan's cap for today (5 messages a day")
+            && note.contains("resumes at"),
+        "{note}"
+    );
+    let reached = |app: &App| {
+        app.smtp
+            .messages()
+            .iter()
+            .filter(|m| emails.contains(&m.to[0]))
+            .count()
+    };
+    assert_eq!(reached(&app), 5);
+
+    // The next day (UTC) the cap is 10: the 7 left go out.
+    let now = app.clock_now();
+    let tomorrow = (now + time::Duration::days(1)).replace_time(time::macros::time!(00:01));
+    app.set_clock(tomorrow);
+    wait_status(&owner, id, "sent", Duration::from_secs(60));
+    assert_eq!(reached(&app), 12);
+    let result = tally(&app, id, &emails);
+    result.assert_promise_kept();
+    assert_eq!(outcomes(&app, id), vec![("sent".to_string(), 1, 12)]);
 }
