@@ -36,7 +36,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 
-use support::{Api, Guard, free_port, wait_connectable};
+use support::{Api, Guard, free_port};
 
 /// SMTP connections of each send (`--send-concurrency`).
 const CONNECTIONS: usize = 8;
@@ -254,7 +254,23 @@ impl Server {
             ],
             &env,
         ));
-        wait_connectable(self.port);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            let exited = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten());
+            if exited.is_some() || Instant::now() > deadline {
+                let log =
+                    std::fs::read_to_string(self.data_dir.join("server.log")).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(40).collect();
+                panic!(
+                    "the server did not start ({exited:?}); the end of its log:\n{}",
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     fn kill(&mut self) {

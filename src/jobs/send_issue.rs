@@ -489,15 +489,17 @@ impl SendLane {
                     }
                 }
             }
-            let next = match waiting.take() {
-                Some(recipient) => Some(recipient),
+            let (next, fresh) = match waiting.take() {
+                Some(recipient) => (Some(recipient), false),
                 None => tokio::select! {
-                    next = async { self.work.lock().await.recv().await } => next,
-                    _ = self.round.over() => None,
+                    next = async { self.work.lock().await.recv().await } => (next, true),
+                    _ = self.round.over() => (None, false),
                 },
             };
             let Some(recipient) = next else { break };
-            if let Some(gate) = &self.warm_up
+            // The warm-up plan counts each message once, when it is taken from the queue.
+            if fresh
+                && let Some(gate) = &self.warm_up
                 && let Some(held) = gate.lock().unwrap_or_else(|e| e.into_inner()).take()
             {
                 self.round.finish(held);

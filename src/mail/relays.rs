@@ -22,8 +22,9 @@ const SLOWEST: f64 = 0.2;
 /// hear the same complaint together).
 const REACTION: Duration = Duration::from_secs(1);
 
-/// How long without a throttling answer before the pace goes up a step.
-const SPEED_UP_EVERY: Duration = Duration::from_secs(5);
+/// How long without a throttling answer before the pace goes up a step (a quarter, at least
+/// one message a second): from one message a second back to thousands in about a minute.
+const SPEED_UP_EVERY: Duration = Duration::from_secs(2);
 
 /// A learnt pace above this is no pace at all.
 const UNLIMITED: f64 = 10_000.0;
@@ -82,6 +83,9 @@ struct Pace {
     /// Messages taken in the current second (since when) and the previous one, to know the
     /// pace to halve when no limit was known.
     second: Option<(Instant, u32, u32)>,
+    /// Messages asked for in the current second and the previous one: the pace to halve when
+    /// none was taken lately (right after a start, the relay may refuse the first ones).
+    asked: Option<(Instant, u32, u32)>,
 }
 
 /// What a relay says to the next message.
@@ -176,6 +180,7 @@ impl Relay {
         let instant = Instant::now();
         let pace = self.pace_of(&state.pace);
         let pace_state = &mut state.pace;
+        pace_state.asked = Some(count_in_second(pace_state.asked, instant));
         let Some(rate) = pace else {
             return Permit::After(Duration::ZERO);
         };
@@ -193,28 +198,21 @@ impl Relay {
         }
     }
 
-    /// A message went through: after a quiet while the pace goes up a step (a tenth, at
+    /// A message went through: after a quiet while the pace goes up a step (a quarter, at
     /// least one message a second), back to the limit, or to none.
     pub fn went_through(&self) {
         let mut state = self.state();
         state.next_rest = None;
         let configured = self.settings.limits.per_second.map(f64::from);
         let pace = &mut state.pace;
-        let now = Instant::now();
-        pace.second = Some(match pace.second {
-            Some((start, this, _)) if now.duration_since(start) >= Duration::from_secs(1) => {
-                (now, 1, this)
-            }
-            Some((start, this, last)) => (start, this + 1, last),
-            None => (now, 1, 0),
-        });
+        pace.second = Some(count_in_second(pace.second, Instant::now()));
         let (Some(learnt), Some(changed)) = (pace.learnt, pace.last_change) else {
             return;
         };
         if changed.elapsed() < SPEED_UP_EVERY {
             return;
         }
-        let faster = learnt + (learnt * 0.1).max(1.0);
+        let faster = learnt + (learnt * 0.25).max(1.0);
         pace.last_change = Some(Instant::now());
         pace.learnt = match configured {
             Some(limit) if faster >= limit => None,
@@ -241,9 +239,21 @@ impl Relay {
             return;
         }
         let current = self.pace_of(&state.pace).unwrap_or_else(|| {
-            // No pace known: the pace the relay took lately is the one that was too fast.
-            let (_, this, last) = state.pace.second.unwrap_or((now, 0, 0));
-            f64::from(this.max(last)).max(2.0 * SLOWEST)
+            // No pace known: the pace the relay took lately is the one that was too fast;
+            // when it took none yet, the pace we asked at.
+            let lately = |counts: Option<(Instant, u32, u32)>| match counts {
+                Some((start, this, last)) if now.duration_since(start) < 2 * REACTION => {
+                    this.max(last)
+                }
+                _ => 0,
+            };
+            let taken = lately(state.pace.second);
+            let asked = if taken > 1 {
+                taken
+            } else {
+                lately(state.pace.asked)
+            };
+            f64::from(asked).max(2.0)
         });
         if current <= SLOWEST {
             let rest: time::Duration = state.next_rest.unwrap_or(FIRST_REST);
@@ -359,6 +369,17 @@ impl Relay {
                 self.name
             );
         }
+    }
+}
+
+/// A count per second, (since when, this second, the one before), with one more at `now`.
+fn count_in_second(counts: Option<(Instant, u32, u32)>, now: Instant) -> (Instant, u32, u32) {
+    match counts {
+        Some((start, this, _)) if now.duration_since(start) >= Duration::from_secs(1) => {
+            (now, 1, this)
+        }
+        Some((start, this, last)) => (start, this + 1, last),
+        None => (now, 1, 0),
     }
 }
 
