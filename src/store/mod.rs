@@ -195,6 +195,7 @@ pub fn open_pool(path: &Path, size: u32) -> Result<Pool, StoreError> {
 
 /// Runs `f` in a write transaction started with `BEGIN IMMEDIATE`, so a transaction that
 /// reads and then writes never fails with SQLITE_BUSY half-way; commits when `f` succeeds.
+#[track_caller]
 pub fn write_tx<T, E>(
     conn: &mut Connection,
     f: impl FnOnce(&Transaction<'_>) -> Result<T, E>,
@@ -205,10 +206,25 @@ where
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(|e| E::from(StoreError::from(e)))?;
+    let began = std::time::Instant::now();
     let value = f(&tx)?;
     tx.commit().map_err(|e| E::from(StoreError::from(e)))?;
+    let held = began.elapsed();
+    if held >= LONG_HOLD {
+        // Every other writer waited meanwhile (and gave up after the busy timeout): say
+        // where, so a "database is locked" can be traced to its cause (a slow disk's fsync,
+        // a transaction doing too much).
+        eprintln!(
+            "store: the write transaction of {} held the database for {:.1} s",
+            std::panic::Location::caller(),
+            held.as_secs_f64()
+        );
+    }
     Ok(value)
 }
+
+/// A write transaction held this long is logged.
+const LONG_HOLD: Duration = Duration::from_secs(2);
 
 /// The pool, usable from async handlers: runs blocking database work off the executor.
 #[derive(Clone)]

@@ -393,6 +393,13 @@ fn api_openapi_real_answers_fit_the_schemas() {
         "/newsletter",
         &owner.patch("/newsletter", &relay),
     );
+    // Back to the server's relay and no cap, so the issue below goes out through the test's.
+    fits(
+        &doc,
+        "PATCH",
+        "/newsletter",
+        &owner.patch("/newsletter", &json!({"relay": null, "warmup": null})),
+    );
     fits(
         &doc,
         "PATCH",

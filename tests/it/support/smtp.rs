@@ -390,6 +390,15 @@ impl SmtpSink {
         most
     }
 
+    /// The time from the message taken `first` (0 for the first) to the last.
+    pub fn taken_span_from(&self, first: usize) -> Duration {
+        let taken = &self.shared.lock().unwrap().taken_at;
+        match (taken.get(first), taken.last()) {
+            (Some(first), Some(last)) => last.duration_since(*first),
+            _ => Duration::ZERO,
+        }
+    }
+
     /// Throttling and quota refusals given so far.
     pub fn throttled(&self) -> u32 {
         self.shared.lock().unwrap().throttled
