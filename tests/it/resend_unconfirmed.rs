@@ -22,11 +22,17 @@ fn sent_issue(owner: &Owner, emails: &[String], subject: &str) -> i64 {
 /// Waits until the issue is `sent` with nothing pending (a resend done); returns it.
 fn settled(owner: &Owner, id: i64) -> Value {
     wait_for(
-        &format!("issue {id} sent with nothing pending"),
+        &format!("issue {id} sent with nothing pending, its resend over"),
         Duration::from_secs(60),
         || {
             let shown = issue(owner, id);
-            (shown["status"] == "sent" && shown["delivery"]["pending"] == 0).then_some(shown)
+            // The last message's outcome is written before the send's round ends and says
+            // the resend is over (its note gone).
+            let resending = shown["last_error"]
+                .as_str()
+                .is_some_and(|e| e.starts_with("Sending again to the unconfirmed"));
+            (shown["status"] == "sent" && shown["delivery"]["pending"] == 0 && !resending)
+                .then_some(shown)
         },
     )
 }
