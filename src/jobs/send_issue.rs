@@ -375,6 +375,7 @@ async fn deliver(
                 pacer: pacer.clone(),
                 round: round.clone(),
                 warm_up: warm_up.clone(),
+                noted_relay: 0,
             };
             tokio::spawn(lane.run())
         })
@@ -445,6 +446,17 @@ struct SendLane {
     pacer: Arc<Pacer>,
     round: Arc<Round>,
     warm_up: Option<Arc<StdMutex<WarmUpGate>>>,
+    /// The later relay this connection last said it goes through (0: none).
+    noted_relay: usize,
+}
+
+/// Whether a message may go now.
+enum Go {
+    Send,
+    /// Its relay's limit is reached: on another relay's connection.
+    Elsewhere,
+    /// The round ended.
+    Stop,
 }
 
 impl SendLane {
@@ -456,47 +468,13 @@ impl SendLane {
         // A recipient taken from the queue but not sent yet (its relay's limit was reached:
         // it goes on another relay's connection).
         let mut waiting: Option<Recipient> = None;
-        let mut noted_relay = 0;
         while !self.round.is_over() {
-            if self.lane.better_relay_due() {
-                self.lane.reconnect_later().await;
+            if !self.connect().await {
+                break;
             }
-            let connected = tokio::select! {
-                opened = self.lane.connect() => Some(opened),
-                _ = self.round.over() => None,
+            let Some((recipient, fresh)) = self.next_recipient(waiting.take()).await else {
+                break;
             };
-            match connected {
-                None => break,
-                Some(Err(MailError::Held { until, by, relay })) => {
-                    self.round.finish(RoundEnd::Held {
-                        until,
-                        note: held_note(&by, &relay, until),
-                    });
-                    break;
-                }
-                Some(Err(e)) => {
-                    self.round.gave_up(e.to_string());
-                    break;
-                }
-                Some(Ok(())) => {
-                    self.round.reached();
-                    if let Some((index, _)) = self.lane.relay()
-                        && index > 0
-                        && index != noted_relay
-                    {
-                        noted_relay = index;
-                        let _ = self.writes.send(Write::Note(self.failover_note(index)));
-                    }
-                }
-            }
-            let (next, fresh) = match waiting.take() {
-                Some(recipient) => (Some(recipient), false),
-                None => tokio::select! {
-                    next = async { self.work.lock().await.recv().await } => (next, true),
-                    _ = self.round.over() => (None, false),
-                },
-            };
-            let Some(recipient) = next else { break };
             // The warm-up plan counts each message once, when it is taken from the queue.
             if fresh
                 && let Some(gate) = &self.warm_up
@@ -505,38 +483,20 @@ impl SendLane {
                 self.round.finish(held);
                 break;
             }
-            match self.lane.permit() {
-                Permit::After(wait) if !wait.is_zero() => {
-                    tokio::select! {
-                        _ = tokio::time::sleep(wait) => {}
-                        _ = self.round.over() => break,
-                    }
-                }
-                Permit::After(_) => {}
-                Permit::Held { .. } => {
-                    // This relay's limit is reached: the message goes on the next relay
-                    // with room, or the round ends held when none has any.
+            match self.wait_for_relay().await {
+                Go::Send => {}
+                Go::Elsewhere => {
                     waiting = Some(recipient);
                     self.lane.reconnect_later().await;
                     continue;
                 }
-            }
-            tokio::select! {
-                _ = self.pacer.wait() => {}
-                _ = self.round.over() => break,
+                Go::Stop => break,
             }
             let (outcome, why_abandoned) = self.send_one(&recipient).await;
             match &outcome {
                 Delivered::Sent => {
                     sent += 1;
                     broken_in_a_row = 0;
-                    // Recorded with the next group; this connection's next claim commits in
-                    // the same group or a later one, so at most one of its messages is ever
-                    // `sending`.
-                    let _ = self
-                        .writes
-                        .send(Write::Done(recipient.delivery_id, outcome, None));
-                    continue;
                 }
                 Delivered::Interrupted(_) => broken_in_a_row += 1,
                 Delivered::Throttled(_) => {
@@ -546,33 +506,111 @@ impl SendLane {
                 }
                 _ => broken_in_a_row = 0,
             }
-            // Anything but a plain success is recorded before anything else happens on this
-            // connection, so a kill cannot leave a refused message counted as in flight.
-            let refused = matches!(
-                outcome,
-                Delivered::Rejected(_) | Delivered::Deferred(_) | Delivered::Throttled(_)
-            );
-            let (saved_tx, saved) = oneshot::channel();
-            let _ = self
-                .writes
-                .send(Write::Done(recipient.delivery_id, outcome, Some(saved_tx)));
-            let _ = saved.await;
-            if refused {
-                self.lane.reset().await;
-            }
-            if let Some(reason) = why_abandoned {
+            self.record(recipient.delivery_id, outcome).await;
+            let gave_up = why_abandoned.or_else(|| {
+                (broken_in_a_row >= BROKEN_IN_A_ROW)
+                    .then(|| format!("the relay broke {BROKEN_IN_A_ROW} transactions in a row"))
+            });
+            if let Some(reason) = gave_up {
                 self.round.gave_up(reason);
-                break;
-            }
-            if broken_in_a_row >= BROKEN_IN_A_ROW {
-                self.round.gave_up(format!(
-                    "the relay broke {BROKEN_IN_A_ROW} transactions in a row"
-                ));
                 break;
             }
         }
         self.lane.close().await;
         sent
+    }
+
+    /// Opens a connection unless one is open (or goes back to a preferred relay that may be
+    /// tried again); false when the round ends here: it is over, every relay is held (the
+    /// round ends held), or none answers (this connection gives up).
+    async fn connect(&mut self) -> bool {
+        if self.lane.better_relay_due() {
+            self.lane.reconnect_later().await;
+        }
+        let connected = tokio::select! {
+            opened = self.lane.connect() => opened,
+            _ = self.round.over() => return false,
+        };
+        match connected {
+            Err(MailError::Held { until, by, relay }) => {
+                self.round.finish(RoundEnd::Held {
+                    until,
+                    note: held_note(&by, &relay, until),
+                });
+                false
+            }
+            Err(e) => {
+                self.round.gave_up(e.to_string());
+                false
+            }
+            Ok(()) => {
+                self.round.reached();
+                if let Some((index, _)) = self.lane.relay()
+                    && index > 0
+                    && index != self.noted_relay
+                {
+                    self.noted_relay = index;
+                    let _ = self.writes.send(Write::Note(self.failover_note(index)));
+                }
+                true
+            }
+        }
+    }
+
+    /// The recipient `waiting` for another relay, else the next from the queue (`true`: it
+    /// is fresh); `None` when the work ran out or the round ended.
+    async fn next_recipient(&self, waiting: Option<Recipient>) -> Option<(Recipient, bool)> {
+        if let Some(recipient) = waiting {
+            return Some((recipient, false));
+        }
+        tokio::select! {
+            next = async { self.work.lock().await.recv().await } => next.map(|r| (r, true)),
+            _ = self.round.over() => None,
+        }
+    }
+
+    /// Waits for the relay's pace and the send's `--send-rate`; or says the relay's limit is
+    /// reached (the message goes on the next relay with room, or the round ends held when
+    /// none has any), or that the round ended meanwhile.
+    async fn wait_for_relay(&self) -> Go {
+        match self.lane.permit() {
+            Permit::After(wait) if !wait.is_zero() => {
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = self.round.over() => return Go::Stop,
+                }
+            }
+            Permit::After(_) => {}
+            Permit::Held { .. } => return Go::Elsewhere,
+        }
+        tokio::select! {
+            _ = self.pacer.wait() => Go::Send,
+            _ = self.round.over() => Go::Stop,
+        }
+    }
+
+    /// Records a message's outcome. A plain success goes with the next group: this
+    /// connection's next claim commits in the same group or a later one, so at most one of
+    /// its messages is ever `sending`. Anything else is recorded before anything else
+    /// happens on this connection, so a kill cannot leave a refused message counted as in
+    /// flight; after a refusal the session is reset for the next message.
+    async fn record(&mut self, delivery_id: i64, outcome: Delivered) {
+        if outcome == Delivered::Sent {
+            let _ = self.writes.send(Write::Done(delivery_id, outcome, None));
+            return;
+        }
+        let refused = matches!(
+            outcome,
+            Delivered::Rejected(_) | Delivered::Deferred(_) | Delivered::Throttled(_)
+        );
+        let (saved_tx, saved) = oneshot::channel();
+        let _ = self
+            .writes
+            .send(Write::Done(delivery_id, outcome, Some(saved_tx)));
+        let _ = saved.await;
+        if refused {
+            self.lane.reset().await;
+        }
     }
 
     /// "Sending through relay 2 (b:25): a:25 cannot be reached (refused) since ...".
@@ -821,6 +859,110 @@ impl Bookkeeping {
     }
 }
 
+/// What waits for the writer's next commit: outcomes (plain successes waiting for the next
+/// claims, or what a failed commit could not write), the connections waiting to hear they
+/// are saved, and the issue's note.
+#[derive(Default)]
+struct Unsaved {
+    outcomes: Vec<(i64, Delivered)>,
+    acks: Vec<oneshot::Sender<()>>,
+    note: Option<String>,
+    /// When the successes waiting alone must be committed anyway.
+    flush_by: Option<Instant>,
+}
+
+impl Unsaved {
+    /// Files the writes of a group; returns its claims.
+    fn take(&mut self, group: Vec<Write>) -> Vec<Claim> {
+        let mut claims = Vec::new();
+        for write in group {
+            match write {
+                Write::Claim(claim) => claims.push(claim),
+                Write::Done(id, outcome, ack) => {
+                    self.outcomes.push((id, outcome));
+                    self.acks.extend(ack);
+                }
+                Write::Note(text) => self.note = Some(text),
+            }
+        }
+        claims
+    }
+
+    /// Whether something waiting needs a commit now: claims, anyone waiting for an answer,
+    /// a note, many outcomes, or outcomes that waited long enough. Otherwise outcomes wait
+    /// for the next claims, at most [`OUTCOMES_WAIT`].
+    fn due(&mut self, claims: &[Claim]) -> bool {
+        let due = !claims.is_empty()
+            || !self.acks.is_empty()
+            || self.note.is_some()
+            || self.outcomes.len() >= GROUP_MAX
+            || self.flush_by.is_some_and(|at| Instant::now() >= at);
+        if !due && !self.outcomes.is_empty() {
+            self.flush_by
+                .get_or_insert_with(|| Instant::now() + OUTCOMES_WAIT);
+        }
+        due
+    }
+
+    /// Everything waiting was committed: tell whoever waits.
+    fn saved(&mut self) {
+        self.note = None;
+        self.outcomes.clear();
+        self.flush_by = None;
+        for ack in self.acks.drain(..) {
+            let _ = ack.send(());
+        }
+    }
+}
+
+/// The next group of writes: every write waiting once the first has come (or `wait_until`
+/// has passed), letting every connection that is ready go first. `None` when the channel
+/// is closed and empty.
+async fn next_group(
+    writes: &mut mpsc::UnboundedReceiver<Write>,
+    wait_until: Option<Instant>,
+) -> Option<Vec<Write>> {
+    let mut group = Vec::new();
+    let next = match wait_until {
+        Some(at) => tokio::time::timeout_at(at.into(), writes.recv()).await.ok(),
+        None => Some(writes.recv().await),
+    };
+    match next {
+        Some(Some(first)) => group.push(first),
+        Some(None) => return None,
+        None => {}
+    }
+    // Every connection ready to claim in this turn of the runtime joins the group.
+    tokio::task::yield_now().await;
+    while group.len() < GROUP_MAX {
+        match writes.try_recv() {
+            Ok(more) => group.push(more),
+            Err(_) => break,
+        }
+    }
+    Some(group)
+}
+
+/// Answers the claims of a commit, straight after it (nothing in between): the ones
+/// `claimed` go on to their end-of-data marks (written here on plain SMTP), the others are
+/// refused.
+fn answer_claims(claims: Vec<Claim>, claimed: &[i64]) {
+    for claim in claims {
+        let commit = if claimed.contains(&claim.delivery_id) {
+            match &claim.socket {
+                MessageSocket::Plain(socket) => write_end_of_data(socket.as_deref()),
+                MessageSocket::NotShared => Commit::Claimed { end_written: 0 },
+            }
+        } else {
+            Commit::Refused
+        };
+        let _ = claim.answer.send(commit);
+    }
+}
+
+/// Commits group after group until the connections are gone and nothing waits; returns how
+/// many commits it made. A commit that fails (a full disk) keeps what it could not write and
+/// tries again every [`WRITE_RETRY`], claiming nothing meanwhile.
 async fn write_groups(
     writer: &mut Writer,
     writes: &mut mpsc::UnboundedReceiver<Write>,
@@ -829,87 +971,42 @@ async fn write_groups(
     stop: &super::Stop,
 ) -> u64 {
     let mut commits = 0;
-    // Outcomes not yet committed: plain successes waiting for the next claims, or anything
-    // a failed commit could not write, written with the next one.
-    let mut unsaved: Vec<(i64, Delivered)> = Vec::new();
-    let mut acks: Vec<oneshot::Sender<()>> = Vec::new();
-    // When the successes waiting alone must be committed anyway.
-    let mut flush_by: Option<Instant> = None;
+    let mut unsaved = Unsaved::default();
     let mut closed = false;
     let mut failing = false;
-    // The issue's note while it sends, written with the next commit.
-    let mut note: Option<String> = None;
-    while !(closed && unsaved.is_empty()) {
-        let mut group = Vec::new();
-        if closed {
+    while !(closed && unsaved.outcomes.is_empty()) {
+        let group = if closed {
             // Only what a failing disk kept back is left: try again in a while.
             if stop.pause(WRITE_RETRY).await {
                 break;
             }
+            Vec::new()
         } else {
             let wait_until = if failing {
                 Some(Instant::now() + WRITE_RETRY)
             } else {
-                flush_by
+                unsaved.flush_by
             };
-            let next = match wait_until {
-                Some(at) => tokio::time::timeout_at(at.into(), writes.recv()).await.ok(),
-                None => Some(writes.recv().await),
-            };
-            match next {
-                Some(Some(first)) => group.push(first),
-                Some(None) => closed = true,
-                None => {}
-            }
-            // Every connection ready to claim in this turn of the runtime joins the group.
-            tokio::task::yield_now().await;
-            while group.len() < GROUP_MAX {
-                match writes.try_recv() {
-                    Ok(more) => group.push(more),
-                    Err(_) => break,
-                }
-            }
-        }
-        let mut claims = Vec::new();
-        for write in group {
-            match write {
-                Write::Claim(claim) => claims.push(claim),
-                Write::Done(id, outcome, ack) => {
-                    unsaved.push((id, outcome));
-                    acks.extend(ack);
-                }
-                Write::Note(text) => note = Some(text),
-            }
-        }
-        let due = closed
-            || failing
-            || note.is_some()
-            || !claims.is_empty()
-            || !acks.is_empty()
-            || unsaved.len() >= GROUP_MAX
-            || flush_by.is_some_and(|at| Instant::now() >= at);
-        if !due {
-            if !unsaved.is_empty() {
-                flush_by.get_or_insert_with(|| Instant::now() + OUTCOMES_WAIT);
-            }
+            next_group(writes, wait_until).await.unwrap_or_else(|| {
+                closed = true;
+                Vec::new()
+            })
+        };
+        let claims = unsaved.take(group);
+        if !(closed || failing || unsaved.due(&claims)) {
             continue;
         }
-        // Once the round is over nothing new is claimed (a claim already asked for is still
-        // honoured when the round ended because the server is stopping: the message is in
-        // flight and finishes).
-        let refuse_claims = matches!(*round.end.borrow(), Some(RoundEnd::Storage(_)));
-        let ids: Vec<i64> = if refuse_claims {
-            Vec::new()
-        } else {
-            claims.iter().map(|c| c.delivery_id).collect()
+        // A round that cannot record claims nothing more (a claim already asked for is
+        // still honoured when the server is stopping: the message is in flight).
+        let ids: Vec<i64> = match *round.end.borrow() {
+            Some(RoundEnd::Storage(_)) => Vec::new(),
+            _ => claims.iter().map(|c| c.delivery_id).collect(),
         };
         let Some(conn) = writer.conn.as_mut() else {
             round.finish(RoundEnd::Storage(
                 "the send writer lost its connection".into(),
             ));
-            for claim in claims {
-                let _ = claim.answer.send(Commit::Refused);
-            }
+            answer_claims(claims, &[]);
             break;
         };
         let relays: Vec<(i64, Option<Arc<Relay>>)> = claims
@@ -917,8 +1014,8 @@ async fn write_groups(
             .map(|c| (c.delivery_id, c.relay.clone()))
             .collect();
         let committed = write_tx(conn, |tx| {
-            sending::record_outcomes(tx, &unsaved, books.retry_base)?;
-            if let Some(text) = &note {
+            sending::record_outcomes(tx, &unsaved.outcomes, books.retry_base)?;
+            if let Some(text) = &unsaved.note {
                 sending::note(tx, books.issue_id, text)?;
             }
             let claimed = sending::mark_sending(tx, &ids)?;
@@ -929,24 +1026,8 @@ async fn write_groups(
             Ok(claimed) => {
                 commits += 1;
                 crash_point(claimed.len());
-                // Straight after the commit: the end-of-data marks, nothing in between.
-                for claim in claims {
-                    let commit = if claimed.contains(&claim.delivery_id) {
-                        match &claim.socket {
-                            MessageSocket::Plain(socket) => write_end_of_data(socket.as_deref()),
-                            MessageSocket::NotShared => Commit::Claimed { end_written: 0 },
-                        }
-                    } else {
-                        Commit::Refused
-                    };
-                    let _ = claim.answer.send(commit);
-                }
-                note = None;
-                unsaved.clear();
-                flush_by = None;
-                for ack in acks.drain(..) {
-                    let _ = ack.send(());
-                }
+                answer_claims(claims, &claimed);
+                unsaved.saved();
                 if failing {
                     eprintln!("send: the database can be written again");
                     failing = false;
@@ -963,9 +1044,7 @@ async fn write_groups(
                     failing = true;
                 }
                 round.finish(RoundEnd::Storage(e.to_string()));
-                for claim in claims {
-                    let _ = claim.answer.send(Commit::Refused);
-                }
+                answer_claims(claims, &[]);
                 if stop.requested() {
                     // Left `sending`: the next start counts them as unconfirmed.
                     break;
@@ -973,8 +1052,8 @@ async fn write_groups(
             }
         }
     }
-    // What could not be written: answer the waiting connections so they can close.
-    drop(acks);
+    // What could not be written: the waiting connections are answered (their channels
+    // dropped) so they can close.
     commits
 }
 
