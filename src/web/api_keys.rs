@@ -4,7 +4,10 @@ use maud::{Markup, html};
 use poem::web::{Data, Path};
 use poem::{Body, Request, handler, http::StatusCode};
 
-use super::layout::{Section, csrf_field, errors, field, newsletter_page, page, table_wrap};
+use super::layout::{
+    Confirmation, Section, confirmation_page, csrf_field, errors, field, newsletter_page, page,
+    table_wrap,
+};
 use super::newsletters::{owned, owned_post, parse_id};
 use super::time_zones::shown;
 use super::{Ctx, State, WebResult, invalid_fields, render, see_other};
@@ -165,21 +168,19 @@ pub async fn confirm_revoke(
     let list = format!("/newsletters/{nid}/api_keys");
     render(
         StatusCode::OK,
-        newsletter_page(
+        confirmation_page(
             &ctx,
             &n,
-            Section::ApiKeys,
-            "Revoke API key",
-            html! {
-                h1 { "Revoke " (key.name) "?" }
-                p { "The key starting " code { (key.prefix) } " stops working at once: every script or integration that uses it gets 401 from then on. This cannot be undone; a new key can be created at any time." }
-                form.inline method="post" action={ (list) "/" (key.id) } {
-                    (csrf_field(&ctx))
-                    input type="hidden" name="_method" value="delete";
-                    button.danger type="submit" { "Revoke the key" }
-                }
-                " "
-                a href=(list) { "Cancel" }
+            Confirmation {
+                section: Section::ApiKeys,
+                title: "Revoke API key",
+                question: format!("Revoke {}?", key.name),
+                consequences: html! {
+                    "The key starting " code { (key.prefix) } " stops working at once: every script or integration that uses it gets 401 from then on. This cannot be undone; a new key can be created at any time."
+                },
+                action: &format!("{list}/{}", key.id),
+                button: "Revoke the key",
+                back: &list,
             },
         ),
     )

@@ -8,7 +8,9 @@ use poem::web::{Data, Json, Path};
 use poem::{Body, IntoResponse, Request, Response, handler};
 use serde_json::json;
 
-use super::layout::{Section, csrf_field, errors, newsletter_page, table_wrap};
+use super::layout::{
+    Confirmation, Section, confirmation_page, csrf_field, errors, newsletter_page, table_wrap,
+};
 use super::newsletters::{owned, owned_post, parse_id};
 use super::time_zones::shown;
 use super::{Ctx, FormData, State, WebError, WebResult, invalid_fields, render, see_other};
@@ -293,21 +295,19 @@ pub async fn confirm_remove(
     let page = format!("{}/{}", base(&n), d.id);
     render(
         StatusCode::OK,
-        newsletter_page(
+        confirmation_page(
             &ctx,
             &n,
-            Section::Domains,
-            "Remove custom domain",
-            html! {
-                h1 { "Remove " (d.domain) "?" }
-                p { "The site moves back to " strong { (custom_domains::target_host(&state.urls, &n)) } " at once: links to " (d.domain) " stop working, and new e-mails, the feed and the API's URLs use the subdomain. The domain can be added again later, and must then be verified again." }
-                form.inline method="post" action=(page) {
-                    (csrf_field(&ctx))
-                    input type="hidden" name="_method" value="delete";
-                    button.danger type="submit" { "Remove the domain" }
-                }
-                " "
-                a href=(page) { "Cancel" }
+            Confirmation {
+                section: Section::Domains,
+                title: "Remove custom domain",
+                question: format!("Remove {}?", d.domain),
+                consequences: html! {
+                    "The site moves back to " strong { (custom_domains::target_host(&state.urls, &n)) } " at once: links to " (d.domain) " stop working, and new e-mails, the feed and the API's URLs use the subdomain. The domain can be added again later, and must then be verified again."
+                },
+                action: &page,
+                button: "Remove the domain",
+                back: &page,
             },
         ),
     )

@@ -204,3 +204,42 @@ pub fn field(
         }
     }
 }
+
+/// A page that asks before a destructive action: what will happen, one button that sends
+/// `DELETE` to `action` (through the form's `_method`, with the CSRF token), and a way back.
+pub struct Confirmation<'a> {
+    pub section: Section,
+    /// The page's title ("Delete subscriber").
+    pub title: &'a str,
+    /// The question, as the heading ("Delete ann@example.com?").
+    pub question: String,
+    /// What the action does, in a sentence or two.
+    pub consequences: Markup,
+    /// Where the form goes (the thing's own URL, which takes `DELETE`).
+    pub action: &'a str,
+    /// The button's words ("Delete for good").
+    pub button: &'a str,
+    /// Where "Cancel" leads.
+    pub back: &'a str,
+}
+
+/// The confirmation page of `confirm` in `newsletter`'s dashboard.
+pub fn confirmation_page(ctx: &Ctx, newsletter: &Newsletter, confirm: Confirmation<'_>) -> Markup {
+    newsletter_page(
+        ctx,
+        newsletter,
+        confirm.section,
+        confirm.title,
+        html! {
+            h1 { (confirm.question) }
+            p { (confirm.consequences) }
+            form.inline method="post" action=(confirm.action) {
+                (csrf_field(ctx))
+                input type="hidden" name="_method" value="delete";
+                button.danger type="submit" { (confirm.button) }
+            }
+            " "
+            a.button.secondary href=(confirm.back) { "Cancel" }
+        },
+    )
+}

@@ -11,7 +11,10 @@ use poem::{Body, Request, Response, handler, http::StatusCode};
 use serde::Deserialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::layout::{Section, csrf_field, errors, field, newsletter_page, table_wrap};
+use super::layout::{
+    Confirmation, Section, confirmation_page, csrf_field, errors, field, newsletter_page,
+    table_wrap,
+};
 use super::newsletters::{owned, owned_post, parse_id};
 use super::time_zones::shown;
 use super::{Ctx, FormData, State, WebError, WebResult, csrf, invalid_fields, render, see_other};
@@ -524,21 +527,19 @@ pub async fn confirm_delete(
     let url = format!("{}/{}", base(&n), s.id);
     render(
         StatusCode::OK,
-        newsletter_page(
+        confirmation_page(
             &ctx,
             &n,
-            Section::Subscribers,
-            "Delete subscriber",
-            html! {
-                h1 { "Delete " (s.email) "?" }
-                p { "The address, its name and its tags are removed for good (past sends keep their counts, without the address). Webhooks receive " code { "subscriber.deleted" } ". To stop mail but keep the record, set the status to unsubscribed instead." }
-                form.inline method="post" action=(url) {
-                    (csrf_field(&ctx))
-                    input type="hidden" name="_method" value="delete";
-                    button.danger type="submit" { "Delete for good" }
-                }
-                " "
-                a href=(url) { "Cancel" }
+            Confirmation {
+                section: Section::Subscribers,
+                title: "Delete subscriber",
+                question: format!("Delete {}?", s.email),
+                consequences: html! {
+                    "The address, its name and its tags are removed for good (past sends keep their counts, without the address). Webhooks receive " code { "subscriber.deleted" } ". To stop mail but keep the record, set the status to unsubscribed instead."
+                },
+                action: &url,
+                button: "Delete for good",
+                back: &url,
             },
         ),
     )

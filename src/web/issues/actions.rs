@@ -25,7 +25,9 @@ use crate::domain::sender_domains::SenderDomain;
 use crate::domain::urls::SiteUrls;
 use crate::domain::{DomainResult, FieldErrors, sending, subscribers};
 use crate::http::plural::count;
-use crate::web::layout::{Section, csrf_field, errors, newsletter_page};
+use crate::web::layout::{
+    Confirmation, Section, confirmation_page, csrf_field, errors, newsletter_page,
+};
 use crate::web::time_zones::friendly;
 use crate::web::{Ctx, FormData, State, WebResult, see_other};
 use crate::web::{operator, sender_domain};
@@ -421,22 +423,19 @@ pub async fn delete_confirm(
     let base = issue_url(n.id, issue.id);
     render(
         StatusCode::OK,
-        newsletter_page(
+        confirmation_page(
             &ctx,
             &n,
-            Section::Issues,
-            "Delete issue",
-            html! {
-                p { a href=(base) { "← " (issue.subject) } }
-                h1 { "Delete “" (issue.subject) "”?" }
-                p { "The draft and its articles are removed for good. Only drafts can be deleted." }
-                form.inline method="post" action=(base) {
-                    (csrf_field(&ctx))
-                    input type="hidden" name="_method" value="delete";
-                    button.danger type="submit" { "Delete draft" }
-                }
-                " "
-                a.button.secondary href=(base) { "Cancel" }
+            Confirmation {
+                section: Section::Issues,
+                title: "Delete issue",
+                question: format!("Delete “{}”?", issue.subject),
+                consequences: html! {
+                    "The draft and its articles are removed for good. Only drafts can be deleted."
+                },
+                action: &base,
+                button: "Delete draft",
+                back: &base,
             },
         ),
     )
