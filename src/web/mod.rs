@@ -37,7 +37,23 @@ pub use session::Ctx;
 
 /// The base host's browser routes.
 pub fn routes() -> impl poem::Endpoint {
-    Route::new()
+    let route = Route::new();
+    let route = account_routes(route);
+    let route = newsletter_routes(route);
+    let route = api_key_routes(route);
+    let route = subscriber_routes(route);
+    let route = webhook_routes(route);
+    let route = issue_routes(route);
+    let route = asset_routes(route);
+    let route = custom_domain_routes(route);
+    let route = settings_routes(route);
+    let route = operator_routes(route);
+    route.with(CookieJarManager::new())
+}
+
+/// Signing up, confirming the address, signing in and out, the account page, password resets.
+fn account_routes(route: Route) -> Route {
+    route
         .at("/", get(accounts::home))
         .at("/signup", get(accounts::signup_form).post(accounts::signup))
         .at(
@@ -67,6 +83,12 @@ pub fn routes() -> impl poem::Endpoint {
             "/passwords/:token",
             post(accounts::set_password).patch(accounts::set_password),
         )
+        .at("/account/time_zone", post(time_zones::update_account_zone))
+}
+
+/// The newsletter list, creating one, and its onboarding (frequency, preferences).
+fn newsletter_routes(route: Route) -> Route {
+    route
         .at(
             "/newsletters",
             get(newsletters::index).post(newsletters::create),
@@ -93,6 +115,11 @@ pub fn routes() -> impl poem::Endpoint {
             "/newsletters/:id/preference",
             post(newsletters::update_preference).patch(newsletters::update_preference),
         )
+}
+
+/// A newsletter's API keys.
+fn api_key_routes(route: Route) -> Route {
+    route
         .at(
             "/newsletters/:id/api_keys",
             get(api_keys::index).post(api_keys::create),
@@ -106,6 +133,11 @@ pub fn routes() -> impl poem::Endpoint {
             "/newsletters/:id/api_keys/:key_id/revoke",
             get(api_keys::confirm_revoke),
         )
+}
+
+/// A newsletter's subscribers: the list, one subscriber, tags, CSV import and export.
+fn subscriber_routes(route: Route) -> Route {
+    route
         .at(
             "/newsletters/:id/subscribers",
             get(subscribers::index).post(subscribers::create),
@@ -142,6 +174,11 @@ pub fn routes() -> impl poem::Endpoint {
             "/newsletters/:id/subscribers/:subscriber_id/tags",
             post(subscribers::change_tags),
         )
+}
+
+/// A newsletter's webhook subscriptions and their deliveries.
+fn webhook_routes(route: Route) -> Route {
+    route
         .at(
             "/newsletters/:id/webhooks",
             get(webhooks::index).post(webhooks::create),
@@ -160,6 +197,12 @@ pub fn routes() -> impl poem::Endpoint {
             "/newsletters/:id/webhooks/deliveries/:delivery_id/redeliver",
             post(webhooks::redeliver),
         )
+}
+
+/// A newsletter's issues: writing, previewing, approving, scheduling, sending, and the
+/// scripts of their pages.
+fn issue_routes(route: Route) -> Route {
+    route
         .at(
             "/newsletters/:id/issues",
             get(issues::index).post(issues::create),
@@ -222,7 +265,22 @@ pub fn routes() -> impl poem::Endpoint {
         )
         .at("/assets/dashboard.js", get(issues::script))
         .at("/assets/audience.js", get(issues::audience_script))
+}
+
+/// The dashboard's stylesheet and scripts.
+fn asset_routes(route: Route) -> Route {
+    route
         .at("/favicon.ico", get(no_favicon))
+        .at("/assets/app.css", get(stylesheet))
+        .at("/assets/time-zone.js", get(time_zones::script))
+        .at("/assets/widgets.js", get(widgets))
+        .at(layout::app_css_path(), get(versioned_stylesheet))
+}
+
+/// A newsletter's custom domains, and the check a TLS terminator asks before issuing a
+/// certificate.
+fn custom_domain_routes(route: Route) -> Route {
+    route
         .at(
             "/newsletters/:id/custom_domains",
             get(custom_domains::index).post(custom_domains::create),
@@ -246,6 +304,11 @@ pub fn routes() -> impl poem::Endpoint {
             post(custom_domains::verify),
         )
         .at("/tls/allowed", get(custom_domains::tls_allowed))
+}
+
+/// A newsletter's settings and stats.
+fn settings_routes(route: Route) -> Route {
+    route
         .at("/newsletters/:id/stats", get(stats::show))
         .at("/newsletters/:id/settings", get(settings::show))
         .at(
@@ -304,15 +367,14 @@ pub fn routes() -> impl poem::Endpoint {
             "/newsletters/:id/settings/status",
             get(settings::confirm_status).post(settings::change_status),
         )
+}
+
+/// The operator's page.
+fn operator_routes(route: Route) -> Route {
+    route
         .at("/operator", get(operator::show))
         .at("/operator/tier", post(operator::set_tier))
         .at("/operator/status", post(operator::set_status))
-        .at("/assets/app.css", get(stylesheet))
-        .at("/assets/time-zone.js", get(time_zones::script))
-        .at("/account/time_zone", post(time_zones::update_account_zone))
-        .at("/assets/widgets.js", get(widgets))
-        .at(layout::app_css_path(), get(versioned_stylesheet))
-        .with(CookieJarManager::new())
 }
 
 /// The dashboard's stylesheet under its old, unversioned address (pages saved before).
