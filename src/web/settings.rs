@@ -255,14 +255,15 @@ fn settings_page(
 ) -> Markup {
     let writable = n.ensure_writable().is_ok();
     let base = settings_url(n);
-    let problems = |part: Part| match failed {
-        Some((p, e)) if p == part => errors(e),
-        _ => html! {},
+    let v = Sections {
+        ctx,
+        state,
+        n,
+        base: base.clone(),
+        writable,
+        entered,
+        failed,
     };
-    let tones: Vec<&str> = ContentTone::ALL.iter().map(|t| t.as_str()).collect();
-    let lengths: Vec<&str> = NewsletterLength::ALL.iter().map(|l| l.as_str()).collect();
-    let (details, prefs) = (&entered.details, &entered.preferences);
-    let home = n.links(&state.urls).home;
     newsletter_page(
         ctx,
         n,
@@ -278,20 +279,9 @@ fn settings_page(
                 }
             }
             (sender_domain::warning(n, sender))
-            section.panel #details {
-                h2 { "Details" }
-                p.muted { "Subdomain " code { (n.subdomain) } " (fixed) · public site " a href=(home) { (home) } }
-                (problems(Part::Details))
-                (settings_form(ctx, writable, &format!("{base}/details"), "Save details", html! {
-                    input type="hidden" name="_method" value="patch";
-                    (field("Name", "text", "newsletter[name]", &details.name, "off", true))
-                    (field("Tagline", "text", "newsletter[tagline]", &details.tagline, "off", false))
-                    (field("Sender name (the From name of issues)", "text", "newsletter[sender_name]", &details.sender_name, "off", true))
-                    (field("Sender e-mail address", "email", "newsletter[sender_email]", &details.sender_email, "off", true))
-                }))
-            }
+            (v.details())
             (sender_domain::panel(ctx, n, sender, writable))
-            (relay_settings::relay_section(&entered.sending, &entered.relay, problems(Part::Relay), |fields| {
+            (relay_settings::relay_section(&entered.sending, &entered.relay, v.problems(Part::Relay), |fields| {
                 let test = format!("{base}/relay/test");
                 let buttons = html! {
                     button type="submit" { "Save relay" }
@@ -300,38 +290,123 @@ fn settings_page(
                 };
                 settings_form_with(ctx, writable, &format!("{base}/relay"), buttons, fields)
             }))
-            (relay_settings::warm_up_section(&entered.sending, &entered.warm_up, problems(Part::WarmUp), |fields| {
-                settings_form(ctx, writable, &format!("{base}/warmup"), "Save warm-up", fields)
+            (relay_settings::warm_up_section(&entered.sending, &entered.warm_up, v.problems(Part::WarmUp), |fields| {
+                v.form("/warmup", "Save warm-up", fields)
             }))
+            (v.frequency())
+            (v.time_zone())
+            (v.preferences())
+            (v.tracking())
+            (v.publishing())
+            (v.welcome())
+            (v.theme())
+            (v.plan())
+            (v.status())
+            (bounce_section(bounces))
+        },
+    )
+}
+
+/// The sections of the settings page, each a panel with its form; what they share.
+struct Sections<'a> {
+    ctx: &'a Ctx,
+    state: &'a State,
+    n: &'a Newsletter,
+    /// The settings page's URL, which each form's action extends.
+    base: String,
+    writable: bool,
+    entered: &'a Entered,
+    /// The section whose form was refused, and why.
+    failed: Option<(Part, &'a FieldErrors)>,
+}
+
+impl Sections<'_> {
+    /// The refusal's messages, in the section that was refused.
+    fn problems(&self, part: Part) -> Markup {
+        match self.failed {
+            Some((p, e)) if p == part => errors(e),
+            _ => html! {},
+        }
+    }
+
+    /// The section's form, posting to the settings page's URL and `path`.
+    fn form(&self, path: &str, submit: &str, fields: Markup) -> Markup {
+        settings_form(
+            self.ctx,
+            self.writable,
+            &format!("{}{path}", self.base),
+            submit,
+            fields,
+        )
+    }
+
+    /// Name, tagline and sender.
+    fn details(&self) -> Markup {
+        let details = &self.entered.details;
+        let home = self.n.links(&self.state.urls).home;
+        html! {
+            section.panel #details {
+                h2 { "Details" }
+                p.muted { "Subdomain " code { (self.n.subdomain) } " (fixed) · public site " a href=(home) { (home) } }
+                (self.problems(Part::Details))
+                (self.form("/details", "Save details", html! {
+                    input type="hidden" name="_method" value="patch";
+                    (field("Name", "text", "newsletter[name]", &details.name, "off", true))
+                    (field("Tagline", "text", "newsletter[tagline]", &details.tagline, "off", false))
+                    (field("Sender name (the From name of issues)", "text", "newsletter[sender_name]", &details.sender_name, "off", true))
+                    (field("Sender e-mail address", "email", "newsletter[sender_email]", &details.sender_email, "off", true))
+                }))
+            }
+        }
+    }
+
+    /// The publishing rhythm.
+    fn frequency(&self) -> Markup {
+        html! {
             section.panel #frequency {
                 h2 { "Publishing rhythm" }
-                p.muted { "Scheduling an issue without a time takes the next slot, at 09:00 on the clocks of the newsletter's time zone (" (n.time_zone) ", below)." }
-                (problems(Part::Frequency))
-                (settings_form(ctx, writable, &format!("{base}/frequency"), "Save rhythm", html! {
+                p.muted { "Scheduling an issue without a time takes the next slot, at 09:00 on the clocks of the newsletter's time zone (" (self.n.time_zone) ", below)." }
+                (self.problems(Part::Frequency))
+                (self.form("/frequency", "Save rhythm", html! {
                     fieldset {
                         legend { "Frequency" }
                         @for f in Frequency::ALL {
                             label.check {
-                                input type="radio" name="frequency" value=(f.as_str()) checked[entered.frequency == f.as_str()] required;
+                                input type="radio" name="frequency" value=(f.as_str()) checked[self.entered.frequency == f.as_str()] required;
                                 (f.describe())
                             }
                         }
                     }
                 }))
             }
+        }
+    }
+
+    /// The newsletter's time zone.
+    fn time_zone(&self) -> Markup {
+        html! {
             section.panel #time-zone {
                 h2 { "Time zone" }
-                p.muted { "The publishing rhythm's 09:00 slots, and their weekdays, are on this zone's clocks: it is now " (shown(Timestamp::now(), &n.time_zone)) " there. Issues already scheduled keep their time." }
-                (problems(Part::TimeZone))
-                (settings_form(ctx, writable, &format!("{base}/time_zone"), "Save time zone", html! {
+                p.muted { "The publishing rhythm's 09:00 slots, and their weekdays, are on this zone's clocks: it is now " (shown(Timestamp::now(), &self.n.time_zone)) " there. Issues already scheduled keep their time." }
+                (self.problems(Part::TimeZone))
+                (self.form("/time_zone", "Save time zone", html! {
                     label for="newsletter-time-zone" { "Time zone of the newsletter" }
-                    (zone_select("time_zone", "newsletter-time-zone", &n.time_zone))
+                    (zone_select("time_zone", "newsletter-time-zone", &self.n.time_zone))
                 }))
             }
+        }
+    }
+
+    /// Audience, tone and length.
+    fn preferences(&self) -> Markup {
+        let prefs = &self.entered.preferences;
+        let tones: Vec<&str> = ContentTone::ALL.iter().map(|t| t.as_str()).collect();
+        let lengths: Vec<&str> = NewsletterLength::ALL.iter().map(|l| l.as_str()).collect();
+        html! {
             section.panel #preferences {
                 h2 { "Audience and voice" }
-                (problems(Part::Preferences))
-                (settings_form(ctx, writable, &format!("{base}/preference"), "Save audience and voice", html! {
+                (self.problems(Part::Preferences))
+                (self.form("/preference", "Save audience and voice", html! {
                     input type="hidden" name="_method" value="patch";
                     label {
                         "Who is it for? (up to 500 characters)"
@@ -341,114 +416,149 @@ fn settings_page(
                     (select("Length of an issue", "newsletter_preference[newsletter_length]", &lengths, &prefs.newsletter_length))
                 }))
             }
+        }
+    }
+
+    /// Open and click tracking.
+    fn tracking(&self) -> Markup {
+        html! {
             section.panel #tracking {
                 h2 { "Open and click tracking" }
                 p.muted { "When tracking is on, sent issues carry a 1×1 image and links that pass through this server, so the stats count opens and clicks. Off: plain links and no image. The choice applies to issues sent from then on." }
-                (problems(Part::Tracking))
-                (settings_form(ctx, writable, &format!("{base}/tracking"), "Save tracking", html! {
+                (self.problems(Part::Tracking))
+                (self.form("/tracking", "Save tracking", html! {
                     fieldset {
                         legend { "Tracking" }
-                        label.check { input type="radio" name="tracking" value="on" checked[entered.tracking == "on"] required; "On: count opens and clicks" }
-                        label.check { input type="radio" name="tracking" value="off" checked[entered.tracking == "off"] required; "Off: no pixel, plain links" }
+                        label.check { input type="radio" name="tracking" value="on" checked[self.entered.tracking == "on"] required; "On: count opens and clicks" }
+                        label.check { input type="radio" name="tracking" value="off" checked[self.entered.tracking == "off"] required; "Off: no pixel, plain links" }
                     }
                 }))
             }
+        }
+    }
+
+    /// Publishing sent issues on the web.
+    fn publishing(&self) -> Markup {
+        html! {
             section.panel #publishing {
                 h2 { "Publishing on the web" }
                 p.muted { "On: when the send of an issue completes, the issue also appears on your site, as the Publish button does. Off: it stays off the site until you press Publish." }
-                (problems(Part::Publishing))
-                (settings_form(ctx, writable, &format!("{base}/publishing"), "Save publishing", html! {
+                (self.problems(Part::Publishing))
+                (self.form("/publishing", "Save publishing", html! {
                     fieldset {
                         legend { "Publish issues on the web when they are sent" }
-                        label.check { input type="radio" name="publish_on_send" value="on" checked[entered.publish_on_send == "on"] required; "On: sent issues appear on the site" }
-                        label.check { input type="radio" name="publish_on_send" value="off" checked[entered.publish_on_send == "off"] required; "Off: publish each issue yourself" }
+                        label.check { input type="radio" name="publish_on_send" value="on" checked[self.entered.publish_on_send == "on"] required; "On: sent issues appear on the site" }
+                        label.check { input type="radio" name="publish_on_send" value="off" checked[self.entered.publish_on_send == "off"] required; "Off: publish each issue yourself" }
                     }
                 }))
             }
+        }
+    }
+
+    /// The welcome e-mail.
+    fn welcome(&self) -> Markup {
+        html! {
             section.panel #welcome {
                 h2 { "Welcome e-mail" }
                 p.muted { "Sent once to each reader who confirms a subscription on the public site, from the sender above, with an unsubscribe link. Subscribers added through the API get it only when the request asks (" code { "\"send_welcome\": true" } "); imports never. Leave the subject or the text empty for the default shown in grey." }
-                (problems(Part::Welcome))
-                (settings_form(ctx, writable, &format!("{base}/welcome"), "Save welcome e-mail", html! {
+                (self.problems(Part::Welcome))
+                (self.form("/welcome", "Save welcome e-mail", html! {
                     label.check {
-                        input type="checkbox" name="welcome[enabled]" value="on" checked[entered.welcome.enabled];
+                        input type="checkbox" name="welcome[enabled]" value="on" checked[self.entered.welcome.enabled];
                         "Send the welcome e-mail"
                     }
                     label {
                         "Subject (up to " (welcome::SUBJECT_MAX) " characters)"
-                        input type="text" name="welcome[subject]" value=(entered.welcome.subject) maxlength=(welcome::SUBJECT_MAX) placeholder=(welcome::default_subject(&n.name)) autocomplete="off";
+                        input type="text" name="welcome[subject]" value=(self.entered.welcome.subject) maxlength=(welcome::SUBJECT_MAX) placeholder=(welcome::default_subject(&self.n.name)) autocomplete="off";
                     }
                     label {
                         "Text, in Markdown (up to " (welcome::BODY_MAX) " characters)"
-                        textarea name="welcome[body]" rows="8" maxlength=(welcome::BODY_MAX) placeholder=(welcome::default_body(&n.name)) { (entered.welcome.body) }
+                        textarea name="welcome[body]" rows="8" maxlength=(welcome::BODY_MAX) placeholder=(welcome::default_body(&self.n.name)) { (self.entered.welcome.body) }
                     }
                 }))
             }
+        }
+    }
+
+    /// The public site's accent and logo.
+    fn theme(&self) -> Markup {
+        html! {
             section.panel #theme {
                 h2 { "Look of the public site" }
                 p.muted { "The accent colours the site's buttons and, where it is readable on the page, its links; button text turns black or white to stay readable. The logo shows beside the name and in link previews. Leave a field empty for the default." }
-                (problems(Part::Theme))
-                (settings_form(ctx, writable, &format!("{base}/theme"), "Save the look", html! {
+                (self.problems(Part::Theme))
+                (self.form("/theme", "Save the look", html! {
                     label {
                         "Accent colour (#rrggbb)"
-                        input type="text" name="theme[accent_color]" value=(entered.theme.accent_color) placeholder="#1d4ed8" pattern="#[0-9a-fA-F]{6}" maxlength="7" autocomplete="off";
+                        input type="text" name="theme[accent_color]" value=(self.entered.theme.accent_color) placeholder="#1d4ed8" pattern="#[0-9a-fA-F]{6}" maxlength="7" autocomplete="off";
                     }
                     label {
                         "Logo URL (https://, up to " (site_theme::LOGO_URL_MAX) " characters)"
-                        input type="url" name="theme[logo_url]" value=(entered.theme.logo_url) placeholder="https://example.com/logo.png" maxlength=(site_theme::LOGO_URL_MAX) autocomplete="off";
+                        input type="url" name="theme[logo_url]" value=(self.entered.theme.logo_url) placeholder="https://example.com/logo.png" maxlength=(site_theme::LOGO_URL_MAX) autocomplete="off";
                     }
                 }))
             }
+        }
+    }
+
+    /// The tier, and asking for an upgrade.
+    fn plan(&self) -> Markup {
+        html! {
             section.panel #plan {
                 h2 { "Plan" }
-                p { "Tier: " strong #tier data-tier=(n.tier) { (n.tier) } }
-                (problems(Part::Plan))
-                @match n.tier {
+                p { "Tier: " strong #tier data-tier=(self.n.tier) { (self.n.tier) } }
+                (self.problems(Part::Plan))
+                @match self.n.tier {
                     Tier::Free => {
                         p.muted { "The free tier lets you write, preview and publish issues on the public site; sending e-mail needs the paid tier." }
-                        @if writable {
-                            form.inline method="post" action={ (base) "/upgrade" } {
-                                (csrf_field(ctx))
+                        @if self.writable {
+                            form.inline method="post" action={ (self.base) "/upgrade" } {
+                                (csrf_field(self.ctx))
                                 button type="submit" { "Request an upgrade to paid" }
                             }
                             p.muted { "An upgrade request sets the tier to " em { "pending" } " and tells the operator of this Broadsheet installation by e-mail. There is no payment here: the operator confirms it on the operator page or with "
-                                code { "broadsheet tier " (n.subdomain) " paid" } "." }
+                                code { "broadsheet tier " (self.n.subdomain) " paid" } "." }
                         }
                     }
                     Tier::Pending => {
                         p { "Your upgrade request is waiting for the operator of this Broadsheet installation, who has been told by e-mail and confirms it on the operator page or with "
-                            code { "broadsheet tier " (n.subdomain) " paid" } ". Sending e-mail works once the tier is paid." }
+                            code { "broadsheet tier " (self.n.subdomain) " paid" } ". Sending e-mail works once the tier is paid." }
                     }
                     Tier::Paid => { p.muted { "All features, including sending e-mail." } }
                 }
             }
+        }
+    }
+
+    /// Pausing, resuming, cancelling.
+    fn status(&self) -> Markup {
+        html! {
             section.panel #status {
                 h2 { "Status" }
-                p { "Status: " strong #newsletter-status data-status=(n.status) { (n.status) } }
-                (problems(Part::Status))
-                @match n.status {
+                p { "Status: " strong #newsletter-status data-status=(self.n.status) { (self.n.status) } }
+                (self.problems(Part::Status))
+                @match self.n.status {
                     Status::Active => {
                         p.muted { "Active: issues are sent now or at their scheduled time." }
                         p.actions {
-                            a.button href={ (base) "/status?to=paused" } { "Pause sending…" }
+                            a.button href={ (self.base) "/status?to=paused" } { "Pause sending…" }
                             " "
-                            a.button.danger href={ (base) "/status?to=cancelled" } { "Cancel the newsletter…" }
+                            a.button.danger href={ (self.base) "/status?to=cancelled" } { "Cancel the newsletter…" }
                         }
                     }
                     Status::Paused => {
                         p.muted { "Paused: scheduled issues wait and “send now” is refused until you resume." }
                         p.actions {
-                            a.button href={ (base) "/status?to=active" } { "Resume sending…" }
+                            a.button href={ (self.base) "/status?to=active" } { "Resume sending…" }
                             " "
-                            a.button.danger href={ (base) "/status?to=cancelled" } { "Cancel the newsletter…" }
+                            a.button.danger href={ (self.base) "/status?to=cancelled" } { "Cancel the newsletter…" }
                         }
                     }
                     Status::Cancelled => { p.muted { "Cancelled: read-only." } }
                 }
             }
-            (bounce_section(bounces))
-        },
-    )
+        }
+    }
 }
 
 /// Where bounces and complaints come back (`broadsheet bounce-token` prints the same), for
