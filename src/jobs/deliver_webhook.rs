@@ -17,7 +17,7 @@ impl Job for DeliverWebhook {
     fn run(&self, ctx: &JobContext, rt: &tokio::runtime::Runtime, job: &ClaimedJob) -> Outcome {
         match job.payload::<WebhookDelivery>() {
             Ok(payload) => deliver(ctx, rt, payload.delivery_id),
-            Err(outcome) => outcome,
+            Err(bad) => Outcome::Fail(bad),
         }
     }
 }

@@ -16,7 +16,7 @@ impl Job for ImportSubscribers {
     fn run(&self, ctx: &JobContext, _rt: &tokio::runtime::Runtime, job: &ClaimedJob) -> Outcome {
         match job.payload::<SubscriberImport>() {
             Ok(payload) => import_upload(ctx, job, payload.import_id),
-            Err(outcome) => outcome,
+            Err(bad) => Outcome::Fail(bad),
         }
     }
 }

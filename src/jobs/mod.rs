@@ -6,13 +6,12 @@
 pub mod deliver_webhook;
 pub mod import_subscribers;
 pub mod prune_webhook_log;
-pub mod queue;
 pub mod registry;
 pub mod render_content;
 pub mod send_issue;
 pub mod send_mail;
-pub mod send_test;
 pub mod send_welcome;
+pub mod test_send;
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -28,9 +27,9 @@ use crate::mail::dkim::Signer;
 use crate::mail::relay_settings::newsletter_relay_settings;
 use crate::mail::{Relay, RelaySet, SmtpSettings, Transport};
 use crate::store::Pool;
+pub use crate::store::jobs::ClaimedJob;
 use crate::store::jobs::JobKind;
-pub use queue::ClaimedJob;
-use queue::Lane;
+use crate::store::jobs::{self as queue, Lane};
 
 /// What job kinds need from the running service.
 pub struct JobContext {

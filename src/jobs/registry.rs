@@ -8,8 +8,8 @@ use super::prune_webhook_log::PruneWebhookLog;
 use super::render_content::RenderContent;
 use super::send_issue::SendIssue;
 use super::send_mail::SendMail;
-use super::send_test::SendTest;
 use super::send_welcome::SendWelcome;
+use super::test_send::TestSend;
 use crate::store::jobs::JobKind;
 
 /// The jobs the runner runs, one per kind.
@@ -21,7 +21,7 @@ pub static JOBS: &[&dyn Job] = &[
     &RenderContent,
     &PruneWebhookLog,
     &SendWelcome,
-    &SendTest,
+    &TestSend,
 ];
 
 /// The job that runs rows of `kind` (as the `jobs.kind` column names it); `None` for a kind

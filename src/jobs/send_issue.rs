@@ -82,7 +82,7 @@ impl Job for SendIssue {
     fn run(&self, ctx: &JobContext, rt: &tokio::runtime::Runtime, job: &ClaimedJob) -> Outcome {
         let payload = match job.payload::<IssueSend>() {
             Ok(payload) => payload,
-            Err(outcome) => return outcome,
+            Err(bad) => return Outcome::Fail(bad),
         };
         match send(ctx, rt, payload.issue_id) {
             Ok(Next::Finished | Next::GaveUp) => Outcome::Done,

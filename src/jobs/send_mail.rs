@@ -93,7 +93,7 @@ impl Job for SendMail {
     fn run(&self, ctx: &JobContext, rt: &tokio::runtime::Runtime, job: &ClaimedJob) -> Outcome {
         let recorded = match job.payload::<Recorded>() {
             Ok(recorded) => recorded,
-            Err(outcome) => return outcome,
+            Err(bad) => return Outcome::Fail(bad),
         };
         let transport = match recorded.newsletter_id() {
             Some(id) => match newsletter_transport(ctx, rt, id) {

@@ -24,7 +24,7 @@ impl Job for SendWelcome {
     fn run(&self, ctx: &JobContext, rt: &tokio::runtime::Runtime, job: &ClaimedJob) -> Outcome {
         let subscriber_id = match job.payload::<WelcomeMail>() {
             Ok(payload) => payload.subscriber_id,
-            Err(outcome) => return outcome,
+            Err(bad) => return Outcome::Fail(bad),
         };
         match with_db(ctx, |conn| welcome::due(conn, subscriber_id)) {
             Ok(Some(due)) => send(ctx, rt, &due),

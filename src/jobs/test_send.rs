@@ -1,4 +1,4 @@
-//! Job kind `send_test`: one test message of an issue to one address (`domain/test_send.rs`).
+//! Job kind `send_test` (a test send): one test message of an issue to one address (`domain/test_send.rs`).
 //! The message is the real send's ([`super::send_issue::issue_email`], the newsletter's
 //! transport and DKIM key) under a "[Test] " subject, personalised for the test delivery, so
 //! its links work and count nothing. Nothing is written to the database but the job's own
@@ -11,9 +11,9 @@ use crate::domain::{DomainError, issues, newsletters};
 use crate::mail::{Commit, Envelope, Lane, MailError};
 use crate::store::jobs::{JobKind, TestMail};
 
-pub struct SendTest;
+pub struct TestSend;
 
-impl Job for SendTest {
+impl Job for TestSend {
     fn kind(&self) -> JobKind {
         JobKind::SendTest
     }
@@ -21,7 +21,7 @@ impl Job for SendTest {
     fn run(&self, ctx: &JobContext, rt: &tokio::runtime::Runtime, job: &ClaimedJob) -> Outcome {
         let mail = match job.payload::<TestMail>() {
             Ok(mail) => mail,
-            Err(outcome) => return outcome,
+            Err(bad) => return Outcome::Fail(bad),
         };
         let found = ctx
             .pool
