@@ -1,6 +1,6 @@
 //! Segment benchmark (not a test): what the exact audience count of the send confirmation
-//! (`domain::audience::count`) and the recording of a segment's recipients when a send starts
-//! (`domain::sending::prepare`) cost at a million subscribers.
+//! (`domain::subscribers::audience::count`) and the recording of a segment's recipients when a send starts
+//! (`domain::delivery::sending::prepare`) cost at a million subscribers.
 //!
 //! ```text
 //! cargo build --release --example audience_count
@@ -17,8 +17,8 @@
 
 use std::time::Instant;
 
-use broadsheet::domain::audience::{self, Audience};
-use broadsheet::domain::sending;
+use broadsheet::domain::delivery::sending;
+use broadsheet::domain::subscribers::audience::{self, Audience};
 use rusqlite::Connection;
 
 fn fill(conn: &Connection, subscribers: i64) {

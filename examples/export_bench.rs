@@ -1,5 +1,5 @@
 //! Data-request benchmark (not a test): what one subscriber's export
-//! (`domain::subscriber_export::export`, `GET /subscribers/{id}/export`) costs when the
+//! (`domain::subscribers::personal_data::export`, `GET /subscribers/{id}/export`) costs when the
 //! installation keeps many webhook events, and what migration 0022, which gives each kept event
 //! the subscriber it names, costs once at the upgrade.
 //!
@@ -26,7 +26,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use broadsheet::domain::subscriber_export;
+use broadsheet::domain::subscribers::personal_data;
 use rusqlite::Connection;
 
 /// Migration 0022, whose statements after its `ALTER TABLE` are the ones timed here.
@@ -210,7 +210,7 @@ fn main() {
     for &id in &ids {
         for _ in 0..3 {
             let at = Instant::now();
-            let export = subscriber_export::export(&conn, 1, id).unwrap();
+            let export = personal_data::export(&conn, 1, id).unwrap();
             times.push(ms(at));
             assert_eq!(export.webhook_events.len(), 12, "subscriber {id}");
             assert_eq!(export.deliveries.len(), 10, "subscriber {id}");

@@ -35,7 +35,7 @@ use std::time::Instant;
 
 use broadsheet::domain::accounts::{self, SignUp};
 use broadsheet::domain::newsletters::{self, NewNewsletter, Tier};
-use broadsheet::domain::urls::SiteUrls;
+use broadsheet::domain::values::urls::SiteUrls;
 
 mod support;
 

@@ -8,7 +8,7 @@
 //!
 //! For each shape: whether the shape check (`domain::content::shape_problem`) refuses it and how
 //! long the check took; for the shapes it lets through, the time of one render
-//! (`domain::content::markdown_to_html`, what `serve`'s child process runs) and the HTML's size.
+//! (`domain::content::markdown_html::markdown_to_html`, what `serve`'s child process runs) and the HTML's size.
 //! Each render runs in a child process of this program (`render_bench --render N`), one at a
 //! time, and is killed after 30 s, so an overrun never slows the next measurement.
 
@@ -17,7 +17,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use broadsheet::domain::content::markdown_to_html;
+use broadsheet::domain::content::markdown_html::markdown_to_html;
 use broadsheet::domain::content::{MAX_BYTES, RENDER_BUDGET, shape_problem};
 
 /// How long one render may run before the table says "over 30 s".

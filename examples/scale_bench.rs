@@ -170,12 +170,12 @@ fn prepare(args: &Args, binary: &Path) -> (PathBuf, Option<tempfile::TempDir>, S
 /// A dashboard session for the seeded owner, stored as the server stores sessions (the hash
 /// of the cookie's token); returns the token.
 fn dashboard_session(data_dir: &Path) -> String {
-    let token = broadsheet::domain::secrets::random_hex(32);
+    let token = broadsheet::domain::values::secrets::random_hex(32);
     let now = broadsheet::clock::now_string();
     support::open(data_dir)
         .execute(
             "INSERT INTO sessions (token_hash, user_id, created_at, last_seen_at) VALUES (?1, 1, ?2, ?2)",
-            (broadsheet::domain::secrets::sha256_hex(&token), &now),
+            (broadsheet::domain::values::secrets::sha256_hex(&token), &now),
         )
         .unwrap();
     token

@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use broadsheet::domain::dkim::OperatorKey;
+use broadsheet::domain::newsletters::dkim::OperatorKey;
 use broadsheet::mail::dkim::signing_threads;
 
 mod support;
@@ -197,7 +197,9 @@ fn issue_body() -> Value {
 
 /// The message one recipient gets, rendered by the library as the sender does (unsigned).
 fn sample_message(data_dir: &Path, issue_id: i64, tracking: bool, port: u16) -> Vec<u8> {
-    use broadsheet::domain::{issues, newsletters, secrets::ServerSecret, tracking::Links};
+    use broadsheet::domain::{
+        delivery::tracking::Links, issues, newsletters, values::secrets::ServerSecret,
+    };
     let conn = rusqlite::Connection::open(data_dir.join("broadsheet.db")).unwrap();
     let issue = issues::get(&conn, 1, issue_id).unwrap();
     let newsletter = newsletters::get(&conn, 1).unwrap();
@@ -209,7 +211,8 @@ fn sample_message(data_dir: &Path, issue_id: i64, tracking: bool, port: u16) -> 
         tracking,
     );
     let started = Instant::now();
-    let text = broadsheet::domain::markdown_text::markdown_to_text(&issue.content_markdown);
+    let text =
+        broadsheet::domain::content::markdown_text::markdown_to_text(&issue.content_markdown);
     let email =
         broadsheet::mail::render::IssueEmail::new(&issue, &newsletter, "localhost", links, &text);
     let prepared = started.elapsed();

@@ -11,16 +11,16 @@ use poem::{EndpointExt, IntoResponse, Response, Route, handler, http::StatusCode
 
 use crate::config::ServeArgs;
 use crate::domain::accounts::SessionLifetimes;
-use crate::domain::credentials::{self, CredentialKey, KeySource};
-use crate::domain::custom_domains::Dns;
-use crate::domain::dkim::OperatorKey;
+use crate::domain::content::render_budget;
+use crate::domain::delivery::relays;
+use crate::domain::delivery::sending::OutagePolicy;
+use crate::domain::delivery::verp::{self, ReturnPaths};
 use crate::domain::newsletters::Tier;
-use crate::domain::relays;
-use crate::domain::render_budget;
-use crate::domain::secrets::ServerSecret;
-use crate::domain::sending::OutagePolicy;
-use crate::domain::urls::SiteUrls;
-use crate::domain::verp::{self, ReturnPaths};
+use crate::domain::newsletters::custom_domains::Dns;
+use crate::domain::newsletters::dkim::OperatorKey;
+use crate::domain::values::credentials::{self, CredentialKey, KeySource};
+use crate::domain::values::secrets::ServerSecret;
+use crate::domain::values::urls::SiteUrls;
 use crate::http::compression::CompressText;
 use crate::http::headers::{Policy, SecurityHeaders};
 use crate::http::routing::{get, post};
@@ -392,7 +392,7 @@ async fn up(Data(state): Data<&Arc<AppState>>) -> Response {
 }
 
 /// "; at most 14 a second, 50000 a day", for the start-up log.
-fn describe_limits(limits: &crate::domain::relays::RelayLimits) -> String {
+fn describe_limits(limits: &crate::domain::delivery::relays::RelayLimits) -> String {
     let parts: Vec<String> = [
         (limits.per_second, "a second"),
         (limits.per_hour, "an hour"),

@@ -50,7 +50,7 @@ pub struct ServeArgs {
     #[arg(long, env = "BROADSHEET_DKIM_DOMAIN")]
     pub dkim_domain: Option<String>,
     /// The DKIM selector (s=): the record goes at <selector>._domainkey.<domain>.
-    #[arg(long, env = "BROADSHEET_DKIM_SELECTOR", default_value = crate::domain::dkim::DEFAULT_SELECTOR)]
+    #[arg(long, env = "BROADSHEET_DKIM_SELECTOR", default_value = crate::domain::newsletters::dkim::DEFAULT_SELECTOR)]
     pub dkim_selector: String,
     /// The domain of the envelope senders (return paths) of sent issues,
     /// `bounce+<token>@<domain>`: bounces come back there, so its MX should be the bounce

@@ -3,11 +3,11 @@
 //! configuration values, so no door has to import the wiring that mounts it.
 
 use crate::domain::accounts::SessionLifetimes;
-use crate::domain::credentials::CredentialKey;
-use crate::domain::custom_domains::Dns;
 use crate::domain::newsletters::Tier;
-use crate::domain::secrets::ServerSecret;
-use crate::domain::urls::SiteUrls;
+use crate::domain::newsletters::custom_domains::Dns;
+use crate::domain::values::credentials::CredentialKey;
+use crate::domain::values::secrets::ServerSecret;
+use crate::domain::values::urls::SiteUrls;
 use crate::store::Db;
 
 /// Hourly request limits of the API's three buckets.

@@ -114,19 +114,22 @@ pub fn seed_newsletter(data_dir: &Path, subdomain: &str, tracking: bool) -> (i64
              target_audience, content_tone, newsletter_length, live_at, tracking_enabled, bounce_token, created_at, updated_at)
          VALUES (1, ?4, 'Fast mail', ?4, 'editor@bench.example', ?4, 'active', 'paid', 'weekly',
              'Engineers', 'friendly', 'medium', ?1, ?2, ?3, ?1, ?1)",
-        rusqlite::params![now, tracking, broadsheet::domain::secrets::random_hex(16), subdomain],
+        rusqlite::params![now, tracking, broadsheet::domain::values::secrets::random_hex(16), subdomain],
     )
     .unwrap();
     let newsletter_id = conn.last_insert_rowid();
     let prefix: String = format!("k{:07}", newsletter_id);
-    let key = format!("{prefix}{}", broadsheet::domain::secrets::random_hex(32));
+    let key = format!(
+        "{prefix}{}",
+        broadsheet::domain::values::secrets::random_hex(32)
+    );
     conn.execute(
         "INSERT INTO api_keys (newsletter_id, name, prefix, key_hash, can_read, can_write, can_delete, created_at)
          VALUES (?1, 'bench', ?2, ?3, 1, 1, 1, ?4)",
         rusqlite::params![
             newsletter_id,
             prefix,
-            broadsheet::domain::secrets::sha256_hex(&key),
+            broadsheet::domain::values::secrets::sha256_hex(&key),
             now
         ],
     )

@@ -8,7 +8,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use broadsheet::domain::dkim::OperatorKey;
+use broadsheet::domain::newsletters::dkim::OperatorKey;
 use broadsheet::mail::dkim::Signer;
 
 /// Signatures per second of `sign`, called in a loop on `threads` threads for `seconds`.

@@ -14,8 +14,8 @@ use serde::Deserialize;
 use super::fields::{Email, Field, Text};
 use super::statuses::{BODY, BY_ID, GUARD, Refusal, WRITES};
 use super::{ApiError, ApiKeyAuth, Principal, State};
-use crate::domain::bounce_report::{MAX_REPORT_BYTES, NotAReport};
-use crate::domain::{DomainError, DomainResult, newsletters, tracking};
+use crate::domain::delivery::bounce_report::{MAX_REPORT_BYTES, NotAReport};
+use crate::domain::{DomainError, DomainResult, delivery::tracking, newsletters};
 
 #[derive(Tags)]
 enum ApiTags {

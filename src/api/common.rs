@@ -3,7 +3,7 @@
 use poem_openapi::Object;
 
 use super::ApiError;
-use crate::domain::pagination::Page;
+use crate::domain::values::pagination::Page;
 
 /// `meta` of every list answer.
 #[derive(Debug, Object)]

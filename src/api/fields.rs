@@ -17,11 +17,11 @@ use poem_openapi::types::{
 };
 use serde_json::{Value, json};
 
-use crate::domain::text_pattern::{self, Refused, WHITESPACE};
-use crate::domain::web_url::{self, Schemes};
+use crate::domain::values::text_pattern::{self, Refused, WHITESPACE};
+use crate::domain::values::web_url::{self, Schemes};
 use crate::domain::{
-    email, events, issues, newsletters, pagination, relays, site_theme, subscribers, time_zones,
-    webhooks, welcome,
+    delivery::relays, events, events::webhooks, issues, newsletters, newsletters::site_theme,
+    newsletters::welcome, subscribers, values::email, values::pagination, values::time_zones,
 };
 
 /// The schema a field's rule states in the document.
@@ -445,7 +445,7 @@ fn one_of_or_null<'a>(values: impl IntoIterator<Item = &'a str>) -> MetaSchema {
     schema
 }
 
-/// A web address of at most `max` characters with `schemes` (`domain/web_url.rs`). No
+/// A web address of at most `max` characters with `schemes` (`domain/values/web_url.rs`). No
 /// `format: uri`: the server takes what browsers take (spaces and non-ASCII in a path),
 /// which RFC 3986 does not.
 fn web_url(max: usize, schemes: Schemes) -> MetaSchema {
@@ -473,7 +473,7 @@ macro_rules! rules {
 rules! {
     /// Any string.
     AnyText => MetaSchema::new("string");
-    /// An e-mail address (`domain/email.rs`).
+    /// An e-mail address (`domain/values/email.rs`).
     Email => MetaSchema {
         format: Some("email"),
         max_length: Some(email::MAX_BYTES),
@@ -573,7 +573,7 @@ rules! {
         ..MetaSchema::new("integer")
     };
     /// A mail relay's host: a DNS name or an IPv4 address (an IPv6 address in brackets is
-    /// taken too, beyond the pattern; `domain/relays.rs`).
+    /// taken too, beyond the pattern; `domain/delivery/relays.rs`).
     RelayHost => MetaSchema {
         max_length: Some(relays::HOST_MAX),
         pattern: Some(relays::host_pattern()),
@@ -621,7 +621,7 @@ rules! {
         default: Some(json!(relays::WARM_UP_FACTOR_DEFAULT)),
         ..MetaSchema::new("number")
     };
-    /// The subscriber list's cursor (`domain::pagination::Cursor`), `<page>.<id>`.
+    /// The subscriber list's cursor (`domain::values::pagination::Cursor`), `<page>.<id>`.
     ListCursor => MetaSchema {
         pattern: Some(pagination::Cursor::pattern()),
         ..MetaSchema::new("string")

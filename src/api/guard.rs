@@ -6,8 +6,9 @@ use poem::http::{HeaderValue, Method};
 use poem::{Endpoint, IntoResponse, Request, Response};
 
 use super::error::{ApiError, into_json_response, retry_hint};
-use crate::domain::api_keys::{self, ApiKey, Permission};
-use crate::domain::rate_limit::{self, ApiClass, Bucket, Window};
+use crate::domain::Window;
+use crate::domain::accounts::api_keys::{self, ApiKey, Permission};
+use crate::domain::accounts::rate_limit::{self, ApiClass, Bucket};
 use crate::domain::{DomainError, newsletters};
 use crate::state::AppState;
 

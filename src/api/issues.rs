@@ -14,12 +14,12 @@ use super::fields::{
 };
 use super::statuses::{BODY, BY_ID, GUARD, PAID, RULE, Refusal, WRITES};
 use super::{ApiKeyAuth, Principal, State};
-use crate::domain::audience::{Audience, AudienceInput};
+use crate::domain::delivery::sending;
+use crate::domain::issues::test_send;
 use crate::domain::issues::{self, ArticleInput, Issue, IssueInput, Status};
 use crate::domain::newsletters;
-use crate::domain::pagination::Page;
-use crate::domain::sending;
-use crate::domain::test_send;
+use crate::domain::subscribers::audience::{Audience, AudienceInput};
+use crate::domain::values::pagination::Page;
 use crate::domain::{DomainError, DomainResult};
 
 #[derive(Tags)]
@@ -683,7 +683,7 @@ impl IssuesApi {
         let (issue, remaining) = state
             .db
             .run(move |conn| {
-                let queued = issues::resume(conn, nid, id)?;
+                let queued = sending::resume(conn, nid, id)?;
                 Ok::<_, DomainError>((
                     with_url(conn, &state2, nid, queued.issue, false)?,
                     queued.recipients,
@@ -723,7 +723,7 @@ impl IssuesApi {
         let (issue, resent) = state
             .db
             .run(move |conn| {
-                let done = issues::resend_unconfirmed(conn, nid, id)?;
+                let done = sending::resend_unconfirmed(conn, nid, id)?;
                 let delivery = DeliveryObject::new(sending::progress(conn, id)?, &done.issue);
                 let mut shown = with_url(conn, &state2, nid, done.issue, false)?;
                 shown.delivery = Some(delivery);

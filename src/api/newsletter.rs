@@ -12,17 +12,18 @@ use super::fields::{
 };
 use super::statuses::{BODY, GUARD, Refusal, WRITES};
 use super::{ApiKeyAuth, Principal, State};
-use crate::domain::credentials::CredentialKey;
-use crate::domain::newsletters::{self, Newsletter};
-use crate::domain::relays::{
+use crate::domain::delivery::relays::{
     self, NewsletterRelay, PasswordChange, RelayChange, RelayInput, SendingChanges, SendingSetup,
     WarmUp, WarmUpChange, WarmUpInput,
 };
-use crate::domain::sender_domains::{self, SenderDomain};
-use crate::domain::site_theme::{AccentColor, ThemeChanges};
-use crate::domain::stats;
-use crate::domain::urls::SiteUrls;
-use crate::domain::welcome::WelcomeChanges;
+use crate::domain::newsletters::sender_domains::{self, SenderDomain};
+use crate::domain::newsletters::site_theme::{AccentColor, ThemeChanges};
+use crate::domain::newsletters::welcome::WelcomeChanges;
+use crate::domain::newsletters::{self, Newsletter};
+use crate::domain::reports::overview::{self, Summary};
+use crate::domain::reports::stats;
+use crate::domain::values::credentials::CredentialKey;
+use crate::domain::values::urls::SiteUrls;
 use crate::domain::{DomainError, DomainResult, FieldErrors};
 
 #[derive(Tags)]
@@ -201,7 +202,7 @@ pub struct NewsletterObject {
 impl NewsletterObject {
     pub fn new(
         n: &Newsletter,
-        counts: (i64, i64),
+        counts: Summary,
         sender_domain: Option<SenderDomain>,
         sending: SendingSetup,
         urls: &SiteUrls,
@@ -216,8 +217,8 @@ impl NewsletterObject {
             subdomain: n.subdomain.clone(),
             status: n.status.as_str().to_string(),
             tier: n.tier.as_str().to_string(),
-            subscriber_count: counts.0,
-            issue_count: counts.1,
+            subscriber_count: counts.subscribers,
+            issue_count: counts.issues(),
             welcome_enabled: n.welcome.enabled,
             welcome_subject: n.welcome.subject_or_default(&n.name),
             welcome_body: n.welcome.body_or_default(&n.name),
@@ -492,7 +493,7 @@ pub enum StatsResponse {
 /// newsletter answer shows it.
 struct Loaded {
     newsletter: Newsletter,
-    counts: (i64, i64),
+    counts: Summary,
     sender_domain: Option<SenderDomain>,
     sending: SendingSetup,
 }
@@ -501,7 +502,7 @@ struct Loaded {
 fn load(conn: &rusqlite::Connection, key: &CredentialKey, id: i64) -> DomainResult<Loaded> {
     let newsletter = newsletters::get(conn, id)?;
     Ok(Loaded {
-        counts: newsletters::counts(conn, id)?,
+        counts: overview::summary(conn, id)?,
         sender_domain: sender_domains::for_newsletter(conn, &newsletter)?,
         sending: relays::setup(conn, key, id)?,
         newsletter,

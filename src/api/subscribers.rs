@@ -18,9 +18,9 @@ use super::fields::{
 use super::statuses::{BODY, BY_ID, GUARD, RULE, Refusal, WRITES};
 use super::{ApiKeyAuth, Principal, State};
 use crate::domain::DomainError;
-use crate::domain::pagination::{Cursor, Page};
-use crate::domain::subscriber_export;
+use crate::domain::subscribers::personal_data;
 use crate::domain::subscribers::{self, Changes, Filter, GivenFields, NewSubscriber, Subscriber};
+use crate::domain::values::pagination::{Cursor, Page};
 
 #[derive(Tags)]
 enum ApiTags {
@@ -230,12 +230,12 @@ pub enum DeletedResponse {
 
 #[derive(ApiResponse)]
 pub enum ExportResponse {
-    /// The subscriber's data (`domain::subscriber_export::SubscriberExport`).
+    /// The subscriber's data (`domain::subscribers::personal_data::SubscriberExport`).
     #[oai(status = 200)]
     Ok(Json<ExportDocument>),
 }
 
-/// One subscriber's data as `domain::subscriber_export` serialises it: a JSON object whose
+/// One subscriber's data as `domain::subscribers::personal_data` serialises it: a JSON object whose
 /// shape the document shows by its example (the export is the domain's, not an API type).
 pub struct ExportDocument(serde_json::Value);
 
@@ -580,7 +580,7 @@ impl SubscribersApi {
         let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
         let export = state
             .db
-            .run(move |conn| subscriber_export::export(conn, nid, id))
+            .run(move |conn| personal_data::export(conn, nid, id))
             .await?;
         let document = serde_json::to_value(&export).expect("an export serialises");
         Ok(ExportResponse::Ok(Json(ExportDocument(document))))

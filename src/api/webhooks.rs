@@ -9,7 +9,7 @@ use super::common::parse_id;
 use super::fields::{Event, Field, Id, Items, WebhookUrl};
 use super::statuses::{BODY, BY_ID, GUARD, Refusal, WRITES};
 use super::{ApiKeyAuth, Principal, State};
-use crate::domain::webhooks::{self, Changes, NewSubscription, Subscription};
+use crate::domain::events::webhooks::{self, Changes, NewSubscription, Subscription};
 
 #[derive(Tags)]
 enum ApiTags {

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use super::{Failure, PageProgress, existing_database, usage};
-use crate::domain::credentials;
+use crate::domain::values::credentials;
 use crate::store;
 
 pub(super) fn run(data_dir: &Path, file: &Path) -> Result<(), Failure> {

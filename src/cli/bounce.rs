@@ -9,10 +9,10 @@ use std::path::Path;
 use super::{
     EXIT_FAILURE, EXIT_NOT_A_REPORT, EXIT_NOT_FOUND, Failure, by_subdomain, open_migrated,
 };
-use crate::domain::bounce_report::MAX_REPORT_BYTES;
-use crate::domain::secrets::ServerSecret;
-use crate::domain::tracking::{self, ReportAbout};
-use crate::domain::verp::ReturnPaths;
+use crate::domain::delivery::bounce_report::MAX_REPORT_BYTES;
+use crate::domain::delivery::tracking::{self, ReportAbout};
+use crate::domain::delivery::verp::ReturnPaths;
+use crate::domain::values::secrets::ServerSecret;
 
 /// What the report is about, as the command line says.
 pub(super) enum About<'a> {

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use super::{Failure, by_subdomain, open_migrated};
-use crate::domain::verp;
+use crate::domain::delivery::verp;
 
 pub(super) fn run(
     data_dir: &Path,

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use super::{EXIT_NOT_FOUND, Failure, open_migrated};
-use crate::domain::dkim::OperatorKey;
+use crate::domain::newsletters::dkim::OperatorKey;
 
 pub(super) fn run(
     data_dir: &Path,

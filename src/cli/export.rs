@@ -4,7 +4,7 @@ use std::path::Path;
 
 use super::{Failure, by_subdomain, open_migrated};
 use crate::domain::DomainError;
-use crate::domain::import;
+use crate::domain::subscribers::import;
 use crate::store::StoreError;
 
 pub(super) fn run(data_dir: &Path, subdomain: &str) -> Result<(), Failure> {

@@ -11,7 +11,7 @@ use indicatif::{HumanBytes, ProgressBar, ProgressStyle};
 use super::{
     EXIT_FAILURE, EXIT_NOT_FOUND, EXIT_ROWS_REFUSED, Failure, by_subdomain, open_migrated, usage,
 };
-use crate::domain::import::{self, Columns, Observer, Source, Totals};
+use crate::domain::subscribers::import::{self, Columns, Observer, Source, Totals};
 
 /// Where `import` reads from: a file (its size known, for the progress) or standard input.
 fn open_input(csv: &Path) -> Result<(Box<dyn Read>, Option<u64>), Failure> {

@@ -305,10 +305,10 @@ pub struct BounceDomainArgs {
 
 impl BounceDomainArgs {
     fn bounce_domain(&self) -> String {
-        crate::domain::verp::bounce_domain(
+        crate::domain::delivery::verp::bounce_domain(
             self.bounce_domain.as_deref(),
             self.dkim_domain.as_deref(),
-            crate::domain::urls::split_port(&self.public_host).0,
+            crate::domain::values::urls::split_port(&self.public_host).0,
         )
     }
 }

@@ -8,7 +8,7 @@ use clap::Subcommand;
 
 use super::{EXIT_NOT_FOUND, Failure, open_migrated};
 use crate::domain::DomainError;
-use crate::domain::operators;
+use crate::domain::newsletters::operators;
 
 /// What `operator` does to the account.
 #[derive(Debug, Subcommand)]

@@ -3,7 +3,7 @@
 //! process, so a render that overruns its budget can be killed.
 
 use super::{EXIT_FAILURE, Failure};
-use crate::domain::render_budget::{self, Output};
+use crate::domain::content::render_budget::{self, Output};
 
 pub(super) fn run(text: bool) -> Result<(), Failure> {
     let output = if text { Output::Text } else { Output::Html };

@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use super::{EXIT_NOT_FOUND, Failure, PageProgress, open_migrated};
-use crate::domain::credentials::{self, CredentialKey};
-use crate::domain::relays;
+use crate::domain::delivery::relays;
+use crate::domain::values::credentials::{self, CredentialKey};
 use crate::store;
 
 pub(super) fn run(data_dir: &Path, file: &Path) -> Result<(), Failure> {

@@ -27,11 +27,11 @@ pub fn db_with_newsletter(tier: &str) -> Connection {
 /// Subscribes a webhook of newsletter `newsletter_id` to `kinds`, so those events are
 /// recorded (nothing is recorded for events no subscription wants).
 pub fn listen(conn: &mut Connection, newsletter_id: i64, kinds: &[&str]) {
-    let input = super::webhooks::NewSubscription {
+    let input = super::events::webhooks::NewSubscription {
         url: "https://hooks.example.com/listen".into(),
         events: kinds.iter().map(|k| k.to_string()).collect(),
     };
-    super::webhooks::create(conn, newsletter_id, &input, &|_| Ok(())).unwrap();
+    super::events::webhooks::create(conn, newsletter_id, &input, &|_| Ok(())).unwrap();
 }
 
 /// Each counter table of migration 0011 compared with a recount from the rows: one line per

@@ -5,7 +5,7 @@ use poem::Request;
 use poem::web::cookie::{Cookie, SameSite};
 
 use super::csrf;
-use crate::domain::secrets::random_hex;
+use crate::domain::values::secrets::random_hex;
 use crate::state::AppState;
 
 /// The name a cookie goes by: on https with the `__Host-` prefix, which browsers accept only

@@ -6,7 +6,7 @@
 //! draws a new cookie value. The public sites use the same scheme on their own hosts, without
 //! a session (they have none).
 
-use crate::domain::secrets::ServerSecret;
+use crate::domain::values::secrets::ServerSecret;
 
 /// The cookie's name on http; on https it is `__Host-broadsheet_csrf` (see `cookies::cookie_name`).
 pub const COOKIE: &str = "broadsheet_csrf";

@@ -11,11 +11,11 @@ use poem::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 
 use crate::clock::Timestamp;
-use crate::domain::excerpt;
+use crate::domain::content::excerpt;
 use crate::domain::issues::Issue;
 use crate::domain::newsletters::Newsletter;
-use crate::domain::site_theme::{AccentColor, SiteTheme};
-use crate::domain::urls::SiteUrls;
+use crate::domain::newsletters::site_theme::{AccentColor, SiteTheme};
+use crate::domain::values::urls::SiteUrls;
 
 /// What search engines and link previews read from a page's head.
 pub struct Meta<'a> {

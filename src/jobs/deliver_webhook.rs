@@ -3,7 +3,7 @@
 //! These jobs run on their own worker threads, so a slow receiver never holds up sending.
 
 use super::{ClaimedJob, Job, JobContext, Outcome};
-use crate::domain::webhooks::{self, Attempt};
+use crate::domain::events::webhooks::{self, Attempt};
 use crate::store::StoreError;
 use crate::store::jobs::{JobKind, WebhookDelivery};
 

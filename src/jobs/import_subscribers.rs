@@ -3,7 +3,7 @@
 //! SIGTERM) resumes after the last committed batch and creates nobody twice.
 
 use super::{ClaimedJob, Job, JobContext, Outcome};
-use crate::domain::{DomainError, import};
+use crate::domain::{DomainError, subscribers::import};
 use crate::store::jobs::{JobKind, SubscriberImport};
 
 pub struct ImportSubscribers;

@@ -17,12 +17,12 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use crate::domain::delivery::relays;
+use crate::domain::delivery::verp::ReturnPaths;
 use crate::domain::newsletters::Newsletter;
-use crate::domain::relays;
-use crate::domain::secrets::ServerSecret;
-use crate::domain::sender_domains;
-use crate::domain::urls::SiteUrls;
-use crate::domain::verp::ReturnPaths;
+use crate::domain::newsletters::sender_domains;
+use crate::domain::values::secrets::ServerSecret;
+use crate::domain::values::urls::SiteUrls;
 use crate::mail::dkim::Signer;
 use crate::mail::relay_settings::newsletter_relay_settings;
 use crate::mail::{Relay, RelaySet, SmtpSettings, Transport};
@@ -46,8 +46,8 @@ pub struct JobContext {
     pub webhooks: crate::webhooks::Settings,
     /// Set when the server is asked to stop; long jobs wind down and leave the rest queued.
     pub stop: Stop,
-    /// Opens the sealed passwords of newsletters' own relays (`domain::relays::for_newsletter`).
-    pub credentials: crate::domain::credentials::CredentialKey,
+    /// Opens the sealed passwords of newsletters' own relays (`domain::delivery::relays::for_newsletter`).
+    pub credentials: crate::domain::values::credentials::CredentialKey,
     /// How newsletters' own relays are reached.
     pub own_relays: OwnRelays,
 }

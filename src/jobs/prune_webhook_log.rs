@@ -7,7 +7,7 @@
 
 use super::{ClaimedJob, Job, JobContext, Outcome, passes_by_itself, queue};
 use crate::clock;
-use crate::domain::{DomainError, webhooks};
+use crate::domain::{DomainError, events::webhooks};
 use crate::store::StoreError;
 use crate::store::jobs::JobKind;
 

@@ -25,13 +25,13 @@ use tokio::sync::{Mutex, mpsc, oneshot, watch};
 use super::{ClaimedJob, Job, JobContext, Outcome, TransportError};
 use crate::clock::{self, Timestamp};
 use crate::domain::content;
+use crate::domain::delivery::send_limits::{self, HeldBy};
+use crate::domain::delivery::sending::{self, Next, OutagePolicy, Outcome as Delivered, Recipient};
+use crate::domain::delivery::tracking::Links;
+use crate::domain::delivery::verp::ReturnPaths;
 use crate::domain::issues::{self, Issue};
 use crate::domain::newsletters::Newsletter;
-use crate::domain::send_limits::{self, HeldBy};
-use crate::domain::sending::{self, Next, OutagePolicy, Outcome as Delivered, Recipient};
-use crate::domain::time_zones::TimeZoneName;
-use crate::domain::tracking::Links;
-use crate::domain::verp::ReturnPaths;
+use crate::domain::values::time_zones::TimeZoneName;
 use crate::mail::render::IssueEmail;
 use crate::mail::{
     Commit, Envelope, Lane, MailError, MessageSocket, Permit, Relay, Transport, write_end_of_data,
@@ -1083,7 +1083,8 @@ impl WarmUpGate {
         conn: &rusqlite::Connection,
         newsletter: &Newsletter,
     ) -> crate::domain::DomainResult<Option<Self>> {
-        let Some(cap) = crate::domain::relays::warm_up_cap_today(conn, newsletter)? else {
+        let Some(cap) = crate::domain::delivery::relays::warm_up_cap_today(conn, newsletter)?
+        else {
             return Ok(None);
         };
         let key = send_limits::newsletter_key(newsletter.id);

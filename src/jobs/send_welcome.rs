@@ -1,4 +1,4 @@
-//! Job kind `send_welcome`: one subscriber's welcome e-mail (`domain::welcome`). The
+//! Job kind `send_welcome`: one subscriber's welcome e-mail (`domain::subscribers::welcome_mail`). The
 //! subscriber is marked welcomed in the commit that lets the relay take the message, as an
 //! issue's delivery is made `sending`: a run after a crash finds the mark and sends nothing,
 //! and a relay never delivers a message cut off before that moment. When the relay then
@@ -7,8 +7,8 @@
 use std::cell::Cell;
 
 use super::{ClaimedJob, Job, JobContext, Outcome};
-use crate::domain::tracking::Links;
-use crate::domain::welcome::{self, Due};
+use crate::domain::delivery::tracking::Links;
+use crate::domain::subscribers::welcome_mail::{self, Due};
 use crate::domain::{DomainError, DomainResult, content};
 use crate::mail::render;
 use crate::mail::{Commit, Envelope, Lane, MailError, Mime};
@@ -26,7 +26,7 @@ impl Job for SendWelcome {
             Ok(payload) => payload.subscriber_id,
             Err(bad) => return Outcome::Fail(bad),
         };
-        match with_db(ctx, |conn| welcome::due(conn, subscriber_id)) {
+        match with_db(ctx, |conn| welcome_mail::due(conn, subscriber_id)) {
             Ok(Some(due)) => send(ctx, rt, &due),
             Ok(None) => Outcome::Done,
             Err(e) => unrecorded(e),
@@ -107,7 +107,7 @@ fn send(ctx: &JobContext, rt: &tokio::runtime::Runtime, due: &Due) -> Outcome {
         let sent = lane
             .send(envelope, &mime, |_| async {
                 let (found, answer) =
-                    match with_db(ctx, |conn| welcome::mark_sent(conn, due.subscriber_id)) {
+                    match with_db(ctx, |conn| welcome_mail::mark_sent(conn, due.subscriber_id)) {
                         Ok(true) => (Claim::Marked, Commit::Claimed { end_written: 0 }),
                         Ok(false) => (Claim::AlreadySent, Commit::Refused),
                         Err(e) => {
@@ -132,7 +132,8 @@ fn send(ctx: &JobContext, rt: &tokio::runtime::Runtime, due: &Due) -> Outcome {
         Err(_) if claim.get() == Claim::AlreadySent => Outcome::Done,
         Err(e) => {
             if claim.get() == Claim::Marked
-                && let Err(undo) = with_db(ctx, |conn| welcome::unmark(conn, due.subscriber_id))
+                && let Err(undo) =
+                    with_db(ctx, |conn| welcome_mail::unmark(conn, due.subscriber_id))
             {
                 // Marked but not taken, and the mark stays: this welcome is lost rather
                 // than risk a second copy.

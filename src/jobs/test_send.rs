@@ -1,4 +1,4 @@
-//! Job kind `send_test` (a test send): one test message of an issue to one address (`domain/test_send.rs`).
+//! Job kind `send_test` (a test send): one test message of an issue to one address (`domain/issues/test_send.rs`).
 //! The message is the real send's ([`super::send_issue::issue_email`], the newsletter's
 //! transport and DKIM key) under a "[Test] " subject, personalised for the test delivery, so
 //! its links work and count nothing. Nothing is written to the database but the job's own
@@ -6,7 +6,7 @@
 
 use super::send_issue::issue_email;
 use super::{ClaimedJob, Job, JobContext, Outcome};
-use crate::domain::test_send::{TEST_DELIVERY, test_subject};
+use crate::domain::issues::test_send::{TEST_DELIVERY, test_subject};
 use crate::domain::{DomainError, issues, newsletters};
 use crate::mail::{Commit, Envelope, Lane, MailError};
 use crate::store::jobs::{JobKind, TestMail};

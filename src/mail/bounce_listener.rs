@@ -1,6 +1,6 @@
 //! The bounce listener (`serve --bounce-listen`): a small SMTP server, run as tasks of the
 //! server's runtime, that takes the bounces and complaints mailed back to the return paths of
-//! sent issues (`domain::verp`) and nothing else. It accepts a recipient only if it is a valid
+//! sent issues (`domain::delivery::verp`) and nothing else. It accepts a recipient only if it is a valid
 //! `bounce+<token>@<bounce domain>` address (550 for any other: it never relays), one per
 //! message; it offers no AUTH and no STARTTLS; a message is capped at the report parser's
 //! 1 MiB (`SIZE` in the EHLO answer, 552 past it); every command and the whole session have a
@@ -20,9 +20,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-use crate::domain::bounce_report::MAX_REPORT_BYTES;
-use crate::domain::tracking::{self, ReportAbout};
-use crate::domain::verp::ReturnPaths;
+use crate::domain::delivery::bounce_report::MAX_REPORT_BYTES;
+use crate::domain::delivery::tracking::{self, ReportAbout};
+use crate::domain::delivery::verp::ReturnPaths;
 use crate::domain::{DomainError, DomainResult};
 use crate::store::Db;
 

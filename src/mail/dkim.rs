@@ -18,7 +18,7 @@ use mail_auth::dkim::{Canonicalization, DkimSigner, Done};
 use rustls::pki_types::{PrivateKeyDer, PrivatePkcs1KeyDer};
 use tokio::sync::Semaphore;
 
-use crate::domain::dkim::{OperatorKey, SigningKey};
+use crate::domain::newsletters::dkim::{OperatorKey, SigningKey};
 
 /// The headers signed when present. Absent ones are signed as empty too (RFC 6376 §5.4), so
 /// nobody can add them later without breaking the signature.

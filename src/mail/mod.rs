@@ -16,7 +16,7 @@ use std::sync::Arc;
 use mail_send::mail_builder::MessageBuilder;
 use serde::{Deserialize, Serialize};
 
-use crate::domain::send_limits::HeldBy;
+use crate::domain::delivery::send_limits::HeldBy;
 pub use relays::{Permit, Relay, RelaySet};
 pub use smtp::{
     Commit, MessageSocket, Security, SmtpConnection, SmtpSettings, TlsTrust, write_end_of_data,
@@ -51,7 +51,11 @@ impl OutgoingMail {
                 .rsplit_once('@')
                 .map(|(_, d)| d)
                 .unwrap_or("localhost");
-            format!("{}@{}", crate::domain::secrets::random_hex(16), domain)
+            format!(
+                "{}@{}",
+                crate::domain::values::secrets::random_hex(16),
+                domain
+            )
         });
         let mut builder = MessageBuilder::new()
             .from((self.from_name.as_str(), self.from_email.as_str()))
@@ -477,7 +481,7 @@ fn write_to_outbox(
     let name = format!(
         "{}-{}.eml",
         crate::clock::now().unix_timestamp_nanos(),
-        crate::domain::secrets::random_hex(4)
+        crate::domain::values::secrets::random_hex(4)
     );
     let path = dir.join(name);
     std::fs::write(&path, mime).map_err(|e| MailError::Temporary(e.to_string()))?;

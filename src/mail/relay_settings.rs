@@ -1,4 +1,4 @@
-//! A newsletter's own relay (`domain::relays`) as the SMTP settings a connection is opened
+//! A newsletter's own relay (`domain::delivery::relays`) as the SMTP settings a connection is opened
 //! with, and the dashboard's "Test connection": one connection opened and closed, its outcome
 //! said in words for the owner. The caller resolves and checks the relay's address first
 //! (`webhooks::ssrf::resolve_host`) and pins the connection to it.
@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::smtp::Security;
 use super::{MailError, SmtpConnection, SmtpSettings, TlsTrust};
-use crate::domain::relays::{NewsletterRelay, TlsMode};
+use crate::domain::delivery::relays::{NewsletterRelay, TlsMode};
 
 /// How long "Test connection" waits for each step of the relay.
 pub const TEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -144,8 +144,8 @@ pub fn describe_failure(settings: &SmtpSettings, error: &MailError) -> String {
 mod tests {
     use super::*;
     use crate::clock::Timestamp;
-    use crate::domain::credentials::Unreadable;
-    use crate::domain::relays::{RelayLimits, RelayPassword};
+    use crate::domain::delivery::relays::{RelayLimits, RelayPassword};
+    use crate::domain::values::credentials::Unreadable;
 
     fn relay(password: RelayPassword) -> NewsletterRelay {
         NewsletterRelay {

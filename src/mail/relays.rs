@@ -1,7 +1,7 @@
 //! The relays mail goes through, in order of preference, and what each has shown lately:
 //! whether it can be reached, how fast it lets us send (its `per_second` limit, slowed down
 //! whenever it answers that we go too fast and sped up again slowly), and how much of its
-//! hourly and daily limits is left (`domain::send_limits`). One [`Relay`] lives as long as
+//! hourly and daily limits is left (`domain::delivery::send_limits`). One [`Relay`] lives as long as
 //! the process, shared by every send, so two sends through it together keep to its limits.
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -11,7 +11,7 @@ use time::OffsetDateTime;
 
 use super::SmtpSettings;
 use crate::clock;
-use crate::domain::send_limits::{HeldBy, Room, Usage};
+use crate::domain::delivery::send_limits::{HeldBy, Room, Usage};
 use crate::store::Pool;
 
 /// The slowest pace a throttling relay is slowed to, in messages a second; a relay that
@@ -361,8 +361,12 @@ impl Relay {
         }
         if let Some(pool) = &self.pool
             && let Ok(conn) = pool.get()
-            && let Err(e) =
-                crate::domain::send_limits::record(&conn, &self.usage_key, clock::now(), 1)
+            && let Err(e) = crate::domain::delivery::send_limits::record(
+                &conn,
+                &self.usage_key,
+                clock::now(),
+                1,
+            )
         {
             eprintln!(
                 "mail: {}: cannot record a message in its counts: {e}",

@@ -1,6 +1,6 @@
 //! Turns an issue, and a newsletter's welcome e-mail, into e-mail: its HTML (rendered from
 //! Markdown when the content was saved, GFM, raw HTML escaped) wrapped once per send, with the
-//! text part the domain renders from the same Markdown (`domain::markdown_text`), then per
+//! text part the domain renders from the same Markdown (`domain::content::markdown_text`), then per
 //! recipient only the personal parts: signed click links, the open
 //! pixel, the unsubscribe link. The MIME message itself is encoded once per send too
 //! (quoted-printable in pieces, see `qp`): a recipient's copy encodes only its personal
@@ -17,9 +17,9 @@ use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 use super::smtp::dot_free;
 use super::{Mime, OutgoingMail, qp, seven_bit};
+use crate::domain::delivery::tracking::Links;
 use crate::domain::issues::Issue;
 use crate::domain::newsletters::Newsletter;
-use crate::domain::tracking::Links;
 
 /// A piece of the rendered body: fixed text, or a link target to personalise.
 #[derive(Debug, Clone, PartialEq)]
@@ -158,7 +158,7 @@ impl Template {
 
 /// A MIME boundary: `=_` never occurs in quoted-printable, so no body line can match it.
 fn boundary() -> String {
-    format!("bs=_{}", crate::domain::secrets::random_hex(16))
+    format!("bs=_{}", crate::domain::values::secrets::random_hex(16))
 }
 
 /// Writes one header with mail-builder's encoding and folding.
@@ -415,7 +415,7 @@ impl IssueEmail {
         headers.extend_from_slice(
             format!(
                 "Message-ID: <issue-d{delivery_id}.{}@{}>\r\n",
-                crate::domain::secrets::random_hex(6),
+                crate::domain::values::secrets::random_hex(6),
                 self.message_domain
             )
             .as_bytes(),
@@ -527,7 +527,7 @@ impl IssueEmail {
             ],
             message_id: Some(format!(
                 "issue-d{delivery_id}.{}@{}",
-                crate::domain::secrets::random_hex(6),
+                crate::domain::values::secrets::random_hex(6),
                 self.message_domain
             )),
             primary_link: None,
@@ -592,7 +592,7 @@ fn list_id(newsletter: &Newsletter, public_host: &str) -> String {
     )
 }
 
-/// The welcome e-mail of subscriber `subscriber_id` (see `domain::welcome`): the issue's frame
+/// The welcome e-mail of subscriber `subscriber_id` (see `domain::subscribers::welcome_mail`): the issue's frame
 /// and text part around the owner's text (`body_html`, and `body_text` as for
 /// [`IssueEmail::new`]), from the newsletter's sender, with the reader's own unsubscribe link
 /// (one-click too) and the newsletter's `List-Id`. `public_host` as for [`IssueEmail::new`].
@@ -682,7 +682,7 @@ a{color:#1d4ed8}img{max-width:100%;height:auto}pre{overflow-x:auto;background:#f
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::content::markdown_to_html;
+    use crate::domain::content::markdown_html::markdown_to_html;
 
     #[test]
     fn placeholder_lookalikes_in_content_stay_text() {
@@ -701,7 +701,7 @@ mod tests {
         .unwrap();
         let newsletter = crate::domain::newsletters::get(&conn, 1).unwrap();
         let issue = crate::domain::issues::get(&conn, 1, 1).unwrap();
-        let secret = crate::domain::secrets::ServerSecret::load_or_create(&conn).unwrap();
+        let secret = crate::domain::values::secrets::ServerSecret::load_or_create(&conn).unwrap();
         let links = Links::new("http://n.localhost", 1, secret, false);
         let email = IssueEmail::new(&issue, &newsletter, "localhost", links, "x");
         let mail = email.personalise(1, "r@x.co");
@@ -756,7 +756,8 @@ mod tests {
             .unwrap();
             let newsletter = crate::domain::newsletters::get(&conn, 1).unwrap();
             let issue = crate::domain::issues::get(&conn, 1, 1).unwrap();
-            let secret = crate::domain::secrets::ServerSecret::load_or_create(&conn).unwrap();
+            let secret =
+                crate::domain::values::secrets::ServerSecret::load_or_create(&conn).unwrap();
             for tracking in [true, false] {
                 let links = Links::new("http://n.localhost", 1, secret.clone(), tracking);
                 let email = IssueEmail::new(&issue, &newsletter, "localhost", links, "x");

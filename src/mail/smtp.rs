@@ -17,7 +17,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::{Envelope, MailError, Mime, OutgoingMail};
-use crate::domain::relays::RelayLimits;
+use crate::domain::delivery::relays::RelayLimits;
 
 type TlsStream = tokio_rustls::client::TlsStream<TcpStream>;
 

@@ -12,9 +12,9 @@ use poem::error::ResponseError;
 use poem::{Endpoint, EndpointExt, Request, Response, Route};
 
 use crate::domain::DomainError;
-use crate::domain::custom_domains;
+use crate::domain::newsletters::custom_domains;
 use crate::domain::newsletters::{self, Newsletter};
-use crate::domain::urls::{split_port, subdomain_of};
+use crate::domain::values::urls::{split_port, subdomain_of};
 use crate::http::public_page::{no_favicon, robots, site_asset};
 use crate::http::routing::get;
 use crate::state::AppState;

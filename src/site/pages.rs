@@ -9,8 +9,8 @@ use serde::Deserialize;
 
 use super::{Site, SiteError, SiteResult};
 use crate::domain::issues::{self, Issue};
-use crate::domain::opt_in;
-use crate::domain::pagination::Page;
+use crate::domain::subscribers::opt_in;
+use crate::domain::values::pagination::Page;
 use crate::domain::{DomainError, FieldErrors};
 use crate::http::client::client_address;
 use crate::http::cookies::{csrf_cookie_value, read_cookie};

@@ -10,8 +10,8 @@ use poem::{IntoResponse, Response, handler};
 use serde::Deserialize;
 
 use super::{Site, SiteError, SiteResult};
-use crate::domain::test_send::TEST_DELIVERY;
-use crate::domain::{subscribers, tracking};
+use crate::domain::issues::test_send::TEST_DELIVERY;
+use crate::domain::{delivery::tracking, subscribers};
 use crate::http::public_page::page_response;
 use crate::state::AppState;
 

@@ -30,7 +30,7 @@ pub enum JobKind {
     PruneWebhookLog,
     /// One subscriber's welcome e-mail.
     SendWelcome,
-    /// One test message of an issue to one address (`domain/test_send.rs`).
+    /// One test message of an issue to one address (`domain/issues/test_send.rs`).
     SendTest,
 }
 

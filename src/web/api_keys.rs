@@ -12,7 +12,7 @@ use super::newsletters::{owned, owned_post, parse_id};
 use super::time_zones::shown;
 use super::{Ctx, State, WebResult, invalid_fields, render, see_other};
 use crate::domain::FieldErrors;
-use crate::domain::api_keys::{self, Permission};
+use crate::domain::accounts::api_keys::{self, Permission};
 use crate::domain::newsletters::Newsletter;
 
 #[handler]

@@ -15,8 +15,8 @@ use super::newsletters::{owned, owned_post, parse_id};
 use super::time_zones::shown;
 use super::{Ctx, FormData, State, WebError, WebResult, invalid_fields, render, see_other};
 use crate::domain::FieldErrors;
-use crate::domain::custom_domains::{self, CustomDomain, DnsRecord, Method, Status};
 use crate::domain::newsletters::Newsletter;
+use crate::domain::newsletters::custom_domains::{self, CustomDomain, DnsRecord, Method, Status};
 
 fn base(n: &Newsletter) -> String {
     format!("/newsletters/{}/custom_domains", n.id)

@@ -6,7 +6,7 @@ use super::Ctx;
 use super::csrf;
 use crate::domain::FieldErrors;
 use crate::domain::newsletters::Newsletter;
-use crate::domain::operators;
+use crate::domain::newsletters::operators;
 use crate::http::public_page::{head_start, versioned_path};
 
 /// The parts of one newsletter's dashboard, in the order its section bar shows them.

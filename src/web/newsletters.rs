@@ -12,7 +12,7 @@ use crate::domain::FieldErrors;
 use crate::domain::newsletters::{
     self, ContentTone, Frequency, NewNewsletter, Newsletter, NewsletterLength, Preferences,
 };
-use crate::domain::overview::{self, NextStep, Summary};
+use crate::domain::reports::overview::{self, NextStep, Summary};
 use crate::http::plural::count;
 
 /// Path ids that are not numbers are simply not found.

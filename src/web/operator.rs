@@ -12,9 +12,9 @@ use serde::Deserialize;
 use super::layout::{csrf_field, errors, page, table_wrap};
 use super::{Ctx, FormData, State, WebError, WebResult, invalid_fields, render, see_other};
 use crate::clock::Timestamp;
+use crate::domain::newsletters::operators::{self, Listed, Overview, PAGE_PATH};
 use crate::domain::newsletters::{self, Newsletter, Status, Tier};
-use crate::domain::operators::{self, Listed, Overview, PAGE_PATH};
-use crate::domain::pagination::Cursor;
+use crate::domain::values::pagination::Cursor;
 use crate::domain::{DomainError, DomainResult, FieldErrors};
 
 /// Where the tier form posts.

@@ -7,7 +7,7 @@ use maud::{Markup, html};
 
 use super::State;
 use super::layout::field;
-use crate::domain::relays::{
+use crate::domain::delivery::relays::{
     self, NewsletterRelay, PasswordChange, RelayChange, RelayInput, SendingSetup, TlsMode,
     WarmUpChange, WarmUpInput,
 };

@@ -10,7 +10,7 @@ use super::layout::csrf_field;
 use super::newsletters::owned_post;
 use super::{Ctx, State, WebError, WebResult, see_other};
 use crate::domain::newsletters::Newsletter;
-use crate::domain::sender_domains::{self, SenderDomain, Status};
+use crate::domain::newsletters::sender_domains::{self, SenderDomain, Status};
 
 /// The anchor of the settings page's section.
 pub const ANCHOR: &str = "sending-domain";

@@ -6,8 +6,8 @@ use poem::Request;
 
 use super::{FormData, State, WebError, csrf};
 use crate::domain::accounts::{self, NewSession, User};
-use crate::domain::operators;
-use crate::domain::time_zones::TimeZoneName;
+use crate::domain::newsletters::operators;
+use crate::domain::values::time_zones::TimeZoneName;
 use crate::http::cookies::{cookie, csrf_cookie_value, read_cookie, removal, renew_csrf_cookie};
 
 /// The session cookie's name on http; on https it is `__Host-broadsheet_session`.

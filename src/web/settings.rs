@@ -18,14 +18,15 @@ use super::sender_domain;
 use super::time_zones::{shown, zone_select};
 use super::{Ctx, FormData, State, WebError, WebResult, invalid_fields, render, see_other};
 use crate::clock::Timestamp;
+use crate::domain::delivery::relays::{self, SendingChanges, SendingSetup};
+use crate::domain::delivery::verp::{self, BounceSetup};
+use crate::domain::newsletters::operators;
+use crate::domain::newsletters::sender_domains::SenderDomain;
+use crate::domain::newsletters::site_theme::{self, ThemeChanges};
+use crate::domain::newsletters::welcome::{self, WelcomeChanges};
 use crate::domain::newsletters::{
     self, ContentTone, Details, Frequency, Newsletter, NewsletterLength, Preferences, Status, Tier,
 };
-use crate::domain::relays::{self, SendingChanges, SendingSetup};
-use crate::domain::sender_domains::SenderDomain;
-use crate::domain::site_theme::{self, ThemeChanges};
-use crate::domain::verp::{self, BounceSetup};
-use crate::domain::welcome::{self, WelcomeChanges};
 use crate::domain::{DomainResult, FieldErrors};
 use crate::mail::TlsTrust;
 
@@ -955,7 +956,7 @@ pub async fn request_upgrade(
     let (owner, nid, urls) = (post.n.owner_id, post.n.id, state.urls.clone());
     let result = state
         .db
-        .run(move |conn| newsletters::request_upgrade(conn, &urls, owner, nid))
+        .run(move |conn| operators::request_upgrade(conn, &urls, owner, nid))
         .await;
     if result.is_ok() {
         // The operators are mailed (in the request's transaction); the log says it too, for

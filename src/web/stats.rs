@@ -12,8 +12,8 @@ use super::newsletters::owned;
 use super::time_zones::shown;
 use super::{Ctx, State, WebResult, render};
 use crate::domain::DomainError;
-use crate::domain::stats::{self, DayCount, IssueEngagement, Stats};
-use crate::domain::time_zones::TimeZoneName;
+use crate::domain::reports::stats::{self, DayCount, IssueEngagement, Stats};
+use crate::domain::values::time_zones::TimeZoneName;
 
 #[handler]
 pub async fn show(req: &Request, Path(id): Path<String>, Data(state): Data<&State>) -> WebResult {

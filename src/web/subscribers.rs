@@ -18,11 +18,11 @@ use super::layout::{
 use super::newsletters::{owned, owned_post, parse_id};
 use super::time_zones::shown;
 use super::{Ctx, FormData, State, WebError, WebResult, csrf, invalid_fields, render, see_other};
-use crate::domain::import::{self, ColumnUse, Upload, UploadState};
 use crate::domain::newsletters::Newsletter;
-use crate::domain::pagination::Page;
-use crate::domain::subscriber_export;
+use crate::domain::subscribers::import::{self, ColumnUse, Upload, UploadState};
+use crate::domain::subscribers::personal_data;
 use crate::domain::subscribers::{self, Changes, Filter, NewSubscriber, Status, Subscriber};
+use crate::domain::values::pagination::Page;
 use crate::domain::{DomainError, ErrorCode, FieldErrors};
 use crate::http::plural;
 
@@ -598,7 +598,7 @@ pub async fn export(req: &Request, Path(id): Path<String>, Data(state): Data<&St
 }
 
 /// One subscriber's data as a JSON download, for a data request: the document the API's
-/// `GET /subscribers/{id}/export` answers (`domain::subscriber_export`).
+/// `GET /subscribers/{id}/export` answers (`domain::subscribers::personal_data`).
 #[handler]
 pub async fn export_one(
     req: &Request,
@@ -610,7 +610,7 @@ pub async fn export_one(
     let (nid, sid) = (n.id, parse_id(&sid)?);
     let document = state
         .db
-        .run(move |conn| subscriber_export::export(conn, nid, sid))
+        .run(move |conn| personal_data::export(conn, nid, sid))
         .await?;
     let body = serde_json::to_vec_pretty(&document).expect("an export serialises");
     let file_name = format!("{}-subscriber-{sid}.json", n.subdomain);

@@ -10,7 +10,7 @@ use poem::{Body, Request, Response, handler};
 use super::layout::csrf_field;
 use super::{Ctx, FormData, State, WebError, WebResult, see_other};
 use crate::clock::Timestamp;
-use crate::domain::time_zones::{self, TimeZoneName};
+use crate::domain::values::time_zones::{self, TimeZoneName};
 use crate::http::public_page::{FOR_AN_HOUR, JAVASCRIPT, asset};
 
 /// `at` for people, on `zone`'s clocks: `26 Nov 2026, 09:00 CET`.

@@ -12,9 +12,9 @@ use super::layout::{Section, csrf_field, errors, newsletter_page, table_wrap};
 use super::newsletters::{owned, owned_post, parse_id};
 use super::time_zones::shown;
 use super::{Ctx, State, WebResult, render, see_other};
+use crate::domain::events::webhooks::{Changes, NewSubscription, Subscription};
 use crate::domain::newsletters::Newsletter;
-use crate::domain::webhooks::{Changes, NewSubscription, Subscription};
-use crate::domain::{FieldErrors, events, webhooks};
+use crate::domain::{FieldErrors, events, events::webhooks};
 
 /// Deliveries shown per subscription.
 const RECENT: i64 = 20;

@@ -10,8 +10,8 @@ use ureq::http::Uri;
 use ureq::unversioned::resolver::{ResolvedSocketAddrs, Resolver};
 use ureq::unversioned::transport::{DefaultConnector, NextTimeout};
 
-use crate::domain::custom_domains::Dns;
-use crate::domain::webhooks::{Attempt, PendingDelivery};
+use crate::domain::events::webhooks::{Attempt, PendingDelivery};
+use crate::domain::newsletters::custom_domains::Dns;
 
 /// Delivery knobs from the command line.
 #[derive(Debug, Clone)]

@@ -1,6 +1,6 @@
 //! The HTTP side of webhooks: signatures (the contract's `X-Webhook-Signature` and the
 //! Standard Webhooks headers), the SSRF guard on receiver URLs, and the POST of one attempt.
-//! Which deliveries exist and what an attempt's outcome means is `domain::webhooks`.
+//! Which deliveries exist and what an attempt's outcome means is `domain::events::webhooks`.
 
 mod deliver;
 mod sign;
@@ -10,9 +10,9 @@ pub use deliver::{Settings, attempt};
 pub use sign::{contract_signature, standard_signature};
 pub use ssrf::{check_url, resolve_host};
 
-use crate::domain::custom_domains::Dns;
+use crate::domain::newsletters::custom_domains::Dns;
 
-/// The SSRF guard as the domain's URL policy (`domain::webhooks::UrlPolicy`), honouring
+/// The SSRF guard as the domain's URL policy (`domain::events::webhooks::UrlPolicy`), honouring
 /// `--allow-private-webhooks` and resolving through `--dns-server`. The API and the dashboard
 /// both save subscriptions through it; it blocks on the lookup, so it runs inside a database
 /// task, off the async threads.

@@ -6,7 +6,7 @@
 use base64::Engine;
 use hmac::Mac;
 
-use crate::domain::secrets::keyed_hmac;
+use crate::domain::values::secrets::keyed_hmac;
 
 fn hmac(key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
     keyed_hmac(key, parts).finalize().into_bytes().to_vec()

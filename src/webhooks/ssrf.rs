@@ -20,7 +20,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use crate::domain::custom_domains::Dns;
+use crate::domain::newsletters::custom_domains::Dns;
 
 fn v4_is_special(ip: Ipv4Addr) -> bool {
     iprfc::RFC6890.contains(&ip) || ip.is_multicast()
@@ -73,7 +73,7 @@ pub async fn resolve(url: &str, allow_private: bool, dns: &Dns) -> Result<Vec<So
 }
 
 /// The address to connect to a mail relay of a newsletter's owner at: `host` (a name or an
-/// IP address, as `domain::relays` keeps it) resolved once through the server's resolver and,
+/// IP address, as `domain::delivery::relays` keeps it) resolved once through the server's resolver and,
 /// unless `allow_private` (`--allow-private-relays`), refused when any address it resolves to
 /// is special-purpose, by the same rule as webhooks. The first address found; connect there
 /// and nowhere else (`SmtpSettings::pinned`). `Err` says why not, in words for the owner.

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::*;
 
-/// Per-account and per-client sign-in limits (src/domain/accounts.rs).
+/// Per-account and per-client sign-in limits (src/domain/accounts/mod.rs).
 const ACCOUNT_LIMIT: usize = 5;
 const CLIENT_LIMIT: usize = 30;
 

@@ -396,7 +396,7 @@ fn database_at_0020(path: &Path, key: &str) {
     conn.execute(
         "INSERT INTO api_keys (id, newsletter_id, name, prefix, key_hash, can_read, can_write, can_delete, created_at)
          VALUES (13, 3, 'old key', ?1, ?2, 1, 1, 1, '2026-01-01T00:00:00.000Z')",
-        (&key[..8], broadsheet::domain::secrets::sha256_hex(key)),
+        (&key[..8], broadsheet::domain::values::secrets::sha256_hex(key)),
     )
     .unwrap();
 }

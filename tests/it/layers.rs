@@ -238,42 +238,14 @@ fn known_edges_until_the_merge_still_exist() {
 
 #[test]
 fn no_module_names_another_that_names_it_back() {
-    let mut graph: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (from, to) in edges().into_keys() {
         if !known(&from, &to) {
-            graph.entry(from).or_default().push(to);
+            graph.entry(from).or_default().insert(to);
         }
     }
-    // Depth-first search; a module met again while still on the path closes a cycle.
-    fn visit(
-        node: &str,
-        graph: &BTreeMap<String, Vec<String>>,
-        path: &mut Vec<String>,
-        done: &mut BTreeSet<String>,
-    ) -> Option<Vec<String>> {
-        if let Some(start) = path.iter().position(|p| p == node) {
-            let mut cycle = path[start..].to_vec();
-            cycle.push(node.to_string());
-            return Some(cycle);
-        }
-        if done.contains(node) {
-            return None;
-        }
-        path.push(node.to_string());
-        for next in graph.get(node).into_iter().flatten() {
-            if let Some(cycle) = visit(next, graph, path, done) {
-                return Some(cycle);
-            }
-        }
-        path.pop();
-        done.insert(node.to_string());
-        None
-    }
-    let mut done = BTreeSet::new();
-    for node in graph.keys() {
-        if let Some(cycle) = visit(node, &graph, &mut Vec::new(), &mut done) {
-            panic!("an import cycle: {}", cycle.join(" -> "));
-        }
+    if let Some(cycle) = first_cycle(&graph) {
+        panic!("an import cycle: {}", cycle.join(" -> "));
     }
 }
 
@@ -288,4 +260,263 @@ fn paths_are_read_as_the_compiler_reads_them() {
     );
     let names: Vec<String> = names_in(&code).into_iter().collect();
     assert_eq!(names, ["clock", "domain", "store"]);
+}
+
+/// The parts of the domain (a folder under `src/domain/`) and which others each may name,
+/// besides itself and the domain's root (`domain/mod.rs`: the error types every part
+/// returns). The order is the reading order of docs/architecture.md: each part names only
+/// parts above it in this list. A part missing here fails the test.
+const DOMAIN_PARTS: &[(&str, &[&str])] = &[
+    ("values", &[]),
+    ("root", &["values"]),
+    ("content", &[]),
+    ("accounts", &["values"]),
+    ("events", &["values"]),
+    ("newsletters", &["values", "content"]),
+    (
+        "subscribers",
+        &["values", "content", "accounts", "events", "newsletters"],
+    ),
+    (
+        "issues",
+        &["values", "content", "events", "newsletters", "subscribers"],
+    ),
+    (
+        "reports",
+        &["values", "newsletters", "subscribers", "issues"],
+    ),
+    (
+        "delivery",
+        &[
+            "values",
+            "content",
+            "accounts",
+            "events",
+            "newsletters",
+            "subscribers",
+            "issues",
+            "reports",
+        ],
+    ),
+];
+
+/// A domain module's path from a file under `src/domain/`: `issues/mod.rs` is `issues`,
+/// `issues/test_send.rs` is `issues::test_send`, `mod.rs` is the root (empty).
+fn domain_module_of(relative: &Path) -> String {
+    let mut parts: Vec<String> = relative
+        .iter()
+        .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_string())
+        .collect();
+    if parts.last().is_some_and(|p| p == "mod") {
+        parts.pop();
+    }
+    parts.join("::")
+}
+
+/// The part a domain module belongs to: its first segment, or `root`.
+fn part_of(module: &str) -> &str {
+    match module.split("::").next() {
+        Some("") | None => "root",
+        Some(first) => first,
+    }
+}
+
+/// Every path a use tree names, e.g. `a::{self, b::c, d::{e, f}}` gives `a`, `a::b::c`,
+/// `a::d::e`, `a::d::f`. `tree` is the text right after `crate::domain::`; it is read up to
+/// the end of the tree.
+fn paths_of_use_tree(tree: &str) -> Vec<String> {
+    fn read(text: &str, prefix: &str, out: &mut Vec<String>) -> usize {
+        let mut at = 0;
+        let mut path = prefix.to_string();
+        loop {
+            let ident = leading_ident(&text[at..]);
+            let skipped = text[at..].len() - text[at..].trim_start().len();
+            at += skipped + ident.len();
+            if ident != "self" && !ident.is_empty() {
+                if !path.is_empty() {
+                    path.push_str("::");
+                }
+                path.push_str(ident);
+            }
+            if text[at..].starts_with("::{") {
+                at += 3;
+                loop {
+                    at += read(&text[at..], &path, out);
+                    let rest = text[at..].trim_start();
+                    at = text.len() - rest.len();
+                    match rest.chars().next() {
+                        Some(',') => at += 1,
+                        Some('}') => return at + 1,
+                        _ => return at,
+                    }
+                    if text[at..].trim_start().starts_with('}') {
+                        let rest = text[at..].trim_start();
+                        return text.len() - rest.len() + 1;
+                    }
+                }
+            } else if text[at..].starts_with("::") {
+                at += 2;
+            } else {
+                out.push(path);
+                return at;
+            }
+        }
+    }
+    let mut out = Vec::new();
+    match tree.strip_prefix('{') {
+        Some(group) => {
+            let text = format!("x::{{{group}");
+            read(&text, "", &mut out);
+            out.iter_mut()
+                .for_each(|p| *p = p.trim_start_matches('x').trim_start_matches("::").into());
+        }
+        None => {
+            read(tree, "", &mut out);
+        }
+    }
+    out
+}
+
+/// Every edge between two modules of the domain, with the file that makes it, read from
+/// `crate::domain::…` paths (the domain's code names its own modules only that way; `super::`
+/// appears only in unit tests, which are left out).
+fn domain_edges() -> BTreeSet<(String, String)> {
+    let root = source_root().join("domain");
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    let modules: BTreeSet<String> = files
+        .iter()
+        .map(|f| domain_module_of(f.strip_prefix(&root).unwrap()))
+        .collect();
+    let mut edges = BTreeSet::new();
+    for file in &files {
+        let from = domain_module_of(file.strip_prefix(&root).unwrap());
+        if from == "testing" {
+            continue; // test fixtures, compiled only for unit tests
+        }
+        let code = code_of(&std::fs::read_to_string(file).expect("a source file is UTF-8"));
+        for (at, _) in code.match_indices("crate::domain::") {
+            for path in paths_of_use_tree(&code[at + "crate::domain::".len()..]) {
+                // The longest module the path starts with; an item of the root (`DomainError`)
+                // names the root.
+                let segments: Vec<&str> = path.split("::").collect();
+                let to = (0..=segments.len())
+                    .rev()
+                    .map(|n| segments[..n].join("::"))
+                    .find(|m| modules.contains(m))
+                    .unwrap_or_default();
+                if to != from {
+                    edges.insert((from.clone(), to));
+                }
+            }
+        }
+    }
+    edges
+}
+
+/// The first cycle of `graph`, as the path that closes it.
+fn first_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        node: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(start) = path.iter().position(|p| p == node) {
+            let mut cycle = path[start..].to_vec();
+            cycle.push(node.to_string());
+            return Some(cycle);
+        }
+        if !done.insert(node.to_string()) {
+            return None;
+        }
+        path.push(node.to_string());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(cycle) = visit(next, graph, path, done) {
+                return Some(cycle);
+            }
+        }
+        path.pop();
+        None
+    }
+    let mut done = BTreeSet::new();
+    graph
+        .keys()
+        .find_map(|node| visit(node, graph, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn domain_parts_only_point_up_the_reading_order() {
+    let root = source_root().join("domain");
+    let mut wrong = Vec::new();
+    for entry in std::fs::read_dir(&root).expect("src/domain/ is readable") {
+        let path = entry.expect("a directory entry").path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if path.is_dir() && !DOMAIN_PARTS.iter().any(|(part, _)| *part == name) {
+            wrong.push(format!("domain/{name}/ is not in DOMAIN_PARTS"));
+        }
+    }
+    for (from, to) in domain_edges() {
+        let (from_part, to_part) = (part_of(&from), part_of(&to));
+        if from_part == to_part || to_part == "root" && from_part != "root" {
+            continue;
+        }
+        let allowed = DOMAIN_PARTS
+            .iter()
+            .find(|(part, _)| *part == from_part)
+            .is_some_and(|(_, targets)| targets.contains(&to_part));
+        if !allowed {
+            wrong.push(format!("domain::{from} names domain::{to}"));
+        }
+    }
+    // Each part names only parts listed before it, so the table itself has no circle.
+    for (index, (part, targets)) in DOMAIN_PARTS.iter().enumerate() {
+        for target in *targets {
+            let position = DOMAIN_PARTS.iter().position(|(p, _)| p == target);
+            if position.is_none_or(|p| p >= index) {
+                wrong.push(format!(
+                    "DOMAIN_PARTS: {part} may name {target}, listed after it"
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn no_domain_module_names_another_that_names_it_back() {
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (from, to) in domain_edges() {
+        graph.entry(from).or_default().insert(to);
+    }
+    assert!(
+        graph
+            .get("delivery::sending")
+            .is_some_and(|names| names.contains("issues")),
+        "the domain's imports were read: {graph:?}"
+    );
+    if let Some(cycle) = first_cycle(&graph) {
+        panic!("an import cycle in the domain: {}", cycle.join(" -> "));
+    }
+}
+
+#[test]
+fn use_trees_are_read_as_the_compiler_reads_them() {
+    assert_eq!(paths_of_use_tree("issues::get(conn)"), ["issues::get"]);
+    assert_eq!(
+        paths_of_use_tree(
+            "{DomainError, values::{email::EmailAddress, urls}, issues::{self, Issue}};"
+        ),
+        [
+            "DomainError",
+            "values::email::EmailAddress",
+            "values::urls",
+            "issues",
+            "issues::Issue"
+        ]
+    );
+    assert_eq!(
+        paths_of_use_tree("subscribers::{self, NewSubscriber};"),
+        ["subscribers", "subscribers::NewSubscriber"]
+    );
 }

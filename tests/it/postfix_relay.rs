@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use broadsheet::domain::bounce_report::{self, Failure, Report, Severity};
+use broadsheet::domain::delivery::bounce_report::{self, Failure, Report, Severity};
 
 use crate::support::postfix::{self, Postfix, Routes};
 use crate::support::send::{approved_issue, send_now, wait_status};

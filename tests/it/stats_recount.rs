@@ -272,7 +272,7 @@ impl World<'_> {
 }
 
 fn rate(part: i64, whole: i64) -> f64 {
-    broadsheet::domain::stats::rate(part, whole)
+    broadsheet::domain::reports::stats::rate(part, whole)
 }
 
 /// One row of integers from the test's database.

@@ -18,12 +18,12 @@ use super::test_send::{self, AskedFrom};
 use super::{
     Posted, issue_url, json_answer, list_url, posted, problems, render, typed_time, viewed,
 };
-use crate::domain::audience::{Audience, AudienceInput};
 use crate::domain::issues::{self, Issue, IssueInput, Status};
 use crate::domain::newsletters::Newsletter;
-use crate::domain::sender_domains::SenderDomain;
-use crate::domain::urls::SiteUrls;
-use crate::domain::{DomainResult, FieldErrors, sending, subscribers};
+use crate::domain::newsletters::sender_domains::SenderDomain;
+use crate::domain::subscribers::audience::{Audience, AudienceInput};
+use crate::domain::values::urls::SiteUrls;
+use crate::domain::{DomainResult, FieldErrors, delivery::sending, subscribers};
 use crate::http::plural::count;
 use crate::web::layout::{
     Confirmation, Section, confirmation_page, csrf_field, errors, newsletter_page,
@@ -149,7 +149,7 @@ pub async fn resume(
     let p = posted(req, state, &id, &issue_id, FormData::read(body).await?).await?;
     let then = issue_url(p.n.id, p.issue.id);
     act(req, state, p, then, move |conn, nid, iid| {
-        let queued = issues::resume(conn, nid, iid)?;
+        let queued = sending::resume(conn, nid, iid)?;
         Ok(format!(
             "Sending resumed: {} to go.",
             count(queued.recipients, "message", "messages")

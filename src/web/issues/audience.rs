@@ -11,9 +11,9 @@ use rusqlite::Connection;
 use serde_json::json;
 
 use super::{json_answer, problems, viewed};
-use crate::domain::audience::{self, Audience, AudienceInput};
 use crate::domain::issues::{self, Issue};
 use crate::domain::newsletters::Newsletter;
+use crate::domain::subscribers::audience::{self, Audience, AudienceInput};
 use crate::domain::{DomainResult, FieldErrors};
 use crate::http::plural::{count, noun};
 use crate::http::public_page::{FOR_AN_HOUR, JAVASCRIPT, asset};

@@ -12,7 +12,7 @@ use super::{Posted, issue_url, list_url, problems, render, typed_time, viewed};
 use crate::clock::{self, Timestamp};
 use crate::domain::issues::{self, ArticleInput, Issue, IssueInput, Status};
 use crate::domain::newsletters::Newsletter;
-use crate::domain::time_zones::{TimeZoneName, local_input};
+use crate::domain::values::time_zones::{TimeZoneName, local_input};
 use crate::domain::{DomainResult, FieldErrors};
 use crate::web::layout::{Section, csrf_field, errors, newsletter_page};
 use crate::web::newsletters::{owned, owned_post};

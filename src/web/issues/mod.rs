@@ -1,7 +1,7 @@
 //! Issues in the dashboard: the list by status, the Markdown editor with articles and a
 //! server-rendered preview, and the actions of the issue page (approve, schedule, send with
 //! live progress, publish, delete, send a test, send again to the unconfirmed). Every rule is
-//! the domain's (`domain::issues`, `domain::sending`); these handlers parse, call and render.
+//! the domain's (`domain::issues`, `domain::delivery::sending`); these handlers parse, call and render.
 
 mod actions;
 mod audience;
@@ -17,7 +17,7 @@ use super::newsletters::{owned, parse_id};
 use super::{Ctx, FormData, State, WebError, WebResult};
 use crate::domain::issues::{self, Issue};
 use crate::domain::newsletters::Newsletter;
-use crate::domain::time_zones::{self, TimeZoneName};
+use crate::domain::values::time_zones::{self, TimeZoneName};
 use crate::domain::{DomainError, DomainResult, FieldErrors};
 use crate::http::headers::Policy;
 

@@ -1,6 +1,6 @@
 //! "Send again to the N unconfirmed" in the dashboard: the offer under a sent issue's
 //! report, its confirmation page (what it risks, in a sentence), and the POST that asks the
-//! domain for it (`issues::resend_unconfirmed`, the rule the API's `resend_unconfirmed` calls
+//! domain for it (`sending::resend_unconfirmed`, the rule the API's `resend_unconfirmed` calls
 //! too). A refusal shows the confirmation again with the domain's message (422).
 
 use maud::{Markup, html};
@@ -8,9 +8,9 @@ use poem::web::{Data, Path};
 use poem::{Body, Request, handler, http::StatusCode};
 
 use super::{Posted, issue_url, posted, problems, render, viewed};
-use crate::domain::issues::{self, Issue, Status};
+use crate::domain::issues::{Issue, Status};
 use crate::domain::newsletters::Newsletter;
-use crate::domain::{FieldErrors, sending};
+use crate::domain::{FieldErrors, delivery::sending};
 use crate::http::plural::{count, noun};
 use crate::web::layout::{Section, csrf_field, errors, newsletter_page};
 use crate::web::{Ctx, FormData, State, WebResult, see_other};
@@ -128,7 +128,7 @@ pub async fn resend_unconfirmed(
     let (nid, iid) = (n.id, issue.id);
     match state
         .db
-        .run(move |conn| issues::resend_unconfirmed(conn, nid, iid))
+        .run(move |conn| sending::resend_unconfirmed(conn, nid, iid))
         .await
     {
         Ok(done) => {

@@ -1,6 +1,6 @@
 //! "Send a test" in the dashboard: the form under the issue editor and on the send
 //! confirmation, and its own page (`.../send_test`), where bad input comes back with its
-//! messages. The rules are `domain::test_send`'s.
+//! messages. The rules are `domain::issues::test_send`'s.
 
 use maud::{Markup, html};
 use poem::web::{Data, Path};
@@ -9,8 +9,8 @@ use poem::{Body, Request, handler, http::StatusCode};
 use super::{Posted, issue_url, posted, problems, render, viewed};
 use crate::domain::FieldErrors;
 use crate::domain::issues::Issue;
+use crate::domain::issues::test_send::{self, MAX_RECIPIENTS};
 use crate::domain::newsletters::Newsletter;
-use crate::domain::test_send::{self, MAX_RECIPIENTS};
 use crate::web::layout::{Section, csrf_field, errors, newsletter_page};
 use crate::web::{Ctx, FormData, State, WebResult, see_other};
 
