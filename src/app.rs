@@ -33,6 +33,8 @@ use crate::mail::{MailRoute, Relay, RelaySet, SmtpSettings, TlsTrust, Transport}
 use crate::state::{AppState, RateLimits};
 use crate::store::{self, DataDirLock, Db, StoreError};
 
+pub mod listening;
+
 fn invalid(message: String) -> StoreError {
     StoreError::Io(std::io::Error::new(
         std::io::ErrorKind::InvalidInput,
@@ -58,14 +60,13 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
         })
         .collect::<Result<Vec<_>, String>>()
         .map_err(invalid)?;
-    let urls = SiteUrls::new(&args.base_url, &args.public_host);
     let dns = Dns::parse(args.dns_server.as_deref()).map_err(invalid)?;
     let mail_from = match &args.mail_from {
         Some(from) => ("Broadsheet".to_string(), from.clone()),
         None => {
             // A domain name with a dot: an IP address or a bare host name makes an address
             // that relays refuse (Postfix: "501 Bad sender address syntax").
-            let domain = url::Url::parse(&urls.base_url)
+            let domain = url::Url::parse(&args.base_url)
                 .ok()
                 .and_then(|u| match u.host() {
                     Some(url::Host::Domain(name)) if name.contains('.') => Some(name.to_string()),
@@ -77,6 +78,15 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
     };
 
     let _lock = DataDirLock::acquire(data_dir)?;
+    listening::forget(data_dir)?;
+    // Bound before anything else starts: with `--listen ...:0` the base URL and the public
+    // host may name the port it took (as port 0).
+    let http = bind(&args.listen)?;
+    let http_address = http.local_addr()?;
+    let urls = SiteUrls::new(
+        &listening::base_url_on(&args.base_url, http_address.port()),
+        &listening::public_host_on(&args.public_host, http_address.port()),
+    );
     if args.test_clock {
         crate::clock::follow_test_clock(data_dir)?;
     }
@@ -201,6 +211,12 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
         allow_private_relays: args.allow_private_relays,
     });
 
+    let served_as = listening::Listening {
+        http: http_address,
+        bounces: None,
+        base_url: state.urls.base_url.clone(),
+        bounce_domain: state.bounce_domain.clone(),
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -231,15 +247,18 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
         .data(state)
         // The dashboard's "Test connection" checks a relay's certificate as sends do.
         .data(trust);
+        let mut bounces_address = None;
         if let Some((address, settings, db)) = bounce_settings {
             let bounces = tokio::net::TcpListener::bind(&address).await?;
+            let address = bounces.local_addr()?;
             eprintln!(
                 "bounces: SMTP listener on {address}, taking mail for {}",
                 settings.return_paths.pattern()
             );
+            bounces_address = Some(address);
             tokio::spawn(bounce_listener::run(bounces, settings, db));
         }
-        let listener = tokio::net::TcpListener::bind(&args.listen).await?;
+        let listener = tokio::net::TcpListener::from_std(http)?;
         match &transport.route {
             MailRoute::Outbox(dir) => {
                 eprintln!("mail: no --smtp-url, writing messages to {}", dir.display())
@@ -267,9 +286,14 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
             }
         }
         eprintln!(
-            "broadsheet listening on http://{} (base URL {})",
-            args.listen, args.base_url
+            "broadsheet listening on http://{http_address} (base URL {})",
+            served_as.base_url
         );
+        listening::Listening {
+            bounces: bounces_address,
+            ..served_as
+        }
+        .write(data_dir)?;
         crate::http::server::serve(
             listener,
             app,
@@ -281,6 +305,15 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
     });
     runner.shutdown();
     result.map_err(StoreError::Io)
+}
+
+/// Binds `--listen` (an address or a host name, and a port; 0 for any free one), ready for
+/// tokio.
+fn bind(listen: &str) -> Result<std::net::TcpListener, StoreError> {
+    let listener = std::net::TcpListener::bind(listen)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {listen}: {e}")))?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
 }
 
 /// The key of `<data-dir>/credentials.key`, made at the first start. A key that opens none of

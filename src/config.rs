@@ -8,6 +8,11 @@ use clap::{Args, ValueEnum};
 
 use crate::domain::newsletters::Tier;
 
+/// `serve --base-url`'s default; the operator's commands fall back to it too.
+pub const DEFAULT_BASE_URL: &str = "http://localhost:8080";
+/// `serve --public-host`'s default.
+pub const DEFAULT_PUBLIC_HOST: &str = "localhost:8080";
+
 /// Flags of `serve`.
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
@@ -19,13 +24,13 @@ pub struct ServeArgs {
     #[arg(
         long,
         env = "BROADSHEET_BASE_URL",
-        default_value = "http://localhost:8080",
+        default_value = DEFAULT_BASE_URL,
         value_parser = service_origin
     )]
     pub base_url: String,
     /// Newsletter sites answer at <subdomain>.<public-host>, with the scheme of --base-url
     /// (a host name, optionally with :PORT).
-    #[arg(long, env = "BROADSHEET_PUBLIC_HOST", default_value = "localhost:8080", value_parser = public_host)]
+    #[arg(long, env = "BROADSHEET_PUBLIC_HOST", default_value = DEFAULT_PUBLIC_HOST, value_parser = public_host)]
     pub public_host: String,
     /// smtp://[user:pass@]host:port (STARTTLS when offered) or smtps://... (TLS), with
     /// optional limits: ?per_second=N&per_hour=N&per_day=N. Give it more than once (or

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::{Failure, PageProgress, existing_database, usage};
+use super::{EXIT_NOT_FOUND, Failure, PageProgress, existing_database, usage};
 use crate::domain::values::credentials;
 use crate::store;
 
@@ -16,8 +16,34 @@ pub(super) fn run(data_dir: &Path, file: &Path) -> Result<(), Failure> {
             file.display()
         )));
     }
+    // Checked here: the copy is first written beside the file under another name, which an
+    // error from the store would name instead.
+    let dir = match file.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(Failure {
+            code: EXIT_NOT_FOUND,
+            message: format!(
+                "cannot write {}: there is no directory {}",
+                file.display(),
+                dir.display()
+            ),
+        });
+    }
     let progress = PageProgress::new("backing up");
-    store::backup_to(&db, file, |p| progress.update(p))?;
+    store::backup_to(&db, file, |p| progress.update(p)).map_err(|e| {
+        let failure = Failure::from(e);
+        Failure {
+            message: format!(
+                "could not write the backup to {}: {}",
+                file.display(),
+                failure.message
+            ),
+            ..failure
+        }
+    })?;
     progress.finish();
     println!("backup written to {}", file.display());
     println!("{}", key_note(data_dir));

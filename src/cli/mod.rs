@@ -8,9 +8,10 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::config::{ServeArgs, TierValue};
+use crate::app::listening::Listening;
+use crate::config::{DEFAULT_PUBLIC_HOST, ServeArgs, TierValue};
 use crate::domain::DomainError;
-use crate::domain::newsletters;
+use crate::domain::newsletters::{self as newsletter, Newsletter};
 use crate::store::{self, StoreError};
 
 mod backup;
@@ -20,6 +21,7 @@ mod dkim;
 mod export;
 mod import;
 mod migrate;
+mod newsletters;
 mod openapi;
 mod operator;
 mod render_markdown;
@@ -33,6 +35,10 @@ mod tracking;
 #[command(
     name = "broadsheet",
     version,
+    // Set by hand: for an unknown flag clap would otherwise show the usage with the flag it
+    // suggests in it (`broadsheet --version <COMMAND>` for `--verbose`), a command line that
+    // does not work.
+    override_usage = "broadsheet [OPTIONS] <COMMAND>",
     about = "Self-hostable newsletter publishing: dashboard, public sites, REST API and webhooks in one binary",
     long_about = "Broadsheet runs a newsletter service from one binary and one SQLite file.\n\n\
                   Start it with `broadsheet serve`; everything else here is for the operator: \
@@ -69,11 +75,33 @@ pub enum Command {
         /// Where to write the backup (a single SQLite file).
         file: PathBuf,
     },
-    /// Replace the database with a backup made by `backup` (refuses while a server runs).
+    /// Replace the database with a backup made by `backup` (refuses while a server runs); the
+    /// database it replaces is kept beside it.
+    #[command(
+        long_about = "Replace the database with a backup made by `backup`. Refused while a \
+        server holds the data directory (exit 4).\n\n\
+        The database it replaces is copied first to broadsheet.db.before-restore-<UTC time> in \
+        the data directory, and the command says where; delete it once the restored database \
+        is the one you want. A backup that is not a healthy database is refused and changes \
+        nothing.\n\n\
+        Exit codes: 0 restored, 3 no such backup file, 4 a server is running, 1 any other \
+        failure."
+    )]
     Restore {
         /// The backup file to restore.
         file: PathBuf,
     },
+    /// List every newsletter: subdomain, owner, tier, status and active subscribers.
+    #[command(
+        long_about = "List every newsletter of the installation, newest first, one a line, \
+        tab-separated under a header line: subdomain, owner (the account's e-mail address), \
+        tier, status and active subscribers (from the counters the database keeps, as the \
+        dashboard's operator page shows them). `| column -t -s $'\\t'` aligns them. The count \
+        goes to stderr. Works while `serve` runs.\n\n\
+        Exit codes: 0 listed (also none), 3 no database in the data directory, 1 any other \
+        failure."
+    )]
+    Newsletters,
     /// Set a newsletter's tier: free (no sending), pending (payment pending) or paid.
     Tier {
         /// The newsletter's subdomain.
@@ -195,17 +223,24 @@ pub enum Command {
     },
     /// Print where a newsletter's bounces come back: its bounce token, the URL an MTA or
     /// provider posts reports to, the return paths of its issues and the pipe command.
-    #[command(name = "bounce-token")]
+    #[command(
+        name = "bounce-token",
+        long_about = "Print where a newsletter's bounces come back, as the dashboard's settings \
+        page shows it: its bounce token, the URL an MTA or provider posts reports to, the \
+        return paths of its issues and the pipe command.\n\n\
+        The URL starts with the base URL, and the return paths end with the bounce domain, of \
+        the server last started on this data directory (it writes them to <data-dir>/listening \
+        at start), unless --base-url or the bounce domain's flags are given. Before any server \
+        has started, serve's defaults are used and stderr says so.\n\n\
+        Exit codes: 0 printed, 3 no such newsletter, 1 any other failure."
+    )]
     BounceToken {
         /// The newsletter's subdomain.
         subdomain: String,
-        /// The service origin, as `serve --base-url` (the URL printed starts with it).
-        #[arg(
-            long,
-            env = "BROADSHEET_BASE_URL",
-            default_value = "http://localhost:8080"
-        )]
-        base_url: String,
+        /// The service origin, as `serve --base-url` (the URL printed starts with it)
+        /// [default: the running or last server's, else http://localhost:8080].
+        #[arg(long, env = "BROADSHEET_BASE_URL")]
+        base_url: Option<String>,
         #[command(flatten)]
         domain: BounceDomainArgs,
     },
@@ -237,6 +272,7 @@ pub fn main() -> ExitCode {
         Command::Migrate => migrate::run(data_dir),
         Command::Backup { file } => backup::run(data_dir, &file),
         Command::Restore { file } => restore::run(data_dir, &file),
+        Command::Newsletters => newsletters::run(data_dir),
         Command::Tier { subdomain, tier } => tier::run(data_dir, &subdomain, tier),
         Command::Operator { action } => operator::run(data_dir, action),
         Command::Status { subdomain, status } => status::run(data_dir, &subdomain, status),
@@ -254,7 +290,7 @@ pub fn main() -> ExitCode {
         } => match (subdomain, return_path) {
             (_, Some(address)) => bounce::run(
                 data_dir,
-                bounce::About::ReturnPath(&address, &domain.bounce_domain()),
+                bounce::About::ReturnPath(&address, &domain.bounce_domain(data_dir)),
             ),
             (Some(subdomain), None) => bounce::run(data_dir, bounce::About::Newsletter(&subdomain)),
             (None, None) => unreachable!("clap requires one of them"),
@@ -263,7 +299,7 @@ pub fn main() -> ExitCode {
             subdomain,
             base_url,
             domain,
-        } => bounce_token::run(data_dir, &subdomain, &base_url, &domain.bounce_domain()),
+        } => bounce_token::run(data_dir, &subdomain, base_url.as_deref(), &domain),
         Command::Openapi => openapi::run(),
         Command::RenderMarkdown { text } => render_markdown::run(text),
     };
@@ -287,32 +323,53 @@ fn end_quietly_on_closed_pipe() {
     }
 }
 
-/// Exit codes: 0 ok, 1 failure, 2 usage (clap), 3 not found, 4 data directory busy, 5 an
-/// import finished but refused some rows, 6 `bounce` was given something not a report.
-/// The flags `serve` takes the bounce domain from, for the commands that need it.
+/// The flags `serve` takes the bounce domain from, for the commands that need it. Without any
+/// of them, the bounce domain of the server last started on the data directory.
 #[derive(Debug, clap::Args)]
 pub struct BounceDomainArgs {
-    /// As `serve --bounce-domain`: the domain of the return paths.
+    /// As `serve --bounce-domain`: the domain of the return paths [default: the running or
+    /// last server's].
     #[arg(long, env = "BROADSHEET_BOUNCE_DOMAIN")]
     bounce_domain: Option<String>,
     /// As `serve --dkim-domain` (the bounce domain's default).
     #[arg(long, env = "BROADSHEET_DKIM_DOMAIN")]
     dkim_domain: Option<String>,
-    /// As `serve --public-host` (the bounce domain's default without a DKIM domain).
-    #[arg(long, env = "BROADSHEET_PUBLIC_HOST", default_value = "localhost:8080")]
-    public_host: String,
+    /// As `serve --public-host` (the bounce domain's default without a DKIM domain)
+    /// [default: localhost:8080].
+    #[arg(long, env = "BROADSHEET_PUBLIC_HOST")]
+    public_host: Option<String>,
 }
 
 impl BounceDomainArgs {
-    fn bounce_domain(&self) -> String {
+    /// What the flags say, else what the last server recorded, else serve's default.
+    fn bounce_domain(&self, data_dir: &Path) -> String {
+        self.given_by_flags()
+            .or_else(|| Listening::read(data_dir).map(|served| served.bounce_domain))
+            .unwrap_or_else(|| self.with_defaults())
+    }
+
+    /// The bounce domain when any of the flags is given.
+    fn given_by_flags(&self) -> Option<String> {
+        let given = self.bounce_domain.is_some()
+            || self.dkim_domain.is_some()
+            || self.public_host.is_some();
+        given.then(|| self.with_defaults())
+    }
+
+    fn with_defaults(&self) -> String {
         crate::domain::delivery::verp::bounce_domain(
             self.bounce_domain.as_deref(),
             self.dkim_domain.as_deref(),
-            crate::domain::values::urls::split_port(&self.public_host).0,
+            crate::domain::values::urls::split_port(
+                self.public_host.as_deref().unwrap_or(DEFAULT_PUBLIC_HOST),
+            )
+            .0,
         )
     }
 }
 
+/// Exit codes: 0 ok, 1 failure, 2 usage (clap), 3 not found, 4 data directory busy, 5 an
+/// import finished but refused some rows, 6 `bounce` was given something not a report.
 const EXIT_FAILURE: u8 = 1;
 const EXIT_USAGE: u8 = 2;
 const EXIT_NOT_FOUND: u8 = 3;
@@ -396,17 +453,20 @@ fn existing_database(data_dir: &Path) -> Result<PathBuf, Failure> {
 }
 
 /// The newsletter with `subdomain`, or a not-found failure that names it.
-fn by_subdomain(
-    conn: &rusqlite::Connection,
-    subdomain: &str,
-) -> Result<newsletters::Newsletter, Failure> {
-    newsletters::get_by_subdomain(conn, subdomain).map_err(|e| match e {
+fn by_subdomain(conn: &rusqlite::Connection, subdomain: &str) -> Result<Newsletter, Failure> {
+    newsletter::get_by_subdomain(conn, subdomain).map_err(about_subdomain(subdomain))
+}
+
+/// The failure of a command given `subdomain`: a newsletter not found is named by it, in the
+/// same words for every command.
+fn about_subdomain(subdomain: &str) -> impl FnOnce(DomainError) -> Failure + '_ {
+    move |e| match e {
         DomainError::NotFound(_) => Failure {
             code: EXIT_NOT_FOUND,
             message: format!("no newsletter has the subdomain {subdomain:?}"),
         },
         other => other.into(),
-    })
+    }
 }
 
 /// The progress of a whole-database copy (`backup`, `restore`) on stderr, in pages.

@@ -1,8 +1,10 @@
 //! `broadsheet restore FILE`: replaces the database with a backup; refused while a server
-//! holds the data directory. It then says whether the data directory's key file opens the
-//! relay passwords in the backup.
+//! holds the data directory. The database it replaces is copied beside it first
+//! (`broadsheet.db.before-restore-<UTC time>`), so a restore of the wrong file loses nothing.
+//! It then says whether the data directory's key file opens the relay passwords in the
+//! backup.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::{EXIT_NOT_FOUND, Failure, PageProgress, open_migrated};
 use crate::domain::delivery::relays;
@@ -17,16 +19,71 @@ pub(super) fn run(data_dir: &Path, file: &Path) -> Result<(), Failure> {
         });
     }
     let _lock = store::DataDirLock::acquire(data_dir)?;
+    // Checked first: a file that is no healthy database is refused before any copy is made.
+    let backup = store::CheckedBackup::open(file)?;
+    let db = store::database_path(data_dir);
+    let kept = keep(&db)?;
     let progress = PageProgress::new("restoring");
-    store::restore_from(file, &store::database_path(data_dir), |p| {
-        progress.update(p)
-    })?;
+    if let Err(e) = backup.restore_to(&db, |p| progress.update(p)) {
+        // The database is as it was (the copy is one transaction): the kept copy is not needed.
+        if let Some(kept) = &kept {
+            let _ = std::fs::remove_file(kept);
+        }
+        return Err(e.into());
+    }
     progress.finish();
+    println!("database restored from {}", file.display());
+    match &kept {
+        Some(kept) => println!("the database it replaced is kept at {}", kept.display()),
+        None => println!("there was no database before, so none is kept"),
+    }
     // A backup from an older version gets the newer migrations now.
     let conn = open_migrated(data_dir)?;
-    println!("database restored from {}", file.display());
     println!("{}", key_note(data_dir, &conn)?);
     Ok(())
+}
+
+/// Copies the database at `db`, if there is one, to a new file beside it named for this
+/// moment; returns where. A consistent copy (SQLite's backup, WAL included), like `backup`.
+fn keep(db: &Path) -> Result<Option<PathBuf>, Failure> {
+    if !db.is_file() {
+        return Ok(None);
+    }
+    let stamp = crate::clock::now()
+        .format(time::macros::format_description!(
+            "[year][month][day]T[hour][minute][second]Z"
+        ))
+        .expect("a UTC time formats");
+    let name = db
+        .file_name()
+        .expect("the database has a file name")
+        .to_string_lossy();
+    // Two restores in one second: the second copy gets a number.
+    let kept = (1..)
+        .map(|n| {
+            let suffix = if n == 1 {
+                String::new()
+            } else {
+                format!("-{n}")
+            };
+            db.with_file_name(format!("{name}.before-restore-{stamp}{suffix}"))
+        })
+        .find(|path| !path.exists())
+        .expect("a free name");
+    let progress = PageProgress::new("keeping the current database");
+    store::backup_to(db, &kept, |p| progress.update(p)).map_err(|e| {
+        let failure = Failure::from(e);
+        Failure {
+            message: format!(
+                "could not keep a copy of the current database at {} ({}); nothing was restored",
+                kept.display(),
+                failure.message
+            ),
+            ..failure
+        }
+    })?;
+    progress.finish();
+    Ok(Some(kept))
 }
 
 /// Whether the data directory's key file opens the relay passwords of the restored database:

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use clap::ValueEnum;
 
-use super::{Failure, open_migrated};
+use super::{Failure, about_subdomain, open_migrated};
 use crate::domain::newsletters::{self, Status};
 
 /// A newsletter's status as the operator names it.
@@ -30,8 +30,9 @@ impl From<StatusValue> for Status {
 }
 
 pub(super) fn run(data_dir: &Path, subdomain: &str, status: StatusValue) -> Result<(), Failure> {
-    let newsletter =
-        newsletters::set_status(&mut open_migrated(data_dir)?, subdomain, status.into())?;
+    let mut conn = open_migrated(data_dir)?;
+    let newsletter = newsletters::set_status(&mut conn, subdomain, status.into())
+        .map_err(about_subdomain(subdomain))?;
     println!("{}: status {}", newsletter.subdomain, newsletter.status);
     Ok(())
 }

@@ -3,12 +3,14 @@
 
 use std::path::Path;
 
-use super::{Failure, open_migrated};
+use super::{Failure, about_subdomain, open_migrated};
 use crate::config::TierValue;
 use crate::domain::newsletters;
 
 pub(super) fn run(data_dir: &Path, subdomain: &str, tier: TierValue) -> Result<(), Failure> {
-    let newsletter = newsletters::set_tier(&mut open_migrated(data_dir)?, subdomain, tier.into())?;
+    let mut conn = open_migrated(data_dir)?;
+    let newsletter = newsletters::set_tier(&mut conn, subdomain, tier.into())
+        .map_err(about_subdomain(subdomain))?;
     println!("{}: tier {}", newsletter.subdomain, newsletter.tier);
     Ok(())
 }

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use clap::ValueEnum;
 
-use super::{Failure, open_migrated};
+use super::{Failure, about_subdomain, open_migrated};
 use crate::domain::newsletters;
 
 /// Tracking as the operator names it.
@@ -38,8 +38,9 @@ impl std::fmt::Display for TrackingValue {
 }
 
 pub(super) fn run(data_dir: &Path, subdomain: &str, setting: TrackingValue) -> Result<(), Failure> {
-    let newsletter =
-        newsletters::set_tracking(&mut open_migrated(data_dir)?, subdomain, setting.enabled())?;
+    let mut conn = open_migrated(data_dir)?;
+    let newsletter = newsletters::set_tracking(&mut conn, subdomain, setting.enabled())
+        .map_err(about_subdomain(subdomain))?;
     println!(
         "{}: tracking {}",
         newsletter.subdomain,

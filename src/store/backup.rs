@@ -88,26 +88,33 @@ pub fn backup_to(
     Ok(())
 }
 
-/// Replaces the database at `db` with the backup `source`. The caller holds the data-dir lock.
-pub fn restore_from(
-    source: &Path,
-    db: &Path,
-    progress: impl FnMut(Progress),
-) -> Result<(), StoreError> {
-    let from = Connection::open_with_flags(source, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
-    let check: String = from.query_row("PRAGMA quick_check", [], |r| r.get(0))?;
-    if check != "ok" {
-        return Err(StoreError::Io(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!(
-                "{} is not a healthy Broadsheet backup: {check}",
-                source.display()
-            ),
-        )));
+/// A backup file opened for a restore, once SQLite has found it healthy.
+pub struct CheckedBackup(Connection);
+
+impl CheckedBackup {
+    /// Opens `source` read-only and checks it (`PRAGMA quick_check`): a file that is not a
+    /// healthy database is refused here, before anything is touched.
+    pub fn open(source: &Path) -> Result<CheckedBackup, StoreError> {
+        let from = Connection::open_with_flags(source, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+        let check: String = from.query_row("PRAGMA quick_check", [], |r| r.get(0))?;
+        if check != "ok" {
+            return Err(StoreError::Io(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "{} is not a healthy Broadsheet backup: {check}",
+                    source.display()
+                ),
+            )));
+        }
+        Ok(CheckedBackup(from))
     }
-    let mut to = super::open(db)?;
-    copy(&from, &mut to, progress)?;
-    Ok(())
+
+    /// Replaces the database at `db` with this backup. The caller holds the data-dir lock.
+    /// SQLite's backup writes `db` in one transaction: a copy that fails leaves it as it was.
+    pub fn restore_to(&self, db: &Path, progress: impl FnMut(Progress)) -> Result<(), StoreError> {
+        let mut to = super::open(db)?;
+        copy(&self.0, &mut to, progress)
+    }
 }
 
 #[cfg(test)]

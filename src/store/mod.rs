@@ -16,7 +16,7 @@ use std::time::Duration;
 use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
-pub use backup::{backup_to, restore_from};
+pub use backup::{CheckedBackup, backup_to};
 pub use lock::DataDirLock;
 pub use migrations::{MIGRATIONS, migrate};
 

@@ -28,6 +28,10 @@ async fn open(c: &Client, base: &str, path: &str, ready: &str) {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_chromium, has_axe)),
+    ignore = "needs chromium, chromedriver and axe-core (apt-get install chromium chromium-driver; npm install --prefix target/npm axe-core@4)"
+)]
 fn dashboard_pages_have_no_axe_violations() {
     let Some(driver) = Driver::start("axe on the dashboard") else {
         return;

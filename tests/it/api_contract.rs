@@ -5,6 +5,7 @@
 //! a state rule, a newsletter without the paid tier, the rate limit), checking each answer's
 //! status is listed.
 
+use crate::support::openapi::resolve;
 use crate::support::*;
 
 /// An id no resource has.
@@ -65,17 +66,6 @@ fn operations(doc: &Value) -> Vec<Operation> {
     }
     assert!(all.len() >= 27, "{} operations", all.len());
     all
-}
-
-/// Follows a `$ref` to `#/components/schemas/...`.
-fn resolve<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
-    match schema["$ref"].as_str() {
-        Some(r) => resolve(
-            doc,
-            &doc["components"]["schemas"][r.rsplit('/').next().unwrap()],
-        ),
-        None => schema,
-    }
 }
 
 /// The schema of a request body's or a response's JSON content.

@@ -1,20 +1,8 @@
 //! The generated OpenAPI document (issue 3): it parses, names every path of the interface
 //! with its methods and the bearer scheme, and real answers fit its schemas.
 
+use crate::support::openapi::resolve;
 use crate::support::*;
-
-/// Follows `$ref`s to `#/components/schemas/...`.
-fn resolve<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
-    let mut s = schema;
-    while let Some(r) = s.get("$ref").and_then(Value::as_str) {
-        let name = r
-            .strip_prefix("#/components/schemas/")
-            .unwrap_or_else(|| panic!("unexpected $ref {r}"));
-        s = &doc["components"]["schemas"][name];
-        assert!(!s.is_null(), "dangling $ref {r}");
-    }
-    s
-}
 
 /// Checks `value` against `schema`; returns what does not fit.
 fn check(doc: &Value, schema: &Value, value: &Value, at: &str, problems: &mut Vec<String>) {

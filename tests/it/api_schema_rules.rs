@@ -7,6 +7,7 @@
 
 use regex::Regex;
 
+use crate::support::openapi;
 use crate::support::*;
 
 /// Where a constrained value goes.
@@ -30,13 +31,12 @@ struct Site {
     schema: Value,
 }
 
+/// The schema a `$ref` names, or the first of an `allOf` (how a nullable reference is
+/// written) resolved, or the schema itself.
 fn resolve<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
-    match schema["$ref"].as_str() {
-        Some(r) => &doc["components"]["schemas"][r.rsplit('/').next().unwrap()],
-        None => match schema["allOf"].as_array() {
-            Some(all) => resolve(doc, &all[0]),
-            None => schema,
-        },
+    match schema["allOf"].as_array() {
+        Some(all) if schema.get("$ref").is_none() => resolve(doc, &all[0]),
+        _ => openapi::resolve(doc, schema),
     }
 }
 

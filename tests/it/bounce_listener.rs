@@ -80,13 +80,14 @@ fn verp_the_bounce_domain_defaults_to_the_public_host() {
     assert_eq!(delivery, delivery_of(&app, "cat@example.net"));
 }
 
-/// A server with the bounce listener on a free port; returns it and the port.
+/// A server with the bounce listener on a free port (which it takes itself); returns it and
+/// the port.
 fn spawn_with_listener(extra: &[&str]) -> (App, u16) {
-    let port = app::free_port();
-    let address = format!("127.0.0.1:{port}");
-    let mut args = vec!["--bounce-listen", address.as_str()];
+    let mut args = vec!["--bounce-listen", "127.0.0.1:0"];
     args.extend_from_slice(extra);
-    (spawn_app_with(&args), port)
+    let app = spawn_app_with(&args);
+    let port = app.bounce_port();
+    (app, port)
 }
 
 /// A bounce or complaint message as an MTA writes it (tests/fixtures/bounces), CRLF ended.

@@ -8,6 +8,10 @@ use crate::support::browser::{
 use crate::support::*;
 
 #[test]
+#[cfg_attr(
+    not(has_chromium),
+    ignore = "needs chromium and chromedriver (apt-get install chromium chromium-driver)"
+)]
 fn onboarding_in_chromium_ends_with_a_working_key() {
     let Some(driver) = Driver::start("onboarding") else {
         return;
@@ -117,6 +121,10 @@ fn onboarding_in_chromium_ends_with_a_working_key() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_chromium),
+    ignore = "needs chromium and chromedriver (apt-get install chromium chromium-driver)"
+)]
 fn public_site_in_chromium_has_no_console_errors_and_subscribes() {
     let Some(driver) = Driver::start("public site") else {
         return;
@@ -177,6 +185,10 @@ fn public_site_in_chromium_has_no_console_errors_and_subscribes() {
 /// The operator page in Chromium (issue 16, item 1): reached from the top bar, a pending
 /// request answered with one click; the page is saved as a screenshot.
 #[test]
+#[cfg_attr(
+    not(has_chromium),
+    ignore = "needs chromium and chromedriver (apt-get install chromium chromium-driver)"
+)]
 fn operator_page_in_chromium_answers_an_upgrade_request() {
     let Some(driver) = Driver::start("operator") else {
         return;

@@ -70,10 +70,6 @@ fn token_of(domain: &Value) -> String {
         .to_string()
 }
 
-fn path_of(url: &str) -> String {
-    format!("/{}", url.splitn(4, '/').nth(3).unwrap_or(""))
-}
-
 #[test]
 fn a_subdomain_goes_from_pending_to_active_and_serves_the_site() {
     let (app, dns) = spawn_with_dns();

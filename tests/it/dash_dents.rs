@@ -156,6 +156,10 @@ fn onboarding_numbers_its_steps_and_the_overview_ticks_off_next_steps() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_chromium),
+    ignore = "needs chromium and chromedriver (apt-get install chromium chromium-driver)"
+)]
 fn the_subdomain_preview_follows_the_name_and_the_key_command_wraps_and_copies() {
     let Some(driver) = Driver::start("dashboard dents") else {
         return;

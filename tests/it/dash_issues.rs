@@ -816,6 +816,10 @@ fn dash_issues_posts_without_csrf_token_are_refused() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_chromium),
+    ignore = "needs chromium and chromedriver (apt-get install chromium chromium-driver)"
+)]
 fn dash_issues_written_previewed_and_sent_in_chromium() {
     let Some(driver) = Driver::start("dashboard issues") else {
         return;

@@ -665,6 +665,10 @@ fn dash_settings_posts_without_a_valid_csrf_token_are_refused() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_chromium),
+    ignore = "needs chromium and chromedriver (apt-get install chromium chromium-driver)"
+)]
 fn dash_settings_in_chromium_pause_by_clicking_then_cancel_read_only() {
     use crate::support::browser::{
         Driver, click, fill, runtime, screenshot, sign_in, wait_for_element, wait_for_path,

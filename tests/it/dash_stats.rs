@@ -268,6 +268,10 @@ fn dash_stats_empty_newsletter_shows_empty_states_and_stays_private() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_chromium),
+    ignore = "needs chromium and chromedriver (apt-get install chromium chromium-driver)"
+)]
 fn dash_stats_in_chromium_draws_both_charts_without_console_errors() {
     let Some(driver) = Driver::start("dashboard stats") else {
         return;

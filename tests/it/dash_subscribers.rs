@@ -866,6 +866,10 @@ fn a_cancelled_newsletter_is_read_only() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_chromium),
+    ignore = "needs chromium and chromedriver (apt-get install chromium chromium-driver)"
+)]
 fn csv_import_in_chromium_shows_the_summary() {
     let Some(driver) = Driver::start("subscriber import") else {
         return;

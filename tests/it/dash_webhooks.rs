@@ -183,6 +183,10 @@ fn subscriptions_are_created_and_edited_in_the_dashboard() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_chromium),
+    ignore = "needs chromium and chromedriver (apt-get install chromium chromium-driver)"
+)]
 fn the_webhooks_page_fits_a_phone_and_its_card_fits_a_desktop() {
     let Some(driver) = Driver::start("webhooks page") else {
         return;

@@ -45,6 +45,10 @@ fn assert_disk_full_page(resp: &Resp) {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_mount),
+    ignore = "needs root to mount a tmpfs (mount -t tmpfs)"
+)]
 fn a_full_disk_refuses_writes_clearly_and_recovers_without_a_restart() {
     let Some(app) = spawn_app_on_small_disk(SmtpSink::start(), &[], 16) else {
         return;
@@ -184,6 +188,10 @@ fn a_full_disk_refuses_writes_clearly_and_recovers_without_a_restart() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_mount),
+    ignore = "needs root to mount a tmpfs (mount -t tmpfs)"
+)]
 fn a_send_waits_out_a_full_disk_and_finishes_by_itself_once_there_is_room() {
     use crate::support::send::{
         addresses, approved_issue, send_now, subscribe_all, tally, wait_status,
@@ -234,6 +242,10 @@ fn a_send_waits_out_a_full_disk_and_finishes_by_itself_once_there_is_room() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_mount),
+    ignore = "needs root to mount a tmpfs (mount -t tmpfs)"
+)]
 fn an_import_and_a_webhook_delivery_wait_out_a_full_disk_and_finish_by_themselves() {
     use crate::support::receiver::Receiver;
     use std::time::Duration;

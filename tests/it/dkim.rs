@@ -9,6 +9,10 @@ use crate::support::send::{approved_issue, send_now, subscribe_all, wait_status}
 use crate::support::*;
 
 #[test]
+#[cfg_attr(
+    not(has_dkimpy),
+    ignore = "needs dkimpy in target/py (python3 -m venv target/py && target/py/bin/pip install dkimpy)"
+)]
 fn dkim_signs_every_message_and_an_independent_verifier_accepts_them() {
     let Some(dkimpy) = Dkimpy::find("dkim_signs_every_message") else {
         return;

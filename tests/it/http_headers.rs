@@ -231,6 +231,10 @@ fn a_405_names_the_methods_the_path_accepts() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_chromium),
+    ignore = "needs chromium and chromedriver (apt-get install chromium chromium-driver)"
+)]
 fn the_api_reference_runs_in_chromium_under_its_policy() {
     let Some(driver) = Driver::start("API reference") else {
         return;

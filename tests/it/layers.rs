@@ -9,6 +9,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use crate::support::rust_files;
+
 /// What each top-level module may name, besides itself. A module missing from this table
 /// fails the test, so a new one has to be placed in the layers.
 const ALLOWED: &[(&str, &[&str])] = &[
@@ -62,17 +64,6 @@ const KNOWN_UNTIL_MERGE: &[(&str, &str)] = &[];
 
 fn source_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("src/ is readable") {
-        let path = entry.expect("a directory entry").path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
 }
 
 /// The top-level module a file belongs to: its folder under `src/`, or its own name there.

@@ -18,6 +18,7 @@ mod api_snapshot;
 mod api_subscribers;
 mod bounce_listener;
 mod browser;
+mod cli_dents;
 mod cli_import;
 mod content_limits;
 mod custom_domains;

@@ -125,6 +125,10 @@ fn assert_refusal_of_gone(report: Report) {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_postfix),
+    ignore = "needs root and Postfix (apt-get install postfix, with No configuration)"
+)]
 fn postfix_relay_mails_its_own_dsn_for_a_recipient_the_next_hop_refuses() {
     let next_hop = SmtpSink::start();
     let bounces = SmtpSink::start();
@@ -196,6 +200,10 @@ fn postfix_relay_mails_its_own_dsn_for_a_recipient_the_next_hop_refuses() {
 /// one reader after Postfix queued the message, and Postfix's DSN, mailed to the VERP return
 /// path, marks that reader bounced through the listener alone.
 #[test]
+#[cfg_attr(
+    not(has_postfix),
+    ignore = "needs root and Postfix (apt-get install postfix, with No configuration)"
+)]
 fn postfix_relay_dsn_reaches_the_bounce_listener_and_bounces_the_reader() {
     let next_hop = SmtpSink::start();
     let listener_port = app::free_port();

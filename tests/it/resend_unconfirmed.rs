@@ -351,6 +351,10 @@ fn resend_unconfirmed_from_the_dashboard_asks_first_then_sends() {
 /// The report with the offer and the confirmation in Chromium: axe finds nothing, light and
 /// dark, at desktop width and at 390 px with no sideways scroll; the button does it.
 #[test]
+#[cfg_attr(
+    not(all(has_chromium, has_axe)),
+    ignore = "needs chromium, chromedriver and axe-core (apt-get install chromium chromium-driver; npm install --prefix target/npm axe-core@4)"
+)]
 fn resend_unconfirmed_pages_pass_axe_light_and_dark_and_the_button_sends() {
     use crate::support::axe::Axe;
     let Some(driver) = Driver::start("resend pages") else {

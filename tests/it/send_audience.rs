@@ -56,6 +56,10 @@ async fn path(c: &Client) -> String {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_chromium),
+    ignore = "needs chromium and chromedriver (apt-get install chromium chromium-driver)"
+)]
 fn send_audience_in_chromium_goes_to_the_ticked_tags_or_comes_back_to_review() {
     let Some(driver) = Driver::start("send audience") else {
         return;
@@ -182,6 +186,10 @@ fn send_audience_in_chromium_goes_to_the_ticked_tags_or_comes_back_to_review() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_chromium),
+    ignore = "needs chromium and chromedriver (apt-get install chromium chromium-driver)"
+)]
 fn send_audience_in_chromium_schedules_the_ticked_tags() {
     let Some(driver) = Driver::start("schedule audience") else {
         return;

@@ -58,6 +58,10 @@ fn send_issue(app: &App, owner: &Owner, reader: &str, subject: &str, nth: usize)
 }
 
 #[test]
+#[cfg_attr(
+    not(has_dkimpy),
+    ignore = "needs dkimpy in target/py (python3 -m venv target/py && target/py/bin/pip install dkimpy)"
+)]
 fn sender_domain_verified_through_dns_signs_the_newsletters_mail() {
     let Some(dkimpy) = Dkimpy::find("sender_domain_verified") else {
         return;

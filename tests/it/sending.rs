@@ -4,6 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
+use crate::support::send::{issue, send_now, send_now_answer, wait_status};
 use crate::support::*;
 use mail_parser::MimeHeaders;
 
@@ -27,26 +28,6 @@ fn create_issue(owner: &Owner, issue: Value) -> i64 {
     resp.json()["id"].as_i64().expect("issue id")
 }
 
-fn issue(owner: &Owner, id: i64) -> Value {
-    let resp = owner.get(&format!("/issues/{id}"));
-    resp.expect(200);
-    resp.json()
-}
-
-/// Waits until the issue is `sent`; returns it.
-fn wait_sent(owner: &Owner, id: i64, timeout: Duration) -> Value {
-    wait_for(&format!("issue {id} sent"), timeout, || {
-        let issue = issue(owner, id);
-        (issue["status"] == "sent").then_some(issue)
-    })
-}
-
-fn send_now(owner: &Owner, id: i64) -> Value {
-    let resp = owner.post(&format!("/issues/{id}/send_now"), &json!({}));
-    resp.expect(200);
-    resp.json()
-}
-
 fn stats(owner: &Owner) -> Value {
     let resp = owner.get("/newsletter/stats");
     resp.expect(200);
@@ -59,13 +40,9 @@ fn attribute_values(html: &str, attr: &str) -> Vec<String> {
     html.match_indices(&mark)
         .filter_map(|(at, _)| {
             let rest = &html[at + mark.len()..];
-            rest.find('"').map(|end| http_unescape(&rest[..end]))
+            rest.find('"').map(|end| http::unescape(&rest[..end]))
         })
         .collect()
-}
-
-fn http_unescape(text: &str) -> String {
-    crate::support::http::unescape(text)
 }
 
 /// The path and query of an absolute URL on the newsletter's site.
@@ -124,11 +101,11 @@ fn sending_delivers_one_correct_message_to_each_active_subscriber() {
     let active: Vec<&String> = emails[3..].iter().collect();
 
     let id = create_issue(&owner, full_issue("Issue one: field notes"));
-    let queued = send_now(&owner, id);
+    let queued = send_now_answer(&owner, id);
     assert_eq!(queued["subscribers"], 4);
     assert_eq!(queued["issue"]["status"], "approved");
 
-    let sent = wait_sent(&owner, id, Duration::from_secs(30));
+    let sent = wait_status(&owner, id, "sent", Duration::from_secs(30));
     assert!(sent["sent_at"].as_str().is_some_and(|s| s.ends_with('Z')));
     assert_eq!(
         app.count(&format!(
@@ -302,7 +279,7 @@ fn refusals_bounce_or_retry(no_pipelining: bool) {
         .collect();
     let id = create_issue(&owner, full_issue("Refusals"));
     send_now(&owner, id);
-    wait_sent(&owner, id, Duration::from_secs(30));
+    wait_status(&owner, id, "sent", Duration::from_secs(30));
 
     assert_eq!(app.smtp.messages_to(&ok).len(), 1);
     assert_eq!(app.smtp.messages_to(&gone).len(), 0);
@@ -356,7 +333,7 @@ fn sending_opens_and_clicks_change_the_stats_and_signatures_are_checked() {
     add_subscriber(&owner, &b);
     let id = create_issue(&owner, full_issue("Tracked issue"));
     send_now(&owner, id);
-    wait_sent(&owner, id, Duration::from_secs(30));
+    wait_status(&owner, id, "sent", Duration::from_secs(30));
     let before = stats(&owner);
     assert_eq!(before["engagement"]["average_open_rate"], 0.0);
     assert_eq!(before["engagement"]["average_click_rate"], 0.0);
@@ -447,7 +424,7 @@ fn sending_unsubscribe_link_confirms_on_get_and_unsubscribes_on_one_click_post()
     let leave_id = add_subscriber(&owner, &leave);
     let id = create_issue(&owner, full_issue("Leaving soon"));
     send_now(&owner, id);
-    wait_sent(&owner, id, Duration::from_secs(30));
+    wait_status(&owner, id, "sent", Duration::from_secs(30));
 
     let mail = &app.smtp.messages_to(&leave)[0];
     let header = mail.header("List-Unsubscribe").unwrap();
@@ -499,8 +476,8 @@ fn sending_unsubscribe_link_confirms_on_get_and_unsubscribes_on_one_click_post()
 
     // The next issue skips them.
     let next = create_issue(&owner, full_issue("After leaving"));
-    assert_eq!(send_now(&owner, next)["subscribers"], 1);
-    wait_sent(&owner, next, Duration::from_secs(30));
+    assert_eq!(send_now(&owner, next), 1);
+    wait_status(&owner, next, "sent", Duration::from_secs(30));
     assert_eq!(app.smtp.messages_to(&leave).len(), 1);
     assert_eq!(app.smtp.messages_to(&stay).len(), 2);
 }
@@ -515,7 +492,7 @@ fn sending_without_tracking_has_no_pixel_and_plain_links() {
     add_subscriber(&owner, &reader);
     let id = create_issue(&owner, full_issue("Untracked"));
     send_now(&owner, id);
-    wait_sent(&owner, id, Duration::from_secs(30));
+    wait_status(&owner, id, "sent", Duration::from_secs(30));
 
     let mail = &app.smtp.messages_to(&reader)[0];
     let html = mail.html();
@@ -556,12 +533,12 @@ fn sending_scheduled_issue_goes_out_at_its_time() {
     );
     assert_eq!(issue(&owner, id)["status"], "scheduled");
     app.set_clock(parse(&at) - time::Duration::minutes(1));
-    wait_sent(&owner, early, Duration::from_secs(20));
+    wait_status(&owner, early, "sent", Duration::from_secs(20));
     assert_eq!(issue(&owner, id)["status"], "scheduled", "sent early");
     assert_eq!(app.smtp.messages_to(&reader).len(), 1);
 
     app.advance_clock(Duration::from_secs(60));
-    let sent = wait_sent(&owner, id, Duration::from_secs(20));
+    let sent = wait_status(&owner, id, "sent", Duration::from_secs(20));
     assert_eq!(app.smtp.messages_to(&reader).len(), 2);
     let sent_at = parse(sent["sent_at"].as_str().unwrap());
     assert!(
@@ -636,7 +613,7 @@ fn sending_paused_newsletter_holds_its_scheduled_send() {
     // Resumed: the held issue goes out.
     let (code, out, err) = app.cli(&["status", &owner.subdomain, "active"]);
     assert_eq!(code, 0, "{out} {err}");
-    wait_sent(&owner, id, Duration::from_secs(20));
+    wait_status(&owner, id, "sent", Duration::from_secs(20));
     assert_eq!(app.smtp.messages_to(&reader).len(), 1);
 }
 
@@ -650,7 +627,7 @@ fn sending_bounce_endpoint_marks_subscribers_bounced() {
     let b_id = add_subscriber(&owner, &b);
     let id = create_issue(&owner, full_issue("Bouncy"));
     send_now(&owner, id);
-    wait_sent(&owner, id, Duration::from_secs(30));
+    wait_status(&owner, id, "sent", Duration::from_secs(30));
 
     let token: String = app
         .db()
@@ -755,7 +732,7 @@ fn sent_to(app: &App, addresses: &[&str]) -> (Owner, Vec<i64>, String) {
         .expect("token line")
         .to_string();
     assert!(
-        out.contains(&format!("url: http://localhost:8080/bounces/{token}")),
+        out.contains(&format!("url: {}/bounces/{token}", app.base_url)),
         "{out}"
     );
     (owner, ids, token)
@@ -764,7 +741,7 @@ fn sent_to(app: &App, addresses: &[&str]) -> (Owner, Vec<i64>, String) {
 fn send_and_wait(owner: &Owner, subject: &str) {
     let id = create_issue(owner, full_issue(subject));
     send_now(owner, id);
-    wait_sent(owner, id, Duration::from_secs(30));
+    wait_status(owner, id, "sent", Duration::from_secs(30));
 }
 
 #[test]

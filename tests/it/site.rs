@@ -16,10 +16,6 @@ fn publish_issue(owner: &Owner, subject: &str, markdown: &str) -> Value {
     published.json()
 }
 
-fn path_of(url: &str) -> String {
-    format!("/{}", url.splitn(4, '/').nth(3).unwrap_or(""))
-}
-
 #[test]
 fn home_archive_issue_pages_and_feed() {
     let app = spawn_app();

@@ -302,6 +302,10 @@ fn text_answers_are_compressed_when_the_client_accepts_it() {
 /// 390 px (test artifacts), with the stylesheets applied under the site's policy and no
 /// console errors.
 #[test]
+#[cfg_attr(
+    not(has_chromium),
+    ignore = "needs chromium and chromedriver (apt-get install chromium chromium-driver)"
+)]
 fn site_screenshots_light_and_dark_at_desktop_and_phone_width() {
     use crate::support::browser::{Driver, runtime, screenshot};
 

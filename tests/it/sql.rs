@@ -2,20 +2,9 @@
 //! renamed column or a typo fails here rather than in front of a user; and no SQL is built
 //! with `format!`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use crate::support::run_cli;
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
+use crate::support::{run_cli, rust_files};
 
 /// The string literals of a Rust file (plain `"..."`, with escapes undone), with line numbers.
 fn string_literals(source: &str) -> Vec<(usize, String)> {

@@ -7,10 +7,6 @@ use std::time::Duration;
 use crate::support::http::unescape;
 use crate::support::*;
 
-fn path_of(url: &str) -> String {
-    format!("/{}", url.splitn(4, '/').nth(3).unwrap_or(""))
-}
-
 /// A draft with content and a link; returns its id.
 fn draft(owner: &Owner, subject: &str) -> i64 {
     let resp = owner.post(

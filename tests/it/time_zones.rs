@@ -385,6 +385,10 @@ fn the_newsletters_zone_is_on_the_api_and_places_its_slots_across_daylight_savin
 }
 
 #[test]
+#[cfg_attr(
+    not(has_chromium),
+    ignore = "needs chromium and chromedriver (apt-get install chromium chromium-driver)"
+)]
 fn chromium_signs_up_in_its_own_zone() {
     let Some(driver) = crate::support::browser::Driver::start("time zone at sign-up") else {
         return;

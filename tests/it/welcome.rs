@@ -5,10 +5,6 @@
 
 use crate::support::*;
 
-fn path_of(url: &str) -> String {
-    format!("/{}", url.splitn(4, '/').nth(3).unwrap_or(""))
-}
-
 /// Subscribes `email` on the site and follows the link of confirmation mail number `n`.
 fn subscribe_and_confirm(app: &App, site: &Client, email: &str, n: usize) -> Resp {
     site.submit("/subscribe", "/subscribe", &[("email", email)])

@@ -1,9 +1,11 @@
 //! `spawn_app()`: the real `broadsheet` binary on a random port with a temporary data
 //! directory, mail going to an SMTP listener the test owns, and a clock the test moves
-//! (`serve --test-clock`, see `docs/testing.md`).
+//! (`serve --test-clock`, see `docs/testing.md`). The server takes any free port itself
+//! (`--listen 127.0.0.1:0`) and says which in `<data-dir>/listening`: a port picked here and
+//! released before the server bound it could be taken by another test in between.
 
 use std::fs::File;
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -15,6 +17,8 @@ pub use super::smtp::wait_for;
 
 /// A running server. Killed when dropped; its log is printed if the test failed.
 pub struct App {
+    /// The port the server took at its first start; restarts ask for it again, so URLs the
+    /// test holds stay good.
     pub port: u16,
     /// `http://127.0.0.1:<port>`: where the client connects, and the `--base-url` unless the
     /// test passes its own.
@@ -102,7 +106,8 @@ fn launch(
     disk: Option<SmallDisk>,
 ) -> App {
     let log_path = root.path().join("server.log");
-    let port = free_port();
+    // Port 0 until the server has taken one (see `App::start`).
+    let port = 0;
     let mut app = App {
         port,
         base_url: format!("http://127.0.0.1:{port}"),
@@ -129,7 +134,10 @@ pub fn spawn_app_outbox() -> App {
     app
 }
 
-/// A loopback port nothing listens on now (another process may take it before it is used).
+/// A loopback port nothing listens on now. Another process may take it before it is used: only
+/// for a port another program must be told before it starts (Postfix's, and the bounce
+/// listener it forwards to), or one nothing should listen on; the server under test takes
+/// its own ([`App::start`]).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -157,7 +165,16 @@ impl App {
         run_cli_with_input(self.data_dir(), args, Some(input))
     }
 
+    /// Starts the server: on port 0 the first time, where `--base-url` and `--public-host`
+    /// name port 0 too and the server puts in the one it took; then on that port again.
     fn start(&mut self) {
+        // The last run's file must not be read as this one's.
+        match std::fs::remove_file(self.listening_path()) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                panic!("removing {}: {e}", self.listening_path().display())
+            }
+            _ => {}
+        }
         let log = File::options()
             .create(true)
             .append(true)
@@ -194,18 +211,70 @@ impl App {
             .spawn()
             .expect("starting the broadsheet binary");
         self.child = Some(child);
-        self.wait_until_up();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let address = self.wait_for_address(deadline);
+        if self.port == 0 {
+            self.port = address.port();
+            self.base_url = format!("http://127.0.0.1:{}", self.port);
+            self.public_host = format!("localhost:{}", self.port);
+        }
+        assert_eq!(address.port(), self.port, "the server took another port");
+        self.wait_until_up(deadline);
     }
 
-    fn wait_until_up(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(30);
+    fn listening_path(&self) -> PathBuf {
+        self.data_dir.join("listening")
+    }
+
+    /// The `name` line of `<data-dir>/listening`, once the server has written it.
+    fn listening(&self, name: &str) -> Option<SocketAddr> {
+        let text = std::fs::read_to_string(self.listening_path()).ok()?;
+        let value = text
+            .lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))?;
+        Some(
+            value
+                .parse()
+                .unwrap_or_else(|e| panic!("{name} {value:?} in the listening file: {e}")),
+        )
+    }
+
+    /// The port of the bounce listener (`--bounce-listen`, e.g. `127.0.0.1:0`).
+    pub fn bounce_port(&self) -> u16 {
+        self.listening("bounces")
+            .expect("a bounce listener (serve --bounce-listen)")
+            .port()
+    }
+
+    /// Waits until the server says where it listens (or exits).
+    fn wait_for_address(&mut self, deadline: Instant) -> SocketAddr {
+        loop {
+            self.panic_if_exited();
+            if let Some(address) = self.listening("http") {
+                return address;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the server did not write {} within 30 s:\n{}",
+                self.listening_path().display(),
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn panic_if_exited(&mut self) {
+        if let Some(child) = self.child.as_mut()
+            && let Ok(Some(status)) = child.try_wait()
+        {
+            panic!("the server exited with {status} at start:\n{}", self.log());
+        }
+    }
+
+    fn wait_until_up(&mut self, deadline: Instant) {
         let client = Client::new(&self.base_url);
         loop {
-            if let Some(child) = self.child.as_mut()
-                && let Ok(Some(status)) = child.try_wait()
-            {
-                panic!("the server exited with {status} at start:\n{}", self.log());
-            }
+            self.panic_if_exited();
             if let Ok(resp) = client.try_get("/up")
                 && resp.status == 200
             {

@@ -1,8 +1,9 @@
 //! axe-core inside the Chromium tests: npm's `axe-core` (its `axe.min.js`, installed into
 //! `target/npm` by `.ci/run`, where `scripts/lighthouse.sh` keeps its npm tools) is injected
-//! into the page the session shows and `axe.run()` checks it with every default rule. A
-//! missing `axe.min.js` is reported loudly; with `BROADSHEET_REQUIRE_BROWSER=1` (CI) it fails
-//! the test, as a missing Chromium does.
+//! into the page the session shows and `axe.run()` checks it with every default rule. Without
+//! `axe.min.js` the build script (`build.rs`) marks the tests `#[ignore]` (`cfg(has_axe)`); run
+//! anyway, it is reported loudly, and with `BROADSHEET_REQUIRE_BROWSER=1` (CI) it fails the
+//! test, as a missing Chromium does.
 
 use std::path::PathBuf;
 

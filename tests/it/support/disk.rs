@@ -1,6 +1,7 @@
 //! A small tmpfs to run the server on, so a test can fill its disk for real. Mounting needs
-//! root (the tests run as root here and in CI); without it the test is skipped with a loud
-//! notice, and with `BROADSHEET_REQUIRE_MOUNT=1` (CI) it fails.
+//! root (the tests run as root here and in CI); without it the build script (`build.rs`) marks
+//! the tests `#[ignore]` (`cfg(has_mount)`). Should the mount fail all the same, the test is
+//! skipped with a loud notice, and with `BROADSHEET_REQUIRE_MOUNT=1` (CI) it fails.
 
 use std::fs::File;
 use std::io::Write;

@@ -10,12 +10,14 @@ pub mod disk;
 pub mod dkimpy;
 pub mod dns;
 pub mod http;
+pub mod openapi;
 pub mod postfix;
 pub mod receiver;
 pub mod send;
 pub mod smtp;
 pub mod tls;
 
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -40,6 +42,25 @@ pub fn link_containing(text: &str, needle: &str) -> Option<String> {
     text.split(|c: char| c.is_whitespace() || c == '"' || c == '<' || c == '>' || c == '\'')
         .find(|w| (w.starts_with("http://") || w.starts_with("https://")) && w.contains(needle))
         .map(|w| http::unescape(w.trim_end_matches(['.', ')', ','])))
+}
+
+/// The path (and query) of an absolute `http(s)://host/...` URL.
+pub fn path_of(url: &str) -> String {
+    format!("/{}", url.splitn(4, '/').nth(3).unwrap_or(""))
+}
+
+/// Appends every `.rs` file under `dir` (at any depth) to `out`.
+pub fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let entries =
+        std::fs::read_dir(dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
+    for entry in entries {
+        let path = entry.expect("a directory entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
 }
 
 /// Submits the sign-up form; the answer sends the browser to wait for the confirmation mail.

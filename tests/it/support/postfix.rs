@@ -8,10 +8,12 @@
 //!
 //! Postfix's master runs as root (it drops privileges for its daemons), so the tests need root
 //! and Debian's `postfix` package (`/usr/sbin/postfix`; installed with "No configuration", the
-//! system's own instance never runs). Without them they print a loud notice and pass, unless
-//! `BROADSHEET_REQUIRE_POSTFIX=1` (CI), where they fail. Instances run side by side: each has
-//! its own ports, its own `queue_directory` (sockets, `pid/master.pid`) and `data_directory`
-//! (`master.lock`), so nothing is shared between them or with a system instance.
+//! system's own instance never runs). Without them the build script (`build.rs`) marks the
+//! tests `#[ignore]` (`cfg(has_postfix)`); run anyway, they print a loud notice and pass, unless
+//! `BROADSHEET_REQUIRE_POSTFIX=1` (CI, which also makes the build script run them), where they
+//! fail. Instances run side by side: each has its own ports, its own `queue_directory`
+//! (sockets, `pid/master.pid`) and `data_directory` (`master.lock`), so nothing is shared
+//! between them or with a system instance.
 
 use std::net::TcpStream;
 use std::path::Path;

@@ -61,11 +61,16 @@ pub fn approved_issue(owner: &Owner, subject: &str) -> i64 {
 
 /// `send_now`; returns the recipient count it reports.
 pub fn send_now(owner: &Owner, id: i64) -> i64 {
-    let resp = owner.post(&format!("/issues/{id}/send_now"), &json!({}));
-    resp.expect(200);
-    resp.json()["subscribers"]
+    send_now_answer(owner, id)["subscribers"]
         .as_i64()
         .expect("recipient count")
+}
+
+/// `send_now`; returns its whole answer (the recipient count and the issue).
+pub fn send_now_answer(owner: &Owner, id: i64) -> Value {
+    let resp = owner.post(&format!("/issues/{id}/send_now"), &json!({}));
+    resp.expect(200);
+    resp.json()
 }
 
 /// The issue as the API shows it (with its `delivery` counts).
