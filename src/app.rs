@@ -22,9 +22,10 @@ use crate::domain::sending::OutagePolicy;
 use crate::domain::urls::SiteUrls;
 use crate::domain::verp::{self, ReturnPaths};
 use crate::http::compression::CompressText;
+use crate::http::csrf::CookieBeforeBody;
 use crate::http::headers::{Policy, SecurityHeaders};
 use crate::http::routing::{get, post};
-use crate::http::server::ReadLimits;
+use crate::http::server::{ConnectionCaps, ReadLimits};
 use crate::jobs::send_issue::SendSettings;
 use crate::jobs::{JobContext, OwnRelays, Runner, Stop};
 use crate::mail::bounce_listener::{self, ListenerSettings};
@@ -207,9 +208,16 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
     let https = state.urls.base_url.starts_with("https://");
     let limits = ReadLimits {
         head: Duration::from_millis(args.header_read_timeout_ms),
-        body: Duration::from_millis(args.body_read_timeout_ms),
+        body_window: Duration::from_millis(args.body_read_timeout_ms),
         body_min_rate: args.body_min_rate,
+        body_total: Duration::from_millis(args.body_total_timeout_ms),
     };
+    let caps = ConnectionCaps {
+        per_client: args.max_connections_per_client as usize,
+        total: args.max_connections as usize,
+        exempt: state.trusted_proxies.clone(),
+    };
+    crate::http::server::fit_open_files(caps.total);
     let result = rt.block_on(async {
         let base = Route::new()
             .at("/up", get(up))
@@ -219,7 +227,13 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
             )
             .nest("/api/v1", crate::api::routes())
             .nest("/api", crate::api::other_versions())
-            .nest("/", crate::web::routes())
+            // The forms' tokens are in their bodies; the cookie they are bound to comes first.
+            .nest(
+                "/",
+                crate::web::routes().with(CookieBeforeBody {
+                    refusal: || crate::web::WebError::BadCsrfToken.into(),
+                }),
+            )
             .map_to_response()
             .boxed();
         let app = HostRouter {
@@ -239,7 +253,7 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
             );
             tokio::spawn(bounce_listener::run(bounces, settings, db));
         }
-        let listener = tokio::net::TcpListener::bind(&args.listen).await?;
+        let listener = crate::http::server::bind(&args.listen, caps.total).await?;
         match &transport.route {
             MailRoute::Outbox(dir) => {
                 eprintln!("mail: no --smtp-url, writing messages to {}", dir.display())
@@ -274,6 +288,7 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
             listener,
             app,
             limits,
+            caps,
             shutdown_signal(stop),
             Duration::from_secs(10),
         )
