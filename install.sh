@@ -151,6 +151,10 @@ ExecStart=$prefix/bin/broadsheet serve
 # never needs to kill -9 it. Raise it with --smtp-timeout-ms.
 KillSignal=SIGTERM
 TimeoutStopSec=60
+# Each HTTP connection is an open file: --max-connections (4,096 by default, each client
+# address at most --max-connections-per-client, 64) plus about 1,024 for the database, the
+# listeners, SMTP, webhooks and bounce sessions. systemd's default soft limit is 1,024.
+LimitNOFILE=65536
 Restart=on-failure
 RestartSec=2
 NoNewPrivileges=true

@@ -22,9 +22,10 @@ use crate::domain::values::credentials::{self, CredentialKey, KeySource};
 use crate::domain::values::secrets::ServerSecret;
 use crate::domain::values::urls::SiteUrls;
 use crate::http::compression::CompressText;
+use crate::http::csrf::CookieBeforeBody;
 use crate::http::headers::{Policy, SecurityHeaders};
 use crate::http::routing::{get, post};
-use crate::http::server::ReadLimits;
+use crate::http::server::{ConnectionCaps, ReadLimits};
 use crate::jobs::send_issue::SendSettings;
 use crate::jobs::{JobContext, OwnRelays, Runner, Stop};
 use crate::mail::bounce_listener::{self, ListenerSettings};
@@ -223,9 +224,16 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
     let https = state.urls.base_url.starts_with("https://");
     let limits = ReadLimits {
         head: Duration::from_millis(args.header_read_timeout_ms),
-        body: Duration::from_millis(args.body_read_timeout_ms),
+        body_window: Duration::from_millis(args.body_read_timeout_ms),
         body_min_rate: args.body_min_rate,
+        body_total: Duration::from_millis(args.body_total_timeout_ms),
     };
+    let caps = ConnectionCaps {
+        per_client: args.max_connections_per_client as usize,
+        total: args.max_connections as usize,
+        exempt: state.trusted_proxies.clone(),
+    };
+    crate::http::server::fit_open_files(caps.total);
     let result = rt.block_on(async {
         let base = Route::new()
             .at("/up", get(up))
@@ -235,7 +243,13 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
             )
             .nest("/api/v1", crate::api::routes())
             .nest("/api", crate::api::other_versions())
-            .nest("/", crate::web::routes())
+            // The forms' tokens are in their bodies; the cookie they are bound to comes first.
+            .nest(
+                "/",
+                crate::web::routes().with(CookieBeforeBody {
+                    refusal: || crate::web::WebError::BadCsrfToken.into(),
+                }),
+            )
             .map_to_response()
             .boxed();
         let app = HostRouter {
@@ -258,6 +272,7 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
             bounces_address = Some(address);
             tokio::spawn(bounce_listener::run(bounces, settings, db));
         }
+        crate::http::server::widen_backlog(&http, caps.total)?;
         let listener = tokio::net::TcpListener::from_std(http)?;
         match &transport.route {
             MailRoute::Outbox(dir) => {
@@ -298,6 +313,7 @@ pub fn serve(data_dir: &Path, args: ServeArgs) -> Result<(), StoreError> {
             listener,
             app,
             limits,
+            caps,
             shutdown_signal(stop),
             Duration::from_secs(10),
         )

@@ -152,13 +152,14 @@ pub struct ServeArgs {
     /// milliseconds; a kept-alive connection left idle is closed after as long.
     #[arg(long, env = "BROADSHEET_HEADER_READ_TIMEOUT_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(100..=600_000))]
     pub header_read_timeout_ms: u64,
-    /// A request body gets this long to arrive (milliseconds), plus one second for every
-    /// --body-min-rate bytes received: a slow but steady upload goes through, a trickle is
-    /// answered 408 and the connection closed.
+    /// A request body must bring --body-min-rate bytes a second on average over every window
+    /// of this many milliseconds, the first included (pauses are fine while each window's
+    /// average holds; a burst buys no more than one window of silence); a slower one is
+    /// answered 408 and the connection closed. See also --body-total-timeout-ms.
     #[arg(long, env = "BROADSHEET_BODY_READ_TIMEOUT_MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
     pub body_read_timeout_ms: u64,
-    /// The average rate, in bytes per second, a request body must keep up (see
-    /// --body-read-timeout-ms).
+    /// The average rate, in bytes per second, a request body must keep up over each window
+    /// of --body-read-timeout-ms.
     #[arg(long, env = "BROADSHEET_BODY_MIN_RATE", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
     pub body_min_rate: u64,
     /// For the integration tests only: the clock follows `<data-dir>/test-clock` (see
@@ -170,6 +171,21 @@ pub struct ServeArgs {
     /// special-purpose addresses (IANA's registries), e.g. a relay on your own network.
     #[arg(long, env = "BROADSHEET_ALLOW_PRIVATE_RELAYS")]
     pub allow_private_relays: bool,
+    /// Whatever its pace, a request body must have arrived within this many milliseconds of
+    /// the request's start [default: 10 minutes: a 50 MiB CSV upload needs about 0.7 Mbit/s,
+    /// a 2 MiB API body 28 kbit/s].
+    #[arg(long, env = "BROADSHEET_BODY_TOTAL_TIMEOUT_MS", default_value_t = 600_000, value_parser = clap::value_parser!(u64).range(100..=86_400_000))]
+    pub body_total_timeout_ms: u64,
+    /// HTTP connections served at once; more are answered 503 and closed. Each takes a file
+    /// descriptor: the server raises its soft RLIMIT_NOFILE to this plus 1,024 when the hard
+    /// limit allows (install.sh's unit sets LimitNOFILE=65536).
+    #[arg(long, env = "BROADSHEET_MAX_CONNECTIONS", default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections: u64,
+    /// HTTP connections served at once from one client address (an IPv4 address, or an IPv6
+    /// /64), as the TCP peer: behind a reverse proxy that is the proxy, so the
+    /// --trusted-proxy addresses are held only to --max-connections.
+    #[arg(long, env = "BROADSHEET_MAX_CONNECTIONS_PER_CLIENT", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections_per_client: u64,
 }
 
 /// A newsletter's tier as the operator names it: `--default-tier` and the `tier` command.

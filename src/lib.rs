@@ -4,8 +4,9 @@
 //! mount the doors `web` (dashboard and account pages), `site` (public sites) and `api`
 //! (REST), which share `http` (connections, headers, forms, CSRF, the public page frame) and
 //! `state`, and start `jobs` (background work, sending through `mail` and `webhooks`). They
-//! all call the rules in `domain`, which keeps its data through `store`. The allowed imports
-//! between these modules are a table in `tests/it/layers.rs`.
+//! all call the rules in `domain`, which keeps its data through `store`. The two listeners (the
+//! HTTP server in `http`, the bounce listener in `mail`) share `net`'s caps on connections
+//! per client. The allowed imports between these modules are a table in `tests/it/layers.rs`.
 
 pub mod api;
 pub mod app;
@@ -16,6 +17,7 @@ pub mod domain;
 pub mod http;
 pub mod jobs;
 pub mod mail;
+pub mod net;
 pub mod site;
 pub mod state;
 pub mod store;

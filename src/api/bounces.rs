@@ -95,7 +95,9 @@ fn is_raw_message(headers: &HeaderMap) -> bool {
 }
 
 /// `POST /bounces/<token>`: the same report, authenticated by the newsletter's bounce token;
-/// or, with `Content-Type: message/rfc822` (or `text/plain`), a raw DSN or ARF message.
+/// or, with `Content-Type: message/rfc822` (or `text/plain`), a raw DSN or ARF message. The
+/// token is checked before the body is read: a stranger's upload is never read (the server
+/// answers 401 at once and closes the connection).
 #[handler]
 pub async fn report_with_token(
     Path(token): Path<String>,
@@ -103,8 +105,18 @@ pub async fn report_with_token(
     body: Body,
     Data(state): Data<&State>,
 ) -> Response {
+    let newsletter = run(state, move |conn| {
+        newsletters::get_by_bounce_token(conn, &token)
+            .map(|newsletter| newsletter.id)
+            .map_err(|_| DomainError::Unauthorized("Unknown bounce token".into()))
+    })
+    .await;
+    let newsletter_id = match newsletter {
+        Ok(id) => id,
+        Err(response) => return response,
+    };
     if is_raw_message(headers) {
-        return raw_report(token, body, state).await;
+        return raw_report(newsletter_id, body, state).await;
     }
     let report: BounceReport = match body
         .into_bytes_limit(64 * 1024)
@@ -121,7 +133,7 @@ pub async fn report_with_token(
         }
     };
     let reason = reason_of(&report);
-    let outcome = with_token(state, token, move |conn, newsletter_id| {
+    let outcome = run(state, move |conn| {
         tracking::report_bounce(conn, newsletter_id, &report.email, &reason)
     })
     .await;
@@ -131,37 +143,28 @@ pub async fn report_with_token(
     }
 }
 
-/// Runs `apply` for the newsletter owning `token`; an error is already the door's response.
-async fn with_token<T: Send + 'static>(
+/// Runs `apply` on the database; an error is already the door's response.
+async fn run<T: Send + 'static>(
     state: &State,
-    token: String,
-    apply: impl FnOnce(&mut rusqlite::Connection, i64) -> DomainResult<T> + Send + 'static,
+    apply: impl FnOnce(&mut rusqlite::Connection) -> DomainResult<T> + Send + 'static,
 ) -> Result<T, Response> {
-    state
-        .db
-        .run(move |conn| {
-            let newsletter = newsletters::get_by_bounce_token(conn, &token)
-                .map_err(|_| DomainError::Unauthorized("Unknown bounce token".into()))?;
-            apply(conn, newsletter.id)
-        })
-        .await
-        .map_err(|e| {
-            let mut response = ApiError::from(e).into_response();
-            super::error::retry_hint(&mut response);
-            response
-        })
+    state.db.run(apply).await.map_err(|e| {
+        let mut response = ApiError::from(e).into_response();
+        super::error::retry_hint(&mut response);
+        response
+    })
 }
 
-/// A raw DSN or ARF message: 200 with what was applied, 422 `not_a_report` (logged, nothing
-/// stored), 413 past [`MAX_REPORT_BYTES`].
-async fn raw_report(token: String, body: Body, state: &State) -> Response {
+/// A raw DSN or ARF message for the newsletter the token named: 200 with what was applied,
+/// 422 `not_a_report` (logged, nothing stored), 413 past [`MAX_REPORT_BYTES`].
+async fn raw_report(newsletter_id: i64, body: Body, state: &State) -> Response {
     let Ok(raw) = body.into_bytes_limit(MAX_REPORT_BYTES).await else {
         return ApiError::too_large(NotAReport::TooLarge(MAX_REPORT_BYTES + 1).to_string())
             .into_response();
     };
-    // The token is checked first, and the message is read on the database's blocking thread:
-    // a stranger cannot make the async threads parse a megabyte of MIME.
-    let outcome = with_token(state, token, move |conn, newsletter_id| {
+    // The message is read on the database's blocking thread: the async threads never parse
+    // a megabyte of MIME.
+    let outcome = run(state, move |conn| {
         tracking::apply_raw_report(conn, tracking::ReportAbout::Newsletter(newsletter_id), &raw)
     })
     .await;

@@ -47,31 +47,23 @@ fn limit_headers(response: &mut Response, window: &Window) {
     headers.insert("X-RateLimit-Reset", HeaderValue::from(window.reset_at));
 }
 
-/// How much of an oversized body is read (and dropped) before answering 413, so that a
-/// client still writing its upload gets the answer rather than a reset connection.
-const DRAIN_LIMIT: usize = 4 * super::BODY_LIMIT;
-
-/// The body if it is at most [`super::BODY_LIMIT`] bytes, `None` if it is larger (a missing
-/// Content-Length or a chunked upload included: nothing past the limit is kept).
-async fn read_bounded(body: poem::Body) -> std::io::Result<Option<Vec<u8>>> {
+/// The body if it is at most [`super::BODY_LIMIT`] bytes, `None` if it is larger: a declared
+/// `Content-Length` past the limit before a byte is read, else at the first byte past it (a
+/// chunked upload included). The rest is never read: the server answers at once and closes
+/// the connection (`http::server`).
+async fn read_bounded(req: &mut Request) -> std::io::Result<Option<Vec<u8>>> {
     use tokio::io::AsyncReadExt;
-    let mut reader = body.into_async_read();
-    let mut kept = Vec::new();
-    let mut chunk = vec![0u8; 64 * 1024];
-    let mut total = 0usize;
-    loop {
-        let n = reader.read(&mut chunk).await?;
-        if n == 0 {
-            break;
-        }
-        total += n;
-        if total <= super::BODY_LIMIT {
-            kept.extend_from_slice(&chunk[..n]);
-        } else if total > DRAIN_LIMIT {
-            break;
-        }
+    let limit = super::BODY_LIMIT as u64;
+    let declared = req
+        .header("Content-Length")
+        .and_then(|n| n.trim().parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limit) {
+        return Ok(None);
     }
-    Ok((total <= super::BODY_LIMIT).then_some(kept))
+    let mut kept = Vec::new();
+    let mut reader = req.take_body().into_async_read().take(limit + 1);
+    reader.read_to_end(&mut kept).await?;
+    Ok((kept.len() as u64 <= limit).then_some(kept))
 }
 
 /// Authenticates and counts the request, then runs the operation; every answer passes here.
@@ -149,20 +141,15 @@ async fn checked<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Resp
     };
     let (principal, window) = match refused {
         Ok(allowed) => allowed,
-        Err(response) => {
-            // Read (and drop) the upload first, bounded like any body, so a client still
-            // sending gets this 401/403/429 rather than a reset connection.
-            let _ = read_bounded(req.take_body()).await;
-            return Ok(response);
-        }
+        // The body is not read: the server sends this 401/403/429 at once and closes.
+        Err(response) => return Ok(response),
     };
     // Read the body here, bounded, so no operation ever buffers more than the limit (a
     // missing Content-Length or a chunked upload included). An operation without a request
     // body in the document gets none: whatever was sent is read and dropped, so it never
     // answers 400 or 413 for a body it does not take.
-    let body = req.take_body();
     let takes_body = super::takes_body(req.method(), req.uri().path());
-    match read_bounded(body).await {
+    match read_bounded(&mut req).await {
         _ if !takes_body => {}
         Ok(Some(bytes)) if bytes.iter().all(u8::is_ascii_whitespace) => {
             // No body: operations that need one see JSON `null` and answer 422, whatever

@@ -57,6 +57,13 @@ impl Endpoint for Methods {
     type Output = Response;
 
     async fn call(&self, req: Request) -> poem::Result<Response> {
+        // The path and its method exist: a request its door refuses before reading its body
+        // (`csrf::CookieBeforeBody`) is refused now.
+        if let Some(super::csrf::BodyRefused(refusal)) = req.extensions().get()
+            && self.methods.contains(req.method())
+        {
+            return Err(refusal());
+        }
         match self.inner.call(req).await {
             Err(e) if e.is::<MethodNotAllowedError>() => Err(method_not_allowed(&self.methods)),
             other => other,

@@ -4,7 +4,8 @@
 //! `bounce+<token>@<bounce domain>` address (550 for any other: it never relays), one per
 //! message; it offers no AUTH and no STARTTLS; a message is capped at the report parser's
 //! 1 MiB (`SIZE` in the EHLO answer, 552 past it); every command and the whole session have a
-//! time limit (421 and the connection closed).
+//! time limit (421 and the connection closed); sessions are capped in all and per client
+//! (421 for one more), so one client cannot hold them all.
 //!
 //! Written here rather than taken from a crate: the embeddable SMTP servers for Rust are
 //! either unmaintained or bring their own runtime or TLS provider, and the part needed is the
@@ -17,13 +18,13 @@ use std::time::Duration;
 
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use crate::domain::delivery::bounce_report::MAX_REPORT_BYTES;
 use crate::domain::delivery::tracking::{self, ReportAbout};
 use crate::domain::delivery::verp::ReturnPaths;
 use crate::domain::{DomainError, DomainResult};
+use crate::net::{ConnectionCaps, Over, Places};
 use crate::store::Db;
 
 /// The longest command line taken (RFC 5321 allows 512 octets; some clients send more).
@@ -31,6 +32,10 @@ const MAX_COMMAND: usize = 1000;
 
 /// Sessions served at once; one more is told 421 and closed.
 const MAX_SESSIONS: usize = 32;
+
+/// Sessions served at once for one client (an IPv4 address, or an IPv6 /64); one more is told
+/// 421 and closed. A bounce-sending MTA opens a few at most and tries again later on a 421.
+pub const MAX_SESSIONS_PER_CLIENT: usize = 8;
 
 /// Refused commands after which a session is closed.
 const MAX_ERRORS: u32 = 10;
@@ -48,10 +53,14 @@ pub struct ListenerSettings {
 /// Serves `listener` until the runtime stops.
 pub async fn run(listener: TcpListener, settings: ListenerSettings, db: Db) {
     let settings = Arc::new(settings);
-    let sessions = Arc::new(Semaphore::new(MAX_SESSIONS));
+    let sessions = Places::new(ConnectionCaps {
+        per_client: MAX_SESSIONS_PER_CLIENT,
+        total: MAX_SESSIONS,
+        exempt: Vec::new(),
+    });
     loop {
-        let mut socket = match listener.accept().await {
-            Ok((socket, _peer)) => socket,
+        let (mut socket, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
             Err(e) => {
                 // Out of file descriptors, most likely: give the sessions a moment to end.
                 eprintln!("bounces: cannot accept a connection: {e}");
@@ -60,22 +69,31 @@ pub async fn run(listener: TcpListener, settings: ListenerSettings, db: Db) {
             }
         };
         let _ = socket.set_nodelay(true);
-        let Ok(permit) = sessions.clone().try_acquire_owned() else {
-            let busy = format!(
-                "421 4.3.2 {} busy, try later\r\n",
-                settings.return_paths.domain()
-            );
-            tokio::spawn(async move {
-                let _ =
-                    tokio::time::timeout(Duration::from_secs(1), socket.write_all(busy.as_bytes()))
-                        .await;
-            });
-            continue;
+        let place = match sessions.take(peer.ip()) {
+            Ok(place) => place,
+            Err(over) => {
+                let (code, why) = match over {
+                    Over::Client => ("4.7.0", "too many sessions from your address"),
+                    Over::Total => ("4.3.2", "busy"),
+                };
+                let busy = format!(
+                    "421 {code} {} {why}, try later\r\n",
+                    settings.return_paths.domain()
+                );
+                tokio::spawn(async move {
+                    let _ = tokio::time::timeout(
+                        Duration::from_secs(1),
+                        socket.write_all(busy.as_bytes()),
+                    )
+                    .await;
+                });
+                continue;
+            }
         };
         let (settings, db) = (settings.clone(), db.clone());
         tokio::spawn(async move {
             Session::new(socket, &settings, db).serve().await;
-            drop(permit);
+            drop(place);
         });
     }
 }

@@ -579,17 +579,21 @@ fn text_part(subject: &str, body_text: &str) -> String {
     )
 }
 
-/// `List-Id`: the newsletter's name and `<subdomain>.<public host>`, a raw header, so
-/// control characters go too, for names stored before they were refused (docs/security.md,
-/// "Names that go into mail headers").
+/// `List-Id`: the newsletter's name as a phrase, then `<subdomain>.<public host>`, written
+/// the way mail-builder writes a display name: quoted when the name is plain ASCII (line
+/// breaks dropped, `"` and `\` escaped), else as RFC 2047 encoded words. So no character of
+/// the name reaches the header raw, whatever it holds: U+2028 and U+2029 (not control
+/// characters, so one-line names may hold them), NEL and other controls of names stored
+/// before they were refused, any other non-ASCII text (docs/security.md, "Names that go into
+/// mail headers"). Unfolded: `Raw` folds it where it is written.
 fn list_id(newsletter: &Newsletter, public_host: &str) -> String {
-    format!(
-        "\"{}\" <{}.{public_host}>",
-        newsletter
-            .name
-            .replace(|c: char| c.is_control() || matches!(c, '<' | '>' | '"'), ""),
-        newsletter.subdomain,
-    )
+    let list = format!("{}.{public_host}", newsletter.subdomain);
+    let mut value = Vec::new();
+    Address::new_address(Some(newsletter.name.as_str()), list)
+        .write_header(&mut value, "List-Id: ".len());
+    String::from_utf8_lossy(&value)
+        .trim_end()
+        .replace("\r\n", "")
 }
 
 /// The welcome e-mail of subscriber `subscriber_id` (see `domain::subscribers::welcome_mail`): the issue's frame
@@ -712,6 +716,83 @@ mod tests {
         assert!(head.contains("\r\nList-Id: \"NewsBcc: all@example.com\" <n.localhost>\r\n"));
         assert!(head.contains("\r\nFeedback-ID: 1:1:broadsheet:localhost\r\n"));
         assert!(!head.contains("\nBcc"), "{head}");
+    }
+
+    #[test]
+    fn line_separators_in_names_are_encoded_in_every_header() {
+        use mail_parser::MessageParser;
+        // U+2028 and U+2029 are not control characters, so a one-line name may hold them; a
+        // stored NEL (U+0085) and a raw "Bcc:" must not make a header either.
+        let name = "News\u{2028}Bcc: all@example.com\u{2029}Weekly\u{85}x";
+        let sender = "Ann\u{2028}Bcc: b@example.com";
+        let subject = "Issue\u{2028}Bcc: c@example.com";
+        let conn = crate::domain::testing::db_with_newsletter("paid");
+        conn.execute(
+            "UPDATE newsletters SET name = ?1, sender_name = ?2, sender_email = 'ann@example.org'",
+            [name, sender],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO issues (newsletter_id, subject, content_markdown, content_html, path, created_at, updated_at)
+             VALUES (1, ?1, 'x', '<p>x</p>', 's', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z')",
+            [subject],
+        )
+        .unwrap();
+        let newsletter = crate::domain::newsletters::get(&conn, 1).unwrap();
+        let issue = crate::domain::issues::get(&conn, 1, 1).unwrap();
+        let secret = crate::domain::values::secrets::ServerSecret::load_or_create(&conn).unwrap();
+        let links = Links::new("http://n.localhost", 1, secret, false);
+        let welcome_mail = welcome(&Welcome {
+            newsletter: &newsletter,
+            public_host: "localhost",
+            links: &links,
+            subscriber_id: 3,
+            to: "r@x.co",
+            subject,
+            body_html: "<p>hi</p>",
+            body_text: "hi",
+        });
+        let email = IssueEmail::new(&issue, &newsletter, "localhost", links, "x");
+        let confirmation = super::super::account::subscription_confirmation(name, "https://l");
+        let confirmation_mail = OutgoingMail {
+            from_name: "Broadsheet".into(),
+            from_email: "no-reply@example.org".into(),
+            to: "r@x.co".into(),
+            subject: confirmation.subject.clone(),
+            text: confirmation.text,
+            html: confirmation.html,
+            headers: Vec::new(),
+            message_id: None,
+            primary_link: None,
+        };
+        let messages = [
+            (email.message(1, "r@x.co").bytes, subject.to_string()),
+            (
+                email.personalise(1, "r@x.co").to_mime(),
+                subject.to_string(),
+            ),
+            (welcome_mail.to_mime(), subject.to_string()),
+            (confirmation_mail.to_mime(), confirmation.subject),
+        ];
+        for (n, (bytes, subject)) in messages.iter().enumerate() {
+            let text = String::from_utf8(bytes.clone()).unwrap();
+            let (head, _) = text.split_once("\r\n\r\n").unwrap();
+            // Every character of the head is ASCII: nothing was written raw.
+            assert!(head.is_ascii(), "message {n}: {head}");
+            assert!(!head.contains("\nBcc"), "message {n}: {head}");
+            let parsed = MessageParser::default().parse(bytes.as_slice()).unwrap();
+            assert_eq!(parsed.subject(), Some(subject.as_str()), "message {n}");
+            if n < 3 {
+                let list = parsed.list_id().as_address().unwrap().first().unwrap();
+                assert_eq!(
+                    (list.name(), list.address()),
+                    (Some(name), Some("n.localhost")),
+                    "message {n}"
+                );
+                let from = parsed.from().unwrap().first().unwrap();
+                assert_eq!(from.name(), Some(sender), "message {n}");
+            }
+        }
     }
 
     #[test]

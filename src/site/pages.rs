@@ -89,15 +89,19 @@ fn csrf_token(req: &Request, state: &State) -> String {
 }
 
 /// The posted form, once its token fits the browser's CSRF cookie; `expired_hint` tells the
-/// visitor what to do when it does not.
+/// visitor what to do when it does not. Without the cookie no token can fit: that is
+/// answered before the body is read (the server then closes the connection unread).
 async fn verified_form(
     req: &Request,
     state: &State,
     body: Body,
     expired_hint: &'static str,
 ) -> Result<FormData, SiteError> {
-    let form = FormData::read(body).await?;
     let cookie = read_cookie(req, state, csrf::COOKIE);
+    if cookie.as_deref().is_none_or(str::is_empty) {
+        return Err(SiteError::FormExpired(expired_hint));
+    }
+    let form = FormData::read(body).await?;
     match csrf::verify(
         &state.secret,
         cookie.as_deref(),

@@ -3,9 +3,12 @@
 //! sent to those addresses, and nothing else.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::net::{IpAddr, Ipv4Addr, TcpStream};
 use std::time::Duration;
 
+use broadsheet::mail::bounce_listener::MAX_SESSIONS_PER_CLIENT;
+
+use crate::support::net::Dialer;
 use crate::support::send::{approved_issue, send_now, wait_status};
 use crate::support::*;
 
@@ -139,7 +142,13 @@ struct Mta {
 impl Mta {
     /// Connects and says EHLO; the greeting and the EHLO answer are checked.
     fn connect(port: u16) -> Self {
-        let stream = TcpStream::connect(("127.0.0.1", port)).expect("the bounce listener");
+        Mta::greeted(TcpStream::connect(("127.0.0.1", port)).expect("the bounce listener"))
+            .unwrap_or_else(|said| panic!("not greeted: {said}"))
+    }
+
+    /// On a connected stream: says EHLO once greeted with 220, checking the answer; what the
+    /// listener said and did when it greets with anything else (read until it closes).
+    fn greeted(stream: TcpStream) -> Result<Self, String> {
         // Only a guard against a hung test: every wait below ends on a reply or a close.
         stream
             .set_read_timeout(Some(Duration::from_secs(30)))
@@ -148,7 +157,10 @@ impl Mta {
             reader: BufReader::new(stream.try_clone().unwrap()),
             writer: stream,
         };
-        assert_eq!(mta.reply().0, 220);
+        let (code, greeting) = mta.reply();
+        if code != 220 {
+            return Err(greeting + &mta.wait_closed());
+        }
         let (code, text) = mta.command("EHLO mta.example.net");
         assert_eq!(code, 250, "{text}");
         assert!(text.contains("SIZE 1048576"), "{text}");
@@ -156,7 +168,7 @@ impl Mta {
             !text.contains("AUTH") && !text.contains("STARTTLS"),
             "{text}"
         );
-        mta
+        Ok(mta)
     }
 
     /// The next reply (all its lines): its code and text.
@@ -355,6 +367,52 @@ fn bounce_listener_refuses_other_recipients_large_and_slow_messages() {
     slow.write(b"From: MAILER-DAEMON@mta.example.net\r\nSubject: half");
     let said = slow.wait_closed();
     assert!(said.starts_with("421 "), "{said}");
+}
+
+#[test]
+fn bounce_listener_caps_sessions_per_client_address() {
+    let (app, port) = spawn_with_listener(&["--bounce-domain", "bounces.example.org"]);
+    sent_to(&app, &["gone@example.net"]);
+    let return_path = app.smtp.wait_for_message_to("gone@example.net", 1).from;
+    let dialer = Dialer::new();
+    let one = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1));
+    let session_from = |from| {
+        Mta::greeted(
+            dialer
+                .connect_from(from, port)
+                .expect("the bounce listener"),
+        )
+    };
+    // One client holds every session it may: each is greeted and answers EHLO.
+    let mut held: Vec<Mta> = (0..MAX_SESSIONS_PER_CLIENT)
+        .map(|n| session_from(one).unwrap_or_else(|said| panic!("session {n}: {said}")))
+        .collect();
+    // One more from that address is told 421 at once, and closed.
+    let Err(said) = session_from(one) else {
+        panic!("a session past {MAX_SESSIONS_PER_CLIENT} from one address was greeted");
+    };
+    assert!(
+        said.starts_with("421 4.7.0 bounces.example.org too many sessions from your address"),
+        "{said}"
+    );
+    // Another address still gets a session, and its bounce is applied.
+    let mut other = session_from(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)))
+        .unwrap_or_else(|said| panic!("another address: {said}"));
+    assert_eq!(other.deliver(&return_path, &fixture("postfix-dsn")), 250);
+    assert_eq!(
+        app.count("SELECT count(*) FROM subscribers WHERE status = 'bounced'"),
+        1
+    );
+    // The held sessions are still served; once one ends, its place is free again.
+    assert_eq!(held[1].command("NOOP").0, 250);
+    let mut ended = held.remove(0);
+    assert_eq!(ended.command("QUIT").0, 221);
+    ended.wait_closed();
+    wait_for(
+        "a session for 127.0.0.1 again",
+        Duration::from_secs(10),
+        || session_from(one).ok(),
+    );
 }
 
 #[test]

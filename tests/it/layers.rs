@@ -43,17 +43,19 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     ("site", &["http", "state", "domain", "store", "clock"]),
     // What the doors share: HTTP pieces, and the state every handler takes.
-    ("http", &["state", "domain", "store", "clock"]),
+    ("http", &["state", "domain", "store", "clock", "net"]),
     ("state", &["domain", "store", "config", "clock"]),
     // The machines: do the work the domain recorded.
     ("jobs", &["domain", "store", "clock", "mail", "webhooks"]),
-    ("mail", &["domain", "store", "clock"]),
+    ("mail", &["domain", "store", "clock", "net"]),
     ("webhooks", &["domain", "store", "clock"]),
     // The rules, and below them the database and the clock.
     ("domain", &["store", "clock"]),
     ("store", &["clock"]),
     ("config", &["domain", "clock"]),
     ("clock", &[]),
+    // What the two listeners (HTTP and the bounce listener) share: caps on connections.
+    ("net", &[]),
 ];
 
 /// Edges still in the code because another part of a change has not landed yet. Each must

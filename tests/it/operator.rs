@@ -215,6 +215,8 @@ fn install_script_stages_binary_unit_and_data_dir() {
     // A stop waits for the messages in flight (bounded by the 30 s SMTP timeout) and 10 s
     // of web requests; systemd must not kill -9 it before that.
     assert!(unit.contains("TimeoutStopSec=60"), "{unit}");
+    // Room for --max-connections (4,096 by default) and the rest (docs/operations.md).
+    assert!(unit.contains("\nLimitNOFILE=65536\n"), "{unit}");
     let env = std::fs::read_to_string(stage.path().join("etc/broadsheet/broadsheet.env")).unwrap();
     assert!(env.contains("BROADSHEET_BASE_URL=https://news.example.com"));
     assert!(stage.path().join("var/lib/broadsheet").is_dir());

@@ -10,6 +10,7 @@ pub mod disk;
 pub mod dkimpy;
 pub mod dns;
 pub mod http;
+pub mod net;
 pub mod openapi;
 pub mod postfix;
 pub mod receiver;
