@@ -1,10 +1,13 @@
 //! Bounce reports from an MTA or e-mail provider: `POST /api/v1/bounces` with an API key, or
 //! `POST /bounces/<bounce-token>` for senders that cannot set headers. Either marks the
 //! address bounced (and its newest delivery), firing `email.bounced`. The token door also
-//! takes a raw DSN or ARF message (`Content-Type: message/rfc822` or `text/plain`), read and
-//! applied by `tracking::apply_raw_report`, the path `broadsheet bounce` takes too.
+//! takes a raw DSN or ARF message, whatever `Content-Type` it is declared as (a forwarder
+//! piping the message sends its own, `multipart/report`; others `message/rfc822`,
+//! `text/plain` or none), read and applied by `tracking::apply_raw_report`, the path
+//! `broadsheet bounce` takes too. A body is the JSON report when declared JSON or when it
+//! starts with `{`, which no mail message does.
 
-use poem::http::HeaderMap;
+use poem::http::{HeaderMap, Method};
 use poem::web::{Data, Json as PoemJson, Path};
 use poem::{Body, IntoResponse, Response, handler};
 use poem_openapi::payload::Json;
@@ -15,7 +18,7 @@ use super::fields::{Email, Field, Text};
 use super::statuses::{BODY, BY_ID, GUARD, Refusal, WRITES};
 use super::{ApiError, ApiKeyAuth, Principal, State};
 use crate::domain::delivery::bounce_report::{MAX_REPORT_BYTES, NotAReport};
-use crate::domain::{DomainError, DomainResult, delivery::tracking, newsletters};
+use crate::domain::{DomainError, DomainResult, ErrorCode, delivery::tracking, newsletters};
 
 #[derive(Tags)]
 enum ApiTags {
@@ -84,20 +87,54 @@ impl BouncesApi {
     }
 }
 
-/// Whether the body is a whole mail message (headers and body) rather than JSON.
-fn is_raw_message(headers: &HeaderMap) -> bool {
-    let content_type = headers
+/// The declared `Content-Type`, as sent (a boundary is case-sensitive), and its media type in
+/// lower case; both empty when none was declared.
+fn declared_type(headers: &HeaderMap) -> (String, String) {
+    let declared = headers
         .get(poem::http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    let media = content_type.split(';').next().unwrap_or("").trim();
-    media.eq_ignore_ascii_case("message/rfc822") || media.eq_ignore_ascii_case("text/plain")
+        .unwrap_or("")
+        .trim()
+        .to_string();
+    let media = declared
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    (declared, media)
 }
 
-/// `POST /bounces/<token>`: the same report, authenticated by the newsletter's bounce token;
-/// or, with `Content-Type: message/rfc822` (or `text/plain`), a raw DSN or ARF message. The
-/// token is checked before the body is read: a stranger's upload is never read (the server
-/// answers 401 at once and closes the connection).
+/// Whether a posted body is the JSON report rather than a mail message: declared JSON, or,
+/// whatever was declared, starting with `{` (a mail message starts with a header field).
+fn is_json(media: &str, body: &[u8]) -> bool {
+    media == "application/json"
+        || media.ends_with("+json")
+        || body.trim_ascii_start().starts_with(b"{")
+}
+
+/// The posted mail message as a whole message. A forwarder may send a report's MIME body with
+/// the report's own `Content-Type: multipart/report; boundary=...` as the request's, its
+/// header fields left behind: that type is then put back in front, as the message's header.
+fn as_message(declared: &str, media: &str, body: Vec<u8>) -> Vec<u8> {
+    let first_line = body.split(|b| *b == b'\n').next().unwrap_or_default();
+    let starts_with_field = first_line
+        .iter()
+        .position(|b| *b == b':')
+        .is_some_and(|colon| colon > 0 && first_line[..colon].iter().all(|b| b.is_ascii_graphic()));
+    if !media.starts_with("multipart/") || starts_with_field {
+        return body;
+    }
+    let mut whole = format!("MIME-Version: 1.0\r\nContent-Type: {declared}\r\n\r\n").into_bytes();
+    whole.extend_from_slice(&body);
+    whole
+}
+
+/// `POST /bounces/<token>`: the same report as `POST /api/v1/bounces`, authenticated by the
+/// newsletter's bounce token, as JSON; or a raw DSN or ARF message, whatever its declared type
+/// (`message/rfc822`, `multipart/report`, `text/plain`, another, or none). The token is
+/// checked before the body is read: a stranger's upload is never read (the server answers 401
+/// at once and closes the connection).
 #[handler]
 pub async fn report_with_token(
     Path(token): Path<String>,
@@ -115,23 +152,33 @@ pub async fn report_with_token(
         Ok(id) => id,
         Err(response) => return response,
     };
-    if is_raw_message(headers) {
-        return raw_report(newsletter_id, body, state).await;
-    }
-    let report: BounceReport = match body
-        .into_bytes_limit(64 * 1024)
-        .await
-        .map(|b| serde_json::from_slice(&b))
-    {
-        Ok(Ok(report)) => report,
-        _ => {
-            return ApiError::bad_request(
-                "invalid_json",
-                "Send {\"email\": \"...\", \"reason\": \"...\"} as JSON, or a raw DSN/ARF message as message/rfc822",
-            )
+    let Ok(posted) = body.into_bytes_limit(MAX_REPORT_BYTES).await else {
+        return ApiError::too_large(NotAReport::TooLarge(MAX_REPORT_BYTES + 1).to_string())
             .into_response();
-        }
     };
+    let (declared, media) = declared_type(headers);
+    if !is_json(&media, &posted) {
+        return raw_report(
+            newsletter_id,
+            as_message(&declared, &media, posted.to_vec()),
+            state,
+        )
+        .await;
+    }
+    let Ok(report) = serde_json::from_slice::<BounceReport>(&posted) else {
+        return ApiError::bad_request(
+            "invalid_json",
+            "Send {\"email\": \"...\", \"reason\": \"...\"} as JSON, or a raw DSN/ARF message (the whole message) as the body",
+        )
+        .into_response();
+    };
+    // The fields `POST /api/v1/bounces` does not name are refused, as there (`closed.rs`).
+    let sent: serde_json::Value = serde_json::from_slice(&posted).unwrap_or_default();
+    let unknown = super::unknown_fields(&Method::POST, "/bounces", &sent);
+    if !unknown.is_empty() {
+        return ApiError::from(DomainError::Invalid(ErrorCode::ValidationError, unknown))
+            .into_response();
+    }
     let reason = reason_of(&report);
     let outcome = run(state, move |conn| {
         tracking::report_bounce(conn, newsletter_id, &report.email, &reason)
@@ -156,12 +203,9 @@ async fn run<T: Send + 'static>(
 }
 
 /// A raw DSN or ARF message for the newsletter the token named: 200 with what was applied,
-/// 422 `not_a_report` (logged, nothing stored), 413 past [`MAX_REPORT_BYTES`].
-async fn raw_report(newsletter_id: i64, body: Body, state: &State) -> Response {
-    let Ok(raw) = body.into_bytes_limit(MAX_REPORT_BYTES).await else {
-        return ApiError::too_large(NotAReport::TooLarge(MAX_REPORT_BYTES + 1).to_string())
-            .into_response();
-    };
+/// 422 `not_a_report` (logged, nothing stored). Past [`MAX_REPORT_BYTES`] the door has
+/// answered 413 already.
+async fn raw_report(newsletter_id: i64, raw: Vec<u8>, state: &State) -> Response {
     // The message is read on the database's blocking thread: the async threads never parse
     // a megabyte of MIME.
     let outcome = run(state, move |conn| {

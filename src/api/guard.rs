@@ -9,7 +9,7 @@ use super::error::{ApiError, into_json_response, retry_hint};
 use crate::domain::Window;
 use crate::domain::accounts::api_keys::{self, ApiKey, Permission};
 use crate::domain::accounts::rate_limit::{self, ApiClass, Bucket};
-use crate::domain::{DomainError, newsletters};
+use crate::domain::{DomainError, ErrorCode, newsletters};
 use crate::state::AppState;
 
 /// The authenticated caller, available to operations as `Data<&Principal>`.
@@ -148,7 +148,7 @@ async fn checked<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Resp
     // missing Content-Length or a chunked upload included). An operation without a request
     // body in the document gets none: whatever was sent is read and dropped, so it never
     // answers 400 or 413 for a body it does not take.
-    let takes_body = super::takes_body(req.method(), req.uri().path());
+    let takes_body = super::request_schema(req.method(), req.uri().path()).is_some();
     match read_bounded(&mut req).await {
         _ if !takes_body => {}
         Ok(Some(bytes)) if bytes.iter().all(u8::is_ascii_whitespace) => {
@@ -171,6 +171,17 @@ async fn checked<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Resp
                     format!("The body is not valid JSON: {e}"),
                 )
                 .into_response();
+                limit_headers(&mut response, &window);
+                return Ok(response);
+            }
+            // A field the request's schema does not name is refused, each one named, before
+            // anything else reads the body (`closed.rs`).
+            let unknown = serde_json::from_slice(&bytes)
+                .map(|body| super::unknown_fields(req.method(), req.uri().path(), &body))
+                .unwrap_or_default();
+            if !unknown.is_empty() {
+                let invalid = DomainError::Invalid(ErrorCode::ValidationError, unknown);
+                let mut response = ApiError::from(invalid).into_response();
                 limit_headers(&mut response, &window);
                 return Ok(response);
             }

@@ -36,6 +36,7 @@ macro_rules! rate_limited_api {
 
 mod body_errors;
 pub mod bounces;
+mod closed;
 mod common;
 mod error;
 mod examples;
@@ -49,11 +50,16 @@ mod webhooks;
 
 use std::sync::LazyLock;
 
+use poem::endpoint::make_sync;
 use poem::http::{HeaderValue, Method, StatusCode};
-use poem::{Endpoint, EndpointExt, IntoResponse, Route};
+use poem::web::Html;
+use poem::{Endpoint, EndpointExt, IntoResponse, Response, Route};
 use poem_openapi::auth::Bearer;
 use poem_openapi::{OpenApiService, SecurityScheme};
 
+use serde_json::Value;
+
+use crate::domain::FieldErrors;
 use crate::http::headers::Policy;
 
 pub use error::{ApiError, ErrorBody};
@@ -68,26 +74,27 @@ pub const BODY_LIMIT: usize = 2 * 1024 * 1024;
 #[oai(ty = "bearer", bearer_format = "API key")]
 pub struct ApiKeyAuth(#[allow(dead_code)] Bearer);
 
-type Apis = (
+/// Every group of operations, their request bodies closed to fields they do not name.
+type Apis = closed::Closed<(
     newsletter::NewsletterApi,
     issues::IssuesApi,
     subscribers::SubscribersApi,
     webhooks::WebhooksApi,
     bounces::BouncesApi,
-);
+)>;
 
 /// The shared application state, as operations receive it.
 pub type State = std::sync::Arc<crate::state::AppState>;
 
 fn service() -> OpenApiService<Apis, ()> {
     OpenApiService::new(
-        (
+        closed::Closed((
             newsletter::NewsletterApi,
             issues::IssuesApi,
             subscribers::SubscribersApi,
             webhooks::WebhooksApi,
             bounces::BouncesApi,
-        ),
+        )),
         "Broadsheet API",
         "1",
     )
@@ -99,14 +106,21 @@ fn service() -> OpenApiService<Apis, ()> {
         .server("/api/v1")
 }
 
+/// The OpenAPI document as JSON, made once (also `broadsheet openapi`).
+static DOCUMENT: LazyLock<String> = LazyLock::new(|| closed::finish(&service().spec()));
+
+/// The API reference page (Swagger UI, which embeds the document), made once.
+static REFERENCE_PAGE: LazyLock<String> =
+    LazyLock::new(|| closed::finish(&service().swagger_ui_html()));
+
 /// The OpenAPI document as JSON (also `broadsheet openapi`).
 pub fn openapi_document() -> String {
-    service().spec()
+    DOCUMENT.clone()
 }
 
 /// The API reference page (Swagger UI) as `/api/v1/docs` serves it.
 pub fn reference_page() -> String {
-    service().swagger_ui_html()
+    REFERENCE_PAGE.clone()
 }
 
 /// The reference page's Content-Security-Policy, hashed once, on the first visit.
@@ -115,15 +129,21 @@ static DOCS_POLICY: LazyLock<HeaderValue> = LazyLock::new(|| Policy::api_docs(&r
 /// Everything under `/api/v1`.
 pub fn routes() -> impl Endpoint {
     let service = service();
-    let spec = service.spec_endpoint();
-    let docs = service.swagger_ui().map(|page| async move {
-        let mut page = page.into_response();
+    // The document and the reference page as `DOCUMENT` and `REFERENCE_PAGE` finish them
+    // (poem-openapi's own endpoints would serve them unfinished).
+    let spec = make_sync(|_| {
+        Response::builder()
+            .content_type("application/json")
+            .body(openapi_document())
+    });
+    let docs = make_sync(|_| {
+        let mut page = Html(reference_page()).into_response();
         page.set_data(Policy::ApiDocs(&DOCS_POLICY));
         page
     });
     Route::new()
         .at("/openapi.json", spec)
-        .nest("/docs", docs)
+        .nest("/docs", Route::new().at("/", docs))
         .nest("/", service.around(guard::guard))
         .catch_all_error(|err| async move { error::into_json_response(err) })
         .around(|ep, req| async move {
@@ -140,17 +160,22 @@ pub fn routes() -> impl Endpoint {
         })
 }
 
-/// A path of the document as its segments, and its methods, each with whether it takes a body.
-type PathOperations = (Vec<String>, Vec<(Method, bool)>);
+/// A path of the document as its segments, and its methods, each with the schema of its
+/// request body if it takes one.
+type PathOperations = (Vec<String>, Vec<(Method, Option<Value>)>);
+
+/// The OpenAPI document, parsed once.
+static PARSED: LazyLock<Value> = LazyLock::new(|| {
+    serde_json::from_str(&openapi_document()).expect("the OpenAPI document is JSON")
+});
 
 /// The methods of each path of the OpenAPI document, as (path segments, methods), each
-/// method with whether its operation takes a request body; `{name}` segments match any one
-/// segment. poem-openapi's routes answer a method a path lacks with a bare 405; this is
-/// where its `Allow` comes from, and how the guard knows which requests have a body to read.
+/// method with the schema of its request body; `{name}` segments match any one segment.
+/// poem-openapi's routes answer a method a path lacks with a bare 405; this is where its
+/// `Allow` comes from, how the guard knows which requests have a body to read, and what
+/// their bodies may hold.
 static PATHS: LazyLock<Vec<PathOperations>> = LazyLock::new(|| {
-    let document: serde_json::Value =
-        serde_json::from_str(&openapi_document()).expect("the OpenAPI document is JSON");
-    let paths = document["paths"].as_object().cloned().unwrap_or_default();
+    let paths = PARSED["paths"].as_object().cloned().unwrap_or_default();
     paths
         .into_iter()
         .map(|(path, operations)| {
@@ -161,7 +186,11 @@ static PATHS: LazyLock<Vec<PathOperations>> = LazyLock::new(|| {
                 .flatten()
                 .filter_map(|(name, operation)| {
                     let method = Method::from_bytes(name.to_uppercase().as_bytes()).ok()?;
-                    Some((method, operation.get("requestBody").is_some()))
+                    let body = operation.get("requestBody").map(|body| {
+                        let media = body["content"].as_object().and_then(|c| c.values().next());
+                        media.map_or(Value::Null, |m| m["schema"].clone())
+                    });
+                    Some((method, body))
                 })
                 .collect();
             (segments, methods)
@@ -171,7 +200,7 @@ static PATHS: LazyLock<Vec<PathOperations>> = LazyLock::new(|| {
 
 /// The methods of the API path `path` (inside `/api/v1`) when it is one; a literal segment
 /// wins over a `{name}` (`/subscribers/bulk_create`, not `/subscribers/{id}`).
-fn operations_of(path: &str) -> Option<&'static [(Method, bool)]> {
+fn operations_of(path: &str) -> Option<&'static [(Method, Option<Value>)]> {
     let wanted: Vec<&str> = path.split('/').collect();
     PATHS
         .iter()
@@ -195,13 +224,23 @@ fn methods_of(path: &str) -> Option<Vec<Method>> {
     })
 }
 
-/// Whether the operation `method path` (inside `/api/v1`) takes a request body. Those that
-/// do not never read one, so they never answer 400 or 413 for it.
-fn takes_body(method: &Method, path: &str) -> bool {
+/// The schema of the request body of the operation `method path` (inside `/api/v1`), if it
+/// takes one. Those that do not never read one, so they never answer 400 or 413 for it.
+fn request_schema(method: &Method, path: &str) -> Option<&'static Value> {
     operations_of(path)
         .into_iter()
         .flatten()
-        .any(|(m, body)| m == method && *body)
+        .find(|(m, _)| m == method)
+        .and_then(|(_, body)| body.as_ref())
+}
+
+/// The fields of `body`, sent to `method path` (inside `/api/v1`), that its request body's
+/// schema does not name (`closed.rs`); empty when there are none.
+fn unknown_fields(method: &Method, path: &str, body: &Value) -> FieldErrors {
+    match request_schema(method, path) {
+        Some(schema) => closed::unknown_fields(&PARSED, schema, body),
+        None => FieldErrors::new(),
+    }
 }
 
 /// The order methods are listed in `Allow`.

@@ -342,8 +342,10 @@ pub struct NewsletterPatch {
     /// Publish issues on the web when their send completes.
     #[oai(nullable)]
     pub publish_on_send: Option<bool>,
-    /// An IANA time zone name (`America/New_York`), as the bundled database lists it (any
-    /// letter case is read as that name); anything else is a 422. Null leaves it.
+    /// A name of the IANA time zone database (the tz database, <https://www.iana.org/time-zones>):
+    /// `Europe/Berlin`, `America/New_York`, `UTC`; any letter case is read as that name, and it
+    /// is stored as the database spells it. A name the server's bundled copy of the database
+    /// lacks is 422 `validation_error`. Null leaves it.
     #[oai(nullable)]
     pub time_zone: Option<Field<TimeZone>>,
     /// `#rrggbb`; buttons get black or white text, whichever stays readable. `""` goes back

@@ -27,11 +27,19 @@ fn api_newsletter_get_and_patch() {
     assert_timestamp(&data["updated_at"]);
     assert_eq!(owner.get("/newsletter").json()["data"], data);
 
-    // Partial: only the given field changes; tier/subdomain/status are not changeable.
+    // tier/subdomain/status are not fields of the PATCH (not changeable): each is named in a
+    // 422 and nothing of the request is saved, its known field included.
     let resp = owner.patch(
         "/newsletter",
         &json!({"tagline": "", "tier": "paid", "subdomain": "hijack", "status": "cancelled"}),
     );
+    assert_eq!(resp.error_code(422), "validation_error");
+    let details = resp.json()["error"]["details"].clone();
+    let named: Vec<&String> = details.as_object().unwrap().keys().collect();
+    assert_eq!(named, ["status", "subdomain", "tier"], "{details}");
+    assert_eq!(owner.get("/newsletter").json()["data"], data);
+    // Partial: only the given field changes.
+    let resp = owner.patch("/newsletter", &json!({"tagline": ""}));
     resp.expect(200);
     let data2 = resp.json()["data"].clone();
     assert_eq!(data2["tagline"], "");

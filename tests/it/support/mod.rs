@@ -213,6 +213,17 @@ pub fn onboard(app: &App, name: &str) -> Owner {
     }
 }
 
+/// The owner's bounce token (for `POST /bounces/<token>`), as `broadsheet bounce-token`
+/// prints it.
+pub fn bounce_token(app: &App, owner: &Owner) -> String {
+    let (code, out, err) = app.cli(&["bounce-token", &owner.subdomain]);
+    assert_eq!(code, 0, "{err}");
+    out.lines()
+        .find_map(|l| l.strip_prefix("token: "))
+        .expect("token line")
+        .to_string()
+}
+
 /// Gives the owner's newsletter the sender that [`assert_from_sender`] expects.
 pub fn set_sender(owner: &Owner) {
     owner
