@@ -14,9 +14,10 @@ use super::{
 use crate::domain::subscribers::import::{self, Columns, Observer, Source, Totals};
 
 /// Where `import` reads from: a file (its size known, for the progress) or standard input.
-fn open_input(csv: &Path) -> Result<(Box<dyn Read>, Option<u64>), Failure> {
+fn open_input(csv: &Path) -> Result<(Box<dyn Read + Send>, Option<u64>), Failure> {
     if csv == Path::new("-") {
-        return Ok((Box::new(std::io::stdin().lock()), None));
+        // Not locked: the import reads on a thread of its own.
+        return Ok((Box::new(std::io::stdin()), None));
     }
     let cannot = |e: std::io::Error| Failure {
         code: if e.kind() == std::io::ErrorKind::NotFound {

@@ -185,6 +185,51 @@ pub fn open(path: &Path) -> Result<Connection, StoreError> {
     Ok(conn)
 }
 
+/// Runs `work`, a long run of commits on `conn` (an import), with the WAL checkpointed by a
+/// thread of its own instead of inside those commits. `work` calls the function it is given
+/// after each commit, and the checkpointer copies what is in the WAL into the database
+/// (`wal_checkpoint(PASSIVE)`, which never blocks a writer) while `work` goes on with its next
+/// batch: the database file's writes and fsync no longer sit between two batches. Commits
+/// keep `synchronous=FULL` (their fsync of the WAL is what makes them durable); only when
+/// the WAL is copied moves. A connection without a file (in memory) runs `work` as it is.
+pub fn with_checkpointer<T>(
+    conn: &mut Connection,
+    work: impl FnOnce(&mut Connection, &dyn Fn()) -> T,
+) -> T {
+    let Some(path) = conn.path().filter(|p| !p.is_empty()).map(PathBuf::from) else {
+        return work(conn, &|| {});
+    };
+    let Ok(checkpoints) = Connection::open(&path) else {
+        return work(conn, &|| {});
+    };
+    if conn.pragma_update(None, "wal_autocheckpoint", 0).is_err() {
+        return work(conn, &|| {});
+    }
+    /// Puts SQLite's default back, a panic included, so the connection checkpoints again.
+    struct Restore<'c>(&'c mut Connection);
+    impl Drop for Restore<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.pragma_update(None, "wal_autocheckpoint", 1000);
+        }
+    }
+    // One nudge waits at most: a checkpoint still running when several commits happened
+    // copies them all in the next one.
+    let (nudge, nudged) = std::sync::mpsc::sync_channel::<()>(1);
+    let checkpointer = std::thread::spawn(move || {
+        while nudged.recv().is_ok() {
+            let _ = checkpoints.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+        }
+    });
+    let restore = Restore(conn);
+    let value = work(&mut *restore.0, &|| {
+        let _ = nudge.try_send(());
+    });
+    drop(restore);
+    drop(nudge);
+    let _ = checkpointer.join();
+    value
+}
+
 /// Opens the pool the server shares between requests and the job runner.
 pub fn open_pool(path: &Path, size: u32) -> Result<Pool, StoreError> {
     // Creating the file (and switching it to WAL) once up front keeps pool start-up simple.

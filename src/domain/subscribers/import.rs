@@ -9,11 +9,13 @@
 //! and Substack's exports are read as they come, names, tags and subscription dates
 //! included (`domain::subscribers::import_columns`).
 //!
-//! Rows are checked with the API's rules (`subscribers::import`, which also records
-//! `subscriber.created`) and committed [`BATCH_ROWS`] to a transaction. An address already
+//! Rows are checked with the API's rules (`subscribers::check`) and committed [`BATCH_ROWS`]
+//! to a transaction (`subscribers::insert_checked`, which also records `subscriber.created`
+//! when a webhook listens). An address already
 //! present counts as existing and is left as it is, so running an interrupted import again
-//! creates no duplicates. Memory stays flat in the size of the file: one batch and the first
-//! [`ERRORS_KEPT`] refused rows are all that is held.
+//! creates no duplicates. Memory stays flat in the size of the file: two batches (one being
+//! committed, the next read ahead) and the first [`ERRORS_KEPT`] refused rows are all that is
+//! held.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -23,9 +25,9 @@ use csv::{ByteRecord, Reader, ReaderBuilder, WriterBuilder};
 use rusqlite::{Connection, OptionalExtension, Row};
 
 use crate::clock::{self, Timestamp};
+use crate::domain::subscribers;
 pub use crate::domain::subscribers::import_columns::{ColumnUse, Columns, Source, TAG_SEPARATOR};
 use crate::domain::subscribers::import_columns::{Parsed, header_error};
-use crate::domain::subscribers::{self, NewSubscriber};
 use crate::domain::{DomainError, DomainResult, ErrorCode, FieldErrors, newsletters};
 use crate::store::{StoreError, write_tx};
 
@@ -137,19 +139,35 @@ pub fn check_header<R: Read>(input: R) -> DomainResult<Columns> {
     read_header(&mut reader(input))
 }
 
-/// The rows read since the last commit.
+/// A batch of rows read and checked, to be committed together.
 #[derive(Default)]
 struct Batch {
     rows: u64,
-    entries: Vec<(usize, NewSubscriber)>,
+    valids: Vec<subscribers::Valid>,
     skipped: u64,
+    /// Refused rows, in the order of the file.
     refused: Vec<RowError>,
+    /// Where the reader stood after the batch's last row.
+    bytes_read: u64,
+}
+
+impl Batch {
+    /// A full batch: more rows may follow.
+    fn is_full(&self) -> bool {
+        self.rows as usize >= BATCH_ROWS
+    }
 }
 
 /// Imports the CSV `input` into the newsletter, committing every [`BATCH_ROWS`] rows.
 /// `resume` is [`Totals::default`] for a new import, or the totals an interrupted run
 /// committed: that many rows are read again and passed over, and the counts go on from there.
-pub fn import_csv<R: Read>(
+///
+/// The rows are read, parsed and checked on a thread of their own while this one inserts and
+/// commits the batch before (the two overlap, docs/performance.md): the reader is at most one
+/// batch ahead, so memory stays at about two batches. A batch read ahead but not committed
+/// when the import stops is read again by the resumed run, like any uncommitted batch. The
+/// WAL is checkpointed beside the commits (`store::with_checkpointer`), which stay FULL.
+pub fn import_csv<R: Read + Send>(
     conn: &mut Connection,
     newsletter_id: i64,
     input: R,
@@ -167,42 +185,74 @@ pub fn import_csv<R: Read>(
             break;
         }
     }
-    let mut batch = Batch::default();
-    loop {
-        let more = reader.read_byte_record(&mut record).map_err(csv_error)?;
-        if more {
-            let line = record.position().map_or(0, |p| p.line());
-            batch.rows += 1;
-            match columns.read(&record) {
-                Parsed::Entry(entry) => batch.entries.push((line as usize, entry)),
-                Parsed::Skipped => batch.skipped += 1,
-                Parsed::Refused { email, reason } => {
-                    batch.refused.push(RowError {
-                        line,
-                        email,
-                        reason,
-                    });
+    crate::store::with_checkpointer(conn, |conn, committed| {
+        std::thread::scope(|scope| {
+            // A rendezvous: the reader hands a batch over only when the writer takes it.
+            let (hand_over, batches) = std::sync::mpsc::sync_channel::<DomainResult<Batch>>(0);
+            scope.spawn(move || {
+                loop {
+                    let batch = read_batch(&mut reader, &columns, &mut record);
+                    let more = matches!(&batch, Ok(b) if b.is_full());
+                    // A send fails when the writer has stopped (an error, or `keep_going`).
+                    if hand_over.send(batch).is_err() || !more {
+                        return;
+                    }
+                }
+            });
+            while let Ok(batch) = batches.recv() {
+                let batch = batch?;
+                if batch.rows == 0 {
+                    break;
+                }
+                let more = batch.is_full();
+                totals = commit(conn, newsletter_id, batch, &totals, observer)?;
+                committed();
+                if !more || !observer.keep_going() {
+                    break;
                 }
             }
-        }
-        if batch.rows as usize >= BATCH_ROWS || (!more && batch.rows > 0) {
-            let bytes = reader.position().byte();
-            totals = commit(
-                conn,
-                newsletter_id,
-                std::mem::take(&mut batch),
-                &totals,
-                bytes,
-                observer,
-            )?;
-            if more && !observer.keep_going() {
-                return Ok(totals);
+            Ok(totals)
+        })
+    })
+}
+
+/// Reads up to [`BATCH_ROWS`] rows and checks each with the API's rules (no database needed);
+/// a batch of no rows at the end of the file.
+fn read_batch<R: Read>(
+    reader: &mut Reader<R>,
+    columns: &Columns,
+    record: &mut ByteRecord,
+) -> DomainResult<Batch> {
+    let mut batch = Batch::default();
+    while !batch.is_full() && reader.read_byte_record(record).map_err(csv_error)? {
+        let line = record.position().map_or(0, |p| p.line());
+        batch.rows += 1;
+        let refused = match columns.read(record) {
+            Parsed::Entry(entry) => match subscribers::check(line as usize, entry)? {
+                Ok(valid) => {
+                    batch.valids.push(valid);
+                    continue;
+                }
+                Err(refused) => RowError {
+                    line,
+                    email: refused.email.trim().to_string(),
+                    reason: refused.message,
+                },
+            },
+            Parsed::Skipped => {
+                batch.skipped += 1;
+                continue;
             }
-        }
-        if !more {
-            return Ok(totals);
-        }
+            Parsed::Refused { email, reason } => RowError {
+                line,
+                email,
+                reason,
+            },
+        };
+        batch.refused.push(refused);
     }
+    batch.bytes_read = reader.position().byte();
+    Ok(batch)
 }
 
 fn commit(
@@ -210,24 +260,18 @@ fn commit(
     newsletter_id: i64,
     batch: Batch,
     before: &Totals,
-    bytes_read: u64,
     observer: &mut dyn Observer,
 ) -> DomainResult<Totals> {
+    let bytes_read = batch.bytes_read;
     let after = write_tx(conn, |tx| {
-        let outcome = subscribers::import(tx, newsletter_id, batch.entries)?;
+        let (created, existing) = subscribers::insert_checked(tx, newsletter_id, &batch.valids)?;
         let mut errors = batch.refused;
-        errors.extend(outcome.errors.into_iter().map(|e| RowError {
-            line: e.index as u64,
-            email: e.email.trim().to_string(),
-            reason: e.message,
-        }));
-        errors.sort_by_key(|e| e.line);
         let refused = errors.len() as u64;
         errors.truncate(ERRORS_KEPT.saturating_sub(before.error_count as usize));
         let mut after = before.clone();
         after.rows += batch.rows;
-        after.created += outcome.created as u64;
-        after.existing += outcome.existing as u64;
+        after.created += created as u64;
+        after.existing += existing as u64;
         after.skipped += batch.skipped;
         after.error_count += refused;
         after.errors.extend(errors.iter().cloned());
@@ -782,6 +826,7 @@ pub fn run_upload(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::subscribers::NewSubscriber;
 
     fn db() -> Connection {
         crate::domain::testing::db_with_newsletter("free")

@@ -715,21 +715,41 @@ pub fn import(
     let mut outcome = BulkOutcome::default();
     let mut valids = Vec::new();
     for (index, entry) in entries {
-        match validate(&entry) {
-            Err(DomainError::Invalid(code, fields)) => outcome.errors.push(BulkError {
-                index,
-                email: entry.email,
-                code: code.as_str(),
-                message: fields.sentences().join("; "),
-            }),
-            Err(other) => return Err(other),
+        match check(index, entry)? {
             Ok(valid) => valids.push(valid),
+            Err(refused) => outcome.errors.push(refused),
         }
     }
-    let ids = Inserter::new(conn, newsletter_id)?.insert_all(&valids)?;
-    outcome.created = ids.iter().flatten().count();
-    outcome.existing = ids.len() - outcome.created;
+    (outcome.created, outcome.existing) = insert_checked(conn, newsletter_id, &valids)?;
     Ok(outcome)
+}
+
+/// [`validate`]s the entry at `index` of an import: the entry ready to insert, or why it is
+/// refused. Needs no database, so the CSV import checks its next batch on another thread
+/// while the previous one commits.
+pub(super) fn check(index: usize, entry: NewSubscriber) -> DomainResult<Result<Valid, BulkError>> {
+    match validate(&entry) {
+        Ok(valid) => Ok(Ok(valid)),
+        Err(DomainError::Invalid(code, fields)) => Ok(Err(BulkError {
+            index,
+            email: entry.email,
+            code: code.as_str(),
+            message: fields.sentences().join("; "),
+        })),
+        Err(other) => Err(other),
+    }
+}
+
+/// Inserts entries that passed [`check`] inside the caller's transaction; returns how many
+/// were created and how many were there already (or repeated in `valids`).
+pub(super) fn insert_checked(
+    conn: &Connection,
+    newsletter_id: i64,
+    valids: &[Valid],
+) -> DomainResult<(usize, usize)> {
+    let ids = Inserter::new(conn, newsletter_id)?.insert_all(valids)?;
+    let created = ids.iter().flatten().count();
+    Ok((created, ids.len() - created))
 }
 
 /// What a PATCH may change.
