@@ -1,4 +1,4 @@
-//! Account security over HTTP (issue 12, items 4 and 5): sign-in throttles per account and
+//! Account security over HTTP: sign-in throttles per account and
 //! per client, client addresses behind a trusted proxy, mail caps per address, sign-in time
 //! for unknown addresses, spent links, session lifetimes, signing out other sessions, CSRF
 //! tokens bound to the session, and `__Host-` cookies on https.

@@ -1,4 +1,4 @@
-//! REST API v1, issues (issue 3): list, show, create, update, delete, send_now, publish,
+//! REST API v1, issues: list, show, create, update, delete, send_now, publish,
 //! over HTTP against the real binary.
 
 use crate::support::*;

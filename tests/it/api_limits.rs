@@ -1,4 +1,4 @@
-//! REST API v1 rate limits (issue 3): three hourly buckets per key, headers on every answer,
+//! REST API v1 rate limits: three hourly buckets per key, headers on every answer,
 //! 429 with Retry-After, counters that survive a restart.
 
 use std::time::Duration;

@@ -1,5 +1,4 @@
-//! The dashboard's issue pages over HTTP, as a browser without JavaScript uses them (issue 7,
-//! point 1): the editor with articles, previews, approve, schedule, send with its confirmation,
+//! The dashboard's issue pages over HTTP, as a browser without JavaScript uses them: the editor with articles, previews, approve, schedule, send with its confirmation,
 //! live progress and report, publish, delete; bad input, refusals, other users' ids and CSRF.
 //! The Chromium test at the end writes, previews and sends an issue by clicking.
 

@@ -1,4 +1,4 @@
-//! A newsletter's own relay and its warm-up plan (issue 27, items 4 and 5), on the settings
+//! A newsletter's own relay and its warm-up plan, on the settings
 //! side: set in the dashboard and through the API, the password sealed at rest with the key in
 //! the data directory (never in the database, never shown again), "Test connection" against
 //! a real TLS listener saying what happened in plain words, the SSRF guard, a database moved

@@ -1,4 +1,4 @@
-//! Several relays and what relays allow (issue 27, items 4 and 5), through the real binary
+//! Several relays and what relays allow, through the real binary
 //! and SMTP listeners that fail, throttle and run out of quota on command: the next relay
 //! takes over while the first is down and hands back when it returns; a relay's hourly limit
 //! holds the send, which says so and resumes by itself; a per-second limit is kept; a relay

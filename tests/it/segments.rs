@@ -1,9 +1,9 @@
-//! Segments (issue 16, item 3): a send goes to the active subscribers having any of some
+//! Segments: a send goes to the active subscribers having any of some
 //! tags and none of others, through `send_now`'s body, a scheduled issue's recorded
 //! audience, and the dashboard's review step; the messages the SMTP sink receives are
 //! exactly the audience, and the issue's recipients and stats count only them. The
 //! dashboard's send page sends the audience ticked in the form it posts, and only when the
-//! Send button was labelled for it (issue 27, item 1): here without JavaScript, over HTTP;
+//! Send button was labelled for it: here without JavaScript, over HTTP;
 //! `send_audience.rs` presses the buttons in Chromium.
 
 use std::time::Duration;

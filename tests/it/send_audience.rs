@@ -1,4 +1,4 @@
-//! The send page sends exactly the audience it names (issue 27, item 1), in Chromium: a tag
+//! The send page sends exactly the audience it names, in Chromium: a tag
 //! ticked under "Send to" or "Leave out" and Send pressed at once, after the script's count,
 //! before the script saw the tick, or with the count never arriving. Either exactly that
 //! audience gets the issue at the SMTP sink, or the page comes back with the new count,

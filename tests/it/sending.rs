@@ -1,4 +1,4 @@
-//! Sending an issue (issue 4): the messages a real SMTP listener receives, permanent and
+//! Sending an issue: the messages a real SMTP listener receives, permanent and
 //! temporary refusals, tracking, unsubscribes, scheduling, pausing and bounce reports.
 
 use std::collections::{HashMap, HashSet};

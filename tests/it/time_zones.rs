@@ -1,4 +1,4 @@
-//! Time zones (issue 16, item 4): the account's zone from sign-up and the account page, every
+//! Time zones: the account's zone from sign-up and the account page, every
 //! dashboard time in one friendly format in it, send times typed in it (daylight-saving gaps
 //! refused), and the newsletter's zone on the API object and under its 09:00 slots.
 

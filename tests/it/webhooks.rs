@@ -1,4 +1,4 @@
-//! Webhooks end to end (issue 5): subscriptions over the API, signed deliveries to a real
+//! Webhooks end to end: subscriptions over the API, signed deliveries to a real
 //! receiver, retries with the same delivery id, auto-disable, rotation, limits, the SSRF guard,
 //! and deliveries surviving a crash.
 
