@@ -169,14 +169,16 @@ impl Machines<'_> {
             send: SendSettings {
                 concurrency: args.send_concurrency as usize,
                 rate: args.send_rate,
-                retry_base: time::Duration::milliseconds(args.send_retry_base_ms as i64),
+                retry_base: jiff::SignedDuration::from_millis(args.send_retry_base_ms as i64),
                 outage: OutagePolicy {
-                    retry_base: time::Duration::milliseconds(args.send_outage_retry_ms as i64),
-                    give_up_after: time::Duration::milliseconds(args.send_outage_limit_ms as i64),
+                    retry_base: jiff::SignedDuration::from_millis(args.send_outage_retry_ms as i64),
+                    give_up_after: jiff::SignedDuration::from_millis(
+                        args.send_outage_limit_ms as i64,
+                    ),
                 },
             },
             webhooks: crate::webhooks::Settings {
-                retry_base: time::Duration::milliseconds(args.webhook_retry_base_ms as i64),
+                retry_base: jiff::SignedDuration::from_millis(args.webhook_retry_base_ms as i64),
                 timeout: Duration::from_millis(args.webhook_timeout_ms.max(1)),
                 allow_private: args.allow_private_webhooks,
                 dns: self.mail.dns.clone(),
@@ -221,8 +223,8 @@ fn app_state(
             .map(|ip| ip.to_canonical())
             .collect(),
         sessions: SessionLifetimes {
-            idle: time::Duration::minutes(args.session_idle_minutes.into()),
-            absolute: time::Duration::minutes(args.session_absolute_minutes.into()),
+            idle: jiff::SignedDuration::from_mins(args.session_idle_minutes.into()),
+            absolute: jiff::SignedDuration::from_mins(args.session_absolute_minutes.into()),
         },
         bounce_domain: bounce_domain.to_string(),
         credentials: opened.credentials.clone(),

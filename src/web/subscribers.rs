@@ -585,7 +585,7 @@ pub async fn export(req: &Request, Path(id): Path<String>, Data(state): Data<&St
             Err(e) => eprintln!("export: newsletter {nid}: {e}"),
         }
     });
-    let day = crate::clock::now().date();
+    let day = crate::clock::format_day(crate::clock::date_of(crate::clock::now()));
     let file_name = format!("{}-subscribers-{day}.csv", n.subdomain);
     Ok(Response::builder()
         .content_type("text/csv; charset=utf-8")

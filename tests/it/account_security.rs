@@ -99,18 +99,8 @@ fn attempt(client: &Client, token: &str, email: &str, password: &str, forwarded:
 const DAY: Duration = Duration::from_secs(24 * 3600);
 
 /// The server's clock `d` ago, as timestamps are stored.
-fn ago(app: &App, d: time::Duration) -> String {
-    let t = app.clock_now() - d;
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second(),
-        t.millisecond()
-    )
+fn ago(app: &App, d: jiff::SignedDuration) -> String {
+    stored(app.clock_now() - d)
 }
 
 /// The notice shown on `path` after a redirect.
@@ -528,7 +518,10 @@ fn sessions_end_after_their_idle_and_absolute_lifetimes() {
     app.advance_clock(Duration::from_secs(10 * 60));
     busy.get("/newsletters").expect(200);
     let touched = last_seen(id);
-    assert!(touched > ago(&app, time::Duration::minutes(1)), "{touched}");
+    assert!(
+        touched > ago(&app, jiff::SignedDuration::from_mins(1)),
+        "{touched}"
+    );
     busy.get("/newsletters").expect(200);
     assert_eq!(last_seen(id), touched);
 

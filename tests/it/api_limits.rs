@@ -7,7 +7,7 @@ use crate::support::*;
 
 /// The server's clock in Unix seconds.
 fn now(app: &App) -> i64 {
-    app.clock_now().unix_timestamp()
+    app.clock_now().as_second()
 }
 
 /// (limit, remaining, reset) from the headers, checking reset is the end of this hour.

@@ -414,12 +414,7 @@ fn newsletter_relay_warm_up_round_trips_and_shows_todays_cap() {
     let app = spawn_app();
     let owner = onboard(&app, "Warming Up");
     let url = settings_url(&owner);
-    let today = || {
-        app.clock_now()
-            .to_offset(time::UtcOffset::UTC)
-            .date()
-            .to_string()
-    };
+    let today = || utc_day(app.clock_now()).to_string();
     assert!(owner.client.get(&url).body.contains("data-state=\"off\""));
     assert_eq!(newsletter(&owner)["warmup"], Value::Null, "off by default");
 

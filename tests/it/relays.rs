@@ -419,7 +419,9 @@ fn relays_the_warm_up_plan_caps_each_day_and_the_send_goes_on_the_next() {
 
     // The next day (UTC) the cap is 10: the 7 left go out.
     let now = app.clock_now();
-    let tomorrow = (now + time::Duration::days(1)).replace_time(time::macros::time!(00:01));
+    let tomorrow = jiff::tz::Offset::UTC
+        .to_timestamp((utc_day(now) + jiff::SignedDuration::from_hours(24)).at(0, 1, 0, 0))
+        .unwrap();
     app.set_clock(tomorrow);
     wait_status(&owner, id, "sent", Duration::from_secs(60));
     assert_eq!(reached(&app), 12);

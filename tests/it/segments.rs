@@ -265,9 +265,7 @@ fn segments_scheduled_issue_sends_to_its_recorded_audience() {
     let owner = onboard_paid(&app, "Timed Segments");
     let r = readers(&owner);
     let all = [&r.news, &r.news_vip, &r.events, &r.untagged, &r.gone];
-    let at = (app.clock_now() + time::Duration::hours(1))
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap();
+    let at = (app.clock_now() + jiff::SignedDuration::from_hours(1)).to_string();
     let resp = owner.post(
         "/issues",
         &json!({"issue": {"subject": "VIP preview", "content_markdown": "Soon.",
@@ -676,11 +674,9 @@ fn segments_dashboard_schedules_with_an_audience() {
         "the count of the recorded audience (everyone): {}",
         page.body
     );
-    let at = (app.clock_now() + time::Duration::hours(2))
-        .format(time::macros::format_description!(
-            "[year]-[month]-[day]T[hour]:[minute]"
-        ))
-        .unwrap();
+    let at = (app.clock_now() + jiff::SignedDuration::from_hours(2))
+        .strftime("%Y-%m-%dT%H:%M")
+        .to_string();
     let resp = owner.client.submit(
         &url,
         &format!("{url}/schedule"),

@@ -649,7 +649,7 @@ fn remove_file(conn: &Connection, upload: &Upload) {
 }
 
 /// Uploads never started are removed after a day, with their files.
-const STALE_AFTER: time::Duration = time::Duration::hours(24);
+const STALE_AFTER: jiff::SignedDuration = jiff::SignedDuration::from_hours(24);
 
 /// Removes uploads that waited longer than a day for their owner; returns how many.
 pub fn purge_stale_uploads(conn: &mut Connection) -> DomainResult<usize> {
