@@ -65,14 +65,14 @@ fn import_form_page(
                     li { code { "status" } ": rows marked " code { "unsubscribed" } " or " code { "bounced" } " are skipped, so nobody who left is subscribed again" }
                 }
                 p { "Exports from Mailchimp (the audience export) and Substack (the subscriber export) can be uploaded as they are: names, every tag and the original subscription dates are kept, and readers who left are skipped. The preview shows how each column is read." }
-                p.muted { "Other columns are ignored. Addresses already subscribed are left as they are, so importing the same file twice adds nobody twice. Files up to 50 MiB; for larger ones the server's operator can run " code { "broadsheet import" } ". An account may have " (import::OWNER_UPLOADS) " uploads waiting or being imported at once, " (import::OWNER_UPLOAD_BYTES / (1024 * 1024)) " MiB in all." }
+                p.muted { "Other columns are ignored. Addresses already subscribed are left as they are, so importing the same file twice adds nobody twice. Files up to " (import::mib(import::UPLOAD_LIMIT)) "; for larger ones the server's operator can run " code { "broadsheet import" } ". An account may have " (import::OWNER_UPLOADS) " uploads waiting or being imported at once, " (import::mib(import::OWNER_UPLOAD_BYTES)) " in all." }
                 pre { "email,name,tags\nann@example.com,Ann Lee,vip;early\nbob@example.com,," }
             }
             (errors(problems))
             @if n.ensure_writable().is_ok() {
                 form.stack method="post" action={ (url) "/import" } enctype="multipart/form-data" {
                     (csrf_field(ctx))
-                    label { "CSV file (UTF-8, at most 50 MiB)"
+                    label { "CSV file (UTF-8, at most " (import::mib(import::UPLOAD_LIMIT)) ")"
                         input type="file" name="file" accept=".csv,text/csv" required;
                     }
                     button type="submit" { "Upload and preview" }
@@ -205,7 +205,10 @@ async fn read_upload(
                     Ok(None) => {
                         uploaded.problem = Some(FieldErrors::single(
                             "base",
-                            "The file is larger than 50 MiB. Split it, or ask the server's operator to run broadsheet import.",
+                            format!(
+                                "The file is larger than {}. Split it, or ask the server's operator to run broadsheet import.",
+                                import::mib(import::UPLOAD_LIMIT)
+                            ),
                         ))
                     }
                     Err(e) => {
