@@ -5,6 +5,10 @@
 //! name; the file's source is told by the columns only that service writes, and decides how
 //! the tags cell is read. `domain::subscribers::import` streams the file through [`Columns::read`];
 //! docs/subscribers.md ("Import formats") lists every name and choice.
+//!
+//! The rest of the import: `domain::subscribers::import` (the streaming import and the
+//! dashboard's uploads), `web::subscribers::import` (the dashboard's pages),
+//! `jobs::import_subscribers` (the job) and `cli::import` (`broadsheet import`).
 
 use csv::{ByteRecord, ReaderBuilder, StringRecord};
 
