@@ -118,11 +118,7 @@ fn relays_the_next_takes_over_while_the_first_is_down_and_hands_back_when_it_ret
     let again = approved_issue(&owner, "Back on the first road");
     send_now(&owner, again);
     wait_status(&owner, again, "sent", Duration::from_secs(60));
-    assert!(
-        app.log().contains("can be reached again"),
-        "{}",
-        app.log()
-    );
+    assert!(app.log().contains("can be reached again"), "{}", app.log());
     // Both are up: the first, found again, is the one sends go through (handed back).
     second.go_up();
     let third = approved_issue(&owner, "Still on the first road");
