@@ -15,7 +15,7 @@
 //! every subscriber, a third of the deliveries opened and a tenth clicked. Then the release
 //! binary (`target/release/broadsheet` or `$BROADSHEET_BIN`) serves it, and each read is made
 //! once to warm the caches and then 5 times, printing min / median / max in milliseconds next to
-//! the bound issue 13 sets, and the database size. With `--keep DIR` the filled data directory
+//! the bound docs/performance.md sets, and the database size. With `--keep DIR` the filled data directory
 //! is kept and reused when it already holds a database of the same size (newer migrations are
 //! applied by `serve` as usual). Every answer is checked for its status and a figure it must
 //! carry, so a fast wrong answer does not pass for a fast read.

@@ -2,6 +2,10 @@
 //! `Expected input type "IssueFields", found null. (occurred while parsing "IssueBody")`, said in
 //! the API's words: which field (as far as the reason tells) and what JSON it needs. Users of
 //! the API see the document's field names, never the Rust types behind the schemas.
+//!
+//! poem-openapi gives its reasons only as English text, so this reads that text: its
+//! wordings are pinned by `poem_openapi_wordings` below, which asks poem-openapi itself,
+//! and Cargo.toml pins the version; an upgrade that rewords a reason fails that test.
 
 use std::sync::OnceLock;
 
@@ -291,5 +295,116 @@ mod tests {
             "the length must be at most 5"
         );
         assert_eq!(shorten(&"x".repeat(100)).chars().count(), 41);
+    }
+}
+
+/// The wordings of poem-openapi's reasons that [`explain`] reads, produced by poem-openapi
+/// itself: its derived objects, its option and list wrappers, its parameter parsing. When an
+/// upgrade of poem-openapi (pinned in Cargo.toml for this reason) changes one, this fails
+/// and says which; the reading above is then changed to the new words.
+#[cfg(test)]
+mod poem_openapi_wordings {
+    use poem_openapi::Object;
+    use poem_openapi::types::{ParseError, ParseFromJSON, ParseFromParameter, Type};
+    use serde_json::{Value, json};
+
+    use super::{TypeMismatch, without_type_names};
+
+    #[derive(Object)]
+    struct PinBody {
+        issue: PinFields,
+    }
+
+    #[derive(Object)]
+    struct PinFields {
+        subject: Option<String>,
+        articles: Option<Vec<PinArticle>>,
+    }
+
+    #[derive(Object)]
+    struct PinArticle {
+        title: String,
+    }
+
+    fn reason(body: Value) -> String {
+        match PinBody::parse_from_json(Some(body)) {
+            Ok(_) => panic!("poem-openapi took a body of the wrong shape"),
+            Err(e) => e.into_message(),
+        }
+    }
+
+    #[test]
+    fn a_missing_object_is_a_null_found_inside_its_parent() {
+        let text = reason(json!({}));
+        assert_eq!(
+            text,
+            r#"Expected input type "PinFields", found null. (occurred while parsing "PinBody")"#
+        );
+        let read = TypeMismatch::parse(&text).expect("read");
+        assert_eq!(
+            (read.expected.as_str(), read.found, read.parents),
+            ("PinFields", "null", vec!["PinBody".to_string()])
+        );
+    }
+
+    #[test]
+    fn a_wrong_value_names_each_enclosing_type_innermost_first() {
+        let text = reason(json!({"issue": {"subject": [1]}}));
+        assert_eq!(
+            text,
+            r#"Expected input type "string", found [1]. (occurred while parsing "optional_string") (occurred while parsing "PinFields") (occurred while parsing "PinBody")"#
+        );
+        let read = TypeMismatch::parse(&text).expect("read");
+        assert_eq!(
+            (read.expected.as_str(), read.found, read.parents),
+            (
+                "string",
+                "[1]",
+                vec!["PinBody".to_string(), "PinFields".to_string()]
+            )
+        );
+    }
+
+    #[test]
+    fn a_list_element_names_the_list_and_its_option() {
+        let text = reason(json!({"issue": {"articles": [1]}}));
+        assert_eq!(
+            text,
+            r#"Expected input type "PinArticle", found 1. (occurred while parsing "list_PinArticle") (occurred while parsing "optional_list_PinArticle") (occurred while parsing "PinFields") (occurred while parsing "PinBody")"#
+        );
+        let read = TypeMismatch::parse(&text).expect("read");
+        assert_eq!(
+            read.parents,
+            ["PinBody", "PinFields", "[PinArticle]"].map(String::from)
+        );
+    }
+
+    #[test]
+    fn wrappers_and_primitives_keep_their_names() {
+        assert_eq!(<Option<String>>::name(), "optional_string");
+        assert_eq!(<Vec<PinArticle>>::name(), "list_PinArticle");
+        assert_eq!(<Option<Vec<bool>>>::name(), "optional_list_boolean");
+        assert_eq!(String::name(), "string");
+        assert_eq!(bool::name(), "boolean");
+    }
+
+    #[test]
+    fn other_reasons_start_with_the_type_they_failed_to_parse() {
+        let custom = ParseError::<String>::custom("must be short").into_message();
+        assert_eq!(custom, r#"failed to parse "string": must be short"#);
+        assert_eq!(without_type_names(&custom), "must be short");
+        // The same prefix on a parameter's reason, with std's words after it.
+        let param = match i64::parse_from_parameter("soon") {
+            Ok(_) => panic!("took a word for a number"),
+            Err(e) => e.into_message(),
+        };
+        assert!(
+            param.starts_with(r#"failed to parse "integer_int64": "#),
+            "{param}"
+        );
+        assert!(!without_type_names(&param).contains("failed to parse"));
+        // A reason passed up to a type of the same name is not repeated.
+        let same = ParseError::<String>::custom("x").propagate::<String>();
+        assert_eq!(same.into_message(), r#"failed to parse "string": x"#);
     }
 }

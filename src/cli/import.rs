@@ -1,5 +1,11 @@
 //! `broadsheet import SUBDOMAIN FILE|-`: subscribers from CSV, streamed and committed in
-//! chunks (even while serve runs), with progress on stderr and a summary on stdout.
+//! chunks (even while serve runs), with progress on stderr and a summary on stdout. It has no
+//! size limit: the dashboard's upload form sends larger files here.
+//!
+//! The rest of the import: `domain::subscribers::import` (the streaming import this command
+//! runs) and `domain::subscribers::import_columns` (how columns are read),
+//! `web::subscribers::import` (the dashboard's upload, at most `import::UPLOAD_LIMIT`) and
+//! `jobs::import_subscribers` (the job that imports a dashboard upload).
 
 use std::fs::File;
 use std::io::{IsTerminal, Read};

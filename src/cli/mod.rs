@@ -260,7 +260,7 @@ pub enum Command {
 /// Entry point of the binary. A malformed argument never gets here: clap prints the usage
 /// and exits 2 first, before anything touches the data directory.
 pub fn main() -> ExitCode {
-    // mail-send and ureq must agree on one rustls crypto provider (stack notes, gotcha 1).
+    // mail-send and ureq must agree on one rustls crypto provider (two providers in one process panic at start).
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
     if !matches!(cli.command, Command::Serve(_)) {

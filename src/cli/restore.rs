@@ -49,11 +49,7 @@ fn keep(db: &Path) -> Result<Option<PathBuf>, Failure> {
     if !db.is_file() {
         return Ok(None);
     }
-    let stamp = crate::clock::now()
-        .format(time::macros::format_description!(
-            "[year][month][day]T[hour][minute][second]Z"
-        ))
-        .expect("a UTC time formats");
+    let stamp = crate::clock::now().strftime("%Y%m%dT%H%M%SZ").to_string();
     let name = db
         .file_name()
         .expect("the database has a file name")

@@ -1,6 +1,11 @@
 //! Job kind `import_subscribers`: imports a CSV file uploaded in the dashboard. Progress is
 //! committed with each batch, so a job interrupted by a restart (or stopped after a batch by
 //! SIGTERM) resumes after the last committed batch and creates nobody twice.
+//!
+//! The rest of the import: `domain::subscribers::import` (the import itself, which this job
+//! calls, and the uploads) and `domain::subscribers::import_columns` (how columns are read),
+//! `web::subscribers::import` (the pages that upload a file and start this job) and
+//! `cli::import` (`broadsheet import`, the same import without a job).
 
 use super::{ClaimedJob, Job, JobContext, Outcome};
 use crate::domain::{DomainError, subscribers::import};

@@ -227,14 +227,14 @@ pub enum Outcome {
     /// Give up now.
     Fail(String),
     /// Not finished: run again at this time (without counting a failed attempt).
-    Again(time::OffsetDateTime),
+    Again(jiff::Timestamp),
     /// The database could not be written (a full disk, a long lock): run again shortly,
     /// without counting an attempt, so the work resumes by itself once it can be recorded.
     Blocked(String),
 }
 
 /// How long a job blocked by the database waits before it runs again.
-const BLOCKED_WAIT: time::Duration = time::Duration::seconds(5);
+const BLOCKED_WAIT: jiff::SignedDuration = jiff::SignedDuration::from_secs(5);
 
 /// Whether a store failure is one that passes by itself (a full disk, a busy database), so a
 /// job hitting it should wait rather than count a failed attempt.

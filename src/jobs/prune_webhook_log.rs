@@ -16,7 +16,7 @@ pub struct PruneWebhookLog;
 /// Rows of each kind deleted per transaction.
 const BATCH: i64 = 500;
 /// Time between two runs.
-const EVERY: time::Duration = time::Duration::hours(1);
+const EVERY: jiff::SignedDuration = jiff::SignedDuration::from_hours(1);
 
 impl Job for PruneWebhookLog {
     fn kind(&self) -> JobKind {

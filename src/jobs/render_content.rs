@@ -12,7 +12,7 @@ use crate::store::jobs::JobKind;
 pub struct RenderContent;
 
 /// How long the job waits when every render slot was busy.
-const BUSY_WAIT: time::Duration = time::Duration::seconds(5);
+const BUSY_WAIT: jiff::SignedDuration = jiff::SignedDuration::from_secs(5);
 
 impl Job for RenderContent {
     fn kind(&self) -> JobKind {

@@ -19,7 +19,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant};
 
-use time::OffsetDateTime;
 use tokio::sync::{Mutex, mpsc, oneshot, watch};
 
 use super::{ClaimedJob, Job, JobContext, Outcome, TransportError};
@@ -68,7 +67,7 @@ pub struct SendSettings {
     /// Messages per second across all connections; 0 for no limit.
     pub rate: u32,
     /// Wait before the first retry of a temporarily refused message.
-    pub retry_base: time::Duration,
+    pub retry_base: jiff::SignedDuration,
     /// How the send waits out an unreachable relay.
     pub outage: OutagePolicy,
 }
@@ -141,7 +140,7 @@ enum RoundEnd {
     Drained,
     /// Every connection gave up: the relay has been unreachable since then, for this reason.
     RelayDown {
-        since: OffsetDateTime,
+        since: jiff::Timestamp,
         reason: String,
     },
     /// The database could not be written.
@@ -150,7 +149,10 @@ enum RoundEnd {
     Stopping,
     /// A limit holds the send until then (every relay's, or the warm-up plan's): this says
     /// which.
-    Held { until: OffsetDateTime, note: String },
+    Held {
+        until: jiff::Timestamp,
+        note: String,
+    },
 }
 
 /// One round: prepare, deliver what is due, then record what comes next.
@@ -163,7 +165,7 @@ fn send(ctx: &JobContext, rt: &tokio::runtime::Runtime, issue_id: i64) -> Result
         return Ok(Next::Finished);
     };
     let email = Arc::new(issue_email(ctx, &mut plan.issue, &plan.newsletter)?);
-    let down_before = plan.issue.relay_down_since.map(Timestamp::datetime);
+    let down_before = plan.issue.relay_down_since.map(Timestamp::instant);
     let transport = match ctx.newsletter_transport(rt, &plan.newsletter) {
         Ok(transport) => transport,
         Err(TransportError::RelayUnusable(reason)) => {
@@ -234,14 +236,14 @@ struct Round {
 
 #[derive(Default)]
 struct Failing {
-    since: Option<OffsetDateTime>,
+    since: Option<jiff::Timestamp>,
     reason: String,
     /// A connection opened during the round.
     reached: bool,
 }
 
 impl Round {
-    fn new(lanes: usize, down_before: Option<OffsetDateTime>) -> Self {
+    fn new(lanes: usize, down_before: Option<jiff::Timestamp>) -> Self {
         Round {
             lanes,
             down: AtomicUsize::new(0),
@@ -333,7 +335,7 @@ async fn deliver(
     transport: &Transport,
     issue_id: i64,
     email: Arc<IssueEmail>,
-    down_before: Option<OffsetDateTime>,
+    down_before: Option<jiff::Timestamp>,
     warm_up: Option<WarmUpGate>,
 ) -> Result<(usize, u64, RoundEnd), String> {
     let lanes = ctx.send.concurrency.max(1);
@@ -818,7 +820,7 @@ async fn refuse_all(mut writes: mpsc::UnboundedReceiver<Write>) {
 /// relays' limits and the warm-up plan read.
 struct Bookkeeping {
     issue_id: i64,
-    retry_base: time::Duration,
+    retry_base: jiff::SignedDuration,
     /// The newsletter's own count, when its warm-up plan is on.
     warm_up_key: Option<String>,
 }
@@ -1059,7 +1061,7 @@ async fn write_groups(
 
 /// "Held by the relay's hourly limit (100 messages an hour) of smtp.example.com:587; resumes
 /// at ...": why a send waits, for the owner.
-fn held_note(by: &HeldBy, relay: &str, until: OffsetDateTime) -> String {
+fn held_note(by: &HeldBy, relay: &str, until: jiff::Timestamp) -> String {
     format!(
         "Held by {} of {relay}; resumes at {}.",
         by.describe(),
@@ -1073,7 +1075,7 @@ struct WarmUpGate {
     /// The newsletter's key in `send_usage`.
     key: String,
     cap: u64,
-    day: (OffsetDateTime, OffsetDateTime),
+    day: (jiff::Timestamp, jiff::Timestamp),
     usage: send_limits::Usage,
 }
 

@@ -61,7 +61,7 @@ impl OutgoingMail {
             .from((self.from_name.as_str(), self.from_email.as_str()))
             .to(self.to.as_str())
             .subject(self.subject.as_str())
-            .date(crate::clock::now().unix_timestamp())
+            .date(crate::clock::now().as_second())
             .message_id(message_id)
             .text_body(self.text.as_str())
             .html_body(self.html.as_str());
@@ -114,7 +114,7 @@ pub enum MailError {
     Throttled { answer: String, quota: bool },
     /// Every relay is held by a limit until then; nothing was tried.
     Held {
-        until: time::OffsetDateTime,
+        until: jiff::Timestamp,
         by: HeldBy,
         relay: String,
     },
@@ -480,7 +480,7 @@ fn write_to_outbox(
     std::fs::create_dir_all(dir).map_err(|e| MailError::Temporary(e.to_string()))?;
     let name = format!(
         "{}-{}.eml",
-        crate::clock::now().unix_timestamp_nanos(),
+        crate::clock::now().as_nanosecond(),
         crate::domain::values::secrets::random_hex(4)
     );
     let path = dir.join(name);

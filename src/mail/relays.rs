@@ -7,8 +7,6 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use time::OffsetDateTime;
-
 use super::SmtpSettings;
 use crate::clock;
 use crate::domain::delivery::send_limits::{HeldBy, Room, Usage};
@@ -32,8 +30,8 @@ const UNLIMITED: f64 = 10_000.0;
 /// The first rest of a relay that throttles at the slowest pace, or answers that its quota
 /// is used up without a daily limit to tell when it comes back; each further one doubles,
 /// up to [`LONGEST_REST`].
-const FIRST_REST: time::Duration = time::Duration::minutes(1);
-const LONGEST_REST: time::Duration = time::Duration::hours(1);
+const FIRST_REST: jiff::SignedDuration = jiff::SignedDuration::from_mins(1);
+const LONGEST_REST: jiff::SignedDuration = jiff::SignedDuration::from_hours(1);
 
 /// The first wait before an unreachable relay is tried again; doubles up to [`LONGEST_DOWN`].
 const LONGEST_DOWN: Duration = Duration::from_secs(600);
@@ -60,14 +58,14 @@ struct State {
     /// Messages counted per minute over the last day; read from the database at first use.
     usage: Option<Usage>,
     /// Resting, on the relay's own word, until then.
-    rest: Option<(OffsetDateTime, HeldBy)>,
-    next_rest: Option<time::Duration>,
+    rest: Option<(jiff::Timestamp, HeldBy)>,
+    next_rest: Option<jiff::SignedDuration>,
     /// Its last throttling answer, for the owner.
     last_answer: Option<String>,
 }
 
 struct Down {
-    since: OffsetDateTime,
+    since: jiff::Timestamp,
     retry_at: Instant,
     wait: Duration,
     reason: String,
@@ -94,7 +92,7 @@ pub enum Permit {
     /// Go after this wait (the relay's pace); the message is counted.
     After(Duration),
     /// Not before `until`: a limit is reached.
-    Held { until: OffsetDateTime, by: HeldBy },
+    Held { until: jiff::Timestamp, by: HeldBy },
 }
 
 impl Relay {
@@ -146,13 +144,17 @@ impl Relay {
     }
 
     /// Whether a limit or a rest holds it now, and until when.
-    pub fn held(&self) -> Option<(OffsetDateTime, HeldBy)> {
+    pub fn held(&self) -> Option<(jiff::Timestamp, HeldBy)> {
         let now = clock::now();
         let mut state = self.state();
         self.held_in(&mut state, now)
     }
 
-    fn held_in(&self, state: &mut State, now: OffsetDateTime) -> Option<(OffsetDateTime, HeldBy)> {
+    fn held_in(
+        &self,
+        state: &mut State,
+        now: jiff::Timestamp,
+    ) -> Option<(jiff::Timestamp, HeldBy)> {
         if let Some((until, by)) = &state.rest {
             if *until > now {
                 return Some((*until, by.clone()));
@@ -256,7 +258,7 @@ impl Relay {
             f64::from(asked).max(2.0)
         });
         if current <= SLOWEST {
-            let rest: time::Duration = state.next_rest.unwrap_or(FIRST_REST);
+            let rest: jiff::SignedDuration = state.next_rest.unwrap_or(FIRST_REST);
             state.next_rest = Some((rest * 2_i32).min(LONGEST_REST));
             let until = clock::now() + rest;
             state.rest = Some((until, HeldBy::RelayThrottling(answer.to_string())));
@@ -291,7 +293,7 @@ impl Relay {
 
     /// The relay answered that its quota is used up: it rests until its daily limit lets it
     /// send again, or, without one, for a while (an hour at most) before it is asked again.
-    pub fn quota_reached(&self, answer: &str) -> (OffsetDateTime, HeldBy) {
+    pub fn quota_reached(&self, answer: &str) -> (jiff::Timestamp, HeldBy) {
         let now = clock::now();
         let mut state = self.state();
         let by = HeldBy::RelayQuota(answer.to_string());
@@ -346,7 +348,7 @@ impl Relay {
     }
 
     /// Unreachable since when, and why; `None` when it was reached last time.
-    pub fn down_since(&self) -> Option<(OffsetDateTime, String)> {
+    pub fn down_since(&self) -> Option<(jiff::Timestamp, String)> {
         self.state()
             .down
             .as_ref()
@@ -418,8 +420,8 @@ impl RelaySet {
     }
 
     /// When every relay is held by a limit: the soonest one opens again, and why it is held.
-    pub fn all_held(&self) -> Option<(OffsetDateTime, HeldBy, String)> {
-        let mut soonest: Option<(OffsetDateTime, HeldBy, String)> = None;
+    pub fn all_held(&self) -> Option<(jiff::Timestamp, HeldBy, String)> {
+        let mut soonest: Option<(jiff::Timestamp, HeldBy, String)> = None;
         for relay in &self.relays {
             let (until, by) = relay.held()?;
             if soonest.as_ref().is_none_or(|(at, _, _)| until < *at) {

@@ -410,7 +410,7 @@ impl IssueEmail {
         header(
             &mut headers,
             "Date",
-            &Date::new(crate::clock::now().unix_timestamp()),
+            &Date::new(crate::clock::now().as_second()),
         );
         headers.extend_from_slice(
             format!(

@@ -5,10 +5,10 @@
 //! (`jobs/`) claims them and does the work, so the domain never imports the runner or the
 //! mail it sends.
 
+use jiff::SignedDuration;
 use rusqlite::{Connection, OptionalExtension};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use time::Duration;
 
 use super::StoreError;
 use crate::clock;
@@ -370,7 +370,7 @@ pub fn mark_failed(
     conn: &Connection,
     job: &ClaimedJob,
     error: &str,
-    retry_after: Option<Duration>,
+    retry_after: Option<SignedDuration>,
 ) -> Result<(), StoreError> {
     const RETRY: &str = "UPDATE jobs SET state = 'queued', run_at = ?2, last_error = ?3, updated_at = ?4 WHERE id = ?1";
     const FAIL: &str =
@@ -391,7 +391,7 @@ pub fn mark_failed(
 }
 
 /// Puts an unfinished job back in the queue for `at`, without counting a failure.
-pub fn reschedule(conn: &Connection, id: i64, at: time::OffsetDateTime) -> Result<(), StoreError> {
+pub fn reschedule(conn: &Connection, id: i64, at: jiff::Timestamp) -> Result<(), StoreError> {
     const AGAIN: &str =
         "UPDATE jobs SET state = 'queued', run_at = ?2, updated_at = ?3 WHERE id = ?1";
     conn.execute(AGAIN, (id, clock::format(at), clock::now_string()))?;
@@ -403,7 +403,7 @@ pub fn reschedule(conn: &Connection, id: i64, at: time::OffsetDateTime) -> Resul
 pub fn postpone(
     conn: &Connection,
     id: i64,
-    at: time::OffsetDateTime,
+    at: jiff::Timestamp,
     reason: &str,
 ) -> Result<(), StoreError> {
     const POSTPONE: &str = "UPDATE jobs SET state = 'queued', run_at = ?2, last_error = ?3,
@@ -424,9 +424,9 @@ pub fn requeue_interrupted(conn: &Connection) -> Result<usize, StoreError> {
 }
 
 /// Exponential backoff for generic jobs: 10 s, 40 s, 2.5 min, 10 min, ... capped at 1 hour.
-pub fn default_backoff(attempts: i64) -> Duration {
+pub fn default_backoff(attempts: i64) -> SignedDuration {
     let secs = 10i64.saturating_mul(4i64.saturating_pow(attempts.clamp(1, 8) as u32 - 1));
-    Duration::seconds(secs.min(3600))
+    SignedDuration::from_secs(secs.min(3600))
 }
 
 #[cfg(test)]
@@ -448,7 +448,7 @@ mod runner_tests {
             "a running job is not claimed twice"
         );
 
-        mark_failed(&conn, &job, "boom", Some(Duration::seconds(-1))).unwrap();
+        mark_failed(&conn, &job, "boom", Some(SignedDuration::from_secs(-1))).unwrap();
         let again = claim_due(&conn, Lane::General)
             .unwrap()
             .expect("retried job is due");
@@ -461,7 +461,7 @@ mod runner_tests {
             .query_row("SELECT state FROM jobs WHERE id = ?1", [id], |r| r.get(0))
             .unwrap();
         assert_eq!(state, "failed");
-        assert_eq!(default_backoff(1), Duration::seconds(10));
-        assert_eq!(default_backoff(30), Duration::seconds(3600));
+        assert_eq!(default_backoff(1), SignedDuration::from_secs(10));
+        assert_eq!(default_backoff(30), SignedDuration::from_secs(3600));
     }
 }

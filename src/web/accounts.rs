@@ -383,8 +383,8 @@ pub async fn set_password(
 }
 
 /// "30 days", "2 hours", "1 minute": a lifetime for people.
-fn span(lifetime: time::Duration) -> String {
-    let minutes = lifetime.whole_minutes();
+fn span(lifetime: jiff::SignedDuration) -> String {
+    let minutes = lifetime.as_mins();
     let (n, unit) = if minutes % 1440 == 0 {
         (minutes / 1440, "day")
     } else if minutes % 60 == 0 {

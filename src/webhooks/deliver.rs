@@ -17,7 +17,7 @@ use crate::domain::newsletters::custom_domains::Dns;
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// Retry n (1..3) waits `retry_base * n^4`.
-    pub retry_base: time::Duration,
+    pub retry_base: jiff::SignedDuration,
     pub timeout: Duration,
     pub allow_private: bool,
     /// Finds the receivers (`--dns-server` or the system's resolver).
@@ -71,7 +71,7 @@ pub fn attempt(
             };
         }
     };
-    let timestamp = crate::clock::now().unix_timestamp();
+    let timestamp = crate::clock::now().as_second();
     let body = delivery.body.as_bytes();
     let config = ureq::Agent::config_builder()
         .max_redirects(0)

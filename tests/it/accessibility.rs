@@ -1,4 +1,4 @@
-//! axe-core over the signed-in dashboard (issue 16, item 6): one Chromium session walks the
+//! axe-core over the signed-in dashboard: one Chromium session walks the
 //! pages an owner (here also the operator) uses, axe checks each with every default rule, and
 //! the test fails listing every violation found (page, rule, impact, help URL, selectors).
 //! The public site and the signed-out account pages are checked by `scripts/lighthouse.sh`.

@@ -1,4 +1,4 @@
-//! Account security over HTTP (issue 12, items 4 and 5): sign-in throttles per account and
+//! Account security over HTTP: sign-in throttles per account and
 //! per client, client addresses behind a trusted proxy, mail caps per address, sign-in time
 //! for unknown addresses, spent links, session lifetimes, signing out other sessions, CSRF
 //! tokens bound to the session, and `__Host-` cookies on https.
@@ -99,18 +99,8 @@ fn attempt(client: &Client, token: &str, email: &str, password: &str, forwarded:
 const DAY: Duration = Duration::from_secs(24 * 3600);
 
 /// The server's clock `d` ago, as timestamps are stored.
-fn ago(app: &App, d: time::Duration) -> String {
-    let t = app.clock_now() - d;
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second(),
-        t.millisecond()
-    )
+fn ago(app: &App, d: jiff::SignedDuration) -> String {
+    stored(app.clock_now() - d)
 }
 
 /// The notice shown on `path` after a redirect.
@@ -528,7 +518,10 @@ fn sessions_end_after_their_idle_and_absolute_lifetimes() {
     app.advance_clock(Duration::from_secs(10 * 60));
     busy.get("/newsletters").expect(200);
     let touched = last_seen(id);
-    assert!(touched > ago(&app, time::Duration::minutes(1)), "{touched}");
+    assert!(
+        touched > ago(&app, jiff::SignedDuration::from_mins(1)),
+        "{touched}"
+    );
     busy.get("/newsletters").expect(200);
     assert_eq!(last_seen(id), touched);
 

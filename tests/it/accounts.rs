@@ -1,5 +1,5 @@
 //! The browser onboarding over HTTP, as a browser without JavaScript walks it, and every way
-//! it can go wrong (issue 2).
+//! it can go wrong.
 
 use crate::support::*;
 

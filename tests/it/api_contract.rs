@@ -1,4 +1,4 @@
-//! The OpenAPI document as a contract (issue 17): every operation lists only the error
+//! The OpenAPI document as a contract: every operation lists only the error
 //! statuses it can return and never answers one it does not list. The test walks the served
 //! document and, per operation, provokes each class of refusal it can (no key, a key without
 //! the permission, an unknown id, malformed, oversized and wrongly shaped bodies, a bad query,

@@ -1,4 +1,4 @@
-//! REST API v1 errors (issue 3): malformed and hostile bodies at every write endpoint, unknown
+//! REST API v1 errors: malformed and hostile bodies at every write endpoint, unknown
 //! paths, wrong methods, oversized bodies. Every failure is a JSON error, never a 500, and
 //! a refused request changes nothing.
 

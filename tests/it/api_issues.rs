@@ -1,8 +1,9 @@
-//! REST API v1, issues (issue 3): list, show, create, update, delete, send_now, publish,
+//! REST API v1, issues: list, show, create, update, delete, send_now, publish,
 //! over HTTP against the real binary.
 
 use crate::support::*;
-use time::{Duration, OffsetDateTime, Weekday};
+use jiff::SignedDuration;
+use jiff::civil::Weekday;
 
 /// `2026-11-22T05:42:04.123Z`: UTC, RFC 3339, milliseconds.
 #[track_caller]
@@ -16,32 +17,13 @@ pub fn assert_timestamp(value: &Value) {
         b[4] == b'-' && b[10] == b'T' && b[19] == b'.' && b[23] == b'Z',
         "timestamp {text}"
     );
-    assert!(
-        OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).is_ok(),
-        "timestamp {text}"
-    );
+    assert!(text.parse::<jiff::Timestamp>().is_ok(), "timestamp {text}");
 }
 
 fn create_issue(owner: &Owner, issue: Value) -> Value {
     let resp = owner.post("/issues", &json!({ "issue": issue }));
     resp.expect(201);
     resp.json()
-}
-
-fn next_tuesday_nine(now: OffsetDateTime) -> OffsetDateTime {
-    (0..=7)
-        .map(|d| {
-            (now.date() + Duration::days(d))
-                .with_hms(9, 0, 0)
-                .unwrap()
-                .assume_utc()
-        })
-        .find(|slot| slot.weekday() == Weekday::Tuesday && *slot > now)
-        .unwrap()
-}
-
-fn parse_ts(text: &str) -> OffsetDateTime {
-    OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).unwrap()
 }
 
 #[test]
@@ -316,18 +298,16 @@ fn api_issues_scheduling_rules() {
     let owner = onboard(&app, "Schedule Sheet");
 
     // A future time is kept.
-    let future = app.clock_now() + Duration::days(3);
-    let future_text = future
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap();
+    let future = app.clock_now() + SignedDuration::from_hours(3 * 24);
+    let future_text = future.to_string();
     let at = create_issue(
         &owner,
         json!({"subject": "At a time", "status": "scheduled", "scheduled_for": future_text}),
     );
     assert_eq!(at["status"], "scheduled");
     assert_timestamp(&at["scheduled_for"]);
-    let kept = parse_ts(at["scheduled_for"].as_str().unwrap());
-    assert!((kept - future).abs() < Duration::seconds(1));
+    let kept = instant(at["scheduled_for"].as_str().unwrap());
+    assert!((kept - future).abs() < SignedDuration::from_secs(1));
 
     // Other offsets are converted to UTC.
     let offset = create_issue(
@@ -339,19 +319,19 @@ fn api_issues_scheduling_rules() {
     // No time: the next weekly slot (Tuesday 09:00 UTC) by the server's clock. A minute
     // before nine on a Tuesday takes that day's slot, a minute after it next week's.
     let tuesday = next_tuesday_nine(app.clock_now());
-    assert_eq!(tuesday.weekday(), Weekday::Tuesday);
-    app.set_clock(tuesday - Duration::minutes(1));
+    assert_eq!(utc_day(tuesday).weekday(), Weekday::Tuesday);
+    app.set_clock(tuesday - SignedDuration::from_mins(1));
     let slot = create_issue(&owner, json!({"subject": "Slot", "status": "scheduled"}));
     assert_eq!(slot["status"], "scheduled");
-    assert_eq!(parse_ts(slot["scheduled_for"].as_str().unwrap()), tuesday);
-    app.set_clock(tuesday + Duration::minutes(1));
+    assert_eq!(instant(slot["scheduled_for"].as_str().unwrap()), tuesday);
+    app.set_clock(tuesday + SignedDuration::from_mins(1));
     let slot = create_issue(
         &owner,
         json!({"subject": "Next slot", "status": "scheduled"}),
     );
     assert_eq!(
-        parse_ts(slot["scheduled_for"].as_str().unwrap()),
-        tuesday + Duration::weeks(1)
+        instant(slot["scheduled_for"].as_str().unwrap()),
+        tuesday + SignedDuration::from_hours(7 * 24)
     );
 
     // A past time is refused.
@@ -784,11 +764,7 @@ fn api_issues_scheduled_send_starts_or_falls_back_to_approved() {
         .post("/subscribers", &json!({"email": "c@example.com"}))
         .expect(201);
     // An hour ahead on the server's clock, which the test then moves on by that hour.
-    let in_an_hour = || {
-        (app.clock_now() + Duration::hours(1))
-            .format(&time::format_description::well_known::Rfc3339)
-            .unwrap()
-    };
+    let in_an_hour = || (app.clock_now() + SignedDuration::from_hours(1)).to_string();
     let held = create_issue(
         &owner,
         json!({"subject": "Held", "status": "scheduled", "scheduled_for": in_an_hour(), "content_markdown": "x"}),

@@ -1,4 +1,4 @@
-//! REST API v1 rate limits (issue 3): three hourly buckets per key, headers on every answer,
+//! REST API v1 rate limits: three hourly buckets per key, headers on every answer,
 //! 429 with Retry-After, counters that survive a restart.
 
 use std::time::Duration;
@@ -7,7 +7,7 @@ use crate::support::*;
 
 /// The server's clock in Unix seconds.
 fn now(app: &App) -> i64 {
-    app.clock_now().unix_timestamp()
+    app.clock_now().as_second()
 }
 
 /// (limit, remaining, reset) from the headers, checking reset is the end of this hour.

@@ -1,4 +1,4 @@
-//! REST API v1, the newsletter (issue 3): GET, PATCH, stats, permissions by method and the
+//! REST API v1, the newsletter: GET, PATCH, stats, permissions by method and the
 //! read-only cancelled newsletter.
 
 use crate::api_issues::assert_timestamp;

@@ -1,4 +1,4 @@
-//! The generated OpenAPI document (issue 3): it parses, names every path of the interface
+//! The generated OpenAPI document: it parses, names every path of the interface
 //! with its methods and the bearer scheme, and real answers fit its schemas.
 
 use crate::support::openapi::resolve;

@@ -1,4 +1,4 @@
-//! The OpenAPI document states the rules the server enforces (issue 17): read from the served
+//! The OpenAPI document states the rules the server enforces: read from the served
 //! document, every constrained field and parameter of every operation is tried at its bounds
 //! and with awkward values, and the server must agree with the document: a value the schema
 //! allows is taken, one it forbids is refused (422, or 404 for a path id). New fields are

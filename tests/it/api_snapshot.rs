@@ -1,4 +1,4 @@
-//! The OpenAPI snapshot (issue 17 item 3): `docs/openapi.json` is the document as
+//! The OpenAPI snapshot: `docs/openapi.json` is the document as
 //! `broadsheet openapi` prints it, so every change of the API's contract shows as a diff of
 //! that file in review. This fails, with the lines that differ and the command that
 //! regenerates the file, when the generated document and the snapshot part.

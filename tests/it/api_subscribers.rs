@@ -1,4 +1,4 @@
-//! REST API v1, subscribers (issue 3): list, show, create, update, delete, tags, bulk create.
+//! REST API v1, subscribers: list, show, create, update, delete, tags, bulk create.
 
 use crate::api_issues::assert_timestamp;
 use crate::support::*;

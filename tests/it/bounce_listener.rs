@@ -1,4 +1,4 @@
-//! Bounces mailed back (issue 15): the VERP return path of each issue message names its
+//! Bounces mailed back: the VERP return path of each issue message names its
 //! delivery, and the bounce listener (`serve --bounce-listen`) takes DSN and ARF messages
 //! sent to those addresses, and nothing else.
 

@@ -182,7 +182,7 @@ fn public_site_in_chromium_has_no_console_errors_and_subscribes() {
     assert_eq!(subscribers["subscribers"][0]["email"], email.as_str());
 }
 
-/// The operator page in Chromium (issue 16, item 1): reached from the top bar, a pending
+/// The operator page in Chromium: reached from the top bar, a pending
 /// request answered with one click; the page is saved as a screenshot.
 #[test]
 #[cfg_attr(

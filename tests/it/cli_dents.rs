@@ -1,4 +1,4 @@
-//! The operator's commands where they fell short (issue 28): `newsletters` lists the
+//! The operator's commands where they fell short: `newsletters` lists the
 //! installation, `restore` keeps the database it replaces, `backup` names the directory it
 //! lacks, `bounce-token` prints what the server uses, a newsletter not found is worded alike
 //! everywhere, and a mistyped flag gets a usage line that works. Also `serve --listen ...:0`

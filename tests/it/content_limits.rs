@@ -1,4 +1,4 @@
-//! Issue 12, item 1: hostile Markdown cannot stall the server. The costly shapes are refused
+//! Hostile Markdown cannot stall the server. The costly shapes are refused
 //! at save with a field message before anything renders; a render that overruns its budget is
 //! refused and its child process killed; readers get stored HTML, so heavy pages keep `/up`
 //! fast; issues saved before HTML was stored are rendered once, off the request path.

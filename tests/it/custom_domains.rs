@@ -1,4 +1,4 @@
-//! Custom domains (issue 6) against a DNS server the test runs and changes as it goes:
+//! Custom domains against a DNS server the test runs and changes as it goes:
 //! pending with missing or wrong records and the reason shown, then active; the JSON poll;
 //! the site, its links, the API's URLs and mail on the custom Host; `/tls/allowed`; removal;
 //! refused input, other users' ids and posts without the CSRF token.

@@ -1,4 +1,4 @@
-//! The dashboard's smaller dents (issue 16, item 7): onboarding shows its steps, the create
+//! The dashboard's smaller dents: onboarding shows its steps, the create
 //! form shows the subdomain it will use, the newsletter list shows each one's state, the
 //! overview lists next steps ticked off as they are done, and the API key page's "Try it"
 //! command wraps and has a copy button.

@@ -1,5 +1,4 @@
-//! The dashboard's issue pages over HTTP, as a browser without JavaScript uses them (issue 7,
-//! point 1): the editor with articles, previews, approve, schedule, send with its confirmation,
+//! The dashboard's issue pages over HTTP, as a browser without JavaScript uses them: the editor with articles, previews, approve, schedule, send with its confirmation,
 //! live progress and report, publish, delete; bad input, refusals, other users' ids and CSRF.
 //! The Chromium test at the end writes, previews and sends an issue by clicking.
 
@@ -121,22 +120,9 @@ fn srcdoc(page: &str, id: &str) -> String {
 
 /// The next Tuesday 09:00 UTC after now (the `weekly` slot), as a datetime-local value.
 fn next_weekly_slot() -> String {
-    let now = time::OffsetDateTime::now_utc();
-    let slot = (0..=7)
-        .map(|d| {
-            (now.date() + time::Duration::days(d))
-                .with_hms(9, 0, 0)
-                .unwrap()
-                .assume_utc()
-        })
-        .find(|slot| slot.weekday() == time::Weekday::Tuesday && *slot > now)
-        .unwrap();
-    format!(
-        "{:04}-{:02}-{:02}T09:00",
-        slot.year(),
-        slot.month() as u8,
-        slot.day()
-    )
+    next_tuesday_nine(jiff::Timestamp::now())
+        .strftime("%Y-%m-%dT%H:%M")
+        .to_string()
 }
 
 #[test]

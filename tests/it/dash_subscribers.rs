@@ -759,8 +759,7 @@ fn an_owner_keeps_at_most_three_uploads_and_100_mib_waiting() {
     let refused = upload(&owner, "six.csv", &file_of(6));
     refused.expect(422);
     assert!(
-        refused.body.contains("already hold 95.0 MiB")
-            && refused.body.contains("at most 100.0 MiB"),
+        refused.body.contains("already hold 95 MiB") && refused.body.contains("at most 100 MiB"),
         "{}",
         refused.body
     );

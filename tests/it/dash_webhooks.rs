@@ -1,4 +1,4 @@
-//! The dashboard's webhooks page (issue 16, item 7): subscriptions are created and edited
+//! The dashboard's webhooks page: subscriptions are created and edited
 //! there through the same rules and SSRF guard as the API, bad input comes back as the form
 //! with its reasons, another owner's ids are 404, and the page fits a phone.
 

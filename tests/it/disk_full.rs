@@ -1,4 +1,4 @@
-//! A full disk (issue 11), for real: the server's data directory is on a small tmpfs that the
+//! A full disk, for real: the server's data directory is on a small tmpfs that the
 //! test fills. Writes through every door answer that the disk is full (the API 507
 //! `disk_full`, the dashboard and the public site an error page saying so, the CLI a clear
 //! message), nothing is stored, reads keep working, and once space is freed the same writes

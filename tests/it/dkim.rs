@@ -1,4 +1,4 @@
-//! DKIM signing with the operator's key (issue 15): every message the service sends, issues,
+//! DKIM signing with the operator's key: every message the service sends, issues,
 //! account mail and the welcome e-mail alike, verifies with an independent implementation (dkimpy) against the
 //! record `broadsheet dkim` prints; a message changed after signing does not.
 

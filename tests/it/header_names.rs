@@ -1,4 +1,4 @@
-//! Issue 12, item 8: a newsletter's name, tagline and sender name go into mail headers (From,
+//! A newsletter's name, tagline and sender name go into mail headers (From,
 //! List-Id, Subject), so every door refuses line breaks and other control characters in
 //! them, at creation as on update, with a field message, and stores nothing.
 

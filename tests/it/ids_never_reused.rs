@@ -1,4 +1,4 @@
-//! Ids are never handed out twice (issue 17, item 4; migration 0021): once the newest row of a
+//! Ids are never handed out twice (migration 0021): once the newest row of a
 //! table whose ids leave the service is deleted, the next row made there gets a larger id, in
 //! any newsletter; and a database made before 0021 is rebuilt in place, every row, column,
 //! index and trigger kept.

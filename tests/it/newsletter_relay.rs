@@ -1,4 +1,4 @@
-//! A newsletter's own relay and its warm-up plan (issue 27, items 4 and 5), on the settings
+//! A newsletter's own relay and its warm-up plan, on the settings
 //! side: set in the dashboard and through the API, the password sealed at rest with the key in
 //! the data directory (never in the database, never shown again), "Test connection" against
 //! a real TLS listener saying what happened in plain words, the SSRF guard, a database moved
@@ -414,12 +414,7 @@ fn newsletter_relay_warm_up_round_trips_and_shows_todays_cap() {
     let app = spawn_app();
     let owner = onboard(&app, "Warming Up");
     let url = settings_url(&owner);
-    let today = || {
-        app.clock_now()
-            .to_offset(time::UtcOffset::UTC)
-            .date()
-            .to_string()
-    };
+    let today = || utc_day(app.clock_now()).to_string();
     assert!(owner.client.get(&url).body.contains("data-state=\"off\""));
     assert_eq!(newsletter(&owner)["warmup"], Value::Null, "off by default");
 

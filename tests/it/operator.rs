@@ -351,7 +351,7 @@ fn cli_within(data_dir: &std::path::Path, args: &[&str], bound: Duration) -> Opt
     }
 }
 
-/// Issue 11: a backup used to restart from its first page whenever the server wrote between
+/// A backup used to restart from its first page whenever the server wrote between
 /// two of its steps, and under steady writes it never finished.
 #[test]
 fn backup_finishes_while_the_api_writes_without_pause() {

@@ -1,4 +1,4 @@
-//! The operator role (issue 16, item 1): the first account of a fresh install is the operator,
+//! The operator role: the first account of a fresh install is the operator,
 //! `broadsheet operator grant|revoke`, the `/operator` page (404 for everyone else, its forms
 //! too), upgrade requests recorded and mailed to the operators, and the send page's way on
 //! when the tier refuses sending.

@@ -1,4 +1,4 @@
-//! Publishing on send (issue 16, item 5): a per-newsletter setting, on for new newsletters,
+//! Publishing on send: a per-newsletter setting, on for new newsletters,
 //! on the settings page and the API object; the send confirmation says what will happen, and
 //! a completed send publishes the issue as the `publish` endpoint does.
 

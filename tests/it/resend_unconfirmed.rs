@@ -1,4 +1,4 @@
-//! Sending again to the unconfirmed (issue 27, item 3): real `unconfirmed` deliveries made by
+//! Sending again to the unconfirmed: real `unconfirmed` deliveries made by
 //! the SMTP listener's faults (the whole message taken, then no answer or a hang-up), then
 //! the owner's choice through the API and the dashboard. Checked at the listener: exactly one
 //! more copy to each unconfirmed recipient and none to anyone else, never a third, also when

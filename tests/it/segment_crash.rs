@@ -1,4 +1,4 @@
-//! `kill -9` twice in the middle of a send to a segment (issue 16, item 3), as
+//! `kill -9` twice in the middle of a send to a segment, as
 //! `sending_crash.rs` does for a send to everyone: after the restarts every member of the
 //! audience got the issue once (or is counted `unconfirmed`, its message cut off by a kill),
 //! nobody outside the audience got anything, and the issue's recipients, delivery counts and

@@ -1,9 +1,9 @@
-//! Segments (issue 16, item 3): a send goes to the active subscribers having any of some
+//! Segments: a send goes to the active subscribers having any of some
 //! tags and none of others, through `send_now`'s body, a scheduled issue's recorded
 //! audience, and the dashboard's review step; the messages the SMTP sink receives are
 //! exactly the audience, and the issue's recipients and stats count only them. The
 //! dashboard's send page sends the audience ticked in the form it posts, and only when the
-//! Send button was labelled for it (issue 27, item 1): here without JavaScript, over HTTP;
+//! Send button was labelled for it: here without JavaScript, over HTTP;
 //! `send_audience.rs` presses the buttons in Chromium.
 
 use std::time::Duration;
@@ -265,9 +265,7 @@ fn segments_scheduled_issue_sends_to_its_recorded_audience() {
     let owner = onboard_paid(&app, "Timed Segments");
     let r = readers(&owner);
     let all = [&r.news, &r.news_vip, &r.events, &r.untagged, &r.gone];
-    let at = (app.clock_now() + time::Duration::hours(1))
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap();
+    let at = (app.clock_now() + jiff::SignedDuration::from_hours(1)).to_string();
     let resp = owner.post(
         "/issues",
         &json!({"issue": {"subject": "VIP preview", "content_markdown": "Soon.",
@@ -676,11 +674,9 @@ fn segments_dashboard_schedules_with_an_audience() {
         "the count of the recorded audience (everyone): {}",
         page.body
     );
-    let at = (app.clock_now() + time::Duration::hours(2))
-        .format(time::macros::format_description!(
-            "[year]-[month]-[day]T[hour]:[minute]"
-        ))
-        .unwrap();
+    let at = (app.clock_now() + jiff::SignedDuration::from_hours(2))
+        .strftime("%Y-%m-%dT%H:%M")
+        .to_string();
     let resp = owner.client.submit(
         &url,
         &format!("{url}/schedule"),

@@ -1,4 +1,4 @@
-//! The send page sends exactly the audience it names (issue 27, item 1), in Chromium: a tag
+//! The send page sends exactly the audience it names, in Chromium: a tag
 //! ticked under "Send to" or "Leave out" and Send pressed at once, after the script's count,
 //! before the script saw the tick, or with the count never arriving. Either exactly that
 //! audience gets the issue at the SMTP sink, or the page comes back with the new count,
@@ -201,11 +201,9 @@ fn send_audience_in_chromium_schedules_the_ticked_tags() {
     let id = approved(&owner, "Scheduled for the news");
     let page = format!("/newsletters/{}/issues/{id}", owner.newsletter_id);
     // On the account's clocks (UTC for a new account), two hours on.
-    let at = (app.clock_now() + time::Duration::hours(2))
-        .format(time::macros::format_description!(
-            "[year]-[month]-[day]T[hour]:[minute]"
-        ))
-        .unwrap();
+    let at = (app.clock_now() + jiff::SignedDuration::from_hours(2))
+        .strftime("%Y-%m-%dT%H:%M")
+        .to_string();
 
     runtime().block_on(async {
         let c = driver.session().await;

@@ -1,4 +1,4 @@
-//! Sends when things fail (issue 11), through the real binary and a relay that fails on
+//! Sends when things fail, through the real binary and a relay that fails on
 //! command: refusals at RCPT and after the message, connections cut mid-message or left
 //! unanswered, a relay that is down (at the start, midway, past the outage limit), a
 //! refusal recorded before a kill, and SIGTERM in the middle of a send. Each ends with the

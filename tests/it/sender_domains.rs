@@ -1,4 +1,4 @@
-//! A newsletter's own sending domain (issue 15): the dashboard and the API show the DKIM
+//! A newsletter's own sending domain: the dashboard and the API show the DKIM
 //! record for the domain of its sender address, the test DNS server serves it, Verify finds
 //! it, and from then on issues, opt-in and welcome mail are signed with `d=` that domain and verify
 //! with dkimpy; before, they carry the operator's signature, and the settings and send pages

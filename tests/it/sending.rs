@@ -1,4 +1,4 @@
-//! Sending an issue (issue 4): the messages a real SMTP listener receives, permanent and
+//! Sending an issue: the messages a real SMTP listener receives, permanent and
 //! temporary refusals, tracking, unsubscribes, scheduling, pausing and bounce reports.
 
 use std::collections::{HashMap, HashSet};
@@ -54,10 +54,8 @@ fn site_path(app: &App, subdomain: &str, url: &str) -> String {
 }
 
 /// RFC 3339 UTC, `ahead` of the server's clock.
-fn on_the_clock(app: &App, ahead: time::Duration) -> String {
-    (app.clock_now() + ahead)
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap()
+fn on_the_clock(app: &App, ahead: jiff::SignedDuration) -> String {
+    (app.clock_now() + ahead).to_string()
 }
 
 const MARKDOWN: &str = "# Field notes\n\nThis week {{pixel}} **bold** news and a [guide](https://example.org/guide?a=1&b=2).\n\n\
@@ -516,10 +514,7 @@ fn sending_scheduled_issue_goes_out_at_its_time() {
     let owner = onboard_paid(&app, "On Time");
     let reader = unique_email("scheduled");
     add_subscriber(&owner, &reader);
-    let parse = |s: &str| {
-        time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).unwrap()
-    };
-    let at = on_the_clock(&app, time::Duration::hours(1));
+    let at = on_the_clock(&app, jiff::SignedDuration::from_hours(1));
     let id = create_issue(
         &owner,
         json!({"subject": "Timed", "content_markdown": "On the dot.", "status": "scheduled", "scheduled_for": at}),
@@ -529,10 +524,10 @@ fn sending_scheduled_issue_goes_out_at_its_time() {
     let early = create_issue(
         &owner,
         json!({"subject": "Early bird", "content_markdown": "First.", "status": "scheduled",
-            "scheduled_for": on_the_clock(&app, time::Duration::minutes(58))}),
+            "scheduled_for": on_the_clock(&app, jiff::SignedDuration::from_mins(58))}),
     );
     assert_eq!(issue(&owner, id)["status"], "scheduled");
-    app.set_clock(parse(&at) - time::Duration::minutes(1));
+    app.set_clock(instant(&at) - jiff::SignedDuration::from_mins(1));
     wait_status(&owner, early, "sent", Duration::from_secs(20));
     assert_eq!(issue(&owner, id)["status"], "scheduled", "sent early");
     assert_eq!(app.smtp.messages_to(&reader).len(), 1);
@@ -540,12 +535,12 @@ fn sending_scheduled_issue_goes_out_at_its_time() {
     app.advance_clock(Duration::from_secs(60));
     let sent = wait_status(&owner, id, "sent", Duration::from_secs(20));
     assert_eq!(app.smtp.messages_to(&reader).len(), 2);
-    let sent_at = parse(sent["sent_at"].as_str().unwrap());
+    let sent_at = instant(sent["sent_at"].as_str().unwrap());
     assert!(
-        sent_at >= parse(&at),
+        sent_at >= instant(&at),
         "sent at {sent_at}, scheduled for {at}"
     );
-    assert!(sent_at < parse(&at) + time::Duration::seconds(10));
+    assert!(sent_at < instant(&at) + jiff::SignedDuration::from_secs(10));
 }
 
 #[test]
@@ -555,7 +550,7 @@ fn sending_scheduled_issue_failing_its_checks_turns_approved_with_last_error() {
     let id = create_issue(
         &owner,
         json!({"subject": "To nobody", "content_markdown": "Hello?", "status": "scheduled",
-            "scheduled_for": on_the_clock(&app, time::Duration::hours(1))}),
+            "scheduled_for": on_the_clock(&app, jiff::SignedDuration::from_hours(1))}),
     );
     app.advance_clock(Duration::from_secs(3600));
     let held = wait_for("the scheduled check", Duration::from_secs(15), || {
@@ -584,7 +579,7 @@ fn sending_paused_newsletter_holds_its_scheduled_send() {
     let id = create_issue(
         &owner,
         json!({"subject": "Held", "content_markdown": "Later.", "status": "scheduled",
-            "scheduled_for": on_the_clock(&app, time::Duration::hours(1))}),
+            "scheduled_for": on_the_clock(&app, jiff::SignedDuration::from_hours(1))}),
     );
     // Another newsletter's issue, due later (its free tier turns it back to approved): once
     // it has moved, the scheduler has run past the held issue's time.
@@ -592,7 +587,7 @@ fn sending_paused_newsletter_holds_its_scheduled_send() {
     let later = create_issue(
         &other,
         json!({"subject": "Later", "content_markdown": "Hi.", "status": "scheduled",
-            "scheduled_for": on_the_clock(&app, time::Duration::hours(2))}),
+            "scheduled_for": on_the_clock(&app, jiff::SignedDuration::from_hours(2))}),
     );
     app.advance_clock(Duration::from_secs(3 * 3600));
     wait_for("the later issue's turn", Duration::from_secs(15), || {

@@ -1,4 +1,4 @@
-//! Each newsletter's public site over HTTP with its Host header (issue 6): pages, 404s,
+//! Each newsletter's public site over HTTP with its Host header: pages, 404s,
 //! publishing into the archive and the feed, and double opt-in from the form to a subscriber.
 
 use crate::support::*;

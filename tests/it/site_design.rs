@@ -1,4 +1,4 @@
-//! The public site's design over HTTP (issue 16, item 6): the frame of every page (header,
+//! The public site's design over HTTP: the frame of every page (header,
 //! footer, the versioned stylesheet cached for a year), descriptions and Open Graph tags from
 //! the rendered text, the feed's entries with the page's articles, each newsletter's accent
 //! colour and logo (API and dashboard), and compressed text answers.

@@ -1,4 +1,4 @@
-//! SMTP is never silently insecure (issue 12): the relay's certificate is verified (a private
+//! SMTP is never silently insecure: the relay's certificate is verified (a private
 //! CA through `--smtp-ca`, never "accept anything"), a certificate that does not verify sends
 //! nothing and says why, and credentials never cross a connection without TLS unless
 //! `--smtp-allow-plaintext-auth` says so. Against a real TLS listener with a certificate of

@@ -1,4 +1,4 @@
-//! The counters behind the stats and the subscriber lists (issue 13) stay exact: thousands of
+//! The counters behind the stats and the subscriber lists stay exact: thousands of
 //! random changes through every door (API, dashboard forms, the public site's subscribe and
 //! unsubscribe, tracking links, bounce reports, CSV import, sends to a real SMTP listener),
 //! then every figure the service shows is compared with a full recount in plain SQL over the

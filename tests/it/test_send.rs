@@ -1,4 +1,4 @@
-//! Test sends (issue 16, item 2): `POST /issues/{id}/send_test` mails the real message,
+//! Test sends: `POST /issues/{id}/send_test` mails the real message,
 //! marked "[Test]", to one to five addresses; its links work and count nothing; no delivery,
 //! no stats, no event. Bad input changes nothing.
 

@@ -1,10 +1,8 @@
-//! Time zones (issue 16, item 4): the account's zone from sign-up and the account page, every
+//! Time zones: the account's zone from sign-up and the account page, every
 //! dashboard time in one friendly format in it, send times typed in it (daylight-saving gaps
 //! refused), and the newsletter's zone on the API object and under its 09:00 slots.
 
 use std::time::Duration;
-
-use time::macros::datetime;
 
 use crate::support::send::{approved_issue, send_now, wait_status};
 use crate::support::*;
@@ -137,7 +135,7 @@ fn no_dashboard_page_prints_a_raw_timestamp() {
     );
     let app = spawn_app_with(&["--allow-private-webhooks"]);
     // 26 November 2026, 08:00 UTC: 09:00 in Berlin (CET).
-    app.set_clock(datetime!(2026-11-26 08:00 UTC));
+    app.set_clock(instant("2026-11-26T08:00:00Z"));
     let owner = onboard(&app, "Friendly Times");
     set_account_zone(&owner.client, "Europe/Berlin");
     let nid = owner.newsletter_id;
@@ -239,7 +237,7 @@ fn no_dashboard_page_prints_a_raw_timestamp() {
 #[test]
 fn send_times_are_typed_on_the_accounts_clocks() {
     let app = spawn_app();
-    app.set_clock(datetime!(2026-11-26 08:00 UTC));
+    app.set_clock(instant("2026-11-26T08:00:00Z"));
     let owner = onboard(&app, "Berlin Desk");
     set_account_zone(&owner.client, "Europe/Berlin");
     let id = approved_issue(&owner, "Typed times");
@@ -338,7 +336,7 @@ fn send_times_are_typed_on_the_accounts_clocks() {
 fn the_newsletters_zone_is_on_the_api_and_places_its_slots_across_daylight_saving_time() {
     let app = spawn_app();
     // Tuesday 20 October 2026, 08:00 in New York (EDT, UTC-4).
-    app.set_clock(datetime!(2026-10-20 12:00 UTC));
+    app.set_clock(instant("2026-10-20T12:00:00Z"));
     let owner = onboard(&app, "Eastern Weekly");
     let me = owner.get("/newsletter").json();
     assert_eq!(
@@ -373,7 +371,7 @@ fn the_newsletters_zone_is_on_the_api_and_places_its_slots_across_daylight_savin
     };
     assert_eq!(slot("Summer"), "2026-10-20T13:00:00.000Z");
     // ... and 14:00 UTC once the clocks went back (Sunday 1 November).
-    app.set_clock(datetime!(2026-10-27 14:00 UTC));
+    app.set_clock(instant("2026-10-27T14:00:00Z"));
     assert_eq!(slot("Winter"), "2026-11-03T14:00:00.000Z");
 
     // A new newsletter of an owner in Tokyo starts on Tokyo's clocks.

@@ -1,4 +1,4 @@
-//! The welcome e-mail (issue 15, item 4): after a reader confirms on the public site, once,
+//! The welcome e-mail: after a reader confirms on the public site, once,
 //! from the newsletter's sender, with working unsubscribe headers; edited and switched off in
 //! the dashboard and the API; sent to API-created subscribers only when asked, and never to
 //! imported ones.

@@ -170,7 +170,7 @@ pub fn authenticate(conn: &Connection, token: &str) -> DomainResult<ApiKey> {
         (
             key.id,
             Timestamp::from(now),
-            Timestamp::from(now - time::Duration::minutes(1)),
+            Timestamp::from(now - jiff::SignedDuration::from_mins(1)),
         ),
     );
     // Noting the use is bookkeeping: on a full disk the request goes on without it (a read

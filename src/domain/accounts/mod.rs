@@ -11,8 +11,8 @@ use std::sync::LazyLock;
 use argon2::Argon2;
 use argon2::password_hash::phc::PasswordHash;
 use argon2::password_hash::{PasswordHasher, PasswordVerifier};
+use jiff::SignedDuration;
 use rusqlite::{Connection, OptionalExtension};
-use time::Duration;
 
 use crate::clock::{self, Timestamp};
 use crate::domain::accounts::rate_limit::Bucket;
@@ -26,9 +26,9 @@ use crate::store::jobs::{AccountMail, AccountMailKind, queue_account_mail};
 use crate::store::write_tx;
 
 /// How long an e-mail confirmation link works.
-pub const CONFIRMATION_TTL: Duration = Duration::hours(24);
+pub const CONFIRMATION_TTL: SignedDuration = SignedDuration::from_hours(24);
 /// How long a password-reset link works.
-pub const RESET_TTL: Duration = Duration::hours(1);
+pub const RESET_TTL: SignedDuration = SignedDuration::from_hours(1);
 /// Sign-in attempts for one e-mail address per window: past it that address is locked
 /// until the window ends, whoever tries. A right password clears the count.
 pub const SIGN_IN_ACCOUNT_LIMIT: u32 = 5;
@@ -42,7 +42,7 @@ pub const SIGN_UPS_PER_CLIENT_PER_HOUR: u32 = 10;
 /// for more answers the same and sends nothing, so nobody can flood an inbox.
 pub const MAILS_PER_ADDRESS_PER_HOUR: u32 = 3;
 /// A session's `last_seen_at` is written at most this often, to spare writes.
-const TOUCH_EVERY: Duration = Duration::minutes(1);
+const TOUCH_EVERY: SignedDuration = SignedDuration::from_mins(1);
 const PASSWORD_MIN: usize = 8;
 const PASSWORD_MAX: usize = 1024;
 
@@ -59,8 +59,8 @@ pub struct User {
 /// How long a session lasts: `idle` since it was last used, `absolute` since sign-in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SessionLifetimes {
-    pub idle: Duration,
-    pub absolute: Duration,
+    pub idle: SignedDuration,
+    pub absolute: SignedDuration,
 }
 
 impl Default for SessionLifetimes {
@@ -68,8 +68,8 @@ impl Default for SessionLifetimes {
     /// signed in, and a stolen cookie does not work for ever.
     fn default() -> Self {
         SessionLifetimes {
-            idle: Duration::days(30),
-            absolute: Duration::days(90),
+            idle: clock::days(30),
+            absolute: clock::days(90),
         }
     }
 }
@@ -235,7 +235,7 @@ fn issue_token(
     conn: &Connection,
     user_id: i64,
     purpose: TokenPurpose,
-    ttl: Duration,
+    ttl: SignedDuration,
 ) -> DomainResult<String> {
     const INSERT: &str =
         "INSERT INTO user_tokens (user_id, purpose, token_hash, expires_at, created_at)
@@ -582,7 +582,7 @@ mod tests {
     /// The clock stopped in the middle of every throttle's window, so a test's counts never
     /// cross into the next one (they did, now and then, on the running clock).
     fn mid_window() -> clock::testing::FixedClock {
-        clock::testing::fixed(time::macros::datetime!(2026-11-22 12:07:30 UTC))
+        clock::testing::fixed(clock::testing::at("2026-11-22T12:07:30Z"))
     }
 
     fn life() -> SessionLifetimes {
@@ -990,7 +990,7 @@ mod tests {
             )
             .unwrap()
         };
-        let ago = |d: Duration| Timestamp::from(clock::now() - d);
+        let ago = |d: SignedDuration| Timestamp::from(clock::now() - d);
 
         // Used within the minute: no write.
         let fresh = last_seen(&conn);
@@ -999,7 +999,7 @@ mod tests {
             .unwrap();
         assert_eq!(last_seen(&conn), fresh);
         // Last used ten minutes ago: marked used now.
-        let before = ago(Duration::minutes(10));
+        let before = ago(SignedDuration::from_mins(10));
         set(
             &conn,
             &format!("UPDATE sessions SET last_seen_at = '{before}'"),
@@ -1007,10 +1007,10 @@ mod tests {
         session_user(&conn, &session.token, &life())
             .unwrap()
             .unwrap();
-        assert!(last_seen(&conn) > ago(Duration::seconds(30)));
+        assert!(last_seen(&conn) > ago(SignedDuration::from_secs(30)));
 
         // Idle for longer than the idle lifetime: ended.
-        let idle = ago(life().idle + Duration::minutes(1));
+        let idle = ago(life().idle + SignedDuration::from_mins(1));
         set(
             &conn,
             &format!("UPDATE sessions SET last_seen_at = '{idle}'"),
@@ -1021,7 +1021,7 @@ mod tests {
                 .is_none()
         );
         // Busy, but signed in longer ago than the absolute lifetime: ended.
-        let old = ago(life().absolute + Duration::minutes(1));
+        let old = ago(life().absolute + SignedDuration::from_mins(1));
         set(
             &conn,
             &format!(
@@ -1043,8 +1043,8 @@ mod tests {
             ),
         );
         let short = SessionLifetimes {
-            idle: Duration::minutes(5),
-            absolute: Duration::days(1),
+            idle: SignedDuration::from_mins(5),
+            absolute: clock::days(1),
         };
         assert!(
             session_user(&conn, &session.token, &short)

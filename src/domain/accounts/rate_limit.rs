@@ -59,7 +59,7 @@ pub const MAX_WINDOW_SECS: i64 = 86_400;
 
 /// The current window of `window_secs` and a `Window` for `used` hits of `limit` in it.
 fn current(window_secs: i64, limit: u32) -> (i64, impl Fn(u32) -> Window) {
-    let now = crate::clock::now().unix_timestamp();
+    let now = crate::clock::now().as_second();
     let window_start = now - now.rem_euclid(window_secs);
     let reset_at = window_start + window_secs;
     let window = move |used: u32| Window {
@@ -173,7 +173,7 @@ mod tests {
 
     /// A stopped clock half way through an hour: a test's hits stay in one window.
     fn mid_hour() -> crate::clock::testing::FixedClock {
-        crate::clock::testing::fixed(time::macros::datetime!(2026-11-22 12:30 UTC))
+        crate::clock::testing::fixed(crate::clock::testing::at("2026-11-22T12:30:00Z"))
     }
 
     #[test]
@@ -184,7 +184,7 @@ mod tests {
         assert!(
             matches!(hit(&conn, &Bucket::SignIn { client: "t" }, 3600, 1), Err(DomainError::RateLimited(w)) if w.retry_after == 1800)
         );
-        clock.advance(time::Duration::minutes(30));
+        clock.advance(jiff::SignedDuration::from_mins(30));
         let w = hit(&conn, &Bucket::SignIn { client: "t" }, 3600, 1).unwrap();
         assert_eq!((w.remaining, w.retry_after), (0, 3600));
     }
@@ -244,7 +244,7 @@ mod tests {
         let conn = crate::domain::testing::db();
         conn.execute(
             "INSERT INTO rate_counters (bucket, window_start, count) VALUES ('gone', 0, 3), ('kept', ?1, 1)",
-            [crate::clock::now().unix_timestamp() - 60],
+            [crate::clock::now().as_second() - 60],
         )
         .unwrap();
         hit(&conn, &Bucket::SignIn { client: "fresh" }, 3600, 5).unwrap();

@@ -590,7 +590,7 @@ pub struct WarmUp {
     pub first_day_cap: u32,
     pub factor: f64,
     /// The UTC day the plan was turned on: its first day.
-    pub started_on: time::Date,
+    pub started_on: jiff::civil::Date,
 }
 
 /// The first day's cap when the owner gives none.
@@ -609,11 +609,10 @@ impl WarmUp {
     /// The most messages the newsletter may send on `today` (a UTC date):
     /// `first_day_cap × factor^(days since started_on)`, rounded down and at most
     /// [`DAILY_CAP_MAX`]; a day before the start counts as the first.
-    pub fn daily_cap(&self, today: time::Date) -> u64 {
-        let days = (today - self.started_on)
-            .whole_days()
-            .clamp(0, i64::from(i32::MAX));
-        let cap = f64::from(self.first_day_cap) * self.factor.powi(days as i32);
+    pub fn daily_cap(&self, today: jiff::civil::Date) -> u64 {
+        // Days apart (jiff's `Date - Date` counts in days by default).
+        let days = (today - self.started_on).get_days().max(0);
+        let cap = f64::from(self.first_day_cap) * self.factor.powi(days);
         if !cap.is_finite() || cap >= DAILY_CAP_MAX as f64 {
             DAILY_CAP_MAX
         } else {
@@ -624,8 +623,8 @@ impl WarmUp {
     }
 
     /// The caps of `count` days from `today` on, today first.
-    pub fn caps_from(&self, today: time::Date, count: usize) -> Vec<u64> {
-        std::iter::successors(Some(today), |d| d.next_day())
+    pub fn caps_from(&self, today: jiff::civil::Date, count: usize) -> Vec<u64> {
+        std::iter::successors(Some(today), |d| d.tomorrow().ok())
             .take(count)
             .map(|d| self.daily_cap(d))
             .collect()
@@ -633,8 +632,8 @@ impl WarmUp {
 }
 
 /// Today's UTC date on the service's clock: the day a warm-up plan counts in.
-pub fn today() -> time::Date {
-    clock::now().to_offset(time::UtcOffset::UTC).date()
+pub fn today() -> jiff::civil::Date {
+    clock::date_of(clock::now())
 }
 
 /// A warm-up plan as typed: text, empty for the default.
@@ -689,10 +688,6 @@ pub fn check_warm_up_into(input: &WarmUpInput, errors: &mut FieldErrors) -> Chec
     }
 }
 
-/// The date format of `warmup_started_on`.
-const DATE: &[time::format_description::BorrowedFormatItem<'_>] =
-    time::macros::format_description!("[year]-[month]-[day]");
-
 /// The newsletter's warm-up plan; `None` while it is off (the default).
 pub fn warm_up_for(conn: &Connection, newsletter_id: i64) -> DomainResult<Option<WarmUp>> {
     const SQL: &str = "SELECT warmup_first_day_cap, warmup_factor, warmup_started_on FROM newsletters WHERE id = ?1";
@@ -703,13 +698,13 @@ pub fn warm_up_for(conn: &Connection, newsletter_id: i64) -> DomainResult<Option
         .optional()?
         .ok_or(DomainError::NotFound("newsletter"))?;
     Ok(match (cap, factor, started) {
-        (Some(first_day_cap), Some(factor), Some(started)) => time::Date::parse(&started, DATE)
-            .ok()
-            .map(|started_on| WarmUp {
+        (Some(first_day_cap), Some(factor), Some(started)) => {
+            clock::parse_day(&started).map(|started_on| WarmUp {
                 first_day_cap,
                 factor,
                 started_on,
-            }),
+            })
+        }
         _ => None,
     })
 }
@@ -731,10 +726,7 @@ fn apply_warm_up(
         return Ok(false);
     }
     const UPDATE: &str = "UPDATE newsletters SET warmup_first_day_cap = ?2, warmup_factor = ?3, warmup_started_on = ?4 WHERE id = ?1";
-    let started = next
-        .map(|w| w.started_on.format(DATE))
-        .transpose()
-        .map_err(|e| DomainError::Store(crate::store::StoreError::Io(std::io::Error::other(e))))?;
+    let started = next.map(|w| clock::format_day(w.started_on));
     conn.execute(
         UPDATE,
         (
@@ -1156,8 +1148,8 @@ mod tests {
         ));
     }
 
-    fn date(text: &str) -> time::Date {
-        time::Date::parse(text, DATE).unwrap()
+    fn date(text: &str) -> jiff::civil::Date {
+        clock::parse_day(text).unwrap()
     }
 
     #[test]
@@ -1174,7 +1166,7 @@ mod tests {
         assert_eq!(plan.daily_cap(date("2026-02-20")), 50, "before the start");
         assert_eq!(plan.daily_cap(date("2026-03-31")), 50 << 30);
         assert_eq!(plan.daily_cap(date("2027-03-01")), DAILY_CAP_MAX);
-        assert_eq!(plan.daily_cap(time::Date::MAX), DAILY_CAP_MAX);
+        assert_eq!(plan.daily_cap(jiff::civil::Date::MAX), DAILY_CAP_MAX);
         let slow = WarmUp {
             first_day_cap: 50,
             factor: 1.1,

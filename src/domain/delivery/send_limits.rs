@@ -9,7 +9,6 @@
 use std::collections::VecDeque;
 
 use rusqlite::Connection;
-use time::{Duration, OffsetDateTime};
 
 use crate::clock;
 use crate::domain::DomainResult;
@@ -19,12 +18,12 @@ use crate::domain::delivery::relays::RelayLimits;
 const DAY_MINUTES: i64 = 24 * 60;
 
 /// The minute `at` falls in, counted from the Unix epoch.
-pub fn minute_of(at: OffsetDateTime) -> i64 {
-    at.unix_timestamp().div_euclid(60)
+pub fn minute_of(at: jiff::Timestamp) -> i64 {
+    at.as_second().div_euclid(60)
 }
 
-fn start_of_minute(minute: i64) -> OffsetDateTime {
-    OffsetDateTime::from_unix_timestamp(minute * 60).unwrap_or(OffsetDateTime::UNIX_EPOCH)
+fn start_of_minute(minute: i64) -> jiff::Timestamp {
+    jiff::Timestamp::from_second(minute * 60).unwrap_or(jiff::Timestamp::UNIX_EPOCH)
 }
 
 /// What a limit that holds a send is, in words for the owner.
@@ -66,7 +65,7 @@ impl HeldBy {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Room {
     Free,
-    Held { until: OffsetDateTime, by: HeldBy },
+    Held { until: jiff::Timestamp, by: HeldBy },
 }
 
 /// Messages counted per minute over the last day, oldest first.
@@ -91,7 +90,7 @@ impl Usage {
     }
 
     /// Counts `n` messages at `at`.
-    pub fn add(&mut self, at: OffsetDateTime, n: u64) {
+    pub fn add(&mut self, at: jiff::Timestamp, n: u64) {
         let minute = minute_of(at);
         match self.minutes.back_mut() {
             Some((last, count)) if *last == minute => *count += n,
@@ -119,7 +118,7 @@ impl Usage {
     /// Room under a limit of `limit` messages in the rolling `window` minutes ending at the
     /// minute of `now` (whole minutes are counted, so the window is never undercounted); when
     /// it is full, the first minute at which enough of its oldest messages have aged out.
-    fn rolling(&self, limit: u32, window: i64, now: OffsetDateTime) -> Option<OffsetDateTime> {
+    fn rolling(&self, limit: u32, window: i64, now: jiff::Timestamp) -> Option<jiff::Timestamp> {
         let first = minute_of(now) - window + 1;
         let mut counted = self.since(first);
         if counted < u64::from(limit) {
@@ -135,7 +134,7 @@ impl Usage {
     }
 
     /// Room under a relay's hourly and daily limits at `now`.
-    pub fn room(&self, limits: &RelayLimits, now: OffsetDateTime) -> Room {
+    pub fn room(&self, limits: &RelayLimits, now: jiff::Timestamp) -> Room {
         let day = limits
             .per_day
             .and_then(|n| Some((self.rolling(n, DAY_MINUTES, now)?, HeldBy::Day(n))));
@@ -158,8 +157,8 @@ impl Usage {
     pub fn room_today(
         &self,
         cap: u64,
-        day_start: OffsetDateTime,
-        next_day: OffsetDateTime,
+        day_start: jiff::Timestamp,
+        next_day: jiff::Timestamp,
     ) -> Room {
         if self.since(minute_of(day_start)) < cap {
             Room::Free
@@ -174,7 +173,7 @@ impl Usage {
 
 /// Records `n` messages handed over under `key` at `at` (in the sender's transaction), and
 /// forgets that key's minutes older than two days.
-pub fn record(conn: &Connection, key: &str, at: OffsetDateTime, n: u64) -> DomainResult<()> {
+pub fn record(conn: &Connection, key: &str, at: jiff::Timestamp, n: u64) -> DomainResult<()> {
     const ADD: &str = "INSERT INTO send_usage (key, minute, sent) VALUES (?1, ?2, ?3)
          ON CONFLICT (key, minute) DO UPDATE SET sent = sent + excluded.sent";
     const FORGET: &str = "DELETE FROM send_usage WHERE key = ?1 AND minute < ?2";
@@ -193,30 +192,31 @@ pub fn newsletter_key(newsletter_id: i64) -> String {
 /// A day and the next, as instants: the bounds of the calendar day `at` falls in.
 pub fn day_bounds(
     zone: &crate::domain::values::time_zones::TimeZoneName,
-    at: OffsetDateTime,
-) -> (OffsetDateTime, OffsetDateTime) {
+    at: jiff::Timestamp,
+) -> (jiff::Timestamp, jiff::Timestamp) {
     let local = zone.local(at.into());
     let start = local.start_of_day().ok();
     let next = start
         .as_ref()
         .and_then(|s| s.tomorrow().ok())
         .and_then(|t| t.start_of_day().ok());
-    let instant = |z: Option<jiff::ZonedDateTime>, fallback: OffsetDateTime| {
-        z.and_then(|z| OffsetDateTime::from_unix_timestamp(z.timestamp().as_second()).ok())
-            .unwrap_or(fallback)
+    let instant = |z: Option<jiff::ZonedDateTime>, fallback: jiff::Timestamp| {
+        z.map(|z| z.timestamp()).unwrap_or(fallback)
     };
     (
-        instant(start, at - Duration::days(1)),
-        instant(next, at + Duration::days(1)),
+        instant(start, at - clock::days(1)),
+        instant(next, at + clock::days(1)),
     )
 }
 
 #[cfg(test)]
 mod tests {
+    use jiff::SignedDuration;
+
     use super::*;
 
-    fn at(minute: i64) -> OffsetDateTime {
-        start_of_minute(minute) + Duration::seconds(30)
+    fn at(minute: i64) -> jiff::Timestamp {
+        start_of_minute(minute) + SignedDuration::from_secs(30)
     }
 
     #[test]
@@ -271,10 +271,10 @@ mod tests {
     fn a_warm_up_cap_counts_the_calendar_day() {
         let zone = crate::domain::values::time_zones::TimeZoneName::parse("Europe/Paris").unwrap();
         // 2026-11-27 23:30 in Paris is 22:30 UTC.
-        let late = time::macros::datetime!(2026-11-27 22:30 UTC);
+        let late = crate::clock::testing::at("2026-11-27T22:30:00Z");
         let (start, next) = day_bounds(&zone, late);
-        assert_eq!(start, time::macros::datetime!(2026-11-26 23:00 UTC));
-        assert_eq!(next, time::macros::datetime!(2026-11-27 23:00 UTC));
+        assert_eq!(start, crate::clock::testing::at("2026-11-26T23:00:00Z"));
+        assert_eq!(next, crate::clock::testing::at("2026-11-27T23:00:00Z"));
         let mut usage = Usage::default();
         usage.add(late, 50);
         assert_eq!(
@@ -284,7 +284,7 @@ mod tests {
                 by: HeldBy::WarmUp(50)
             }
         );
-        let (start, next) = day_bounds(&zone, next + Duration::minutes(5));
+        let (start, next) = day_bounds(&zone, next + SignedDuration::from_mins(5));
         assert_eq!(usage.room_today(50, start, next), Room::Free);
     }
 }

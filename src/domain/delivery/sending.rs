@@ -5,8 +5,8 @@
 //! `pending` for a retry; the issue turns `sent` when no delivery is left to do, or `failed`
 //! when the relay stays unreachable past the outage limit.
 
+use jiff::SignedDuration;
 use rusqlite::{Connection, OptionalExtension};
-use time::{Duration, OffsetDateTime};
 
 use crate::clock::{self, Timestamp};
 use crate::domain::issues::{self, Issue, Queued, Status};
@@ -25,7 +25,7 @@ pub const MAX_ATTEMPTS: i64 = 5;
 pub const MAX_CUT_OFFS: i64 = 10;
 
 /// The longest wait between two tries of an unreachable relay.
-pub const MAX_OUTAGE_WAIT: Duration = Duration::minutes(10);
+pub const MAX_OUTAGE_WAIT: SignedDuration = SignedDuration::from_mins(10);
 
 /// What a send needs to know, loaded when its job starts.
 pub struct SendPlan {
@@ -190,7 +190,7 @@ pub enum Outcome {
 pub fn record_outcomes(
     conn: &Connection,
     outcomes: &[(i64, Outcome)],
-    retry_base: Duration,
+    retry_base: SignedDuration,
 ) -> DomainResult<()> {
     const SENT: &str = "UPDATE deliveries SET status = 'sent', sent_at = ?2, last_error = NULL, attempts = attempts + 1
          WHERE id = ?1 AND status = 'sending'";
@@ -424,7 +424,7 @@ pub enum Next {
     /// Everything is final; the issue is now `sent`.
     Finished,
     /// Some deliveries wait for a retry, or the relay for another try, until this time.
-    WaitUntil(OffsetDateTime),
+    WaitUntil(jiff::Timestamp),
     /// Due deliveries remain; go on now.
     Continue,
     /// The relay stayed unreachable past the outage limit: the issue is now `failed`.
@@ -477,15 +477,15 @@ pub fn finish_or_wait(conn: &mut Connection, issue_id: i64) -> DomainResult<Next
 pub struct OutagePolicy {
     /// The first wait. Each later wait lasts as long as the relay has been down so far (so
     /// the waits double), at most [`MAX_OUTAGE_WAIT`].
-    pub retry_base: Duration,
+    pub retry_base: SignedDuration,
     /// Down this long, the send stops as `failed` until the owner resumes it.
-    pub give_up_after: Duration,
+    pub give_up_after: SignedDuration,
 }
 
 impl OutagePolicy {
     /// When to try again, the relay having been down since `since`.
-    pub fn next_try(&self, since: OffsetDateTime, now: OffsetDateTime) -> OffsetDateTime {
-        let down = (now - since).max(Duration::ZERO);
+    pub fn next_try(&self, since: jiff::Timestamp, now: jiff::Timestamp) -> jiff::Timestamp {
+        let down = (now - since).max(SignedDuration::ZERO);
         now + down.clamp(self.retry_base, MAX_OUTAGE_WAIT.max(self.retry_base))
     }
 }
@@ -499,7 +499,7 @@ impl OutagePolicy {
 pub fn relay_unreachable(
     conn: &mut Connection,
     issue_id: i64,
-    since: OffsetDateTime,
+    since: jiff::Timestamp,
     reason: &str,
     policy: &OutagePolicy,
 ) -> DomainResult<Next> {
@@ -558,7 +558,7 @@ pub fn relay_unreachable(
 pub fn held(
     conn: &mut Connection,
     issue_id: i64,
-    until: OffsetDateTime,
+    until: jiff::Timestamp,
     note: &str,
 ) -> DomainResult<Next> {
     const HOLD: &str =
@@ -651,7 +651,7 @@ pub fn resend_note(p: &Progress) -> String {
 fn stop_resend(
     conn: &Connection,
     issue_id: i64,
-    since: OffsetDateTime,
+    since: jiff::Timestamp,
     reason: &str,
 ) -> DomainResult<()> {
     const SETTLE: &str =
@@ -830,14 +830,19 @@ mod tests {
             record_outcomes(
                 &conn,
                 &[(id, Outcome::Interrupted("reset".into()))],
-                Duration::hours(1),
+                SignedDuration::from_hours(1),
             )
             .unwrap();
         };
         interrupt(id);
         assert_eq!(due_batch(&conn, 1, 0, 10).unwrap()[0].delivery_id, id);
         mark_sending(&conn, &[id]).unwrap();
-        record_outcomes(&conn, &[(id, Outcome::Abandoned)], Duration::hours(1)).unwrap();
+        record_outcomes(
+            &conn,
+            &[(id, Outcome::Abandoned)],
+            SignedDuration::from_hours(1),
+        )
+        .unwrap();
         let charged = |id: i64| -> (i64, i64, String) {
             conn.query_row(
                 "SELECT attempts, cut_offs, status FROM deliveries WHERE id = ?1",
@@ -868,7 +873,7 @@ mod tests {
         record_outcomes(
             &conn,
             &[(id, Outcome::Deferred("451".into()))],
-            Duration::minutes(1),
+            SignedDuration::from_mins(1),
         )
         .unwrap();
         assert!(matches!(
@@ -881,7 +886,7 @@ mod tests {
         record_outcomes(
             &conn,
             &[(id, Outcome::Rejected("550".into()))],
-            Duration::minutes(1),
+            SignedDuration::from_mins(1),
         )
         .unwrap();
         assert_eq!(finish_or_wait(&mut conn, 1).unwrap(), Next::Finished);
@@ -926,20 +931,26 @@ mod tests {
         )
         .unwrap();
         let policy = OutagePolicy {
-            retry_base: Duration::seconds(5),
-            give_up_after: Duration::hours(1),
+            retry_base: SignedDuration::from_secs(5),
+            give_up_after: SignedDuration::from_hours(1),
         };
-        assert_eq!(policy.next_try(now, now), now + Duration::seconds(5));
-        let later = now + Duration::seconds(40);
-        assert_eq!(policy.next_try(now, later), later + Duration::seconds(40));
-        let much_later = now + Duration::minutes(50);
+        assert_eq!(
+            policy.next_try(now, now),
+            now + SignedDuration::from_secs(5)
+        );
+        let later = now + SignedDuration::from_secs(40);
+        assert_eq!(
+            policy.next_try(now, later),
+            later + SignedDuration::from_secs(40)
+        );
+        let much_later = now + SignedDuration::from_mins(50);
         assert_eq!(
             policy.next_try(now, much_later),
             much_later + MAX_OUTAGE_WAIT
         );
 
-        let next = relay_unreachable(&mut conn, 1, now - Duration::minutes(2), "refused", &policy)
-            .unwrap();
+        let lately = now - SignedDuration::from_mins(2);
+        let next = relay_unreachable(&mut conn, 1, lately, "refused", &policy).unwrap();
         assert!(matches!(next, Next::WaitUntil(at) if at > now));
         let (status, error): (String, String) = conn
             .query_row(
@@ -954,8 +965,8 @@ mod tests {
             "{error}"
         );
 
-        let next =
-            relay_unreachable(&mut conn, 1, now - Duration::hours(2), "refused", &policy).unwrap();
+        let long_ago = now - SignedDuration::from_hours(2);
+        let next = relay_unreachable(&mut conn, 1, long_ago, "refused", &policy).unwrap();
         assert_eq!(next, Next::GaveUp);
         let (status, error, pending): (String, String, String) = conn
             .query_row(

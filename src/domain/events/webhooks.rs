@@ -3,9 +3,9 @@
 //! polynomial backoff, counting failed deliveries and disabling a subscription after 10.
 //! The HTTP side (signing, the SSRF guard, the POST) is in `crate::webhooks`.
 
+use jiff::SignedDuration;
 use rusqlite::{Connection, OptionalExtension, Row};
 use serde_json::{Value, json};
-use time::{Duration, OffsetDateTime};
 
 use crate::clock::{self, Timestamp};
 use crate::domain::events::envelope;
@@ -371,7 +371,7 @@ pub fn redeliver(conn: &mut Connection, newsletter_id: i64, delivery_id: i64) ->
 
 /// How long delivered and failed webhook deliveries, and the events they carried, are kept
 /// (docs/webhooks.md, "Retention"): the delivery log shows them meanwhile.
-pub const RETENTION: Duration = Duration::days(30);
+pub const RETENTION: SignedDuration = clock::days(30);
 
 /// What one [`prune`] batch deleted.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -384,7 +384,7 @@ pub struct Pruned {
 /// last change is more than [`RETENTION`] before `now`, and up to `limit` events recorded
 /// before then that no pending delivery still carries. Pending deliveries and anything
 /// younger stay. Call again while a count reaches `limit`.
-pub fn prune(conn: &mut Connection, now: OffsetDateTime, limit: i64) -> DomainResult<Pruned> {
+pub fn prune(conn: &mut Connection, now: jiff::Timestamp, limit: i64) -> DomainResult<Pruned> {
     const DELIVERIES: &str = "DELETE FROM webhook_deliveries WHERE id IN (
          SELECT id FROM webhook_deliveries
          WHERE state IN ('delivered', 'failed') AND updated_at < ?1 LIMIT ?2)";
@@ -508,11 +508,11 @@ struct AttemptRecord<'a> {
     response_status: Option<u16>,
     response_excerpt: Option<&'a str>,
     last_error: Option<&'a str>,
-    next_attempt_at: Option<OffsetDateTime>,
+    next_attempt_at: Option<jiff::Timestamp>,
 }
 
 impl AttemptRecord<'_> {
-    fn write(&self, tx: &Connection, delivery_id: i64, now: OffsetDateTime) -> DomainResult<()> {
+    fn write(&self, tx: &Connection, delivery_id: i64, now: jiff::Timestamp) -> DomainResult<()> {
         const FINISH: &str = "UPDATE webhook_deliveries SET state = ?2, attempts = ?3, response_status = ?4,
              response_excerpt = ?5, last_error = ?6, next_attempt_at = ?7,
              delivered_at = CASE WHEN ?2 = 'delivered' THEN ?8 ELSE delivered_at END, updated_at = ?8
@@ -539,8 +539,8 @@ pub fn record_attempt(
     conn: &mut Connection,
     delivery_id: i64,
     attempt: &Attempt,
-    retry_base: Duration,
-) -> DomainResult<Option<OffsetDateTime>> {
+    retry_base: SignedDuration,
+) -> DomainResult<Option<jiff::Timestamp>> {
     write_tx(conn, |tx| {
         const SUBSCRIPTION: &str =
             "SELECT subscription_id, attempts FROM webhook_deliveries WHERE id = ?1";
@@ -666,11 +666,13 @@ mod tests {
                 .unwrap();
             for n in 1..=MAX_RETRIES {
                 let next =
-                    record_attempt(&mut conn, delivery, &failed, Duration::seconds(30)).unwrap();
+                    record_attempt(&mut conn, delivery, &failed, SignedDuration::from_secs(30))
+                        .unwrap();
                 assert!(next.is_some(), "retry {n} is scheduled");
             }
             assert_eq!(
-                record_attempt(&mut conn, delivery, &failed, Duration::seconds(30)).unwrap(),
+                record_attempt(&mut conn, delivery, &failed, SignedDuration::from_secs(30))
+                    .unwrap(),
                 None
             );
             let s = get(&conn, 1, sub.id).unwrap();
@@ -742,7 +744,7 @@ mod tests {
         };
         create(&mut conn, 1, &input, &allow).unwrap();
         let now = clock::now();
-        let at = |days: i64| Timestamp::from(now - Duration::days(days));
+        let at = |days: i64| Timestamp::from(now - clock::days(days));
         // (event age, delivery state, delivery last change) in days before now.
         let rows = [
             (40, "delivered", 40), // 1: both go

@@ -8,7 +8,6 @@ use std::borrow::Cow;
 use jiff::civil::Weekday;
 use rusqlite::{Connection, OptionalExtension, Row};
 use serde_json::json;
-use time::OffsetDateTime;
 
 use crate::clock::{self, Timestamp};
 use crate::domain::content::plain_paragraphs;
@@ -352,7 +351,7 @@ struct Valid {
     /// `content` rendered: set by [`check`] whenever `content` is.
     content_html: Option<String>,
     status: Option<Status>,
-    scheduled_for: Option<Option<OffsetDateTime>>,
+    scheduled_for: Option<Option<jiff::Timestamp>>,
     articles: Option<Vec<ArticleInput>>,
     audience: Option<Audience>,
 }
@@ -468,9 +467,9 @@ fn validate(input: &IssueInput, creating: bool) -> DomainResult<Valid> {
 /// skip.
 pub fn next_slot(
     frequency: Frequency,
-    after: OffsetDateTime,
+    after: jiff::Timestamp,
     zone: &TimeZoneName,
-) -> Option<OffsetDateTime> {
+) -> Option<jiff::Timestamp> {
     let days: &[Weekday] = match frequency {
         Frequency::Daily => &[
             Weekday::Monday,
@@ -488,21 +487,21 @@ pub fn next_slot(
     (0..=7).find_map(|offset| {
         let day = today.checked_add(jiff::Span::new().days(offset)).ok()?;
         let slot = zone.instant_of(day.at(9, 0, 0, 0)).ok()?;
-        (days.contains(&day.weekday()) && slot > after).then(|| slot.datetime())
+        (days.contains(&day.weekday()) && slot > after).then(|| slot.instant())
     })
 }
 
 /// Resolves the schedule an issue ends up with and checks the scheduled rule.
 fn settle_schedule(
     status: Status,
-    requested: Option<Option<OffsetDateTime>>,
+    requested: Option<Option<jiff::Timestamp>>,
     current: Option<Timestamp>,
     newsletter: &Newsletter,
 ) -> DomainResult<Option<Timestamp>> {
     let now = clock::now();
     let chosen = match requested {
         Some(value) => value,
-        None => current.map(Timestamp::datetime),
+        None => current.map(Timestamp::instant),
     };
     if status != Status::Scheduled {
         return Ok(chosen.map(Timestamp::from));
@@ -1014,33 +1013,33 @@ pub(in crate::domain) fn make_public(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use time::macros::datetime;
+    use crate::clock::testing::at;
 
     #[test]
     fn slots_follow_the_frequency_at_nine_utc() {
         let utc = TimeZoneName::utc();
         let slot = |f, after| next_slot(f, after, &utc);
         // 2026-11-22 is a Sunday.
-        let sunday_noon = datetime!(2026-11-22 12:00 UTC);
+        let sunday_noon = at("2026-11-22T12:00:00Z");
         assert_eq!(
             slot(Frequency::Daily, sunday_noon),
-            Some(datetime!(2026-11-23 09:00 UTC))
+            Some(at("2026-11-23T09:00:00Z"))
         );
         assert_eq!(
             slot(Frequency::Weekly, sunday_noon),
-            Some(datetime!(2026-11-24 09:00 UTC))
+            Some(at("2026-11-24T09:00:00Z"))
         );
         assert_eq!(
-            slot(Frequency::ThreeTimes, datetime!(2026-11-23 09:00 UTC)),
-            Some(datetime!(2026-11-25 09:00 UTC))
+            slot(Frequency::ThreeTimes, at("2026-11-23T09:00:00Z")),
+            Some(at("2026-11-25T09:00:00Z"))
         );
         assert_eq!(
-            slot(Frequency::Weekly, datetime!(2026-11-24 08:59 UTC)),
-            Some(datetime!(2026-11-24 09:00 UTC))
+            slot(Frequency::Weekly, at("2026-11-24T08:59:00Z")),
+            Some(at("2026-11-24T09:00:00Z"))
         );
         assert_eq!(
-            slot(Frequency::Weekly, datetime!(2026-11-24 09:00 UTC)),
-            Some(datetime!(2026-12-01 09:00 UTC))
+            slot(Frequency::Weekly, at("2026-11-24T09:00:00Z")),
+            Some(at("2026-12-01T09:00:00Z"))
         );
         assert_eq!(slot(Frequency::Skip, sunday_noon), None);
     }
@@ -1050,28 +1049,20 @@ mod tests {
         let new_york = TimeZoneName::parse("America/New_York").unwrap();
         // Sunday 1 November 2026, 02:00 EDT: the clocks go back to 01:00 EST.
         assert_eq!(
-            next_slot(
-                Frequency::Weekly,
-                datetime!(2026-10-27 14:00 UTC),
-                &new_york
-            ),
-            Some(datetime!(2026-11-03 14:00 UTC)),
+            next_slot(Frequency::Weekly, at("2026-10-27T14:00:00Z"), &new_york),
+            Some(at("2026-11-03T14:00:00Z")),
             "09:00 EST after the change"
         );
         assert_eq!(
-            next_slot(
-                Frequency::Weekly,
-                datetime!(2026-10-20 12:00 UTC),
-                &new_york
-            ),
-            Some(datetime!(2026-10-20 13:00 UTC)),
+            next_slot(Frequency::Weekly, at("2026-10-20T12:00:00Z"), &new_york),
+            Some(at("2026-10-20T13:00:00Z")),
             "09:00 EDT before it"
         );
         // Monday 09:00 in Tokyo is still Sunday in UTC: the day is the zone's.
         let tokyo = TimeZoneName::parse("Asia/Tokyo").unwrap();
         assert_eq!(
-            next_slot(Frequency::Daily, datetime!(2026-11-22 12:00 UTC), &tokyo),
-            Some(datetime!(2026-11-23 00:00 UTC))
+            next_slot(Frequency::Daily, at("2026-11-22T12:00:00Z"), &tokyo),
+            Some(at("2026-11-23T00:00:00Z"))
         );
     }
 
@@ -1317,7 +1308,7 @@ mod tests {
                 )
             })
             .collect();
-        record_outcomes(conn, &done, time::Duration::minutes(1)).unwrap();
+        record_outcomes(conn, &done, jiff::SignedDuration::from_mins(1)).unwrap();
         assert_eq!(finish_or_wait(conn, id).unwrap(), Next::Finished);
         id
     }
@@ -1412,7 +1403,7 @@ mod tests {
         sending::record_outcomes(
             &conn,
             &[(due[0], Outcome::Sent), (due[2], Outcome::Sent)],
-            time::Duration::minutes(1),
+            jiff::SignedDuration::from_mins(1),
         )
         .unwrap();
         // The restart settles the one in flight: unconfirmed, and never offered again.
@@ -1454,10 +1445,10 @@ mod tests {
         let id = sent_issue(&mut conn, &[Some(Outcome::Sent), None, None]);
         assert_eq!(resend_unconfirmed(&mut conn, 1, id).unwrap().resent, 2);
         let policy = sending::OutagePolicy {
-            retry_base: time::Duration::seconds(5),
-            give_up_after: time::Duration::hours(1),
+            retry_base: jiff::SignedDuration::from_secs(5),
+            give_up_after: jiff::SignedDuration::from_hours(1),
         };
-        let long_ago = crate::clock::now() - time::Duration::hours(2);
+        let long_ago = crate::clock::now() - jiff::SignedDuration::from_hours(2);
         let next = sending::relay_unreachable(&mut conn, id, long_ago, "refused", &policy).unwrap();
         assert_eq!(next, sending::Next::GaveUp);
         let issue = get(&conn, 1, id).unwrap();

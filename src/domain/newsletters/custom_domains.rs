@@ -288,7 +288,7 @@ pub fn create(
 
 /// A pending claim older than [`STALE_CLAIM_DAYS`].
 fn is_stale_claim(domain: &CustomDomain) -> bool {
-    let cutoff = Timestamp::now() - time::Duration::days(STALE_CLAIM_DAYS);
+    let cutoff = Timestamp::now() - crate::clock::days(STALE_CLAIM_DAYS);
     domain.status == Status::Pending && domain.created_at < cutoff
 }
 

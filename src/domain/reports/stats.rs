@@ -3,7 +3,6 @@
 //! Rates are percentages (0-100, one decimal) of delivered messages.
 
 use rusqlite::{Connection, OptionalExtension};
-use time::Duration;
 
 use crate::clock::{self, Timestamp};
 use crate::domain::DomainResult;
@@ -68,7 +67,7 @@ pub fn rate(part: i64, whole: i64) -> f64 {
 /// The first UTC day of the "last 30 days" figures: today and the 29 days before it
 /// (`YYYY-MM-DD`, which compares with stored timestamps as a prefix).
 fn first_of_last_30_days() -> String {
-    (clock::now().date() - Duration::days(29)).to_string()
+    clock::format_day(clock::date_of(clock::now()) - clock::days(29))
 }
 
 /// Every figure of the newsletter's stats, read from the counters and daily rollups that
@@ -168,7 +167,7 @@ pub fn active_by_day(
     newsletter_id: i64,
     days: i64,
 ) -> DomainResult<Vec<DayCount>> {
-    let today = clock::now().date().to_string();
+    let today = clock::format_day(clock::date_of(clock::now()));
     // Newest day first, each day's figure is the active count now less the changes of the
     // days after it in the window: a running sum over at most `days` rows.
     const SERIES: &str = "WITH RECURSIVE
@@ -303,7 +302,7 @@ mod tests {
     fn active_by_day_follows_joins_and_departures() {
         let conn = crate::domain::testing::db_with_newsletter("paid");
         let now = clock::now();
-        let ago = |days: i64| Timestamp::from(now - Duration::days(days));
+        let ago = |days: i64| Timestamp::from(now - clock::days(days));
         let (d400, d300, d4, d3, d2, d1) = (ago(400), ago(300), ago(4), ago(3), ago(2), ago(1));
         conn.execute_batch(&format!(
             "INSERT INTO newsletters (owner_id, name, subdomain, bounce_token, created_at, updated_at) VALUES (1, 'M', 'm', 'bt2', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z');
@@ -324,7 +323,7 @@ mod tests {
         .unwrap();
         let series = active_by_day(&conn, 1, 5).unwrap();
         let days: Vec<&str> = series.iter().map(|d| d.day.as_str()).collect();
-        let day_ago = |days: i64| (now - Duration::days(days)).date().to_string();
+        let day_ago = |days: i64| clock::format_day(clock::date_of(now - clock::days(days)));
         assert_eq!(
             days,
             [day_ago(4), day_ago(3), day_ago(2), day_ago(1), day_ago(0)]

@@ -16,6 +16,11 @@
 //! creates no duplicates. Memory stays flat in the size of the file: two batches (one being
 //! committed, the next read ahead) and the first [`ERRORS_KEPT`] refused rows are all that is
 //! held.
+//!
+//! The rest of the import: `domain::subscribers::import_columns` (how a file's columns are
+//! read), `web::subscribers::import` (the dashboard's upload, preview, progress and result
+//! pages), `jobs::import_subscribers` (the job that imports an upload) and `cli::import`
+//! (`broadsheet import`); docs/subscribers.md ("Import CSV").
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -526,8 +531,12 @@ impl UploadRoom {
     }
 }
 
-fn mib(bytes: u64) -> String {
-    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+/// `bytes` in MiB for people, to a tenth and without a trailing `.0` ("50 MiB", "95.3 MiB").
+/// Every text that states an upload limit (the dashboard's, these refusals) is written from
+/// the constant with it, so changing a limit changes what every page says.
+pub fn mib(bytes: u64) -> String {
+    let tenths = format!("{:.1}", bytes as f64 / (1024.0 * 1024.0));
+    format!("{} MiB", tenths.strip_suffix(".0").unwrap_or(&tenths))
 }
 
 /// The uploads on disk of the owner of `newsletter_id`, over all their newsletters.
@@ -693,7 +702,7 @@ fn remove_file(conn: &Connection, upload: &Upload) {
 }
 
 /// Uploads never started are removed after a day, with their files.
-const STALE_AFTER: time::Duration = time::Duration::hours(24);
+const STALE_AFTER: jiff::SignedDuration = jiff::SignedDuration::from_hours(24);
 
 /// Removes uploads that waited longer than a day for their owner; returns how many.
 pub fn purge_stale_uploads(conn: &mut Connection) -> DomainResult<usize> {
@@ -1137,6 +1146,15 @@ mod tests {
     }
 
     #[test]
+    fn sizes_are_shown_in_mib_to_a_tenth_and_whole_ones_without_decimals() {
+        const MIB: u64 = 1024 * 1024;
+        assert_eq!(mib(50 * MIB), "50 MiB");
+        assert_eq!(mib(95 * MIB + 300 * 1024), "95.3 MiB");
+        assert_eq!(mib(60 * MIB + 20), "60 MiB");
+        assert_eq!(mib(MIB / 2), "0.5 MiB");
+    }
+
+    #[test]
     fn an_owner_keeps_at_most_three_uploads_and_100_mib_on_disk() {
         let dir = tempfile::tempdir().unwrap();
         let mut conn = crate::store::open(&dir.path().join("broadsheet.db")).unwrap();
@@ -1187,7 +1205,7 @@ mod tests {
             OWNER_UPLOAD_BYTES - 60 * 1024 * 1024 - 20
         );
         let too_big = room.check(room.bytes_left() + 1).unwrap_err().to_string();
-        assert!(too_big.contains("already hold 60.0 MiB"), "{too_big}");
-        assert!(too_big.contains("at most 100.0 MiB"), "{too_big}");
+        assert!(too_big.contains("already hold 60 MiB"), "{too_big}");
+        assert!(too_big.contains("at most 100 MiB"), "{too_big}");
     }
 }

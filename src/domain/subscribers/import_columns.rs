@@ -5,13 +5,14 @@
 //! name; the file's source is told by the columns only that service writes, and decides how
 //! the tags cell is read. `domain::subscribers::import` streams the file through [`Columns::read`];
 //! docs/subscribers.md ("Import formats") lists every name and choice.
+//!
+//! The rest of the import: `domain::subscribers::import` (the streaming import and the
+//! dashboard's uploads), `web::subscribers::import` (the dashboard's pages),
+//! `jobs::import_subscribers` (the job) and `cli::import` (`broadsheet import`).
 
 use csv::{ByteRecord, ReaderBuilder, StringRecord};
-use time::format_description::BorrowedFormatItem;
-use time::macros::format_description;
-use time::{Date, PrimitiveDateTime};
 
-use crate::clock::Timestamp;
+use crate::clock::{self, Timestamp};
 use crate::domain::subscribers::{NewSubscriber, Status};
 use crate::domain::{DomainError, DomainResult, ErrorCode, FieldErrors};
 
@@ -443,26 +444,14 @@ fn quoted_list(cell: &str) -> Vec<String> {
 /// Broadsheet's own export), or a date and time without a zone (Mailchimp's `OPTIN_TIME`,
 /// `2024-01-05 10:11:12`), or a date alone; a time without a zone is read as UTC.
 pub fn parse_date(text: &str) -> Option<Timestamp> {
-    const DATE_TIME: &[BorrowedFormatItem<'static>] =
-        format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]");
-    const DATE_TIME_FRACTION: &[BorrowedFormatItem<'static>] =
-        format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond]");
-    const DATE: &[BorrowedFormatItem<'static>] = format_description!("[year]-[month]-[day]");
     let text = text.trim();
     if let Some(at) = Timestamp::parse(text) {
         return Some(at);
     }
     let joined = text.replacen(' ', "T", 1);
-    [DATE_TIME, DATE_TIME_FRACTION]
-        .into_iter()
-        .find_map(|format| PrimitiveDateTime::parse(&joined, format).ok())
-        .map(|at| at.assume_utc())
-        .or_else(|| {
-            Date::parse(text, DATE)
-                .ok()
-                .map(|day| day.midnight().assume_utc())
-        })
-        .map(Timestamp::from)
+    clock::parse_civil(&joined)
+        .or_else(|| clock::parse_day(text).map(|day| day.at(0, 0, 0, 0)))
+        .map(|utc| Timestamp::from(clock::instant_of_utc(utc)))
 }
 
 #[cfg(test)]

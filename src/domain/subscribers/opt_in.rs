@@ -4,8 +4,8 @@
 //! already subscribed gets no mail at all, and one that had its few mails this hour gets no
 //! more (its last link keeps working).
 
+use jiff::SignedDuration;
 use rusqlite::{Connection, OptionalExtension};
-use time::Duration;
 
 use crate::clock::{self, Timestamp};
 use crate::domain::accounts::rate_limit::{self, Bucket};
@@ -18,7 +18,7 @@ use crate::store::jobs::{AccountMail, AccountMailKind, queue_account_mail};
 use crate::store::write_tx;
 
 /// How long a confirmation link works.
-const LINK_LIFETIME: Duration = Duration::days(7);
+const LINK_LIFETIME: SignedDuration = clock::days(7);
 /// Subscribe requests one client address may make per hour, across all newsletters.
 const PER_CLIENT_PER_HOUR: u32 = 20;
 /// Confirmation mails one e-mail address gets per hour, across all newsletters, so the form

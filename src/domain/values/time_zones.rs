@@ -65,7 +65,7 @@ impl TimeZoneName {
 
     /// The instant `at` as a date and time on the clocks of this zone.
     pub fn local(&self, at: Timestamp) -> jiff::ZonedDateTime {
-        instant(at).to_zoned_datetime(self.zone())
+        at.instant().to_zoned_datetime(self.zone())
     }
 
     /// The instant of the local date and time `local` in this zone. A time the clocks skip
@@ -80,7 +80,7 @@ impl TimeZoneName {
         let at = ambiguous
             .earlier()
             .expect("a local time of a real zone is within the supported range");
-        Ok(from_instant(at))
+        Ok(Timestamp::from(at))
     }
 }
 
@@ -136,21 +136,6 @@ impl rusqlite::types::FromSql for TimeZoneName {
             rusqlite::types::FromSqlError::Other(format!("not a time zone: {text:?}").into())
         })
     }
-}
-
-/// `at` for jiff's calendar arithmetic.
-fn instant(at: Timestamp) -> jiff::Timestamp {
-    let millis = (at.datetime().unix_timestamp_nanos() / 1_000_000) as i64;
-    jiff::Timestamp::from_millisecond(millis).expect("a stored instant is within jiff's range")
-}
-
-/// A jiff instant as the service keeps instants (UTC, whole milliseconds).
-fn from_instant(at: jiff::Timestamp) -> Timestamp {
-    let nanos = i128::from(at.as_millisecond()) * 1_000_000;
-    Timestamp::from(
-        time::OffsetDateTime::from_unix_timestamp_nanos(nanos)
-            .expect("an instant of a real zone is within time's range"),
-    )
 }
 
 /// A `datetime-local` value (`2026-03-29T09:00`, seconds optional) read in `zone`, as the

@@ -334,14 +334,14 @@ impl App {
     }
 
     /// The server's "now": the system's time plus the offset the test has set.
-    pub fn clock_now(&self) -> time::OffsetDateTime {
-        time::OffsetDateTime::now_utc() + time::Duration::milliseconds(self.clock_offset_ms())
+    pub fn clock_now(&self) -> jiff::Timestamp {
+        jiff::Timestamp::now() + jiff::SignedDuration::from_millis(self.clock_offset_ms())
     }
 
     /// Sets the server's clock to `at` (from where it runs on), once the server says so.
-    pub fn set_clock(&self, at: time::OffsetDateTime) {
-        let offset = at - time::OffsetDateTime::now_utc();
-        self.set_clock_offset(offset.whole_milliseconds() as i64);
+    pub fn set_clock(&self, at: jiff::Timestamp) {
+        let offset = at - jiff::Timestamp::now();
+        self.set_clock_offset(offset.as_millis() as i64);
     }
 
     /// Moves the server's clock on by `by`, once the server says so. Work that became due
@@ -353,9 +353,9 @@ impl App {
     /// Moves the server's clock on to the start of the next hour, where every rate-limit
     /// window of an hour or less begins: a test's counts then stay in one window.
     pub fn advance_clock_to_the_hour(&self) {
-        let now = self.clock_now();
-        let hour = now.replace_time(time::Time::from_hms(now.hour(), 0, 0).unwrap());
-        self.set_clock(hour + time::Duration::hours(1));
+        let hour = self.clock_now().as_second().div_euclid(3600) * 3600;
+        let next = jiff::Timestamp::from_second(hour + 3600).expect("an hour of this era");
+        self.set_clock(next);
     }
 
     /// The offset in the `test-clock` file, 0 without one.

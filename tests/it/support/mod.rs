@@ -16,6 +16,7 @@ pub mod postfix;
 pub mod receiver;
 pub mod send;
 pub mod smtp;
+pub mod times;
 pub mod tls;
 
 use std::path::{Path, PathBuf};
@@ -29,6 +30,7 @@ pub use app::{
 pub use http::{Client, Resp};
 pub use serde_json::{Value, json};
 pub use smtp::{Fault, Quota, Received, Rules, SmtpSink};
+pub use times::{instant, next_tuesday_nine, stored, utc_day};
 
 pub const PASSWORD: &str = "correct horse battery";
 

@@ -226,6 +226,12 @@ impl SmtpSink {
     fn accept_loop(&self, listener: TcpListener) {
         let mut listener = Some(listener);
         loop {
+            // Every handle but this thread's own is gone: the test is over, and the port
+            // closes. (A sink left polling would wake a thousand times a second for the rest
+            // of the run.)
+            if Arc::strong_count(&self.down) == 1 {
+                return;
+            }
             if self.down.load(Ordering::SeqCst) {
                 listener = None;
                 std::thread::sleep(Duration::from_millis(2));
