@@ -165,20 +165,25 @@ pub async fn report_with_token(
         )
         .await;
     }
-    let Ok(report) = serde_json::from_slice::<BounceReport>(&posted) else {
-        return ApiError::bad_request(
+    let invalid_json = || {
+        ApiError::bad_request(
             "invalid_json",
             "Send {\"email\": \"...\", \"reason\": \"...\"} as JSON, or a raw DSN/ARF message (the whole message) as the body",
         )
-        .into_response();
+        .into_response()
+    };
+    let Ok(sent) = serde_json::from_slice::<serde_json::Value>(&posted) else {
+        return invalid_json();
     };
     // The fields `POST /api/v1/bounces` does not name are refused, as there (`closed.rs`).
-    let sent: serde_json::Value = serde_json::from_slice(&posted).unwrap_or_default();
     let unknown = super::unknown_fields(&Method::POST, "/bounces", &sent);
     if !unknown.is_empty() {
         return ApiError::from(DomainError::Invalid(ErrorCode::ValidationError, unknown))
             .into_response();
     }
+    let Ok(report) = serde_json::from_value::<BounceReport>(sent) else {
+        return invalid_json();
+    };
     let reason = reason_of(&report);
     let outcome = run(state, move |conn| {
         tracking::report_bounce(conn, newsletter_id, &report.email, &reason)

@@ -233,6 +233,26 @@ pub enum Outcome {
     Blocked(String),
 }
 
+impl Outcome {
+    /// The outcome of a job that hands one message to the relay (account mail, a test send,
+    /// the tail of a welcome): an unconfirmed message went out and is never sent again, a
+    /// refusal gives up, a held relay waits at no cost, anything else is tried again.
+    pub fn of_one_message(sent: Result<(), crate::mail::MailError>) -> Outcome {
+        use crate::mail::MailError;
+        match sent {
+            Ok(()) | Err(MailError::Unconfirmed(_)) => Outcome::Done,
+            Err(MailError::Permanent(e)) => Outcome::Fail(e),
+            Err(MailError::Held { until, .. }) => Outcome::Again(until),
+            Err(
+                e @ (MailError::Temporary(_)
+                | MailError::Connection(_)
+                | MailError::Abandoned(_)
+                | MailError::Throttled { .. }),
+            ) => Outcome::Retry(e.to_string()),
+        }
+    }
+}
+
 /// How long a job blocked by the database waits before it runs again.
 const BLOCKED_WAIT: jiff::SignedDuration = jiff::SignedDuration::from_secs(5);
 

@@ -8,7 +8,7 @@ use super::{ClaimedJob, Job, JobContext, Outcome};
 use crate::domain::DomainError;
 use crate::domain::newsletters;
 use crate::mail::account::{self, AccountMessage};
-use crate::mail::{MailError, OutgoingMail, Transport};
+use crate::mail::{OutgoingMail, Transport};
 use crate::store::jobs::{AccountMail, AccountMailKind, JobKind, MailSender};
 
 pub struct SendMail;
@@ -118,20 +118,7 @@ impl Job for SendMail {
             message_id: None,
             primary_link: Some(message.link),
         };
-        match rt.block_on(transport.send(&mail)) {
-            Ok(()) => Outcome::Done,
-            Err(MailError::Permanent(e)) => Outcome::Fail(e),
-            // The message went out; sending it again could give a second copy.
-            Err(MailError::Unconfirmed(_)) => Outcome::Done,
-            // Every relay is held by a limit: the mail waits for it, at no cost.
-            Err(MailError::Held { until, .. }) => Outcome::Again(until),
-            Err(
-                e @ (MailError::Temporary(_)
-                | MailError::Connection(_)
-                | MailError::Abandoned(_)
-                | MailError::Throttled { .. }),
-            ) => Outcome::Retry(e.to_string()),
-        }
+        Outcome::of_one_message(rt.block_on(transport.send(&mail)))
     }
 }
 

@@ -143,11 +143,7 @@ fn send(ctx: &JobContext, rt: &tokio::runtime::Runtime, due: &Due) -> Outcome {
                 );
                 return Outcome::Fail(e.to_string());
             }
-            match e {
-                MailError::Permanent(e) => Outcome::Fail(e),
-                MailError::Held { until, .. } => Outcome::Again(until),
-                e => Outcome::Retry(e.to_string()),
-            }
+            Outcome::of_one_message(Err(e))
         }
     }
 }

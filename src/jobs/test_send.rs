@@ -8,7 +8,7 @@ use super::send_issue::issue_email;
 use super::{ClaimedJob, Job, JobContext, Outcome};
 use crate::domain::issues::test_send::{TEST_DELIVERY, test_subject};
 use crate::domain::{DomainError, issues, newsletters};
-use crate::mail::{Commit, Envelope, Lane, MailError};
+use crate::mail::{Commit, Envelope, Lane};
 use crate::store::jobs::{JobKind, TestMail};
 
 pub struct TestSend;
@@ -64,18 +64,6 @@ impl Job for TestSend {
             lane.close().await;
             sent
         });
-        match result {
-            Ok(()) => Outcome::Done,
-            Err(MailError::Permanent(e)) => Outcome::Fail(e),
-            // The message went out; sending it again could give a second copy.
-            Err(MailError::Unconfirmed(_)) => Outcome::Done,
-            Err(MailError::Held { until, .. }) => Outcome::Again(until),
-            Err(
-                e @ (MailError::Temporary(_)
-                | MailError::Connection(_)
-                | MailError::Abandoned(_)
-                | MailError::Throttled { .. }),
-            ) => Outcome::Retry(e.to_string()),
-        }
+        Outcome::of_one_message(result)
     }
 }

@@ -128,32 +128,48 @@ pub fn without_fsync<T>(conn: &Connection, work: impl FnOnce(&Connection) -> T) 
 /// relaxed connection never goes back to the pool.
 pub struct Tuned<C: Deref<Target = Connection>> {
     conn: C,
+    /// Commits do not wait for the disk (to be put back to FULL).
+    relaxed: bool,
     /// Automatic checkpoints are off (to be turned back on).
     no_autocheckpoint: bool,
 }
 
 impl<C: Deref<Target = Connection>> Tuned<C> {
+    /// The connection as the service configures it; the guard changes nothing yet.
+    pub fn full(conn: C) -> Self {
+        Tuned {
+            conn,
+            relaxed: false,
+            no_autocheckpoint: false,
+        }
+    }
+
     /// Commits without fsync; on an error the connection keeps (and the guard restores) FULL.
     pub fn relaxed(conn: C) -> rusqlite::Result<Self> {
-        let tuned = Tuned {
-            conn,
-            no_autocheckpoint: false,
-        };
+        let mut tuned = Self::full(conn);
+        tuned.relaxed = true;
         tuned.conn.pragma_update(None, "synchronous", "NORMAL")?;
         Ok(tuned)
     }
 
     /// Also no automatic checkpoint inside a commit: the holder checkpoints when it suits it.
     pub fn without_autocheckpoint(mut self) -> rusqlite::Result<Self> {
-        self.no_autocheckpoint = true;
-        self.conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+        self.pause_autocheckpoint()?;
         Ok(self)
+    }
+
+    /// [`Tuned::without_autocheckpoint`] in place; on an error checkpoints stay on.
+    pub fn pause_autocheckpoint(&mut self) -> rusqlite::Result<()> {
+        self.no_autocheckpoint = true;
+        self.conn.pragma_update(None, "wal_autocheckpoint", 0)
     }
 }
 
 impl<C: Deref<Target = Connection>> Drop for Tuned<C> {
     fn drop(&mut self) {
-        let _ = self.conn.pragma_update(None, "synchronous", "FULL");
+        if self.relaxed {
+            let _ = self.conn.pragma_update(None, "synchronous", "FULL");
+        }
         if self.no_autocheckpoint {
             // SQLite's default.
             let _ = self.conn.pragma_update(None, "wal_autocheckpoint", 1000);
@@ -202,16 +218,10 @@ pub fn with_checkpointer<T>(
     let Ok(checkpoints) = Connection::open(&path) else {
         return work(conn, &|| {});
     };
-    if conn.pragma_update(None, "wal_autocheckpoint", 0).is_err() {
-        return work(conn, &|| {});
-    }
-    /// Puts SQLite's default back, a panic included, so the connection checkpoints again.
-    struct Restore<'c>(&'c mut Connection);
-    impl Drop for Restore<'_> {
-        fn drop(&mut self) {
-            let _ = self.0.pragma_update(None, "wal_autocheckpoint", 1000);
-        }
-    }
+    // Checkpoints come back when the guard drops, a panic included. Were the pragma to fail,
+    // commits would go on checkpointing themselves, as without this function.
+    let mut tuned = Tuned::full(&mut *conn);
+    let _ = tuned.pause_autocheckpoint();
     // One nudge waits at most: a checkpoint still running when several commits happened
     // copies them all in the next one.
     let (nudge, nudged) = std::sync::mpsc::sync_channel::<()>(1);
@@ -220,11 +230,10 @@ pub fn with_checkpointer<T>(
             let _ = checkpoints.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
         }
     });
-    let restore = Restore(conn);
-    let value = work(&mut *restore.0, &|| {
+    let value = work(&mut tuned, &|| {
         let _ = nudge.try_send(());
     });
-    drop(restore);
+    drop(tuned);
     drop(nudge);
     let _ = checkpointer.join();
     value
@@ -374,6 +383,46 @@ mod tests {
             pragma(&conn, "synchronous"),
             2,
             "FULL after without_fsync too"
+        );
+    }
+
+    /// An import's commits run without checkpoints of their own while the checkpointer copies
+    /// the WAL beside them; afterwards, a panic in the work included, the connection
+    /// checkpoints itself again and stays FULL.
+    #[test]
+    fn with_checkpointer_copies_the_wal_and_gives_the_connection_back_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = open(&dir.path().join("t.db")).unwrap();
+        conn.execute("CREATE TABLE t (x)", []).unwrap();
+        let rows = with_checkpointer(&mut conn, |conn, committed| {
+            assert_eq!(pragma(conn, "wal_autocheckpoint"), 0, "paused inside");
+            assert_eq!(pragma(conn, "synchronous"), 2, "commits stay FULL");
+            for x in 0..50 {
+                conn.execute("INSERT INTO t VALUES (?1)", [x]).unwrap();
+                committed();
+            }
+            conn.query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0))
+                .unwrap()
+        });
+        assert_eq!(rows, 50);
+        assert_eq!(pragma(&conn, "wal_autocheckpoint"), 1000);
+        // The checkpointer has finished (joined): a full checkpoint now finds nothing left
+        // that another connection holds, and every committed row is there.
+        let (busy, _, _): (i64, i64, i64) = conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .unwrap();
+        assert_eq!(busy, 0);
+
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            with_checkpointer(&mut conn, |_, _| panic!("the import fails half-way"))
+        }));
+        assert!(panicked.is_err());
+        assert_eq!(
+            pragma(&conn, "wal_autocheckpoint"),
+            1000,
+            "after a panic too"
         );
     }
 

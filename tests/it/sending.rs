@@ -650,11 +650,17 @@ fn sending_bounce_endpoint_marks_subscribers_bounced() {
     );
     assert_eq!(resp.error_code(401), "unauthorized");
     assert_eq!(subscriber(&owner, a_id)["status"], "active");
-    // Malformed: 400.
-    assert_eq!(
-        post(&format!("/bounces/{token}"), json!({"nope": 1})).error_code(400),
-        "invalid_json"
-    );
+    // A field the report does not have: 422 naming it, as `POST /api/v1/bounces` answers.
+    let resp = post(&format!("/bounces/{token}"), json!({"nope": 1}));
+    assert_eq!(resp.error_code(422), "validation_error");
+    assert!(resp.body.contains("nope"), "{}", resp.body);
+    // Its own fields, malformed (no address, or not text): 400.
+    for malformed in [json!({"reason": "hard"}), json!({"email": 5})] {
+        assert_eq!(
+            post(&format!("/bounces/{token}"), malformed).error_code(400),
+            "invalid_json"
+        );
+    }
 
     let resp = post(
         &format!("/bounces/{token}"),
