@@ -672,6 +672,7 @@ fn dash_settings_posts_without_a_valid_csrf_token_are_refused() {
 fn dash_settings_in_chromium_pause_by_clicking_then_cancel_read_only() {
     use crate::support::browser::{
         Driver, click, fill, runtime, screenshot, sign_in, wait_for_element, wait_for_path,
+        wait_for_text,
     };
     let Some(driver) = Driver::start("dashboard settings") else {
         return;
@@ -692,8 +693,11 @@ fn dash_settings_in_chromium_pause_by_clicking_then_cancel_read_only() {
         click(&c, &format!("a[href=\"{url}/status?to=paused\"]")).await;
         wait_for_path(&c, &format!("{url}/status")).await;
         click(&c, "main form button[type=submit]").await;
-        let status = wait_for_element(&c, "#newsletter-status").await;
-        assert_eq!(status.text().await.unwrap(), "paused");
+        // The status page may still be there for a moment: wait for the new page's word.
+        assert_eq!(
+            wait_for_text(&c, "#newsletter-status", "paused").await,
+            "paused"
+        );
 
         click(&c, &format!("a[href=\"{url}/status?to=cancelled\"]")).await;
         fill(&c, "confirmation", &owner.subdomain).await;

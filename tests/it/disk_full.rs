@@ -250,8 +250,13 @@ fn an_import_and_a_webhook_delivery_wait_out_a_full_disk_and_finish_by_themselve
     use crate::support::receiver::Receiver;
     use std::time::Duration;
 
-    let Some(app) = spawn_app_on_small_disk(SmtpSink::start(), &["--allow-private-webhooks"], 160)
-    else {
+    // The held webhook attempt must outlast the upload below, however loaded the machine:
+    // a timed-out attempt would be recorded before the disk fills, and wait for nothing.
+    let Some(app) = spawn_app_on_small_disk(
+        SmtpSink::start(),
+        &["--allow-private-webhooks", "--webhook-timeout-ms", "600000"],
+        160,
+    ) else {
         return;
     };
     let owner = onboard(&app, "Full Disk Jobs");

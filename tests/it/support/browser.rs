@@ -109,22 +109,15 @@ impl Drop for Driver {
 
 /// Types `text` into the field named `name`.
 pub async fn fill(c: &Client, name: &str, text: &str) {
-    let field = c
-        .find(Locator::Css(&format!("[name=\"{name}\"]")))
-        .await
-        .unwrap_or_else(|e| panic!("no field {name}: {e}"));
+    // After a click that navigates, the new page may not be there yet: wait for the field.
+    let field = wait_for_element(c, &format!("[name=\"{name}\"]")).await;
     field.clear().await.ok();
     field.send_keys(text).await.unwrap();
 }
 
 /// Clicks the first element matching `css`.
 pub async fn click(c: &Client, css: &str) {
-    c.find(Locator::Css(css))
-        .await
-        .unwrap_or_else(|e| panic!("nothing matches {css}: {e}"))
-        .click()
-        .await
-        .unwrap();
+    wait_for_element(c, css).await.click().await.unwrap();
 }
 
 /// Waits until the page's path is `path`.
