@@ -59,6 +59,8 @@ fn newsletter() -> Value {
         "time_zone": "Europe/Berlin",
         "accent_color": "#0b6e4f",
         "logo_url": null,
+        "reply_to": "editor@tides.example",
+        "postal_address": "Tide Tables, 1 Harbour Row\nPortsmouth PO1 2AB",
         "created_at": AT,
         "updated_at": AT,
         "urls": {

@@ -20,8 +20,8 @@ use serde_json::{Value, json};
 use crate::domain::values::text_pattern::{self, Refused, WHITESPACE};
 use crate::domain::values::web_url::{self, Schemes};
 use crate::domain::{
-    delivery::relays, events, events::webhooks, issues, newsletters, newsletters::site_theme,
-    newsletters::welcome, subscribers, values::email, values::pagination,
+    delivery::relays, events, events::webhooks, issues, newsletters, newsletters::mail_details,
+    newsletters::site_theme, newsletters::welcome, subscribers, values::email, values::pagination,
 };
 
 /// The schema a field's rule states in the document.
@@ -548,6 +548,23 @@ rules! {
         pattern: Some(format!("^[{WHITESPACE}]*$|{}", web_url::pattern(Schemes::HttpsOnly))),
         ..web_url(site_theme::LOGO_URL_MAX, Schemes::HttpsOnly)
     };
+    /// Where replies to a newsletter's mail go; blank is the sender address.
+    ReplyTo => MetaSchema {
+        any_of: vec![
+            MetaSchemaRef::Inline(Box::new(MetaSchema {
+                format: Some("email"),
+                max_length: Some(email::MAX_BYTES),
+                ..MetaSchema::new("string")
+            })),
+            MetaSchemaRef::Inline(Box::new(MetaSchema {
+                pattern: Some(format!("^[{WHITESPACE}]*$")),
+                ..MetaSchema::new("string")
+            })),
+        ],
+        ..MetaSchema::new("string")
+    };
+    /// The postal address of a newsletter's mail footer; blank is none.
+    PostalAddress => trimmed(mail_details::POSTAL_ADDRESS_MAX, true, Refused::ControlsButBreaks, "");
     /// A webhook subscription's URL.
     WebhookUrl => web_url(webhooks::URL_MAX, Schemes::HttpOrHttps);
     /// A name of the IANA time zone database; null leaves the newsletter's. A string, not an

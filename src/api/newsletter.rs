@@ -7,8 +7,8 @@ use poem_openapi::{ApiResponse, Object, Tags};
 
 use super::fields::{
     Email, Field, FirstDayCap, GrowthFactor, HexColor, LogoUrl, NewsletterName, Number, Port,
-    RelayHost, RelayLimit, RelayPassword, RelayTlsMode, RelayUsername, SenderName, Tagline,
-    TimeZone, WelcomeBody, WelcomeSubject,
+    PostalAddress, RelayHost, RelayLimit, RelayPassword, RelayTlsMode, RelayUsername, ReplyTo,
+    SenderName, Tagline, TimeZone, WelcomeBody, WelcomeSubject,
 };
 use super::statuses::{BODY, GUARD, Refusal, WRITES};
 use super::{ApiKeyAuth, Principal, State};
@@ -16,6 +16,7 @@ use crate::domain::delivery::relays::{
     self, NewsletterRelay, PasswordChange, RelayChange, RelayInput, SendingChanges, SendingSetup,
     WarmUp, WarmUpChange, WarmUpInput,
 };
+use crate::domain::newsletters::mail_details::MailDetailsChanges;
 use crate::domain::newsletters::sender_domains::{self, SenderDomain};
 use crate::domain::newsletters::site_theme::{AccentColor, ThemeChanges};
 use crate::domain::newsletters::welcome::WelcomeChanges;
@@ -184,6 +185,12 @@ pub struct NewsletterObject {
     /// The public site's logo, an `https://` image URL; null for none.
     #[oai(nullable)]
     pub logo_url: Option<String>,
+    /// Where replies to its mail go (a `Reply-To` header); null: to the sender address.
+    #[oai(nullable)]
+    pub reply_to: Option<String>,
+    /// The postal address printed in the footer of every issue, its lines kept; null: none.
+    #[oai(nullable)]
+    pub postal_address: Option<String>,
     pub created_at: String,
     pub updated_at: String,
     pub urls: NewsletterUrls,
@@ -226,6 +233,8 @@ impl NewsletterObject {
             time_zone: n.time_zone.to_string(),
             accent_color: n.theme.accent_color.map(AccentColor::hex),
             logo_url: n.theme.logo_url.clone(),
+            reply_to: n.mail.reply_to.clone(),
+            postal_address: n.mail.postal_address.clone(),
             created_at: n.created_at.to_string(),
             updated_at: n.updated_at.to_string(),
             urls: NewsletterUrls {
@@ -355,6 +364,12 @@ pub struct NewsletterPatch {
     /// An `https://` image URL, at most 500 characters; `""` removes the logo.
     #[oai(nullable)]
     pub logo_url: Option<Field<LogoUrl>>,
+    /// An e-mail address replies go to; `""` goes back to the sender address.
+    #[oai(nullable)]
+    pub reply_to: Option<Field<ReplyTo>>,
+    /// At most 300 characters; line breaks are kept. `""` removes it.
+    #[oai(nullable)]
+    pub postal_address: Option<Field<PostalAddress>>,
     /// The newsletter's own mail relay, replacing the stored one (`password` aside); null
     /// goes back to the server's relay and deletes the stored one. The host is looked up, and
     /// refused if private, each time a connection is made, not here.
@@ -584,6 +599,10 @@ impl NewsletterApi {
             theme: ThemeChanges {
                 accent_color: patch.accent_color.map(String::from),
                 logo_url: patch.logo_url.map(String::from),
+            },
+            mail: MailDetailsChanges {
+                reply_to: patch.reply_to.map(String::from),
+                postal_address: patch.postal_address.map(String::from),
             },
         };
         // The welcome body renders before a connection is taken; every field is checked

@@ -11,8 +11,19 @@ pub struct AccountMessage {
     pub link: String,
 }
 
-fn message(subject: &str, intro: &str, action: &str, link: &str, outro: &str) -> AccountMessage {
-    let text = format!("{intro}\n\n{action}:\n{link}\n\n{outro}\n\n-- \nBroadsheet\n");
+/// Who signs the service's own mail.
+const SERVICE: &str = "Broadsheet";
+
+/// One message, signed `signature`: the service, or the newsletter the reader asked for.
+fn message(
+    subject: &str,
+    intro: &str,
+    action: &str,
+    link: &str,
+    outro: &str,
+    signature: &str,
+) -> AccountMessage {
+    let text = format!("{intro}\n\n{action}:\n{link}\n\n{outro}\n\n-- \n{signature}\n");
     let html = html! {
         (DOCTYPE)
         html lang="en" {
@@ -22,6 +33,7 @@ fn message(subject: &str, intro: &str, action: &str, link: &str, outro: &str) ->
                 p { a href=(link) style="display:inline-block;background:#1d4ed8;color:#fff;padding:.6rem 1rem;border-radius:6px;text-decoration:none;" { (action) } }
                 p style="font-size: .9em; color: #555;" { "Or paste this address into your browser: " br; (link) }
                 p style="font-size: .9em; color: #555;" { (outro) }
+                p style="font-size: .9em; color: #555;" { "— " (signature) }
             }
         }
     };
@@ -40,6 +52,7 @@ pub fn confirmation(link: &str) -> AccountMessage {
         "Confirm my e-mail address",
         link,
         "The link works once and expires in 24 hours. If you did not sign up, ignore this message.",
+        SERVICE,
     )
 }
 
@@ -50,6 +63,7 @@ pub fn password_reset(link: &str) -> AccountMessage {
         "Choose a new password",
         link,
         "The link works once and expires in 1 hour. If you did not ask for this, ignore this message: your password stays as it is.",
+        SERVICE,
     )
 }
 
@@ -61,6 +75,7 @@ pub fn subscription_confirmation(newsletter_name: &str, link: &str) -> AccountMe
         "Yes, subscribe me",
         link,
         "The link works once and expires in 7 days. If you did not ask for this, ignore this message: you will not be subscribed.",
+        newsletter_name,
     )
 }
 
@@ -81,5 +96,6 @@ pub fn upgrade_request(
         &format!(
             "You get this message as an operator of this Broadsheet installation. The tier can also be set with: broadsheet tier {subdomain} paid"
         ),
+        SERVICE,
     )
 }

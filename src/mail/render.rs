@@ -178,6 +178,8 @@ pub struct IssueEmail {
     subject: String,
     from_name: String,
     from_email: String,
+    /// The newsletter's reply-to address, when it has one.
+    reply_to: Option<String>,
     list_id: String,
     /// Gmail's feedback loop groups complaints by this (docs/deliverability.md).
     feedback_id: String,
@@ -197,10 +199,15 @@ impl IssueEmail {
         links: Links,
         body_text: &str,
     ) -> Self {
-        let body_html = issue.body_html();
+        let body_html = inline_styles(&issue.body_html());
+        let view = links.view(issue.id);
         let html = frame(
             newsletter,
+            &links.site_home(),
             &issue.subject,
+            html! {
+                p.view { a href=(view) { "View in your browser" } }
+            },
             html! {
                 div.content { (PreEscaped(&*body_html)) }
                 @if !issue.articles.is_empty() {
@@ -217,8 +224,12 @@ impl IssueEmail {
             "{{unsubscribe}}",
             PreEscaped(PIXEL_MARK),
         );
-        // The text part: the subject, the content as text, then the articles.
-        let mut text = text_part(&issue.subject, body_text);
+        // The text part: the address of the web copy, the subject, the content as text,
+        // the articles, then the footer's postal address.
+        let mut text = format!(
+            "View in your browser: {view}\n\n{}",
+            text_part(&issue.subject, body_text)
+        );
         for article in &issue.articles {
             text.push_str(&format!(
                 "\n{}\n{}\n{}\n",
@@ -230,15 +241,21 @@ impl IssueEmail {
                 text.push_str(&format!("{}\n", article.summarized_article));
             }
         }
+        text.push_str(&postal_text(newsletter));
         let message_domain = newsletter
             .sender_email
             .rsplit_once('@')
             .map(|(_, d)| d.to_string())
             .unwrap_or_else(|| links.host());
-        // The parts of tracked links that do not depend on the recipient, computed once.
+        // The parts of tracked links that do not depend on the recipient, computed once. The
+        // mail's own links (the web copy, the site's home) are not the content's: untracked.
+        let home = links.site_home();
         let pieces = split_links(&html)
             .into_iter()
             .map(|piece| match piece {
+                Piece::Link(target) if target == view || target == home => {
+                    Piece::Text(escape_attr(&target))
+                }
                 Piece::Link(target) if target != "{{unsubscribe}}" => {
                     match links.click_query(&target) {
                         Some(query) => Piece::Tracked(escape_attr(&query)),
@@ -261,6 +278,7 @@ impl IssueEmail {
             subject: issue.subject.clone(),
             from_name: sender.name,
             from_email: sender.email,
+            reply_to: newsletter.mail.reply_to.clone(),
             list_id: list_id(newsletter, public_host),
             feedback_id: feedback_id(issue.id, newsletter.id, public_host),
             message_domain,
@@ -295,6 +313,13 @@ impl IssueEmail {
             &Address::from((self.from_name.as_str(), self.from_email.as_str())),
         );
         header(&mut head, "Subject", &Text::new(self.subject.as_str()));
+        if let Some(reply_to) = &self.reply_to {
+            header(
+                &mut head,
+                "Reply-To",
+                &Address::new_address(None::<&str>, reply_to.as_str()),
+            );
+        }
         template.fixed(&head);
         template.segments.push(Segment::Slot(Slot::Headers));
         let boundary = boundary();
@@ -515,16 +540,19 @@ impl IssueEmail {
             subject: self.subject.clone(),
             text,
             html,
-            headers: vec![
-                ("List-Id".into(), self.list_id.clone()),
-                ("Feedback-ID".into(), self.feedback_id.clone()),
-                ("List-Unsubscribe".into(), format!("<{unsubscribe}>")),
-                (
-                    "List-Unsubscribe-Post".into(),
-                    "List-Unsubscribe=One-Click".into(),
-                ),
-                ("Precedence".into(), "bulk".into()),
-            ],
+            headers: reply_to_header(self.reply_to.as_deref())
+                .into_iter()
+                .chain([
+                    ("List-Id".into(), self.list_id.clone()),
+                    ("Feedback-ID".into(), self.feedback_id.clone()),
+                    ("List-Unsubscribe".into(), format!("<{unsubscribe}>")),
+                    (
+                        "List-Unsubscribe-Post".into(),
+                        "List-Unsubscribe=One-Click".into(),
+                    ),
+                    ("Precedence".into(), "bulk".into()),
+                ])
+                .collect(),
             message_id: Some(format!(
                 "issue-d{delivery_id}.{}@{}",
                 crate::domain::values::secrets::random_hex(6),
@@ -535,11 +563,14 @@ impl IssueEmail {
     }
 }
 
-/// The HTML of a newsletter's e-mail: its name as masthead, `subject` as title, `content`,
-/// the footer with the unsubscribe link `unsubscribe`, then `tail`.
+/// The HTML of a newsletter's e-mail: `top` (the issue's "view in your browser" link), its
+/// name as masthead linking its site at `home`, `subject` as title, `content`, the footer
+/// with the postal address and the unsubscribe link `unsubscribe`, then `tail`.
 fn frame(
     newsletter: &Newsletter,
+    home: &str,
     subject: &str,
+    top: Markup,
     content: Markup,
     unsubscribe: &str,
     tail: PreEscaped<&str>,
@@ -555,12 +586,16 @@ fn frame(
             }
             body {
                 div.wrap {
-                    p.masthead { (newsletter.name) }
+                    (top)
+                    p.masthead { a href=(home) { (newsletter.name) } }
                     h1 { (subject) }
                     (content)
                     p.footer {
-                        "You receive " (newsletter.name) " because you subscribed. "
+                        "You receive " a href=(home) { (newsletter.name) } " because you subscribed. "
                         a href=(unsubscribe) { "Unsubscribe" }
+                        @for line in newsletter.mail.postal_lines() {
+                            br; (line)
+                        }
                     }
                 }
                 (tail)
@@ -568,6 +603,42 @@ fn frame(
         }
     }
     .into_string()
+}
+
+/// The postal address of the newsletter's footer in a text part, after a blank line; empty
+/// without one.
+fn postal_text(newsletter: &Newsletter) -> String {
+    let lines = newsletter.mail.postal_lines();
+    if lines.is_empty() {
+        return String::new();
+    }
+    format!("\n{}\n", lines.join("\n"))
+}
+
+/// The `Reply-To` header of a newsletter's mail, when it has a reply-to address.
+fn reply_to_header(reply_to: Option<&str>) -> Option<(String, String)> {
+    reply_to.map(|address| ("Reply-To".into(), format!("<{address}>")))
+}
+
+/// Inline styles for what the `<style>` block cannot reach in every mail client (Gmail drops
+/// it in some views, Outlook ignores much of it): a bar beside quotes, borders and padding on
+/// tables. The content's HTML comes from Markdown with raw HTML escaped, so these tags are
+/// exactly the renderer's.
+fn inline_styles(body_html: &str) -> String {
+    const CELL: &str = "border:1px solid #c9ced6;padding:6px 10px;vertical-align:top";
+    body_html
+        .replace(
+            "<blockquote>",
+            "<blockquote style=\"margin:16px 0;padding:4px 0 4px 16px;border-left:4px solid #c9ced6;color:#3d4555\">",
+        )
+        .replace(
+            "<table>",
+            "<table role=\"table\" cellpadding=\"6\" cellspacing=\"0\" border=\"1\" style=\"border-collapse:collapse;border:1px solid #c9ced6;margin:16px 0\">",
+        )
+        .replace("<th>", &format!("<th style=\"{CELL};background:#f4f5f7;text-align:left\">"))
+        .replace("<td>", &format!("<td style=\"{CELL};text-align:left\">"))
+        .replace("<th align=\"", &format!("<th style=\"{CELL};background:#f4f5f7\" align=\""))
+        .replace("<td align=\"", &format!("<td style=\"{CELL}\" align=\""))
 }
 
 /// The text part of a newsletter's e-mail: `subject` underlined, then `body_text` (the
@@ -624,16 +695,23 @@ pub fn welcome(welcome: &Welcome<'_>) -> OutgoingMail {
         body_text,
     } = *welcome;
     let unsubscribe = links.unsubscribe_subscriber(subscriber_id);
+    let home = links.site_home();
     let html = frame(
         newsletter,
+        &home,
         subject,
-        html! { div.content { (PreEscaped(body_html)) } },
+        html! {},
+        html! {
+            div.content { (PreEscaped(&inline_styles(body_html))) }
+            p { "Past issues are on the site: " a href=(home) { (home) } }
+        },
         &unsubscribe,
         PreEscaped(""),
     );
     let text = format!(
-        "{}\n-- \nUnsubscribe: {unsubscribe}\n",
-        text_part(subject, body_text)
+        "{}\nPast issues are on the site: {home}\n{}\n-- \nUnsubscribe: {unsubscribe}\n",
+        text_part(subject, body_text),
+        postal_text(newsletter),
     );
     let sender = newsletter.sender(&links.host());
     OutgoingMail {
@@ -643,19 +721,22 @@ pub fn welcome(welcome: &Welcome<'_>) -> OutgoingMail {
         subject: subject.to_string(),
         text,
         html,
-        headers: vec![
-            ("List-Id".into(), list_id(newsletter, public_host)),
-            (
-                "Feedback-ID".into(),
-                format!("welcome:{}:broadsheet:{public_host}", newsletter.id),
-            ),
-            ("List-Unsubscribe".into(), format!("<{unsubscribe}>")),
-            (
-                "List-Unsubscribe-Post".into(),
-                "List-Unsubscribe=One-Click".into(),
-            ),
-            ("Auto-Submitted".into(), "auto-generated".into()),
-        ],
+        headers: reply_to_header(newsletter.mail.reply_to.as_deref())
+            .into_iter()
+            .chain([
+                ("List-Id".into(), list_id(newsletter, public_host)),
+                (
+                    "Feedback-ID".into(),
+                    format!("welcome:{}:broadsheet:{public_host}", newsletter.id),
+                ),
+                ("List-Unsubscribe".into(), format!("<{unsubscribe}>")),
+                (
+                    "List-Unsubscribe-Post".into(),
+                    "List-Unsubscribe=One-Click".into(),
+                ),
+                ("Auto-Submitted".into(), "auto-generated".into()),
+            ])
+            .collect(),
         message_id: None,
         primary_link: Some(unsubscribe),
     }
@@ -675,12 +756,18 @@ fn pixel_html(url: &str) -> String {
     )
 }
 
-const EMAIL_CSS: &str = "body{margin:0;padding:0;background:#f4f5f7;color:#1d2330;font:16px/1.6 -apple-system,'Segoe UI',Roboto,Helvetica,Arial,sans-serif}\
-.wrap{max-width:600px;margin:0 auto;padding:24px 20px;background:#fff}\
-.masthead{font-size:13px;letter-spacing:.08em;text-transform:uppercase;color:#5b6474;margin:0 0 8px}\
-h1{font-size:26px;line-height:1.25;margin:0 0 16px}h2{font-size:19px;margin:20px 0 4px}\
-a{color:#1d4ed8}img{max-width:100%;height:auto}pre{overflow-x:auto;background:#f4f5f7;padding:12px}\
-.article{border-top:1px solid #e3e6eb;padding-top:8px}.footer{margin-top:32px;font-size:13px;color:#5b6474}\
+/// The mail's style block, a rule group per line: `seven_bit` may not break lines inside
+/// `<style>`, and one line of it all would outgrow the 990 characters a line may have. Each
+/// line starts with a space: a line starting with a dot would need SMTP's dot-stuffing.
+const EMAIL_CSS: &str = "body{margin:0;padding:0;background:#f4f5f7;color:#1d2330;font:16px/1.6 -apple-system,'Segoe UI',Roboto,Helvetica,Arial,sans-serif}\n \
+.wrap{max-width:600px;margin:0 auto;padding:24px 20px;background:#fff}\n \
+.masthead{font-size:13px;letter-spacing:.08em;text-transform:uppercase;color:#5b6474;margin:0 0 8px}\n \
+h1{font-size:26px;line-height:1.25;margin:0 0 16px}h2{font-size:19px;margin:20px 0 4px}\n \
+a{color:#1d4ed8}img{max-width:100%;height:auto}pre{overflow-x:auto;background:#f4f5f7;padding:12px}\n \
+.article{border-top:1px solid #e3e6eb;padding-top:8px}.footer{margin-top:32px;font-size:13px;color:#5b6474}\n \
+.masthead a{color:#5b6474;text-decoration:none}.view{margin:0 0 12px;font-size:12px;text-align:right}.view a{color:#5b6474}\n \
+blockquote{margin:16px 0;padding:4px 0 4px 16px;border-left:4px solid #c9ced6;color:#3d4555}\n \
+table{border-collapse:collapse;margin:16px 0}th,td{border:1px solid #c9ced6;padding:6px 10px}th{background:#f4f5f7}\n \
 @media (max-width:480px){.wrap{padding:16px 12px}h1{font-size:22px}}";
 
 #[cfg(test)]

@@ -39,6 +39,7 @@ pub fn routes() -> impl Endpoint<Output = Response> {
         )
         .at("/archive", get(pages::archive))
         .at("/p/:path", get(pages::issue_page))
+        .at("/view/:issue/:sig", get(pages::view_in_browser))
         .at("/feed.xml", get(pages::feed))
         .at("/favicon.ico", get(no_favicon))
         .at("/assets/:file", get(site_asset))

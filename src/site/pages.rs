@@ -357,6 +357,45 @@ pub async fn issue_page(
     .await
 }
 
+/// "View in your browser", linked from the top of every issue's mail
+/// (`/view/<issue>/<signature>`): the issue's page when the site shows it, else the same page
+/// for those who hold the mail's signed link, kept out of search engines (an issue sent to a
+/// segment only, or a draft's test send).
+#[handler]
+pub async fn view_in_browser(
+    Path((id, sig)): Path<(String, String)>,
+    Data(state): Data<&State>,
+    Data(site): Data<&Site>,
+) -> SiteResult {
+    let not_found = || SiteError::domain(DomainError::NotFound("issue"), site, "showing an issue");
+    let id: i64 = id.parse().map_err(|_| not_found())?;
+    if !crate::domain::delivery::tracking::verify_view(&state.secret, id, &sig) {
+        return Err(not_found());
+    }
+    let nid = site.0.id;
+    let issue = state
+        .db
+        .run(move |conn| issues::get(conn, nid, id))
+        .await
+        .map_err(|e| SiteError::domain(e, site, "showing an issue"))?;
+    if issue.published_at.is_some() {
+        return Ok(Response::builder()
+            .status(StatusCode::SEE_OTHER)
+            .header("Location", issue_url(state, site, &issue))
+            .finish());
+    }
+    let (state, site) = (state.clone(), site.clone());
+    built_off_the_async_threads("showing an issue", move || {
+        let mut page = issue_document(&state.urls, &site.0, &issue, Styles::Linked).into_response();
+        page.headers_mut().insert(
+            "X-Robots-Tag",
+            poem::http::HeaderValue::from_static("noindex"),
+        );
+        page
+    })
+    .await
+}
+
 #[handler]
 pub async fn feed(Data(state): Data<&State>, Data(site): Data<&Site>) -> SiteResult {
     let first = Page {

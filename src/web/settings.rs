@@ -20,6 +20,7 @@ use super::{Ctx, FormData, State, WebError, WebResult, invalid_fields, render, s
 use crate::clock::Timestamp;
 use crate::domain::delivery::relays::{self, SendingChanges, SendingSetup};
 use crate::domain::delivery::verp::{self, BounceSetup};
+use crate::domain::newsletters::mail_details::{self, MailDetailsChanges};
 use crate::domain::newsletters::operators;
 use crate::domain::newsletters::sender_domains::SenderDomain;
 use crate::domain::newsletters::site_theme::{self, ThemeChanges};
@@ -73,6 +74,8 @@ struct DetailsForm {
     tagline: String,
     sender_name: String,
     sender_email: String,
+    reply_to: String,
+    postal_address: String,
 }
 
 impl DetailsForm {
@@ -82,6 +85,19 @@ impl DetailsForm {
             tagline: form.get("newsletter[tagline]").to_string(),
             sender_name: form.get("newsletter[sender_name]").to_string(),
             sender_email: form.get("newsletter[sender_email]").to_string(),
+            reply_to: form.get("newsletter[reply_to]").to_string(),
+            postal_address: form.get("newsletter[postal_address]").to_string(),
+        }
+    }
+
+    fn stored(n: &Newsletter) -> Self {
+        DetailsForm {
+            name: n.name.clone(),
+            tagline: n.tagline.clone(),
+            sender_name: n.sender_name.clone(),
+            sender_email: n.sender_email.clone(),
+            reply_to: n.mail.reply_to.clone().unwrap_or_default(),
+            postal_address: n.mail.postal_address.clone().unwrap_or_default(),
         }
     }
 
@@ -99,6 +115,13 @@ impl DetailsForm {
             publish_on_send: None,
             time_zone: None,
             theme: ThemeChanges::default(),
+            mail: MailDetailsChanges {
+                reply_to: changed(&self.reply_to, n.mail.reply_to.as_deref().unwrap_or("")),
+                postal_address: changed(
+                    &self.postal_address.replace("\r\n", "\n"),
+                    n.mail.postal_address.as_deref().unwrap_or(""),
+                ),
+            },
         }
     }
 }
@@ -192,12 +215,7 @@ struct Entered {
 impl Entered {
     fn stored(n: &Newsletter, sending: &SendingSetup) -> Self {
         Entered {
-            details: DetailsForm {
-                name: n.name.clone(),
-                tagline: n.tagline.clone(),
-                sender_name: n.sender_name.clone(),
-                sender_email: n.sender_email.clone(),
-            },
+            details: DetailsForm::stored(n),
             frequency: n
                 .frequency
                 .map(|f| f.as_str().to_string())
@@ -356,6 +374,11 @@ impl Sections<'_> {
                     (field("Tagline", "text", "newsletter[tagline]", &details.tagline, "off", false))
                     (field("Sender name (the From name of issues)", "text", "newsletter[sender_name]", &details.sender_name, "off", true))
                     (field("Sender e-mail address", "email", "newsletter[sender_email]", &details.sender_email, "off", true))
+                    (field("Reply-to address (replies go to the sender address when empty)", "email", "newsletter[reply_to]", &details.reply_to, "off", false))
+                    label {
+                        "Postal address, printed in the footer of every issue (anti-spam laws such as CAN-SPAM ask for one)"
+                        textarea name="newsletter[postal_address]" rows="3" maxlength=(mail_details::POSTAL_ADDRESS_MAX) autocomplete="street-address" { (details.postal_address) }
+                    }
                 }))
             }
         }

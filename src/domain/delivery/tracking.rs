@@ -41,6 +41,7 @@ pub struct Links {
     open: Signer,
     click: Signer,
     click_target: Signer,
+    view: Signer,
 }
 
 impl Links {
@@ -54,12 +55,29 @@ impl Links {
             open: secret.signer("open"),
             click: secret.signer("click"),
             click_target: secret.signer("click-target"),
+            view: secret.signer(VIEW),
         }
     }
 
     /// The host part of the origin, for Message-IDs and the sender's fallback address.
     pub fn host(&self) -> String {
         crate::domain::values::urls::host_of(&self.origin)
+    }
+
+    /// The site's home page, which mail links from its footer.
+    pub fn site_home(&self) -> String {
+        format!("{}/", self.origin)
+    }
+
+    /// The "view in your browser" address of issue `issue_id`: the same for every recipient
+    /// (so it costs nothing per message), signed so that only the mail leads to an issue the
+    /// site does not show (a draft's test send, an issue sent to a segment only).
+    pub fn view(&self, issue_id: i64) -> String {
+        format!(
+            "{}/view/{issue_id}/{}",
+            self.origin,
+            self.view.sign_hex(&issue_id.to_string(), SIG_LEN)
+        )
     }
 
     pub fn unsubscribe(&self, delivery_id: i64) -> String {
@@ -123,6 +141,13 @@ impl Links {
             self.click.sign_hex(&delivery_id.to_string(), SIG_LEN)
         )
     }
+}
+
+/// The purpose of "view in your browser" signatures.
+const VIEW: &str = "view";
+
+pub fn verify_view(secret: &ServerSecret, issue_id: i64, given: &str) -> bool {
+    check(secret, VIEW, &issue_id.to_string(), given)
 }
 
 pub fn verify_unsubscribe(secret: &ServerSecret, delivery_id: i64, given: &str) -> bool {

@@ -3,6 +3,7 @@
 
 pub mod custom_domains;
 pub mod dkim;
+pub mod mail_details;
 pub mod operators;
 pub mod sender_domains;
 pub mod site_theme;
@@ -11,6 +12,9 @@ pub mod welcome;
 use rusqlite::{Connection, OptionalExtension, Row};
 
 use crate::clock::Timestamp;
+use crate::domain::newsletters::mail_details::{
+    CheckedMailDetails, MailDetails, MailDetailsChanges,
+};
 use crate::domain::newsletters::site_theme::{AccentColor, CheckedTheme, SiteTheme, ThemeChanges};
 use crate::domain::newsletters::welcome::{CheckedWelcome, Welcome, WelcomeChanges};
 use crate::domain::values::email::EmailAddress;
@@ -118,6 +122,8 @@ pub struct Newsletter {
     pub time_zone: TimeZoneName,
     /// Accent colour and logo of the public site (`domain/newsletters/site_theme.rs`).
     pub theme: SiteTheme,
+    /// Reply-to and postal address of its mail (`domain/newsletters/mail_details.rs`).
+    pub mail: MailDetails,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -183,7 +189,7 @@ macro_rules! select_newsletter {
             "frequency, target_audience, content_tone, newsletter_length, live_at, tracking_enabled, created_at, updated_at, ",
             "(SELECT domain FROM custom_domains WHERE custom_domains.newsletter_id = newsletters.id AND custom_domains.status = 'active'), ",
             "welcome_enabled, welcome_subject, welcome_body, publish_on_send, ",
-            "time_zone, accent_color, logo_url ",
+            "time_zone, accent_color, logo_url, reply_to, postal_address ",
             "FROM newsletters ", $($tail),+
         )
     };
@@ -223,6 +229,10 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Newsletter> {
                 .as_deref()
                 .and_then(AccentColor::parse),
             logo_url: row.get(25)?,
+        },
+        mail: MailDetails {
+            reply_to: row.get(26)?,
+            postal_address: row.get(27)?,
         },
     })
 }
@@ -503,6 +513,7 @@ pub struct Details {
     /// An IANA name (`domain/values/time_zones.rs`).
     pub time_zone: Option<String>,
     pub theme: ThemeChanges,
+    pub mail: MailDetailsChanges,
 }
 
 /// [`Details`] checked, the welcome body rendered: what [`apply_details`] writes.
@@ -516,6 +527,7 @@ pub struct CheckedDetails {
     publish_on_send: Option<bool>,
     time_zone: Option<TimeZoneName>,
     theme: CheckedTheme,
+    mail: CheckedMailDetails,
 }
 
 /// Checks and applies `changes` ([`check_details`] then [`apply_details`]).
@@ -561,6 +573,7 @@ pub fn check_details(changes: &Details) -> DomainResult<CheckedDetails> {
             .ok()
     });
     let theme = site_theme::check(&changes.theme, &mut errors);
+    let mail = mail_details::check(&changes.mail, &mut errors);
     errors.into_result()?;
     Ok(CheckedDetails {
         name,
@@ -571,6 +584,7 @@ pub fn check_details(changes: &Details) -> DomainResult<CheckedDetails> {
         publish_on_send: changes.publish_on_send,
         time_zone,
         theme,
+        mail,
     })
 }
 
@@ -598,11 +612,13 @@ pub fn apply_details_in(
         publish_on_send,
         time_zone,
         theme,
+        mail,
     } = checked.clone();
     let current = get(tx, id)?;
     current.ensure_writable()?;
     let welcome_changed =
         welcome::apply(tx, id, &welcome)? | site_theme::apply(tx, id, &current.theme, &theme)?;
+    let mail_changed = mail_details::apply(tx, id, &current.mail, &mail)?;
     let zone_changed = time_zones::apply_newsletter_zone(tx, id, time_zone.as_ref())?;
     let next = (
         name.unwrap_or_else(|| current.name.clone()),
@@ -613,6 +629,7 @@ pub fn apply_details_in(
     );
     if !welcome_changed
         && !zone_changed
+        && !mail_changed
         && next
             == (
                 current.name.clone(),
@@ -847,6 +864,7 @@ mod tests {
                 publish_on_send: None,
                 time_zone: None,
                 theme: ThemeChanges::default(),
+                mail: MailDetailsChanges::default(),
             },
         ));
         for field in ["name", "tagline", "sender_name"] {

@@ -218,6 +218,20 @@ fn changed_notice(verdict: &Result<i64, FieldErrors>) -> Markup {
     }
 }
 
+/// While the newsletter has no postal address for its footer, a hint on the send page: the
+/// mail goes out without one, which anti-spam laws such as CAN-SPAM ask of commercial mail.
+fn postal_address_hint(n: &Newsletter) -> Markup {
+    html! {
+        @if n.mail.postal_lines().is_empty() {
+            p.notice #postal-address-hint {
+                "This issue goes out without a postal address in its footer; laws such as CAN-SPAM ask commercial mail for one. "
+                a href={ "/newsletters/" (n.id) "/settings#details" } { "Add it under Settings, Details" }
+                "."
+            }
+        }
+    }
+}
+
 /// The send page: one form with the audience's checkboxes, the count of the checked audience
 /// and two buttons, Review (counts again) and Send (names the audience its count is for, so
 /// the server can tell when the ticks changed after it; `assets/audience.js` keeps both up to
@@ -242,6 +256,7 @@ fn send_page(
             p { a href=(base) { "← " (issue.subject) } }
             h1 { "Send “" (issue.subject) "” now?" }
             (sender_domain::warning(n, sender))
+            (postal_address_hint(n))
             @if shown == Shown::Changed { (changed_notice(verdict)) }
             @if has_boxes || verdict.is_ok() {
                 form #send-form method="post" action={ (base) "/send" }
