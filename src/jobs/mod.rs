@@ -6,6 +6,7 @@
 pub mod deliver_webhook;
 pub mod import_subscribers;
 pub mod prune_webhook_log;
+pub mod purge_account;
 pub mod registry;
 pub mod render_content;
 pub mod send_issue;

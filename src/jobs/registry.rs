@@ -5,6 +5,7 @@ use super::Job;
 use super::deliver_webhook::DeliverWebhook;
 use super::import_subscribers::ImportSubscribers;
 use super::prune_webhook_log::PruneWebhookLog;
+use super::purge_account::PurgeAccount;
 use super::render_content::RenderContent;
 use super::send_issue::SendIssue;
 use super::send_mail::SendMail;
@@ -22,6 +23,7 @@ pub static JOBS: &[&dyn Job] = &[
     &PruneWebhookLog,
     &SendWelcome,
     &TestSend,
+    &PurgeAccount,
 ];
 
 /// The job that runs rows of `kind` (as the `jobs.kind` column names it); `None` for a kind

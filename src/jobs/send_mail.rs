@@ -55,6 +55,12 @@ impl Recorded {
                     account::subscription_confirmation(&newsletter_name, &link),
                     sender,
                 ),
+                AccountMailKind::EmailChange { old_email } => {
+                    (to, account::email_change(&old_email, &link), None)
+                }
+                AccountMailKind::EmailChanged { new_email } => {
+                    (to, account::email_changed(&new_email, &link), None)
+                }
                 AccountMailKind::UpgradeRequest {
                     newsletter_name,
                     subdomain,

@@ -67,6 +67,32 @@ pub fn password_reset(link: &str) -> AccountMessage {
     )
 }
 
+/// Asks the new address of an account to confirm that the account moves to it.
+pub fn email_change(old_email: &str, link: &str) -> AccountMessage {
+    message(
+        "Confirm your new Broadsheet address",
+        &format!("The Broadsheet account of {old_email} asked to use this address from now on."),
+        "Use this address",
+        link,
+        "The link works once and expires in 24 hours. Until it is followed the account keeps its old address. If you did not ask for this, ignore this message.",
+        SERVICE,
+    )
+}
+
+/// Tells the old address of an account that the account now uses `new_email`.
+pub fn email_changed(new_email: &str, link: &str) -> AccountMessage {
+    message(
+        "Your Broadsheet account has a new address",
+        &format!(
+            "Your Broadsheet account now uses the address {new_email}, and mail about it goes there. It signs in with that address."
+        ),
+        "Sign in",
+        link,
+        "If you did not make this change, write to the operator of this Broadsheet installation at once.",
+        SERVICE,
+    )
+}
+
 /// The double opt-in mail of a newsletter's subscribe form.
 pub fn subscription_confirmation(newsletter_name: &str, link: &str) -> AccountMessage {
     message(

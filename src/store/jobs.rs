@@ -32,6 +32,8 @@ pub enum JobKind {
     SendWelcome,
     /// One test message of an issue to one address (`domain/issues/test_send.rs`).
     SendTest,
+    /// Deletes a deleted account's newsletters and everything in them, in short batches.
+    PurgeAccount,
 }
 
 impl JobKind {
@@ -44,6 +46,7 @@ impl JobKind {
         JobKind::PruneWebhookLog,
         JobKind::SendWelcome,
         JobKind::SendTest,
+        JobKind::PurgeAccount,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -56,6 +59,7 @@ impl JobKind {
             JobKind::PruneWebhookLog => "prune_webhook_log",
             JobKind::SendWelcome => "send_welcome",
             JobKind::SendTest => "send_test",
+            JobKind::PurgeAccount => "purge_account",
         }
     }
 
@@ -71,6 +75,8 @@ impl JobKind {
         match self {
             JobKind::SendIssue => 1_000_000,
             JobKind::DeliverWebhook => 1_000,
+            // Gives up only on what will not pass by itself, and then it is run again by hand.
+            JobKind::PurgeAccount => 1_000,
             _ => 5,
         }
     }
@@ -86,6 +92,17 @@ impl std::fmt::Display for JobKind {
 #[derive(Debug, Serialize, Deserialize)]
 pub struct IssueSend {
     pub issue_id: i64,
+}
+
+/// Payload of a `purge_account` job.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct AccountPurge {
+    pub user_id: i64,
+}
+
+/// Queues the purge of a deleted account's data.
+pub fn queue_account_purge(conn: &Connection, user_id: i64) -> Result<i64, StoreError> {
+    queue(conn, JobKind::PurgeAccount, &AccountPurge { user_id })
 }
 
 /// Payload of a `deliver_webhook` job.
@@ -156,6 +173,11 @@ pub enum AccountMailKind {
         subdomain: String,
         owner_email: String,
     },
+    /// Asks the new address of an account to confirm the change to it.
+    EmailChange { old_email: String },
+    /// Tells the old address of an account that the account moved to `new_email`; the link
+    /// is the password reset page, in case it was not the owner.
+    EmailChanged { new_email: String },
 }
 
 /// Queues the send of an issue.

@@ -111,6 +111,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0030_mail_details",
         include_str!("../../migrations/0030_mail_details.sql"),
     ),
+    (
+        "0031_account_changes",
+        include_str!("../../migrations/0031_account_changes.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.

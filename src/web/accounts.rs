@@ -7,9 +7,7 @@ use poem::{Body, Request, handler, http::StatusCode};
 
 use super::layout::{csrf_field, errors, field, page};
 use super::time_zones;
-use super::{
-    Ctx, FormData, State, WebError, WebResult, client_address, invalid_fields, render, see_other,
-};
+use super::{Ctx, FormData, State, WebResult, client_address, invalid_fields, render, see_other};
 use crate::domain::accounts::{self, SignIn, SignUp};
 use crate::domain::{DomainError, FieldErrors};
 
@@ -380,94 +378,4 @@ pub async fn set_password(
             new_password_page(&ctx, &token, &invalid_fields(e)?),
         ),
     }
-}
-
-/// "30 days", "2 hours", "1 minute": a lifetime for people.
-fn span(lifetime: jiff::SignedDuration) -> String {
-    let minutes = lifetime.as_mins();
-    let (n, unit) = if minutes % 1440 == 0 {
-        (minutes / 1440, "day")
-    } else if minutes % 60 == 0 {
-        (minutes / 60, "hour")
-    } else {
-        (minutes, "minute")
-    };
-    crate::http::plural::count(n, unit, &format!("{unit}s"))
-}
-
-/// `GET /account`: who is signed in, the account's live sessions, and a form that ends all
-/// the others.
-#[handler]
-pub async fn account(req: &Request, Data(state): Data<&State>) -> WebResult {
-    let ctx = Ctx::load(req, state).await?;
-    let user = ctx.user()?.clone();
-    let current = ctx.session_token().unwrap_or_default().to_string();
-    let lifetimes = state.sessions;
-    let sessions = state
-        .db
-        .run(move |conn| accounts::sessions_of(conn, user.id, &current, &lifetimes))
-        .await?;
-    let others = sessions.iter().filter(|s| !s.current).count();
-    let zone = ctx.zone();
-    render(
-        StatusCode::OK,
-        page(
-            &ctx,
-            "Your account",
-            true,
-            html! {
-                h1 { "Your account" }
-                p { "Signed in as " strong { (ctx.user()?.email) } "." }
-                (time_zones::account_section(&ctx))
-                h2 { "Sessions" }
-                p.muted { "A session ends after " (span(lifetimes.idle)) " without a visit, and " (span(lifetimes.absolute)) " after signing in at the latest." }
-                table #sessions {
-                    thead { tr { th { "Signed in" } th { "Last seen" } th { span.visually-hidden { "Actions" } } } }
-                    tbody {
-                        @for s in &sessions {
-                            tr {
-                                td { (time_zones::shown(s.created_at, &zone)) }
-                                td { (time_zones::shown(s.last_seen_at, &zone)) }
-                                td { @if s.current { "this browser" } }
-                            }
-                        }
-                    }
-                }
-                @if others > 0 {
-                    form.stack method="post" action="/account/sessions" {
-                        (csrf_field(&ctx))
-                        input type="hidden" name="_method" value="delete";
-                        button type="submit" { "Sign out all other sessions (" (others) ")" }
-                    }
-                } @else {
-                    p.muted { "No other sessions." }
-                }
-            },
-        ),
-    )
-}
-
-/// `DELETE /account/sessions` (or POST with `_method=delete`): ends every session of the
-/// account but this one.
-#[handler]
-pub async fn sign_out_others(req: &Request, body: Body, Data(state): Data<&State>) -> WebResult {
-    let form = FormData::read(body).await?;
-    let ctx = Ctx::load_verified(req, state, &form).await?;
-    let user_id = ctx.user()?.id;
-    let current = ctx
-        .session_token()
-        .ok_or(WebError::SignInRequired)?
-        .to_string();
-    let ended = state
-        .db
-        .run(move |conn| accounts::sign_out_others(conn, user_id, &current))
-        .await?;
-    ctx.notice_next(
-        req,
-        &match ended {
-            1 => "1 other session is signed out.".to_string(),
-            n => format!("{n} other sessions are signed out."),
-        },
-    );
-    see_other("/account")
 }

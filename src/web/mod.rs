@@ -1,6 +1,7 @@
 //! The browser side of the service on the base host: account flows, onboarding and the
 //! dashboard. Handlers parse the form, call the domain layer, and render maud pages.
 
+mod account;
 mod accounts;
 mod api_keys;
 mod charts;
@@ -71,10 +72,20 @@ fn account_routes(route: Route) -> Route {
             "/session",
             post(accounts::session_post).delete(accounts::sign_out),
         )
-        .at("/account", get(accounts::account))
+        .at("/account", get(account::account))
         .at(
             "/account/sessions",
-            post(accounts::sign_out_others).delete(accounts::sign_out_others),
+            post(account::sign_out_others).delete(account::sign_out_others),
+        )
+        .at("/account/password", post(account::change_password))
+        .at("/account/email", post(account::request_email_change))
+        .at(
+            "/account/email/:token",
+            get(account::email_change_form).post(account::confirm_email_change),
+        )
+        .at(
+            "/account/delete",
+            get(account::delete_form).post(account::delete),
         )
         .at("/passwords/new", get(accounts::password_reset_form))
         .at("/passwords", post(accounts::request_password_reset))

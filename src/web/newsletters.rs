@@ -23,10 +23,12 @@ pub fn parse_id(raw: &str) -> Result<i64, WebError> {
 /// The signed-in user's newsletter `raw_id`, or 404.
 pub async fn owned(ctx: &Ctx, state: &State, raw_id: &str) -> Result<Newsletter, WebError> {
     let (owner, id) = (ctx.user()?.id, parse_id(raw_id)?);
-    Ok(state
+    let n = state
         .db
         .run(move |conn| newsletters::get_owned(conn, owner, id))
-        .await?)
+        .await?;
+    ctx.on_newsletter(&n);
+    Ok(n)
 }
 
 /// A form posted to one of the signed-in user's newsletters: the form, with its CSRF token

@@ -25,6 +25,8 @@ pub struct Ctx {
     /// The session cookie as sent (live or not): the CSRF token is bound to it.
     session_token: Option<String>,
     pub notice: Option<String>,
+    /// The zone of the newsletter whose page this is, once [`Ctx::on_newsletter`] was told.
+    newsletter_zone: std::sync::OnceLock<TimeZoneName>,
     state: State,
 }
 
@@ -61,6 +63,7 @@ impl Ctx {
             csrf_cookie: Some(csrf_cookie),
             session_token,
             notice,
+            newsletter_zone: std::sync::OnceLock::new(),
             state: state.clone(),
         })
     }
@@ -87,11 +90,21 @@ impl Ctx {
         Ok(ctx)
     }
 
-    /// The zone the signed-in user reads and types times in; UTC for anyone else.
+    /// The zone the signed-in user reads and types times in: on a newsletter's pages its
+    /// zone, unless the account picked its own; the account's elsewhere; UTC for anyone else.
+    /// One zone, so a newsletter set to Berlin is read in Berlin time on every screen.
     pub fn zone(&self) -> TimeZoneName {
-        self.user
-            .as_ref()
-            .map_or_else(TimeZoneName::utc, |u| u.time_zone.clone())
+        match (&self.user, self.newsletter_zone.get()) {
+            (None, _) => TimeZoneName::utc(),
+            (Some(user), Some(zone)) if !user.own_time_zone => zone.clone(),
+            (Some(user), _) => user.time_zone.clone(),
+        }
+    }
+
+    /// This request is about newsletter `n`'s pages: times are shown in its zone (see
+    /// [`Ctx::zone`]).
+    pub fn on_newsletter(&self, n: &crate::domain::newsletters::Newsletter) {
+        let _ = self.newsletter_zone.set(n.time_zone.clone());
     }
 
     /// The signed-in user, or a redirect to the sign-in form.

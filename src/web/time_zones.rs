@@ -38,13 +38,23 @@ pub fn zone_select(name: &str, id: &str, current: &TimeZoneName) -> Markup {
 /// The account page's section: the zone times are shown and typed in.
 pub fn account_section(ctx: &Ctx) -> Markup {
     let zone = ctx.zone();
+    let own = ctx.user.as_ref().is_some_and(|u| u.own_time_zone);
     html! {
         h2 { "Time zone" }
-        p.muted { "The dashboard shows every time on these clocks, and the times you type (a send time) are read on them. It is now " (shown(Timestamp::now(), &zone)) "." }
+        @if own {
+            p.muted { "The dashboard shows every time on these clocks, and the times you type (a send time) are read on them. It is now " (shown(Timestamp::now(), &zone)) "." }
+        } @else {
+            p.muted { "Each newsletter's pages show its times, and read the times you type, on the clocks of its own time zone (its settings). Pick a zone here to see every page on your own clocks instead; pages that are no newsletter's use " (zone) " (now " (shown(Timestamp::now(), &zone)) ")." }
+        }
         form.stack method="post" action="/account/time_zone" {
             (csrf_field(ctx))
             label for="time-zone" { "Time zone" }
-            (zone_select("time_zone", "time-zone", &zone))
+            select #time-zone name="time_zone" {
+                option value="" selected[!own] { "Each newsletter's own zone" }
+                @for name in TimeZoneName::all() {
+                    option value=(name) selected[own && name == zone.as_str()] { (name) }
+                }
+            }
             button type="submit" { "Save time zone" }
         }
     }
@@ -60,14 +70,23 @@ pub async fn update_account_zone(
     let form = FormData::read(body).await?;
     let ctx = Ctx::load_verified(req, state, &form).await?;
     let user_id = ctx.user()?.id;
-    let zone =
-        TimeZoneName::parse(form.get("time_zone")).map_err(|m| WebError::BadForm(m.into()))?;
+    // Blank: follow each newsletter's zone.
+    let zone = match form.get("time_zone").trim() {
+        "" => None,
+        typed => Some(TimeZoneName::parse(typed).map_err(|m| WebError::BadForm(m.into()))?),
+    };
     let saved = zone.clone();
     state
         .db
-        .run(move |conn| time_zones::set_account_zone(conn, user_id, &saved))
+        .run(move |conn| time_zones::set_account_zone(conn, user_id, saved.as_ref()))
         .await?;
-    ctx.notice_next(req, &format!("Times are now shown in {zone}."));
+    ctx.notice_next(
+        req,
+        &match zone {
+            Some(zone) => format!("Times are now shown in {zone} on every page."),
+            None => "Each newsletter's times are now shown in its own time zone.".to_string(),
+        },
+    );
     see_other("/account")
 }
 

@@ -5,6 +5,7 @@
 mod support;
 
 mod accessibility;
+mod account_changes;
 mod account_security;
 mod accounts;
 mod api_contract;

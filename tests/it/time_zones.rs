@@ -56,7 +56,17 @@ fn selected_zone(account_page: &str) -> String {
     let rest = &account_page[start..];
     let chosen = rest.find(" selected").expect("a chosen zone");
     let value = rest[..chosen].rfind("value=\"").unwrap() + 7;
-    rest[value..].split('"').next().unwrap().to_string()
+    match rest[value..].split('"').next().unwrap() {
+        // Following each newsletter's zone: the account's own is the one its other pages use.
+        "" => {
+            let own = account_page
+                .find("no newsletter's use ")
+                .expect("the account's zone")
+                + "no newsletter's use ".len();
+            account_page[own..].split(' ').next().unwrap().to_string()
+        }
+        zone => zone.to_string(),
+    }
 }
 
 #[test]
@@ -101,7 +111,10 @@ fn sign_up_takes_the_browsers_zone_and_the_account_page_changes_it() {
         "Asia/Tokyo",
         "the database's spelling"
     );
-    assert!(page.body.contains("Times are now shown in Asia/Tokyo."));
+    assert!(
+        page.body
+            .contains("Times are now shown in Asia/Tokyo on every page.")
+    );
     assert!(page.body.contains(" JST</time>"), "{}", page.body);
 
     // A name that is no zone changes nothing; nor does a post without the form's token.

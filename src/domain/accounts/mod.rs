@@ -3,6 +3,7 @@
 //! The throttles and lifetimes are listed in docs/security.md.
 
 pub mod api_keys;
+pub mod changes;
 pub mod rate_limit;
 pub mod tokens;
 
@@ -52,8 +53,11 @@ pub struct User {
     pub id: i64,
     pub email: String,
     pub confirmed: bool,
-    /// The zone the dashboard shows and takes this person's times in.
+    /// The zone the dashboard shows and takes this person's times in: on a newsletter's
+    /// pages that newsletter's zone instead, unless `own_time_zone`.
     pub time_zone: TimeZoneName,
+    /// The person picked `time_zone` for every page, over each newsletter's own.
+    pub own_time_zone: bool,
 }
 
 /// How long a session lasts: `idle` since it was last used, `absolute` since sign-in.
@@ -196,6 +200,7 @@ pub fn sign_up(
             email: email.to_string(),
             confirmed: false,
             time_zone,
+            own_time_zone: false,
         };
         send_confirmation(tx, urls, &user)?;
         Ok(user)
@@ -322,7 +327,7 @@ pub fn resend_confirmation(
 }
 
 fn find_user_by_email(conn: &Connection, email: &str) -> DomainResult<Option<(User, String)>> {
-    const FIND: &str = "SELECT id, email, confirmed_at IS NOT NULL, password_hash, time_zone FROM users WHERE email = ?1";
+    const FIND: &str = "SELECT id, email, confirmed_at IS NOT NULL, password_hash, time_zone, own_time_zone FROM users WHERE email = ?1";
     Ok(conn
         .query_row(FIND, [email], |r| {
             Ok((
@@ -331,6 +336,7 @@ fn find_user_by_email(conn: &Connection, email: &str) -> DomainResult<Option<(Us
                     email: r.get(1)?,
                     confirmed: r.get(2)?,
                     time_zone: r.get(4)?,
+                    own_time_zone: r.get(5)?,
                 },
                 r.get(3)?,
             ))
@@ -414,7 +420,7 @@ pub fn session_user(
     lifetimes: &SessionLifetimes,
 ) -> DomainResult<Option<User>> {
     const FIND: &str =
-        "SELECT s.id, s.last_seen_at, u.id, u.email, u.confirmed_at IS NOT NULL, u.time_zone
+        "SELECT s.id, s.last_seen_at, u.id, u.email, u.confirmed_at IS NOT NULL, u.time_zone, u.own_time_zone
          FROM sessions s JOIN users u ON u.id = s.user_id
          WHERE s.token_hash = ?1 AND s.last_seen_at > ?2 AND s.created_at > ?3";
     const TOUCH: &str = "UPDATE sessions SET last_seen_at = ?2 WHERE id = ?1";
@@ -432,6 +438,7 @@ pub fn session_user(
                         email: r.get(3)?,
                         confirmed: r.get(4)?,
                         time_zone: r.get(5)?,
+                        own_time_zone: r.get(6)?,
                     },
                 ))
             },

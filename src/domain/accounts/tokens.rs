@@ -4,5 +4,9 @@
 
 crate::string_enum!(
     /// What a mailed account link does (`user_tokens.purpose`).
-    pub TokenPurpose { ConfirmEmail => "confirm_email", ResetPassword => "reset_password" }
+    pub TokenPurpose {
+        ConfirmEmail => "confirm_email",
+        ResetPassword => "reset_password",
+        ChangeEmail => "change_email",
+    }
 );

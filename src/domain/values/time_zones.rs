@@ -158,9 +158,20 @@ pub fn local_input(at: Timestamp, zone: &TimeZoneName) -> String {
 }
 
 /// Sets the zone the account `user_id` reads and types times in.
-pub fn set_account_zone(conn: &Connection, user_id: i64, zone: &TimeZoneName) -> DomainResult<()> {
-    const UPDATE: &str = "UPDATE users SET time_zone = ?2, updated_at = ?3 WHERE id = ?1";
-    conn.execute(UPDATE, (user_id, zone, Timestamp::now()))?;
+/// `Some(zone)`: the account's own zone, on every page; `None`: each newsletter's zone on its
+/// pages (the zone kept for the others).
+pub fn set_account_zone(
+    conn: &Connection,
+    user_id: i64,
+    zone: Option<&TimeZoneName>,
+) -> DomainResult<()> {
+    const OWN: &str =
+        "UPDATE users SET time_zone = ?2, own_time_zone = 1, updated_at = ?3 WHERE id = ?1";
+    const FOLLOW: &str = "UPDATE users SET own_time_zone = 0, updated_at = ?2 WHERE id = ?1";
+    match zone {
+        Some(zone) => conn.execute(OWN, (user_id, zone, Timestamp::now()))?,
+        None => conn.execute(FOLLOW, (user_id, Timestamp::now()))?,
+    };
     Ok(())
 }
 
@@ -269,7 +280,7 @@ mod tests {
             })
             .unwrap();
         assert_eq!(account_zone(&conn, owner).unwrap(), TimeZoneName::utc());
-        set_account_zone(&conn, owner, &zone("Asia/Tokyo")).unwrap();
+        set_account_zone(&conn, owner, Some(&zone("Asia/Tokyo"))).unwrap();
         assert_eq!(account_zone(&conn, owner).unwrap(), zone("Asia/Tokyo"));
 
         let tokyo = zone("Asia/Tokyo");
