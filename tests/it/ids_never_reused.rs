@@ -422,7 +422,8 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
         out.trim(),
         "applied 0021_ids_never_reused\napplied 0022_events_by_subscriber\n\
          applied 0023_resend_unconfirmed\napplied 0024_connection_cut_offs\n\
-         applied 0025_newsletter_relays\napplied 0026_send_usage"
+         applied 0025_newsletter_relays\napplied 0026_send_usage\n\
+         applied 0029_link_reports"
     );
 
     let conn = rusqlite::Connection::open(&db).unwrap();
