@@ -12,8 +12,8 @@ const WIDTH: f64 = 480.0;
 /// The line chart: the value axis's name on a line of its own above the plot (never over
 /// the figures, however narrow the screen), room for the value labels on the left (as wide
 /// as the longest needs, [`line_left`]) and the dates below.
-const LINE_HEIGHT: f64 = 276.0;
-const LINE_TOP: f64 = 34.0;
+const LINE_HEIGHT: f64 = 284.0;
+const LINE_TOP: f64 = 42.0;
 const RIGHT: f64 = 14.0;
 const TOP: f64 = 14.0;
 const LINE_BOTTOM: f64 = 44.0;
@@ -29,7 +29,7 @@ const BAND_LABEL: f64 = 26.0;
 const BAR: f64 = 18.0;
 const BAR_GAP: f64 = 4.0;
 const BAND_GAP: f64 = 14.0;
-const BAR_AXIS: f64 = 48.0;
+const BAR_AXIS: f64 = 58.0;
 /// Category names longer than this are cut with an ellipsis (the table has them whole).
 const LABEL_CHARS: usize = 42;
 
@@ -276,7 +276,7 @@ pub fn line_chart(text: &ChartText, points: &[(String, f64)]) -> Markup {
                     text.tick x=(coordinate(plot.left - 6.0)) y=(y) text-anchor="end" dominant-baseline="middle" { (tick_figure(tick, text.unit)) }
                 }
             }
-            text.axis-label x="0" y="18" { (text.y_label) }
+            text.axis-label x="0" y="16" { (text.y_label) }
             text.axis-label x=(coordinate(plot.left + plot.width / 2.0)) y=(coordinate(LINE_HEIGHT - 4.0)) text-anchor="middle" { (text.x_label) }
             @if let (Some(first), Some(last)) = (xy.first(), xy.last()) {
                 path.area d={ "M" (coordinate(first.0)) "," (coordinate(plot.bottom())) " L" (line.join(" L")) " L" (coordinate(last.0)) "," (coordinate(plot.bottom())) " Z" } {}
@@ -317,10 +317,10 @@ pub fn grouped_bars(text: &ChartText, series: &[&str], groups: &[Group]) -> Mark
                     @let x = coordinate(plot.along(tick, top));
                     line x1=(x) x2=(x) y1=(coordinate(plot.top)) y2=(coordinate(plot.bottom())) {}
                     // The 0 at the very left edge starts there instead of being cut in half.
-                    text.tick x=(x) y=(coordinate(plot.bottom() + 16.0)) text-anchor=(if tick == 0.0 { "start" } else { "middle" }) { (tick_figure(tick, text.unit)) }
+                    text.tick x=(x) y=(coordinate(plot.bottom() + 18.0)) text-anchor=(if tick == 0.0 { "start" } else { "middle" }) { (tick_figure(tick, text.unit)) }
                 }
             }
-            text.axis-label x=(coordinate(plot.left + plot.width / 2.0)) y=(coordinate(height - 4.0)) text-anchor="middle" { (text.y_label) }
+            text.axis-label x=(coordinate(plot.left + plot.width / 2.0)) y=(coordinate(height - 6.0)) text-anchor="middle" { (text.y_label) }
             @for (i, group) in groups.iter().enumerate() {
                 g.group data-key=(group.key) data-label=(group.label) {
                     text.band x=(coordinate(plot.left)) y=(coordinate(plot.bar_top(i, 0, series.len()) - 6.0)) { (short(&group.label)) }

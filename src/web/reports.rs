@@ -141,7 +141,7 @@ fn links(r: &IssueReport) -> Markup {
         @if r.links.is_empty() {
             p.empty { "No link clicked yet." }
         } @else {
-            (table_wrap("Clicks per link", html! { table #link-figures {
+            (table_wrap("Figures per link", html! { table #link-figures {
                 thead { tr { th { "Link" } th { "People" } th { "Clicks" } } }
                 tbody {
                     @for l in &r.links {
