@@ -301,5 +301,26 @@ mod tests {
             for_issue(&conn, 2, 1),
             Err(DomainError::NotFound(_))
         ));
+        // The issue's links through their unique index, its days through their key: never a
+        // scan of the links of every issue, nor of the deliveries.
+        for (sql, index) in [
+            (
+                "SELECT url, clickers, clicks FROM issue_links WHERE issue_id = 1 ORDER BY clicks DESC, clickers DESC, url LIMIT 100",
+                "USING INDEX sqlite_autoindex_issue_links_1 (issue_id=?)",
+            ),
+            (
+                "SELECT day, opened, clicked, clicks FROM issue_days WHERE issue_id = 1",
+                "USING PRIMARY KEY (issue_id=?)",
+            ),
+        ] {
+            let plan: Vec<String> = conn
+                .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+                .unwrap()
+                .query_map([], |r| r.get(3))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            assert!(plan.iter().any(|p| p.contains(index)), "{sql}: {plan:?}");
+        }
     }
 }
