@@ -305,7 +305,9 @@ pub fn grouped_bars(text: &ChartText, series: &[&str], groups: &[Group]) -> Mark
         .iter()
         .flat_map(|g| g.values.iter().copied())
         .fold(0.0, f64::max);
-    let top = axis_top(max, 1.0);
+    // Counts get whole ticks (an axis of at least 5); rates may end at 1%.
+    let floor = if text.unit.is_empty() { 5.0 } else { 1.0 };
+    let top = axis_top(max, floor);
     let height = plot.bottom() + BAR_AXIS;
     frame(
         text,
@@ -492,6 +494,14 @@ mod tests {
         assert!(svg.contains("data-series=\"Clicks\" data-value=\"0.0%\""));
         assert!(svg.contains(">A very long issue subject<"));
         assert_eq!(short(&"x".repeat(50)).chars().count(), LABEL_CHARS);
+        // Counts: whole ticks, never 0.5 of a recipient.
+        let counts = vec![Group {
+            label: "Day 1".into(),
+            key: "1".into(),
+            values: vec![2.0, 1.0],
+        }];
+        let svg = grouped_bars(&text(""), &["Opens", "Clicks"], &counts).into_string();
+        assert!(svg.contains(">5</text>") && !svg.contains(">0.5<"), "{svg}");
         let empty = grouped_bars(&text("%"), &["Opens"], &[]).into_string();
         assert!(!empty.contains("<rect") && !empty.contains("NaN"));
     }

@@ -533,7 +533,7 @@ async fn assert_fits(c: &fantoccini::Client, page: &str) {
     not(all(has_chromium, has_axe)),
     ignore = "needs chromium, chromedriver and axe-core (apt-get install chromium chromium-driver; npm install --prefix target/npm axe-core@4)"
 )]
-fn link_reports_stats_and_report_pages_fit_a_phone_and_pass_axe() {
+fn link_reports_stats_report_and_subscriber_pages_fit_a_phone_and_pass_axe() {
     let Some(driver) = Driver::start("issue report pages") else {
         return;
     };
@@ -541,10 +541,15 @@ fn link_reports_stats_and_report_pages_fit_a_phone_and_pass_axe() {
         return;
     };
     let app = spawn_app();
-    let (owner, _, issue) = engaged_issue(&app);
+    let (owner, readers, issue) = engaged_issue(&app);
     let nid = owner.newsletter_id;
     let base = app.base_url.clone();
     let pages = [
+        (
+            "subscriber",
+            format!("/newsletters/{nid}/subscribers/{}", readers[0].1),
+            "#received",
+        ),
         (
             "stats",
             format!("/newsletters/{nid}/stats"),
@@ -560,19 +565,33 @@ fn link_reports_stats_and_report_pages_fit_a_phone_and_pass_axe() {
         let c = driver.session().await;
         sign_in(&c, &base, &owner.email).await;
         let mut found = Vec::new();
-        for (width, height) in [(1280, 900), (390, 844)] {
-            c.set_window_size(width, height).await.unwrap();
-            for (name, path, ready) in &pages {
-                c.goto(&format!("{base}{path}")).await.unwrap();
-                wait_for_element(&c, ready).await;
-                let page = format!("{name} at {width} px");
-                assert_fits(&c, &page).await;
-                found.extend(axe.violations(&c, &page).await);
-                screenshot(
-                    &c,
-                    &format!("link-reports-{}-{width}", name.replace(' ', "-")),
-                )
-                .await;
+        for scheme in ["light", "dark"] {
+            let media = json!({"features": [{"name": "prefers-color-scheme", "value": scheme}]});
+            driver.cdp(&c, "Emulation.setEmulatedMedia", media).await;
+            for (width, height) in [(1280, 900), (390, 844)] {
+                c.set_window_size(width, height).await.unwrap();
+                for (name, path, ready) in &pages {
+                    c.goto(&format!("{base}{path}")).await.unwrap();
+                    wait_for_element(&c, ready).await;
+                    let page = format!("{name}, {scheme}, at {width} px");
+                    if ready.starts_with("svg") {
+                        assert_fits(&c, &page).await;
+                    } else {
+                        let overflow = c
+                            .execute(
+                                "return document.documentElement.scrollWidth > window.innerWidth",
+                                vec![],
+                            )
+                            .await
+                            .unwrap();
+                        assert_eq!(overflow, json!(false), "{page} scrolls sideways");
+                    }
+                    found.extend(axe.violations(&c, &page).await);
+                    let shot = format!("link-reports-{}-{scheme}-{width}", name.replace(' ', "-"));
+                    let show = format!("document.querySelector('{ready}').scrollIntoView()");
+                    c.execute(&show, vec![]).await.unwrap();
+                    screenshot(&c, &shot).await;
+                }
             }
         }
         let errors = driver.console_errors(&c).await;

@@ -47,7 +47,7 @@ pub(super) fn section(
             @if page.rows.is_empty() {
                 p.empty { "No issues sent to this subscriber yet." }
             } @else {
-                (table_wrap("Issues received", html! { table #received {
+                (table_wrap("Issues received, opened and clicked", html! { table #received {
                     thead { tr { th { "Issue" } th { "Sent" } th { "Opened" } th { "Clicked" } } }
                     tbody {
                         @for r in &page.rows {
