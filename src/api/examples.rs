@@ -14,6 +14,7 @@ use super::issues::{
     SendNowResult, SendTestBody, SendTestResult,
 };
 use super::newsletter::{NewsletterEnvelope, NewsletterPatch, StatsEnvelope};
+use super::reports::IssueStatsEnvelope;
 use super::subscribers::{
     BulkBody, BulkResult, CreateBody, SubscriberList, SubscriberObject, TagBody, UpdateBody,
 };
@@ -225,6 +226,30 @@ examples! {
         },
         "top_issues": [{"id": 42, "subject": "Issue 12: Spring tides", "open_rate": 55.1,
                         "click_rate": 12.3}]
+    }});
+    IssueStatsEnvelope => json!({"data": {
+        "issue_id": 42,
+        "subject": "Issue 12: Spring tides",
+        "sent_at": AT,
+        "delivered": 1248,
+        "opens": 602,
+        "clicks": 131,
+        "open_rate": 48.2,
+        "click_rate": 10.5,
+        "links": [
+            {"url": "https://example.com/tides", "unique_clicks": 118, "total_clicks": 164},
+            {"url": "https://example.com/moon", "unique_clicks": 20, "total_clicks": 22}
+        ],
+        "links_clicked": 2,
+        "days": [
+            {"day": 1, "opens": 455, "unique_clicks": 101, "total_clicks": 140},
+            {"day": 2, "opens": 98, "unique_clicks": 21, "total_clicks": 30},
+            {"day": 3, "opens": 25, "unique_clicks": 5, "total_clicks": 8},
+            {"day": 4, "opens": 12, "unique_clicks": 2, "total_clicks": 4},
+            {"day": 5, "opens": 6, "unique_clicks": 1, "total_clicks": 2},
+            {"day": 6, "opens": 4, "unique_clicks": 1, "total_clicks": 1},
+            {"day": 7, "opens": 2, "unique_clicks": 0, "total_clicks": 1}
+        ]
     }});
     IssueBody => json!({"issue": {
         "subject": "Issue 12: Spring tides",

@@ -44,6 +44,7 @@ mod fields;
 mod guard;
 mod issues;
 mod newsletter;
+mod reports;
 mod statuses;
 mod subscribers;
 mod webhooks;
@@ -78,6 +79,7 @@ pub struct ApiKeyAuth(#[allow(dead_code)] Bearer);
 type Apis = closed::Closed<(
     newsletter::NewsletterApi,
     issues::IssuesApi,
+    reports::ReportsApi,
     subscribers::SubscribersApi,
     webhooks::WebhooksApi,
     bounces::BouncesApi,
@@ -91,6 +93,7 @@ fn service() -> OpenApiService<Apis, ()> {
         closed::Closed((
             newsletter::NewsletterApi,
             issues::IssuesApi,
+            reports::ReportsApi,
             subscribers::SubscribersApi,
             webhooks::WebhooksApi,
             bounces::BouncesApi,

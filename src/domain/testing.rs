@@ -55,8 +55,9 @@ pub fn counter_mismatches(conn: &Connection) -> Vec<String> {
         ),
         (
             "tag_counts",
-            "SELECT newsletter_id, tag, subscribers FROM tag_counts",
-            "SELECT s.newsletter_id, t.tag, count(*) FROM subscriber_tags t JOIN subscribers s ON s.id = t.subscriber_id
+            "SELECT newsletter_id, tag, subscribers, active FROM tag_counts",
+            "SELECT s.newsletter_id, t.tag, count(*), sum(s.status = 'active')
+             FROM subscriber_tags t JOIN subscribers s ON s.id = t.subscriber_id
              GROUP BY 1, 2",
         ),
         (

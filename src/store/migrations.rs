@@ -108,6 +108,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../../migrations/0026_send_usage.sql"),
     ),
     (
+        "0029_link_reports",
+        include_str!("../../migrations/0029_link_reports.sql"),
+    ),
+    (
         "0030_mail_details",
         include_str!("../../migrations/0030_mail_details.sql"),
     ),
@@ -420,6 +424,73 @@ mod tests {
             ],
             "by subscription_id, by delivery (bob's, though to ann's address), by address in \
              its own newsletter; a delivery no longer kept and an issue event name no one"
+        );
+    }
+
+    /// Migration 0029 starts the report counters from the rows already there: each
+    /// delivery's first open and first click on its day after the send, the links of the
+    /// click events still kept, and each tag's active subscribers.
+    #[test]
+    fn link_reports_start_from_the_rows_already_there() {
+        let (conn, applied) = upgraded_from_before(
+            "0029_link_reports",
+            "INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('o@x.co', 'h', 'n', 'n');
+             INSERT INTO newsletters (owner_id, name, subdomain, tier, bounce_token, created_at, updated_at)
+               VALUES (1, 'N', 'n', 'paid', 'bt', 'n', 'n');
+             INSERT INTO subscribers (id, newsletter_id, email, status, created_at)
+               VALUES (5, 1, 'a@x.co', 'active', 'n'), (6, 1, 'b@x.co', 'active', 'n'),
+                      (7, 1, 'c@x.co', 'unsubscribed', 'n');
+             INSERT INTO subscriber_tags (subscriber_id, tag) VALUES (5, 'vip'), (6, 'vip'), (7, 'vip'), (7, 'old');
+             INSERT INTO issues (id, newsletter_id, subject, status, sent_at, path, created_at, updated_at)
+               VALUES (3, 1, 'I', 'sent', '2026-03-01T10:00:00.000Z', 'i', 'n', 'n');
+             INSERT INTO deliveries (id, issue_id, subscriber_id, email, status, sent_at, opened_at, clicked_at, created_at) VALUES
+               (70, 3, 5, 'a@x.co', 'sent', '2026-03-01T10:00:00.000Z', '2026-03-01T12:00:00.000Z', '2026-03-02T11:00:00.000Z', 'n'),
+               (71, 3, 6, 'b@x.co', 'sent', '2026-03-01T10:00:00.000Z', '2026-03-02T09:59:00.000Z', NULL, 'n'),
+               (72, 3, 7, 'c@x.co', 'sent', '2026-03-01T10:00:00.000Z', '2026-03-12T09:00:00.000Z', NULL, 'n');
+             INSERT INTO events (id, newsletter_id, kind, payload, created_at) VALUES
+               (1, 1, 'email.clicked', '{\"data\":{\"delivery_id\":70,\"issue_id\":3,\"clicked_url\":\"https://a.example/\"}}', 'n'),
+               (2, 1, 'email.opened', '{\"data\":{\"delivery_id\":71,\"issue_id\":3}}', 'n');",
+        );
+        assert_eq!(applied.first(), Some(&"0029_link_reports"));
+        let rows = |sql: &str| -> Vec<String> {
+            let mut stmt = conn.prepare(sql).unwrap();
+            let n = stmt.column_count();
+            stmt.query_map([], |r| {
+                Ok((0..n)
+                    .map(|i| {
+                        r.get::<_, rusqlite::types::Value>(i)
+                            .map(|v| format!("{v:?}"))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?
+                    .join(" "))
+            })
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+        };
+        // Day 0: a's and b's first opens (b's 1 minute before 24 hours); day 1: a's first
+        // click; c's open, 11 days on, in no day.
+        assert_eq!(
+            rows("SELECT issue_id, day, opened, clicked, clicks FROM issue_days ORDER BY day"),
+            [
+                "Integer(3) Integer(0) Integer(2) Integer(0) Integer(0)",
+                "Integer(3) Integer(1) Integer(0) Integer(1) Integer(1)"
+            ]
+        );
+        assert_eq!(
+            rows("SELECT issue_id, url, clickers, clicks FROM issue_links"),
+            ["Integer(3) Text(\"https://a.example/\") Integer(1) Integer(1)"]
+        );
+        assert_eq!(
+            rows("SELECT delivery_id FROM link_clickers"),
+            ["Integer(70)"]
+        );
+        assert_eq!(
+            rows("SELECT tag, subscribers, active FROM tag_counts ORDER BY tag"),
+            [
+                "Text(\"old\") Integer(1) Integer(0)",
+                "Text(\"vip\") Integer(3) Integer(2)"
+            ]
         );
     }
 }

@@ -9,22 +9,27 @@ use maud::{Markup, html};
 
 /// The drawing's width in its own units; CSS scales it to the container.
 const WIDTH: f64 = 480.0;
-/// The line chart: room for the value labels on the left and the dates below.
-const LINE_HEIGHT: f64 = 260.0;
-const LINE_LEFT: f64 = 64.0;
+/// The line chart: the value axis's name on a line of its own above the plot (never over
+/// the figures, however narrow the screen), room for the value labels on the left (as wide
+/// as the longest needs, [`line_left`]) and the dates below.
+const LINE_HEIGHT: f64 = 284.0;
+const LINE_TOP: f64 = 42.0;
 const RIGHT: f64 = 14.0;
 const TOP: f64 = 14.0;
 const LINE_BOTTOM: f64 = 44.0;
+/// The width of one character of chart text at its largest (19px on a phone, in the
+/// drawing's units, which a phone's screen shrinks: this errs wide).
+const CHAR_WIDTH: f64 = 11.5;
 /// The bar chart runs across, one band per category: its name on top, then one bar per
 /// series, so long names need no rotation and the chart grows downwards with the data.
 const BAR_LEFT: f64 = 8.0;
 /// Room on the right for the figure written after the longest bar.
-const BAR_RIGHT: f64 = 62.0;
+const BAR_RIGHT: f64 = 76.0;
 const BAND_LABEL: f64 = 26.0;
 const BAR: f64 = 18.0;
 const BAR_GAP: f64 = 4.0;
 const BAND_GAP: f64 = 14.0;
-const BAR_AXIS: f64 = 48.0;
+const BAR_AXIS: f64 = 58.0;
 /// Category names longer than this are cut with an ellipsis (the table has them whole).
 const LABEL_CHARS: usize = 42;
 
@@ -50,30 +55,54 @@ pub struct Group {
     pub values: Vec<f64>,
 }
 
-/// The top of the value axis: `max` rounded up to 1, 2 or 5 times a power of ten, and at
-/// least `floor` (so a chart of small counts does not get ticks at 0.2 subscribers). Never
-/// zero, so positions never divide by zero.
-fn axis_top(max: f64, floor: f64) -> f64 {
+/// The "nice" tops of a value axis within one power of ten, each with the number of steps
+/// its gridlines take (so every tick is a round figure too): an axis ends just above the
+/// data (2,000 subscribers: 2,000; 2,100: 2,500), not at the next 1, 2 or 5.
+const NICE: [(f64, usize); 10] = [
+    (1.0, 5),
+    (1.5, 3),
+    (2.0, 4),
+    (2.5, 5),
+    (3.0, 3),
+    (4.0, 4),
+    (5.0, 5),
+    (6.0, 3),
+    (8.0, 4),
+    (10.0, 5),
+];
+
+/// The top of the value axis and its number of steps: the smallest [`NICE`] figure times a
+/// power of ten that is at least `max`, and at least `floor` (so a chart of small counts
+/// does not get ticks at 0.2 subscribers). Never zero, so positions never divide by zero.
+fn nice_axis(max: f64, floor: f64) -> (f64, usize) {
     let max = if max.is_finite() {
         max.max(floor)
     } else {
         floor
     };
     if max <= 0.0 {
-        return 1.0;
+        return (1.0, 5);
     }
     let magnitude = 10f64.powf(max.log10().floor());
-    [1.0, 2.0, 5.0, 10.0]
-        .into_iter()
-        .map(|m| m * magnitude)
-        .find(|top| *top >= max - 1e-9)
-        .unwrap_or(10.0 * magnitude)
+    NICE.into_iter()
+        .map(|(m, steps)| (m * magnitude, steps))
+        .find(|(top, _)| *top >= max * (1.0 - 1e-9))
+        .unwrap_or((10.0 * magnitude, 5))
 }
 
-/// Gridline values from 0 to `top`: 4 steps for a top of 2×10ⁿ, else 5.
+/// The top of the value axis (see [`nice_axis`]).
+fn axis_top(max: f64, floor: f64) -> f64 {
+    nice_axis(max, floor).0
+}
+
+/// Gridline values from 0 to `top` (a top [`nice_axis`] chose), in its steps.
 fn ticks(top: f64) -> Vec<f64> {
-    let mantissa = top / 10f64.powf(top.log10().floor());
-    let steps = if (mantissa - 2.0).abs() < 1e-9 { 4 } else { 5 };
+    let magnitude = 10f64.powf(top.log10().floor());
+    let mantissa = top / magnitude;
+    let steps = NICE
+        .iter()
+        .find(|(m, _)| (m - mantissa).abs() < 1e-9)
+        .map_or(5, |(_, steps)| *steps);
     (0..=steps).map(|i| top * i as f64 / steps as f64).collect()
 }
 
@@ -87,12 +116,13 @@ struct Plot {
 }
 
 impl Plot {
-    fn line() -> Plot {
+    /// The line chart's plot, `left` units from the edge.
+    fn line(left: f64) -> Plot {
         Plot {
-            left: LINE_LEFT,
-            top: TOP,
-            width: WIDTH - LINE_LEFT - RIGHT,
-            height: LINE_HEIGHT - TOP - LINE_BOTTOM,
+            left,
+            top: LINE_TOP,
+            width: WIDTH - left - RIGHT,
+            height: LINE_HEIGHT - LINE_TOP - LINE_BOTTOM,
         }
     }
 
@@ -146,6 +176,16 @@ impl Plot {
             + BAND_LABEL
             + (BAR + BAR_GAP) * series as f64
     }
+}
+
+/// The room left of the line chart's plot: the longest value label at its widest, and a gap.
+fn line_left(ticks: &[f64], unit: &str) -> f64 {
+    let longest = ticks
+        .iter()
+        .map(|t| tick_figure(*t, unit).chars().count())
+        .max()
+        .unwrap_or(1);
+    12.0 + CHAR_WIDTH * longest as f64
 }
 
 /// One category's band: its name, its bars, and a gap.
@@ -203,8 +243,8 @@ fn frame(text: &ChartText, kind: &str, height: f64, content: Markup) -> Markup {
 /// from 0; the first, middle and last labels are written under it. The caller shows an
 /// empty state instead of a chart with no points; given none, this draws the empty axes.
 pub fn line_chart(text: &ChartText, points: &[(String, f64)]) -> Markup {
-    let plot = Plot::line();
     let top = axis_top(points.iter().map(|p| p.1).fold(0.0, f64::max), 5.0);
+    let plot = Plot::line(line_left(&ticks(top), text.unit));
     let xy: Vec<(f64, f64)> = points
         .iter()
         .enumerate()
@@ -224,7 +264,6 @@ pub fn line_chart(text: &ChartText, points: &[(String, f64)]) -> Markup {
         i if i + 1 == points.len() && points.len() > 1 => "end",
         _ => "middle",
     };
-    let middle = coordinate(plot.top + plot.height / 2.0);
     frame(
         text,
         "line",
@@ -237,7 +276,7 @@ pub fn line_chart(text: &ChartText, points: &[(String, f64)]) -> Markup {
                     text.tick x=(coordinate(plot.left - 6.0)) y=(y) text-anchor="end" dominant-baseline="middle" { (tick_figure(tick, text.unit)) }
                 }
             }
-            text.axis-label x="14" y=(middle) text-anchor="middle" transform={ "rotate(-90 14 " (middle) ")" } { (text.y_label) }
+            text.axis-label x="0" y="16" { (text.y_label) }
             text.axis-label x=(coordinate(plot.left + plot.width / 2.0)) y=(coordinate(LINE_HEIGHT - 4.0)) text-anchor="middle" { (text.x_label) }
             @if let (Some(first), Some(last)) = (xy.first(), xy.last()) {
                 path.area d={ "M" (coordinate(first.0)) "," (coordinate(plot.bottom())) " L" (line.join(" L")) " L" (coordinate(last.0)) "," (coordinate(plot.bottom())) " Z" } {}
@@ -266,7 +305,9 @@ pub fn grouped_bars(text: &ChartText, series: &[&str], groups: &[Group]) -> Mark
         .iter()
         .flat_map(|g| g.values.iter().copied())
         .fold(0.0, f64::max);
-    let top = axis_top(max, 1.0);
+    // Counts get whole ticks (an axis of at least 5); rates may end at 1%.
+    let floor = if text.unit.is_empty() { 5.0 } else { 1.0 };
+    let top = axis_top(max, floor);
     let height = plot.bottom() + BAR_AXIS;
     frame(
         text,
@@ -278,10 +319,10 @@ pub fn grouped_bars(text: &ChartText, series: &[&str], groups: &[Group]) -> Mark
                     @let x = coordinate(plot.along(tick, top));
                     line x1=(x) x2=(x) y1=(coordinate(plot.top)) y2=(coordinate(plot.bottom())) {}
                     // The 0 at the very left edge starts there instead of being cut in half.
-                    text.tick x=(x) y=(coordinate(plot.bottom() + 16.0)) text-anchor=(if tick == 0.0 { "start" } else { "middle" }) { (tick_figure(tick, text.unit)) }
+                    text.tick x=(x) y=(coordinate(plot.bottom() + 18.0)) text-anchor=(if tick == 0.0 { "start" } else { "middle" }) { (tick_figure(tick, text.unit)) }
                 }
             }
-            text.axis-label x=(coordinate(plot.left + plot.width / 2.0)) y=(coordinate(height - 4.0)) text-anchor="middle" { (text.y_label) }
+            text.axis-label x=(coordinate(plot.left + plot.width / 2.0)) y=(coordinate(height - 6.0)) text-anchor="middle" { (text.y_label) }
             @for (i, group) in groups.iter().enumerate() {
                 g.group data-key=(group.key) data-label=(group.label) {
                     text.band x=(coordinate(plot.left)) y=(coordinate(plot.bar_top(i, 0, series.len()) - 6.0)) { (short(&group.label)) }
@@ -310,19 +351,65 @@ mod tests {
         assert_eq!(axis_top(0.0, 0.0), 1.0);
         assert_eq!(axis_top(f64::NAN, 0.0), 1.0);
         assert_eq!(axis_top(3.0, 5.0), 5.0);
-        assert_eq!(axis_top(12.0, 5.0), 20.0);
         assert_eq!(axis_top(50.0, 1.0), 50.0);
-        assert_eq!(axis_top(66.7, 1.0), 100.0);
         assert_eq!(axis_top(100.0, 1.0), 100.0);
-        assert_eq!(axis_top(1234.0, 5.0), 2000.0);
         assert_eq!(ticks(20.0), [0.0, 5.0, 10.0, 15.0, 20.0]);
         assert_eq!(ticks(100.0), [0.0, 20.0, 40.0, 60.0, 80.0, 100.0]);
         assert_eq!(ticks(5.0), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
     }
 
     #[test]
+    fn the_axis_ends_just_above_the_data_at_a_nice_figure() {
+        // 2,000 subscribers: an axis to 2,000, not 5,000; a little more: 2,500.
+        assert_eq!(axis_top(2000.0, 5.0), 2000.0);
+        assert_eq!(axis_top(2001.0, 5.0), 2500.0);
+        assert_eq!(axis_top(2100.0, 5.0), 2500.0);
+        assert_eq!(axis_top(1234.0, 5.0), 1500.0);
+        assert_eq!(axis_top(12.0, 5.0), 15.0);
+        assert_eq!(axis_top(66.7, 1.0), 80.0);
+        assert_eq!(axis_top(3500.0, 5.0), 4000.0);
+        assert_eq!(axis_top(7000.0, 5.0), 8000.0);
+        assert_eq!(axis_top(9000.0, 5.0), 10000.0);
+        assert_eq!(axis_top(999_999.0, 5.0), 1_000_000.0);
+        // Never more than a quarter above the data past the first step of each decade.
+        for max in (6..100_000).step_by(7) {
+            let top = axis_top(max as f64, 5.0);
+            assert!(top >= max as f64, "{max}: {top}");
+            assert!(
+                top <= max as f64 * 1.5,
+                "{max}: {top} is far above the data"
+            );
+        }
+        // Every tick is a round figure: whole counts from a top of 5 or more.
+        for top in [
+            5.0, 6.0, 8.0, 15.0, 25.0, 30.0, 40.0, 60.0, 80.0, 1500.0, 2500.0,
+        ] {
+            let ticks = ticks(top);
+            assert_eq!(ticks.first(), Some(&0.0));
+            assert_eq!(ticks.last(), Some(&top), "{top}");
+            assert!(ticks.len() >= 4, "{top}: {ticks:?}");
+            assert!(ticks.iter().all(|t| t.fract() == 0.0), "{top}: {ticks:?}");
+        }
+        assert_eq!(ticks(2500.0), [0.0, 500.0, 1000.0, 1500.0, 2000.0, 2500.0]);
+        assert_eq!(ticks(1500.0), [0.0, 500.0, 1000.0, 1500.0]);
+    }
+
+    #[test]
+    fn the_value_labels_get_room_for_their_longest_figure() {
+        let short = line_left(&ticks(5.0), "");
+        let long = line_left(&ticks(1_000_000.0), "");
+        assert!(long >= 12.0 + CHAR_WIDTH * 7.0 && short < long);
+        let svg = line_chart(&text(""), &[("a".to_string(), 2000.0)]).into_string();
+        assert!(svg.contains(">2000<") && !svg.contains(">5000<"), "{svg}");
+        assert!(
+            !svg.contains("rotate("),
+            "the axis name is a line of its own"
+        );
+    }
+
+    #[test]
     fn positions_span_the_plot_and_the_top_value_reaches_the_top() {
-        let plot = Plot::line();
+        let plot = Plot::line(64.0);
         assert_eq!(plot.y(50.0, 50.0), plot.top);
         assert_eq!(plot.y(0.0, 50.0), plot.bottom());
         assert_eq!(plot.y(25.0, 50.0), plot.top + plot.height / 2.0);
@@ -377,7 +464,7 @@ mod tests {
         );
         assert!(svg.contains(&format!(
             "cy=\"{}\" r=\"2\" data-label=\"b\" data-value=\"10\"",
-            coordinate(TOP)
+            coordinate(LINE_TOP)
         )));
         assert!(svg.contains("data-label=\"a\" data-value=\"0\""));
         assert_eq!(svg.matches("<circle").count(), 3);
@@ -407,6 +494,14 @@ mod tests {
         assert!(svg.contains("data-series=\"Clicks\" data-value=\"0.0%\""));
         assert!(svg.contains(">A very long issue subject<"));
         assert_eq!(short(&"x".repeat(50)).chars().count(), LABEL_CHARS);
+        // Counts: whole ticks, never 0.5 of a recipient.
+        let counts = vec![Group {
+            label: "Day 1".into(),
+            key: "1".into(),
+            values: vec![2.0, 1.0],
+        }];
+        let svg = grouped_bars(&text(""), &["Opens", "Clicks"], &counts).into_string();
+        assert!(svg.contains(">5</text>") && !svg.contains(">0.5<"), "{svg}");
         let empty = grouped_bars(&text("%"), &["Opens"], &[]).into_string();
         assert!(!empty.contains("<rect") && !empty.contains("NaN"));
     }

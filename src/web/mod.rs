@@ -11,6 +11,7 @@ mod layout;
 mod newsletters;
 mod operator;
 mod relay_settings;
+mod reports;
 mod sender_domain;
 mod session;
 mod settings;
@@ -273,6 +274,10 @@ fn issue_routes(route: Route) -> Route {
         .at(
             "/newsletters/:id/issues/:issue_id/audience_count",
             get(issues::audience_count),
+        )
+        .at(
+            "/newsletters/:id/issues/:issue_id/report",
+            get(reports::show_issue),
         )
         .at("/assets/dashboard.js", get(issues::script))
         .at("/assets/audience.js", get(issues::audience_script))

@@ -116,8 +116,8 @@ fn list_searches_filters_and_pages() {
         .get(&format!("{}?tag=vip", subscribers_url(nid)));
     assert_eq!(listed(&vip.body, nid), 20);
     assert!(
-        vip.body.contains("vip (20)"),
-        "the tag filter offers counts"
+        vip.body.contains("vip (20 active)"),
+        "the tag filter offers counts of active subscribers"
     );
     let unsubscribed = owner
         .client

@@ -39,6 +39,7 @@ mod http_headers;
 mod ids_never_reused;
 mod imports;
 mod layers;
+mod link_reports;
 mod mail_details;
 mod newsletter_relay;
 mod operator;

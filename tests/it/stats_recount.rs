@@ -515,7 +515,10 @@ fn assert_every_figure_matches_a_recount(
         subscribers[1]
     );
     let tags: BTreeMap<String, i64> = db
-        .prepare("SELECT tag, count(*) FROM subscriber_tags GROUP BY tag")
+        .prepare(
+            "SELECT t.tag, sum(s.status = 'active') FROM subscriber_tags t
+             JOIN subscribers s ON s.id = t.subscriber_id GROUP BY t.tag",
+        )
         .unwrap()
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
         .unwrap()
@@ -523,8 +526,8 @@ fn assert_every_figure_matches_a_recount(
         .unwrap();
     for (tag, count) in &tags {
         assert!(
-            page.contains(&format!(">{tag} ({count})<")),
-            "the tag menu shows {tag} ({count})"
+            page.contains(&format!(">{tag} ({count} active)<")),
+            "the tag menu shows {tag} ({count} active)"
         );
     }
     for tag in TAGS.iter().filter(|t| !tags.contains_key(**t)) {

@@ -9,6 +9,7 @@ use crate::clock::Timestamp;
 use crate::domain::delivery::bounce_report::{
     self, Complaint, Failure, NotAReport, Report, Severity,
 };
+use crate::domain::reports::issue_report;
 use crate::domain::subscribers::{self, Status};
 use crate::domain::values::secrets::{ServerSecret, Signer};
 use crate::domain::{DomainError, DomainResult, events};
@@ -246,18 +247,27 @@ pub fn record_open(conn: &mut Connection, delivery_id: i64) -> DomainResult<()> 
         )? == 1
         {
             let d = delivery(tx, delivery_id)?;
+            issue_report::count_open(tx, d.issue_id, d.id, now)?;
             events::record(tx, d.newsletter_id, "email.opened", d.event_data())?;
         }
         Ok(())
     })
 }
 
-/// Notes the first click of a delivery (a click implies an open) and fires `email.clicked` once.
+/// Counts a click in the issue's report (every click, per link and per day) and notes the
+/// first click of a delivery (a click implies an open), firing `email.clicked` once.
 pub fn record_click(conn: &mut Connection, delivery_id: i64, target: &str) -> DomainResult<()> {
     write_tx(conn, |tx| {
         let now = Timestamp::now();
+        let before = delivery(tx, delivery_id)?;
         const CLICK: &str = "UPDATE deliveries SET clicked_at = ?2, opened_at = coalesce(opened_at, ?2) WHERE id = ?1 AND clicked_at IS NULL";
-        if tx.execute(CLICK, (delivery_id, &now))? == 1 {
+        let first_click = tx.execute(CLICK, (delivery_id, &now))? == 1;
+        let firsts = issue_report::ClickFirsts {
+            open: before.opened_at.is_none(),
+            click: first_click,
+        };
+        issue_report::count_click(tx, before.issue_id, delivery_id, target, now, firsts)?;
+        if first_click {
             let d = delivery(tx, delivery_id)?;
             let mut data = d.event_data();
             data["clicked_url"] = json!(target);

@@ -916,10 +916,13 @@ pub fn for_each(
     Ok(())
 }
 
-/// The newsletter's tags with how many subscribers carry each, by name (the dashboard's tag
-/// filter offers these), from the counts migration 0011's triggers keep.
+/// The newsletter's tags, by name, each with how many **active** subscribers carry it: the
+/// one figure every page shows beside a tag (the subscriber list's filter, the send and
+/// schedule forms), since only active subscribers are sent to. A tag only unsubscribed or
+/// bounced subscribers carry is listed with 0. From the counters migrations 0011 and 0029's
+/// triggers keep.
 pub fn tag_counts(conn: &Connection, newsletter_id: i64) -> DomainResult<Vec<(String, i64)>> {
-    const SQL: &str = "SELECT tag, subscribers FROM tag_counts
+    const SQL: &str = "SELECT tag, active FROM tag_counts
          WHERE newsletter_id = ?1 AND subscribers > 0 ORDER BY tag";
     let mut stmt = conn.prepare_cached(SQL)?;
     let tags = stmt

@@ -266,7 +266,7 @@ fn send_page(
                     @if has_boxes {
                         section.panel #audience {
                             h2 { "Audience" }
-                            p.muted { "Send to subscribers having any of the checked tags (none checked: every active subscriber), leaving out those having any tag checked under “Leave out”. The number of subscribers having each tag is in brackets." }
+                            p.muted { "Send to subscribers having any of the checked tags (none checked: every active subscriber), leaving out those having any tag checked under “Leave out”. The number of active subscribers having each tag is in brackets (only active subscribers are sent to)." }
                             div.audience-lists { (audience_boxes(&choice.tags, chosen)) }
                             button.secondary type="submit" name="intent" value="review" { "Review" }
                         }

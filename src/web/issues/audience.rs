@@ -92,7 +92,7 @@ fn tag_boxes(name: &str, legend: &str, tags: &[(String, i64)], chosen: &[String]
             @for (tag, count) in tags {
                 label.check {
                     input type="checkbox" name=(name) value=(tag) checked[chosen.contains(tag)];
-                    (tag) " " span.muted { "(" (count) ")" }
+                    (tag) " " span.muted { "(" (count) " active)" }
                 }
             }
         }

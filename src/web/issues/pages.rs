@@ -266,6 +266,7 @@ fn report_panel(issue: &Issue, report: &Report) -> Markup {
                 }
             } }))
             p.muted { "Opens and clicks count delivered messages opened or clicked at least once (opens only while tracking is on)." }
+            p { a #report-link href={ "/newsletters/" (issue.newsletter_id) "/issues/" (issue.id) "/report" } { "Clicks per link and the first week" } }
             p.muted {
                 "Bounces were refused for good by the receiving server; failed messages were refused for now five times. "
                 "Unconfirmed messages went out whole but the mail relay's answer never came (the server stopped, or the answer timed out): they may have arrived, so nobody is sent a second copy unless you choose to."

@@ -4,6 +4,7 @@
 //! `import.rs` beside this file.
 
 mod import;
+mod received;
 
 use maud::{Markup, html};
 use poem::web::{Data, Path, Query};
@@ -19,6 +20,7 @@ use super::newsletters::{owned, owned_post, parse_id};
 use super::time_zones::shown;
 use super::{Ctx, FormData, State, WebError, WebResult, invalid_fields, render, see_other};
 use crate::domain::newsletters::Newsletter;
+use crate::domain::reports::received::ReceivedPage;
 use crate::domain::subscribers::personal_data;
 use crate::domain::subscribers::{self, Changes, Filter, NewSubscriber, Status, Subscriber};
 use crate::domain::values::pagination::Page;
@@ -188,7 +190,7 @@ fn list_page(
                     select name="tag" {
                         option value="" { "any" }
                         @for (tag, count) in &listing.tags {
-                            option value=(tag) selected[chosen(&params.tag, tag)] { (tag) " (" (count) ")" }
+                            option value=(tag) selected[chosen(&params.tag, tag)] { (tag) " (" (count) " active)" }
                         }
                     }
                 }
@@ -326,6 +328,7 @@ fn edit_page(
     s: &Subscriber,
     form: &EditForm,
     problems: &FieldErrors,
+    received: &ReceivedPage,
 ) -> Markup {
     let url = format!("{}/{}", base(n), s.id);
     let can_write = n.ensure_writable().is_ok();
@@ -386,6 +389,9 @@ fn edit_page(
                     label { "New tag" input type="text" name="tag" maxlength="50" required; }
                     button type="submit" { "Add tag" }
                 }
+            }
+            (received::section(&url, received, &ctx.zone(), n.tracking_enabled))
+            @if can_write {
                 h2 { "Delete" }
                 p { a.button.danger href={ (url) "/delete" } { "Delete this subscriber…" } }
             }
@@ -400,18 +406,35 @@ fn stored_form(s: &Subscriber) -> EditForm {
     }
 }
 
+/// The subscriber page's query: `before`, the delivery the page of received issues starts
+/// below (the newest when absent).
+#[derive(Debug, Default, Deserialize)]
+pub struct ShowParams {
+    before: Option<String>,
+}
+
 #[handler]
 pub async fn show(
     req: &Request,
     Path((id, sid)): Path<(String, String)>,
+    Query(params): Query<ShowParams>,
     Data(state): Data<&State>,
 ) -> WebResult {
     let ctx = Ctx::load(req, state).await?;
     let n = owned(&ctx, state, &id).await?;
     let s = subscriber_of(state, &n, &sid).await?;
+    let before = params.before.as_deref().map(parse_id).transpose()?;
+    let received = received::load(state, &n, &s, before).await?;
     render(
         StatusCode::OK,
-        edit_page(&ctx, &n, &s, &stored_form(&s), &FieldErrors::new()),
+        edit_page(
+            &ctx,
+            &n,
+            &s,
+            &stored_form(&s),
+            &FieldErrors::new(),
+            &received,
+        ),
     )
 }
 
@@ -455,10 +478,14 @@ pub async fn change(
                     ctx.notice_next(req, &format!("{} is saved.", saved.email));
                     see_other(&format!("{}/{}", base(&n), sid))
                 }
-                Err(e) => render(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    edit_page(&ctx, &n, &s, &submitted, &invalid_fields(e)?),
-                ),
+                Err(e) => {
+                    let problems = invalid_fields(e)?;
+                    let received = received::load(state, &n, &s, None).await?;
+                    render(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        edit_page(&ctx, &n, &s, &submitted, &problems, &received),
+                    )
+                }
             }
         }
         other => Err(WebError::BadForm(format!("unknown _method {other:?}"))),
@@ -494,10 +521,14 @@ pub async fn change_tags(
             ctx.notice_next(req, &format!("Tag {label:?} {done}."));
             see_other(&format!("{}/{}", base(&n), sid))
         }
-        Err(e) => render(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            edit_page(&ctx, &n, &s, &stored_form(&s), &invalid_fields(e)?),
-        ),
+        Err(e) => {
+            let problems = invalid_fields(e)?;
+            let received = received::load(state, &n, &s, None).await?;
+            render(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                edit_page(&ctx, &n, &s, &stored_form(&s), &problems, &received),
+            )
+        }
     }
 }
 
