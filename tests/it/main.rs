@@ -7,6 +7,7 @@ mod support;
 mod accessibility;
 mod account_security;
 mod accounts;
+mod after_send;
 mod api_contract;
 mod api_errors;
 mod api_issues;
