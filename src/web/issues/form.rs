@@ -380,6 +380,9 @@ async fn submit(
     form: &FormData,
 ) -> WebResult {
     let (mut typed, found) = IssueForm::read(form);
+    // A sent issue's editor posts its content only; a subject or status posted anyway goes to
+    // the domain, which refuses a change by name.
+    let (posted_subject, posted_status) = (typed.subject.clone(), typed.status.clone());
     if let Some(issue) = current.as_ref().filter(|i| i.status == Status::Sent) {
         typed.subject = issue.subject.clone();
     }
@@ -401,6 +404,8 @@ async fn submit(
         // The web copy of a sent issue: its content is all the form holds.
         Some(issue) if issue.status == Status::Sent => Ok(IssueInput {
             content_markdown: Some(typed.content_markdown.clone()),
+            subject: (!posted_subject.is_empty()).then_some(posted_subject),
+            status: (!posted_status.is_empty()).then_some(posted_status),
             ..IssueInput::default()
         }),
         _ => typed.input(&ctx.zone()),
