@@ -1425,6 +1425,184 @@ mod tests {
     }
 
     #[test]
+    fn a_sent_issue_takes_its_web_copy_and_keeps_the_mail() {
+        let mut conn = db();
+        let with = |markdown: &str| IssueInput {
+            content_markdown: Some(markdown.into()),
+            ..Default::default()
+        };
+        let issue = new(
+            &mut conn,
+            &IssueInput {
+                status: Some("approved".into()),
+                ..IssueInput {
+                    subject: Some("Mailed".into()),
+                    ..with("*first*")
+                }
+            },
+        )
+        .unwrap();
+        conn.execute(
+            "UPDATE issues SET status = 'sent', sent_at = created_at WHERE id = ?1",
+            [issue.id],
+        )
+        .unwrap();
+        // Other fields are refused by name, together, and nothing changes.
+        let refused = change(
+            &mut conn,
+            issue.id,
+            &IssueInput {
+                subject: Some("Other".into()),
+                status: Some("draft".into()),
+                ..with("changed")
+            },
+        );
+        let Err(DomainError::Invalid(_, fields)) = refused else {
+            panic!("{refused:?}")
+        };
+        assert_eq!(
+            fields
+                .by_field()
+                .keys()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+            ["status", "subject"]
+        );
+        assert_eq!(get(&conn, 1, issue.id).unwrap().content_markdown, "*first*");
+        // The same subject is no change.
+        let edited = change(
+            &mut conn,
+            issue.id,
+            &IssueInput {
+                subject: Some("Mailed".into()),
+                ..with("**second**")
+            },
+        )
+        .unwrap();
+        assert!(edited.edited_at.is_some());
+        assert_eq!(edited.body_html(), "<p><strong>second</strong></p>");
+        let mailed = get_as_mailed(&conn, 1, issue.id).unwrap();
+        assert_eq!(mailed.content_markdown, "*first*");
+        assert_eq!(mailed.body_html(), "<p><em>first</em></p>");
+        // A second edit keeps the first mail, not the first edit.
+        change(&mut conn, issue.id, &with("third")).unwrap();
+        assert_eq!(
+            get_as_mailed(&conn, 1, issue.id).unwrap().content_markdown,
+            "*first*"
+        );
+        // An unsent issue is its own mail.
+        let draft = new(
+            &mut conn,
+            &IssueInput {
+                subject: Some("Draft".into()),
+                ..with("draft text")
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            get_as_mailed(&conn, 1, draft.id).unwrap().content_markdown,
+            "draft text"
+        );
+        // Duplicated: a draft of the web copy, without the audience.
+        let copy = duplicate(&mut conn, 1, issue.id).unwrap();
+        assert_eq!(
+            (
+                copy.subject.as_str(),
+                copy.status,
+                copy.content_markdown.as_str()
+            ),
+            ("Copy of Mailed", Status::Draft, "third")
+        );
+        assert!(copy.published_at.is_none() && copy.audience.is_everyone());
+    }
+
+    #[test]
+    fn unpublished_issues_come_back_in_their_place_without_a_second_event() {
+        let mut conn = db();
+        crate::domain::testing::listen(&mut conn, 1, &["issue.published"]);
+        let urls = SiteUrls::new("http://localhost:8080", "localhost:8080");
+        let issue = new(
+            &mut conn,
+            &IssueInput {
+                status: Some("approved".into()),
+                content_markdown: Some("x".into()),
+                ..input("Shown")
+            },
+        )
+        .unwrap();
+        let first = publish(&mut conn, &urls, 1, issue.id).unwrap().issue;
+        let hidden = unpublish(&mut conn, 1, issue.id).unwrap();
+        assert!(hidden.published_at.is_none());
+        assert!(get_published_by_path(&conn, 1, &issue.path).is_err());
+        // The path stays fixed while it is off the site.
+        let renamed = change(&mut conn, issue.id, &input("Renamed")).unwrap();
+        assert_eq!(renamed.path, issue.path);
+        let again = publish(&mut conn, &urls, 1, issue.id).unwrap();
+        assert!(again.first_time);
+        assert_eq!(again.issue.published_at, first.published_at);
+        let published: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM events WHERE kind = 'issue.published'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(published, 1);
+        // `published` in an update does the same.
+        let off = change(
+            &mut conn,
+            issue.id,
+            &IssueInput {
+                published: Some(false),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert!(off.published_at.is_none());
+    }
+
+    #[test]
+    fn a_segment_send_publishes_only_when_asked_and_a_draft_sends_in_one_step() {
+        let mut conn = db();
+        conn.execute("UPDATE newsletters SET publish_on_send = 1", [])
+            .unwrap();
+        let newsletter = newsletters::get(&conn, 1).unwrap();
+        let segment = Audience {
+            tags: vec!["news".into()],
+            exclude_tags: Vec::new(),
+        };
+        assert!(publishes_by_default(&newsletter, &Audience::default()));
+        assert!(!publishes_by_default(&newsletter, &segment));
+        conn.execute(
+            "INSERT INTO subscribers (newsletter_id, email, created_at) VALUES (1, 'r@x.co', '2026-01-01T00:00:00.000Z')",
+            [],
+        )
+        .unwrap();
+        let draft = new(
+            &mut conn,
+            &IssueInput {
+                content_markdown: Some("x".into()),
+                ..input("One step")
+            },
+        )
+        .unwrap();
+        assert!(matches!(
+            send_now(&mut conn, 1, draft.id, None),
+            Err(DomainError::Rejected(ErrorCode::InvalidState, _))
+        ));
+        assert_eq!(sendable_in_one_step(&conn, &newsletter, &draft).unwrap(), 1);
+        let choice = SendChoice {
+            publish: Some(false),
+            approve_draft: true,
+            ..SendChoice::default()
+        };
+        send_with(&mut conn, 1, draft.id, &choice).unwrap();
+        let sending = get(&conn, 1, draft.id).unwrap();
+        assert_eq!(sending.status, Status::Sending);
+        assert!(!publishes_when_sent(&conn, &newsletter, &sending).unwrap());
+    }
+
+    #[test]
     fn preview_applies_the_input_without_saving() {
         let mut conn = db();
         let stored = new(&mut conn, &input("Stored")).unwrap();
