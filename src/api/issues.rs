@@ -793,7 +793,7 @@ impl IssuesApi {
     ///
     /// The draft has the subject "Copy of" the issue's, its content (as it is now, the web copy
     /// of a sent issue) and its articles; not its audience, schedule or web page. Any issue may
-    /// be duplicated; a cancelled newsletter answers 422.
+    /// be duplicated; a cancelled newsletter answers 403.
     #[oai(
         path = "/issues/:id/duplicate",
         method = "post",
@@ -805,7 +805,7 @@ impl IssuesApi {
         id: Path<Field<Id>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<CreatedResponse, Refusal<{ GUARD | BY_ID | RULE | WRITES }>> {
+    ) -> Result<CreatedResponse, Refusal<{ GUARD | BY_ID | WRITES }>> {
         let (nid, id, state2) = (p.newsletter_id, parse_id(&id.0)?, state.clone());
         let issue = state
             .db
