@@ -589,7 +589,7 @@ mod in_chromium {
         not(all(has_chromium, has_axe)),
         ignore = "needs chromium, chromedriver and axe-core (apt-get install chromium chromium-driver; npm install --prefix target/npm axe-core@4)"
     )]
-    fn the_editor_previews_as_you_type_beside_the_text_and_below_it_on_a_phone() {
+    fn the_editor_previews_as_you_type_beside_the_text_and_below_it_on_a_phone_light_and_dark() {
         let Some(driver) = Driver::start("live preview") else {
             return;
         };
@@ -634,16 +634,25 @@ mod in_chromium {
                     .await
                     .contains("Hello <em>live</em> world")
             );
-            let mut found = axe.violations(&c, "editor with live preview").await;
+            let mut found = Vec::new();
+            for scheme in ["dark", "light"] {
+                let media = serde_json::json!({"features": [{"name": "prefers-color-scheme", "value": scheme}]});
+                driver.cdp(&c, "Emulation.setEmulatedMedia", media).await;
+                found.extend(axe.violations(&c, &format!("editor with live preview, {scheme}")).await);
+            }
             let text = corner(&c, "textarea[name=\"issue[content_markdown]\"]").await;
             let shown = corner(&c, "#live-preview").await;
             let wide = (overflow(&c).await, text, shown);
 
             c.set_window_size(390, 844).await.unwrap();
-            found.extend(
-                axe.violations(&c, "editor with live preview at 390 px")
-                    .await,
-            );
+            for scheme in ["dark", "light"] {
+                let media = serde_json::json!({"features": [{"name": "prefers-color-scheme", "value": scheme}]});
+                driver.cdp(&c, "Emulation.setEmulatedMedia", media).await;
+                found.extend(
+                    axe.violations(&c, &format!("editor with live preview at 390 px, {scheme}"))
+                        .await,
+                );
+            }
             let text = corner(&c, "textarea[name=\"issue[content_markdown]\"]").await;
             let shown = corner(&c, "#live-preview").await;
             let narrow = (overflow(&c).await, text, shown);
