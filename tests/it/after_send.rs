@@ -436,6 +436,23 @@ fn a_draft_is_duplicated_sent_in_one_step_and_tested_from_its_page() {
             .collect();
         assert_eq!(from_send.len(), 1, "{email}: {got:?}");
     }
+    // A draft is scheduled straight from its page too, without approving it first.
+    let later = owner.post(
+        "/issues",
+        &json!({"issue": {"subject": "Later", "content_markdown": "Soon."}}),
+    );
+    let later_id = later.json()["id"].as_i64().unwrap();
+    let later_page = issue_page(&owner, later_id);
+    let scheduled = owner.client.submit(
+        &later_page,
+        &format!("{later_page}/schedule"),
+        &[("scheduled_for", "2099-01-05T09:00")],
+    );
+    assert_eq!(scheduled.redirect(), later_page);
+    let shown = owner.get(&format!("/issues/{later_id}")).json();
+    assert_eq!(shown["status"], "scheduled");
+    assert_eq!(shown["scheduled_for"], "2099-01-05T09:00:00.000Z");
+
     // Sending twice sends nothing more.
     let twice = owner
         .client

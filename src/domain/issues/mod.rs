@@ -834,7 +834,7 @@ fn edit_sent(conn: &Connection, issue: Issue, valid: &Valid) -> DomainResult<Iss
     let (Some(content), Some(html)) = (&valid.content, &valid.content_html) else {
         return set_published(conn, nid, id, valid.published);
     };
-    if *content == issue.content_markdown && issue.content_html.as_ref() == Some(html) {
+    if *content == issue.content_markdown {
         return set_published(conn, nid, id, valid.published);
     }
     const KEEP_MAILED: &str = "UPDATE issues SET mailed_markdown = content_markdown,
