@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::bounces::{BounceReport, BounceResult};
 use super::issues::{
     AudienceBody, IssueBody, IssueList, IssueObject, PublishResult, ResendResult, ResumeResult,
-    SendNowResult, SendTestBody, SendTestResult,
+    SendNowBody, SendNowResult, SendTestBody, SendTestResult,
 };
 use super::newsletter::{NewsletterEnvelope, NewsletterPatch, StatsEnvelope};
 use super::reports::IssueStatsEnvelope;
@@ -110,7 +110,8 @@ fn issue(status: &str, full: bool) -> Value {
         "audience": {"tags": ["weekly"], "exclude_tags": []},
         "recipients": null,
         "created_at": AT,
-        "updated_at": AT
+        "updated_at": AT,
+        "edited_at": null
     });
     if full {
         issue["content_markdown"] =
@@ -263,6 +264,7 @@ examples! {
     IssueList => json!({"issues": [issue("draft", false)],
                         "meta": {"page": 1, "per_page": 25, "has_more": false}});
     AudienceBody => json!({"tags": ["weekly"], "exclude_tags": ["vip"]});
+    SendNowBody => json!({"tags": ["weekly"], "exclude_tags": ["vip"], "publish": false});
     SendNowResult => json!({"message": "Issue queued for sending to 1250 subscriber(s)",
                             "issue": issue("approved", false), "subscribers": 1250});
     SendTestBody => json!({"emails": ["editor@example.com"]});

@@ -82,6 +82,10 @@ pub struct IssueObject {
     pub delivery: Option<DeliveryObject>,
     pub created_at: String,
     pub updated_at: String,
+    /// When the web copy of the sent issue was last edited (its page says "Updated"); null if
+    /// it never was. The mail that went out is not changed by an edit.
+    #[oai(nullable)]
+    pub edited_at: Option<String>,
 }
 
 /// An issue's audience (a segment of the subscribers, by tag).
@@ -129,6 +133,25 @@ impl AudienceBody {
             exclude_tags: strings(self.exclude_tags),
         })
     }
+}
+
+/// The choices of a send: its audience (either list may be left out) and whether the issue
+/// goes on the site when the send completes.
+#[derive(Debug, Object)]
+#[oai(example)]
+pub struct SendNowBody {
+    /// Send to active subscribers having any of these tags; empty or absent: all of them.
+    /// A tag given twice counts once; at most 20 different ones.
+    #[oai(nullable)]
+    pub tags: Option<Vec<Field<Tag>>>,
+    /// Leave out subscribers having any of these tags (at most 20 different ones).
+    #[oai(nullable)]
+    pub exclude_tags: Option<Vec<Field<Tag>>>,
+    /// Publish the issue on the site when the send completes. Absent or null: a send to
+    /// every active subscriber follows the newsletter's `publish_on_send`; a send to a
+    /// segment (tags or exclude_tags) is not published.
+    #[oai(nullable)]
+    pub publish: Option<bool>,
 }
 
 /// The messages of a send by outcome; `sent + unconfirmed + bounced + failed + pending`
@@ -206,6 +229,7 @@ impl IssueObject {
             delivery: None,
             created_at: issue.created_at.to_string(),
             updated_at: issue.updated_at.to_string(),
+            edited_at: issue.edited_at.map(|at| at.to_string()),
         }
     }
 }
@@ -242,6 +266,11 @@ pub struct IssueFields {
     /// subscriber. Tags no subscriber has are refused.
     #[oai(nullable)]
     pub audience: MaybeUndefined<AudienceBody>,
+    /// `true` puts the issue on the newsletter's site (as `POST /issues/{id}/publish`; a
+    /// draft is refused), `false` takes it off (its page, the archive and the feed lose it);
+    /// absent or null leaves it.
+    #[oai(nullable)]
+    pub published: Option<bool>,
 }
 
 #[derive(Debug, Object)]
@@ -279,6 +308,7 @@ impl From<IssueFields> for IssueInput {
                 MaybeUndefined::Null => Some(AudienceInput::default()),
                 MaybeUndefined::Value(v) => Some(v.input().unwrap_or_default()),
             },
+            published: f.published,
         }
     }
 }
@@ -524,12 +554,16 @@ impl IssuesApi {
         Ok(CreatedResponse::Created(Json(issue)))
     }
 
-    /// Updates a draft, scheduled or approved issue.
+    /// Updates an issue; a sent one's web copy.
     ///
-    /// Absent fields stay as they are; `articles` replaces the whole list. An issue that is
-    /// sending, sent or failed can no longer change (422 `invalid_state`); `scheduled` with a
-    /// `scheduled_for` in the past, and an `audience` tag no subscriber has, answer 422
-    /// `validation_error`.
+    /// Absent fields stay as they are; `articles` replaces the whole list; `published` puts the
+    /// issue on the site or takes it off. A sent issue takes `content_markdown` (its web copy:
+    /// the page shows it with "Updated" and `edited_at` records when; the mail that went out
+    /// stays as it was) and `published`; a change of its `subject`, `articles`, `status`,
+    /// `scheduled_for` or `audience` answers 422 `validation_error` naming the field, and changes
+    /// nothing. An issue that is sending or failed can not change (422 `invalid_state`);
+    /// `scheduled` with a `scheduled_for` in the past, and an `audience` tag no subscriber has,
+    /// answer 422 `validation_error`.
     #[oai(path = "/issues/:id", method = "patch", operation_id = "updateIssue")]
     async fn update(
         &self,
@@ -580,10 +614,12 @@ impl IssuesApi {
 
     /// Queues an approved or scheduled issue for sending now.
     ///
-    /// An optional body `{"tags": [...], "exclude_tags": [...]}` chooses the audience (recorded on
-    /// the issue): active subscribers having any of `tags` (empty: all) and none of `exclude_tags`;
-    /// no body (or `null`), or neither list, sends to the audience already recorded (everyone by
-    /// default).
+    /// An optional body `{"tags": [...], "exclude_tags": [...], "publish": true}` chooses the
+    /// audience (recorded on the issue): active subscribers having any of `tags` (empty: all) and
+    /// none of `exclude_tags`; no body (or `null`), or neither list, sends to the audience already
+    /// recorded (everyone by default). `publish` says whether the issue goes on the site when the
+    /// send completes; without it, a send to everyone follows the newsletter's `publish_on_send`
+    /// and a send to a segment is not published.
     ///
     /// An issue that is not approved or scheduled answers 422 `invalid_state`; an audience
     /// with no active subscriber 422 `no_active_subscribers`; an issue without content or
@@ -598,16 +634,27 @@ impl IssuesApi {
         &self,
         _auth: ApiKeyAuth,
         id: Path<Field<Id>>,
-        body: Json<OrNull<AudienceBody>>,
+        body: Json<OrNull<SendNowBody>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
     ) -> Result<SendNowResponse, Refusal<{ GUARD | BODY | BY_ID | PAID | WRITES }>> {
         let (nid, id, state2) = (p.newsletter_id, parse_id(&id.0)?, state.clone());
-        let chosen = body.0.0.and_then(AudienceBody::input);
+        let choice = match body.0.0 {
+            None => issues::SendChoice::default(),
+            Some(body) => issues::SendChoice {
+                publish: body.publish,
+                audience: AudienceBody {
+                    tags: body.tags,
+                    exclude_tags: body.exclude_tags,
+                }
+                .input(),
+                approve_draft: false,
+            },
+        };
         let (issue, recipients) = state
             .db
             .run(move |conn| {
-                let queued = issues::send_now(conn, nid, id, chosen.as_ref())?;
+                let queued = issues::send_with(conn, nid, id, &choice)?;
                 Ok::<_, DomainError>((
                     with_url(conn, &state2, nid, queued.issue, false)?,
                     queued.recipients,
@@ -740,6 +787,34 @@ impl IssuesApi {
             issue,
             resent,
         })))
+    }
+
+    /// Duplicates an issue as a new draft.
+    ///
+    /// The draft has the subject "Copy of" the issue's, its content (as it is now, the web copy
+    /// of a sent issue) and its articles; not its audience, schedule or web page. Any issue may
+    /// be duplicated; a cancelled newsletter answers 403.
+    #[oai(
+        path = "/issues/:id/duplicate",
+        method = "post",
+        operation_id = "duplicateIssue"
+    )]
+    async fn duplicate(
+        &self,
+        _auth: ApiKeyAuth,
+        id: Path<Field<Id>>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<CreatedResponse, Refusal<{ GUARD | BY_ID | WRITES }>> {
+        let (nid, id, state2) = (p.newsletter_id, parse_id(&id.0)?, state.clone());
+        let issue = state
+            .db
+            .run(move |conn| {
+                let copy = issues::duplicate(conn, nid, id)?;
+                with_url(conn, &state2, nid, copy, true)
+            })
+            .await?;
+        Ok(CreatedResponse::Created(Json(issue)))
     }
 
     /// Publishes the issue to the newsletter's web archive.

@@ -316,7 +316,12 @@ pub fn issue_document(urls: &SiteUrls, n: &Newsletter, issue: &Issue, styles: St
         html! {
             article {
                 h1 { (issue.subject) }
-                p.muted { time datetime=(machine_time(issue.published_at)) { (day(issue.published_at)) } }
+                p.muted {
+                    time datetime=(machine_time(issue.published_at)) { (day(issue.published_at)) }
+                    @if issue.edited_at.is_some() {
+                        " · " span.updated { "Updated " time datetime=(machine_time(issue.edited_at)) { (day(issue.edited_at)) } }
+                    }
+                }
                 div.content { (PreEscaped(&*content)) }
                 (articles(issue))
             }

@@ -29,7 +29,7 @@ impl Job for TestSend {
             .map_err(|e| DomainError::Store(e.into()))
             .and_then(|conn| {
                 let newsletter = newsletters::get(&conn, mail.newsletter_id)?;
-                let issue = issues::get(&conn, mail.newsletter_id, mail.issue_id)?;
+                let issue = issues::get_as_mailed(&conn, mail.newsletter_id, mail.issue_id)?;
                 Ok((newsletter, issue))
             });
         let (newsletter, mut issue) = match found {

@@ -422,9 +422,11 @@ pub async fn feed(Data(state): Data<&State>, Data(site): Data<&Site>) -> SiteRes
 fn feed_document(state: &State, site: &Site, issues: &[Issue]) -> String {
     let n = &site.0;
     let home_url = format!("{}/", origin(state, site));
+    // The latest of the issues' publications and edits shown.
     let updated = issues
-        .first()
-        .and_then(|i| i.published_at)
+        .iter()
+        .filter_map(|i| i.edited_at.max(i.published_at))
+        .max()
         .unwrap_or(n.updated_at);
     let xml = html! {
         (PreEscaped("<?xml version=\"1.0\" encoding=\"utf-8\"?>\n"))
@@ -443,7 +445,7 @@ fn feed_document(state: &State, site: &Site, issues: &[Issue]) -> String {
                     link rel="alternate" type="text/html" href=(url) {}
                     id { (url) }
                     published { (machine_time(issue.published_at)) }
-                    updated { (issue.published_at.unwrap_or(issue.updated_at)) }
+                    updated { (issue.edited_at.or(issue.published_at).unwrap_or(issue.updated_at)) }
                     // The page's articles too, as escaped HTML like the body.
                     content type="html" { (issue.body_html()) (articles(issue).into_string()) }
                 }

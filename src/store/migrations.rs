@@ -50,7 +50,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0011_counters",
         include_str!("../../migrations/0011_counters.sql"),
     ),
-    ("0012_dkim", include_str!("../../migrations/0012_dkim.sql")),
+    (
+        "0012_dkim",
+        include_str!("../../migrations/0012_dkim.sql"),
+    ),
     (
         "0013_soft_bounces",
         include_str!("../../migrations/0013_soft_bounces.sql"),
@@ -106,6 +109,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     (
         "0026_send_usage",
         include_str!("../../migrations/0026_send_usage.sql"),
+    ),
+    (
+        "0028_issue_edits",
+        include_str!("../../migrations/0028_issue_edits.sql"),
     ),
     (
         "0029_link_reports",

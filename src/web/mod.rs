@@ -221,6 +221,10 @@ fn issue_routes(route: Route) -> Route {
         )
         .at("/newsletters/:id/issues/new", get(issues::new_form))
         .at(
+            "/newsletters/:id/issues/live_preview",
+            post(issues::preview_live),
+        )
+        .at(
             "/newsletters/:id/issues/:issue_id",
             get(issues::show)
                 .post(issues::change)
@@ -256,6 +260,14 @@ fn issue_routes(route: Route) -> Route {
             post(issues::publish),
         )
         .at(
+            "/newsletters/:id/issues/:issue_id/unpublish",
+            post(issues::unpublish),
+        )
+        .at(
+            "/newsletters/:id/issues/:issue_id/duplicate",
+            post(issues::duplicate),
+        )
+        .at(
             "/newsletters/:id/issues/:issue_id/resume",
             post(issues::resume),
         )
@@ -281,6 +293,7 @@ fn issue_routes(route: Route) -> Route {
         )
         .at("/assets/dashboard.js", get(issues::script))
         .at("/assets/audience.js", get(issues::audience_script))
+        .at("/assets/live-preview.js", get(issues::live_preview_script))
 }
 
 /// The dashboard's stylesheet and scripts.

@@ -144,7 +144,10 @@ fn exercised_by(component: &str, owner: &Owner) -> Option<(&'static str, Value)>
         "scheduled_for": "2099-01-05T09:00:00Z", "articles": [article],
         "audience": {"tags": ["known"], "exclude_tags": ["other"]}}});
     Some(match component {
-        "IssueBody" | "IssueFields" | "ArticleBody" | "AudienceBody" => ("createIssue", issue),
+        // A send's tags are the audience's `Tag` fields: the same rule, checked on create.
+        "IssueBody" | "IssueFields" | "ArticleBody" | "AudienceBody" | "SendNowBody" => {
+            ("createIssue", issue)
+        }
         "CreateBody" => (
             "createSubscriber",
             json!({"email": unique_email("rule"), "name": "N", "tags": ["t"]}),

@@ -424,7 +424,8 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
         "applied 0021_ids_never_reused\napplied 0022_events_by_subscriber\n\
          applied 0023_resend_unconfirmed\napplied 0024_connection_cut_offs\n\
          applied 0025_newsletter_relays\napplied 0026_send_usage\n\
-         applied 0029_link_reports"
+         applied 0028_issue_edits\napplied 0029_link_reports\n\
+         applied 0030_mail_details\napplied 0031_account_changes"
     );
 
     let conn = rusqlite::Connection::open(&db).unwrap();
@@ -433,9 +434,11 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
         // tested in store::migrations), 0023 (each delivery's `resent_at` and each issue's
         // `resending_since`, NULL in every row), 0024 (each delivery's `cut_offs`, 0), 0025
         // (the empty `newsletter_relays`, each newsletter's warm-up columns, NULL) and 0026
-        // (the empty `send_usage`) and 0029 (the report counters, the tags' active counts and
-        // the tag triggers it redefines, which the counter recounts test): the rest is as 0020
-        // left it.
+        // (the empty `send_usage`), 0028 (each issue's edit columns, NULL), 0029 (the report
+        // counters, the tags' active counts and the tag triggers it redefines, which the
+        // counter recounts test), 0030 (each newsletter's reply-to and postal address, NULL)
+        // and 0031 (each account's `own_time_zone`, 0; the tokens' `new_email` and the CHECK
+        // of their purposes, which takes `change_email` too): the rest is as 0020 left it.
         let copy = app.data_dir().join("before-0022.db");
         conn.execute("VACUUM INTO ?1", [copy.to_str().unwrap()])
             .unwrap();
@@ -451,7 +454,15 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
              DROP TABLE issue_days; DROP TABLE link_clickers; DROP TABLE issue_links;
              DROP TRIGGER subscriber_tags_counted; DROP TRIGGER subscriber_tags_uncounted;
              DROP TRIGGER subscriber_tags_moved; DROP TRIGGER subscribers_tags_active_counted;
-             ALTER TABLE tag_counts DROP COLUMN active;",
+             ALTER TABLE tag_counts DROP COLUMN active;
+             ALTER TABLE issues DROP COLUMN edited_at; ALTER TABLE issues DROP COLUMN mailed_markdown;
+             ALTER TABLE issues DROP COLUMN mailed_html;
+             ALTER TABLE issues DROP COLUMN withdrawn_published_at;
+             ALTER TABLE issues DROP COLUMN publish_when_sent;
+             ALTER TABLE newsletters DROP COLUMN reply_to;
+             ALTER TABLE newsletters DROP COLUMN postal_address;
+             ALTER TABLE users DROP COLUMN own_time_zone;
+             ALTER TABLE user_tokens DROP COLUMN new_email;",
         )
         .unwrap();
         assert_eq!(rows(&copy), old_rows, "every row and column kept");
@@ -462,6 +473,10 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
                 "subscriber_tags_moved",
             ] {
                 schema.remove(&format!("trigger {name} on subscriber_tags"));
+            }
+            // 0031 widens the CHECK of the tokens' purposes.
+            if let Some(sql) = schema.get_mut("table user_tokens on user_tokens") {
+                *sql = sql.replace("'reset_password'", "'reset_password','change_email'");
             }
             schema
         };

@@ -8,6 +8,7 @@ mod accessibility;
 mod account_changes;
 mod account_security;
 mod accounts;
+mod after_send;
 mod api_contract;
 mod api_errors;
 mod api_issues;

@@ -53,7 +53,8 @@ pub fn prepare(conn: &mut Connection, issue_id: i64) -> DomainResult<Option<Send
         else {
             return Ok(None);
         };
-        let issue = issues::get(tx, newsletter_id, issue_id)?;
+        // The mail as it went out, whatever the web copy became since.
+        let issue = issues::get_as_mailed(tx, newsletter_id, issue_id)?;
         let now = Timestamp::now();
         if issue_recipients_pending(tx, issue_id)? {
             record_recipients(tx, &issue, &now)?;
@@ -767,8 +768,9 @@ pub fn resend_unconfirmed(
 
 /// Marks a sending issue sent (once) and records `issue.sent`; `shortfall` (what did not
 /// plainly arrive) becomes its `last_error`, so a partial failure never hides under `sent`.
-/// When the newsletter publishes on send, the issue is published in the same transaction,
-/// as [`publish`] does (`issue.published` follows `issue.sent`).
+/// When the send publishes the issue (the owner's choice, else the rule of
+/// `issues::publishes_by_default`), it is published in the same transaction, as `publish`
+/// does (`issue.published` follows `issue.sent`).
 pub fn mark_sent(
     conn: &Connection,
     newsletter_id: i64,
@@ -784,7 +786,9 @@ pub fn mark_sent(
     let issue = issues::get(conn, newsletter_id, id)?;
     events::record(conn, newsletter_id, "issue.sent", issue.event_data("sent"))?;
     let newsletter = newsletters::get(conn, newsletter_id)?;
-    if newsletter.publish_on_send && newsletter.ensure_writable().is_ok() {
+    if newsletter.ensure_writable().is_ok()
+        && issues::publishes_when_sent(conn, &newsletter, &issue)?
+    {
         issues::make_public(conn, newsletter_id, issue)?;
     }
     Ok(true)

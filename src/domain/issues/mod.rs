@@ -94,6 +94,8 @@ pub struct Issue {
     /// Messages the send created, one per subscriber of the audience; `None` until the send
     /// records its recipients.
     pub recipients: Option<i64>,
+    /// When the web copy of the sent issue was last edited; `None` if never since it was sent.
+    pub edited_at: Option<Timestamp>,
 }
 
 impl Issue {
@@ -146,7 +148,8 @@ macro_rules! select_issue {
             $html, ", ",
             "(SELECT group_concat(tag, char(10)) FROM (SELECT tag FROM issue_audience_tags WHERE issue_id = i.id AND excluded = 0 ORDER BY tag)), ",
             "(SELECT group_concat(tag, char(10)) FROM (SELECT tag FROM issue_audience_tags WHERE issue_id = i.id AND excluded = 1 ORDER BY tag)), ",
-            "CASE WHEN i.recipients_at IS NULL THEN NULL ELSE coalesce((SELECT c.total FROM issue_counts c WHERE c.issue_id = i.id), 0) END",
+            "CASE WHEN i.recipients_at IS NULL THEN NULL ELSE coalesce((SELECT c.total FROM issue_counts c WHERE c.issue_id = i.id), 0) END, ",
+            "i.edited_at",
             " FROM issues i ", $($tail),+
         )
     };
@@ -173,6 +176,7 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Issue> {
         send_resumes_at: row.get(14)?,
         audience: Audience::from_lines(row.get(16)?, row.get(17)?),
         recipients: row.get(18)?,
+        edited_at: row.get(19)?,
     })
 }
 
@@ -343,6 +347,9 @@ pub struct IssueInput {
     pub articles: Option<Vec<ArticleInput>>,
     /// Replaces the audience when given; empty lists: every active subscriber.
     pub audience: Option<AudienceInput>,
+    /// Puts the issue on the site (`true`, as [`publish`]) or takes it off (`false`, as
+    /// [`unpublish`]) with the other changes.
+    pub published: Option<bool>,
 }
 
 struct Valid {
@@ -354,6 +361,7 @@ struct Valid {
     scheduled_for: Option<Option<jiff::Timestamp>>,
     articles: Option<Vec<ArticleInput>>,
     audience: Option<Audience>,
+    published: Option<bool>,
 }
 
 fn validate(input: &IssueInput, creating: bool) -> DomainResult<Valid> {
@@ -459,6 +467,7 @@ fn validate(input: &IssueInput, creating: bool) -> DomainResult<Valid> {
         scheduled_for,
         articles,
         audience,
+        published: input.published,
     })
 }
 
@@ -625,6 +634,7 @@ pub fn preview(newsletter_id: i64, current: Option<&Issue>, changes: Checked) ->
         send_resumes_at: None,
         audience: Audience::default(),
         recipients: None,
+        edited_at: None,
     });
     if let Some(subject) = valid.subject {
         issue.subject = subject;
@@ -680,12 +690,13 @@ pub fn create(conn: &mut Connection, newsletter_id: i64, issue: &Checked) -> Dom
             replace_articles(tx, id, articles)?;
         }
         set_audience(tx, newsletter_id, id, valid.audience.as_ref())?;
-        get(tx, newsletter_id, id)
+        set_published(tx, newsletter_id, id, valid.published)
     })
 }
 
-/// Updates an unsent issue with fields checked by [`check_changes`]; sending and sent issues
-/// are `invalid_state`.
+/// Updates an issue with fields checked by [`check_changes`]. An unsent issue takes every
+/// field; a sent one only its content, as the web copy ([`edit_sent`]); sending and failed
+/// issues are `invalid_state`.
 pub fn update(
     conn: &mut Connection,
     newsletter_id: i64,
@@ -697,6 +708,9 @@ pub fn update(
         let newsletter = newsletters::get(tx, newsletter_id)?;
         newsletter.ensure_writable()?;
         let issue = get(tx, newsletter_id, id)?;
+        if issue.status == Status::Sent {
+            return edit_sent(tx, issue, valid);
+        }
         if !issue.status.is_editable() {
             return Err(DomainError::rejected(
                 ErrorCode::InvalidState,
@@ -714,7 +728,7 @@ pub fn update(
             .subject
             .clone()
             .unwrap_or_else(|| issue.subject.clone());
-        let path = if issue.published_at.is_none() && subject != issue.subject {
+        let path = if !ever_published(tx, &issue)? && subject != issue.subject {
             free_path(tx, newsletter_id, &subject, Some(id))?
         } else {
             issue.path.clone()
@@ -743,7 +757,148 @@ pub fn update(
             replace_articles(tx, id, articles)?;
         }
         set_audience(tx, newsletter_id, id, valid.audience.as_ref())?;
-        get(tx, newsletter_id, id)
+        set_published(tx, newsletter_id, id, valid.published)
+    })
+}
+
+/// Applies a `published` change of a create or update, in its transaction: the issue as it
+/// ends.
+fn set_published(
+    conn: &Connection,
+    newsletter_id: i64,
+    id: i64,
+    published: Option<bool>,
+) -> DomainResult<Issue> {
+    let issue = get(conn, newsletter_id, id)?;
+    match published {
+        None => Ok(issue),
+        Some(true) => Ok(make_public(conn, newsletter_id, issue)?.0),
+        Some(false) => hide(conn, issue),
+    }
+}
+
+/// Whether the issue is published, or was and has been unpublished: its path is fixed then.
+fn ever_published(conn: &Connection, issue: &Issue) -> DomainResult<bool> {
+    if issue.published_at.is_some() {
+        return Ok(true);
+    }
+    const SQL: &str = "SELECT withdrawn_published_at IS NOT NULL FROM issues WHERE id = ?1";
+    Ok(conn.query_row(SQL, [issue.id], |r| r.get(0))?)
+}
+
+/// What a sent issue's changes may hold: its content (the web copy), and the other fields
+/// only as they are (an editor posts them all). Anything else is refused by name.
+fn check_sent_changes(issue: &Issue, valid: &Valid) -> DomainResult<()> {
+    let mut errors = FieldErrors::new();
+    if valid.subject.as_ref().is_some_and(|s| *s != issue.subject) {
+        errors.add(
+            "subject",
+            "can't be changed once the issue is sent: the mail went out with it",
+        );
+    }
+    let same_articles = |given: &Vec<ArticleInput>| {
+        given.len() == issue.articles.len()
+            && given.iter().zip(&issue.articles).all(|(g, a)| {
+                g.title == a.title && g.url == a.url && g.summarized_article == a.summarized_article
+            })
+    };
+    if valid.articles.as_ref().is_some_and(|a| !same_articles(a)) {
+        errors.add(
+            "articles",
+            "can't be changed once the issue is sent; edit the content instead",
+        );
+    }
+    if valid.status.is_some() {
+        errors.add("status", "can't be set on a sent issue");
+    }
+    if valid.scheduled_for.is_some() {
+        errors.add("scheduled_for", "can't be set on a sent issue");
+    }
+    if valid
+        .audience
+        .as_ref()
+        .is_some_and(|a| *a != issue.audience)
+    {
+        errors.add("audience", "can't be changed once the issue is sent");
+    }
+    errors.into_result()
+}
+
+/// Edits the web copy of a sent issue: its content changes for the site, the feed and the
+/// API, and `edited_at` records when. The first edit keeps the content the mail went out with
+/// (`mailed_markdown`, `mailed_html`), which [`get_as_mailed`] reads, so a resumed send, a
+/// send again to the unconfirmed and a test send still send the original mail.
+fn edit_sent(conn: &Connection, issue: Issue, valid: &Valid) -> DomainResult<Issue> {
+    check_sent_changes(&issue, valid)?;
+    let (nid, id) = (issue.newsletter_id, issue.id);
+    let (Some(content), Some(html)) = (&valid.content, &valid.content_html) else {
+        return set_published(conn, nid, id, valid.published);
+    };
+    if *content == issue.content_markdown {
+        return set_published(conn, nid, id, valid.published);
+    }
+    const KEEP_MAILED: &str = "UPDATE issues SET mailed_markdown = content_markdown,
+         mailed_html = content_html WHERE id = ?1 AND mailed_markdown IS NULL";
+    conn.execute(KEEP_MAILED, [issue.id])?;
+    const EDIT: &str = "UPDATE issues SET content_markdown = ?2, content_html = ?3,
+         edited_at = ?4, updated_at = ?4 WHERE id = ?1";
+    conn.execute(EDIT, (issue.id, content, html, Timestamp::now()))?;
+    set_published(conn, nid, id, valid.published)
+}
+
+/// The issue as its mail goes out: [`get`], with the content the mail was sent with when
+/// the web copy was edited after sending. What sends it (the send, a resend, a test) reads
+/// this; pages and the API read [`get`].
+pub fn get_as_mailed(conn: &Connection, newsletter_id: i64, id: i64) -> DomainResult<Issue> {
+    let mut issue = get(conn, newsletter_id, id)?;
+    const MAILED: &str = "SELECT mailed_markdown, mailed_html FROM issues WHERE id = ?1 AND mailed_markdown IS NOT NULL";
+    let mailed: Option<(String, Option<String>)> = conn
+        .query_row(MAILED, [id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    if let Some((markdown, html)) = mailed {
+        issue.content_markdown = markdown;
+        issue.content_html = html;
+    }
+    Ok(issue)
+}
+
+/// Makes a new draft from issue `id`: "Copy of" its subject, its content and articles; the
+/// audience, schedule and web page are the new draft's own.
+pub fn duplicate(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainResult<Issue> {
+    write_tx(conn, |tx| {
+        newsletters::get(tx, newsletter_id)?.ensure_writable()?;
+        let original = get(tx, newsletter_id, id)?;
+        let subject: String = format!("Copy of {}", original.subject)
+            .chars()
+            .take(SUBJECT_MAX)
+            .collect();
+        let subject = subject.trim_end().to_string();
+        let path = free_path(tx, newsletter_id, &subject, None)?;
+        const INSERT: &str = "INSERT INTO issues (newsletter_id, subject, content_markdown, content_html, status, path, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, 'draft', ?5, ?6, ?6)";
+        tx.execute(
+            INSERT,
+            (
+                newsletter_id,
+                &subject,
+                &original.content_markdown,
+                &original.content_html,
+                &path,
+                Timestamp::now(),
+            ),
+        )?;
+        let copy = tx.last_insert_rowid();
+        let articles: Vec<ArticleInput> = original
+            .articles
+            .into_iter()
+            .map(|a| ArticleInput {
+                title: a.title,
+                url: a.url,
+                summarized_article: a.summarized_article,
+            })
+            .collect();
+        replace_articles(tx, copy, &articles)?;
+        get(tx, newsletter_id, copy)
     })
 }
 
@@ -847,6 +1002,57 @@ pub struct Queued {
     pub recipients: i64,
 }
 
+/// What a send is asked with besides the issue.
+#[derive(Debug, Clone, Default)]
+pub struct SendChoice {
+    /// Replaces the issue's recorded audience; `None` sends to the recorded one.
+    pub audience: Option<AudienceInput>,
+    /// Whether the issue goes on the site when the send completes; `None` follows the rule
+    /// of [`publishes_by_default`].
+    pub publish: Option<bool>,
+    /// A draft is approved and sent in one step (the dashboard's one confirmation); without
+    /// it only approved and scheduled issues are sent (the API's states).
+    pub approve_draft: bool,
+}
+
+/// Whether a send to `audience` publishes the issue when the owner did not say: a send to
+/// everyone follows the newsletter's publish-on-send setting; a send to a segment is not
+/// published (its readers are a few, the site is everyone's).
+pub fn publishes_by_default(newsletter: &Newsletter, audience: &Audience) -> bool {
+    newsletter.publish_on_send && audience.is_everyone()
+}
+
+/// Whether the completed send of `issue` publishes it: the owner's choice recorded with the
+/// send, else [`publishes_by_default`].
+pub(in crate::domain) fn publishes_when_sent(
+    conn: &Connection,
+    newsletter: &Newsletter,
+    issue: &Issue,
+) -> DomainResult<bool> {
+    const SQL: &str = "SELECT publish_when_sent FROM issues WHERE id = ?1";
+    let chosen: Option<bool> = conn.query_row(SQL, [issue.id], |r| r.get(0))?;
+    Ok(chosen.unwrap_or_else(|| publishes_by_default(newsletter, &issue.audience)))
+}
+
+/// `issue` as a one-step send sees it: a draft counts as approved (approving changes nothing
+/// else), so the send checks are [`check_sendable`]'s either way.
+fn approved_in_one_step(mut issue: Issue) -> Issue {
+    if issue.status == Status::Draft {
+        issue.status = Status::Approved;
+    }
+    issue
+}
+
+/// What a one-step send (a draft approved and sent at once) would answer now: [`sendable`]
+/// with a draft counted as approved.
+pub fn sendable_in_one_step(
+    conn: &Connection,
+    newsletter: &Newsletter,
+    issue: &Issue,
+) -> DomainResult<i64> {
+    sendable(conn, newsletter, &approved_in_one_step(issue.clone()))
+}
+
 /// Checks the issue and queues its send; the issue turns `sending` at once, so a second
 /// send_now cannot queue it twice. `chosen` replaces the issue's recorded audience (checked
 /// first: a refusal changes nothing); `None` sends to the recorded one.
@@ -856,16 +1062,37 @@ pub fn send_now(
     id: i64,
     chosen: Option<&AudienceInput>,
 ) -> DomainResult<Queued> {
+    let choice = SendChoice {
+        audience: chosen.cloned(),
+        ..SendChoice::default()
+    };
+    send_with(conn, newsletter_id, id, &choice)
+}
+
+/// [`send_now`] with the owner's choices: the audience, whether the issue is published when
+/// the send completes, and whether a draft is approved in the same step.
+pub fn send_with(
+    conn: &mut Connection,
+    newsletter_id: i64,
+    id: i64,
+    choice: &SendChoice,
+) -> DomainResult<Queued> {
     write_tx(conn, |tx| {
         let newsletter = newsletters::get(tx, newsletter_id)?;
         newsletter.ensure_writable()?;
         let mut issue = get(tx, newsletter_id, id)?;
-        if let Some(chosen) = chosen {
+        if let Some(chosen) = &choice.audience {
             let chosen = audience::check(tx, newsletter_id, chosen, "")?;
             audience::store(tx, id, &chosen)?;
             issue.audience = chosen;
         }
-        let recipients = sendable(tx, &newsletter, &issue)?;
+        let checked = match choice.approve_draft {
+            true => approved_in_one_step(issue.clone()),
+            false => issue.clone(),
+        };
+        let recipients = sendable(tx, &newsletter, &checked)?;
+        const CHOICE: &str = "UPDATE issues SET publish_when_sent = ?2 WHERE id = ?1";
+        tx.execute(CHOICE, (id, choice.publish))?;
         start_sending(tx, &issue)?;
         Ok(Queued { issue, recipients })
     })
@@ -949,8 +1176,30 @@ pub fn start_due_scheduled(conn: &mut Connection) -> DomainResult<usize> {
 pub struct Published {
     pub issue: Issue,
     pub web_url: String,
-    /// False when it was already published (no second event).
+    /// False when it was already published. `issue.published` fires the first time it is
+    /// published ever, not when it is published again after being unpublished.
     pub first_time: bool,
+}
+
+/// Takes the issue off the site: its page, the archive and the feed lose it. It keeps the
+/// time it was first published, so publishing it again puts it back in its place. Any
+/// published issue may be unpublished; an unpublished one answers as it is.
+pub fn unpublish(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainResult<Issue> {
+    write_tx(conn, |tx| {
+        newsletters::get(tx, newsletter_id)?.ensure_writable()?;
+        hide(tx, get(tx, newsletter_id, id)?)
+    })
+}
+
+/// The write of [`unpublish`].
+fn hide(conn: &Connection, issue: Issue) -> DomainResult<Issue> {
+    if issue.published_at.is_none() {
+        return Ok(issue);
+    }
+    const HIDE: &str = "UPDATE issues SET withdrawn_published_at = published_at,
+         published_at = NULL, updated_at = ?2 WHERE id = ?1";
+    conn.execute(HIDE, (issue.id, Timestamp::now()))?;
+    get(conn, issue.newsletter_id, issue.id)
 }
 
 /// Makes the issue's web page live. Approved, scheduled, sending and sent issues with
@@ -997,6 +1246,13 @@ pub(in crate::domain) fn make_public(
     let first_time = issue.published_at.is_none();
     if !first_time {
         return Ok((issue, false));
+    }
+    // Published before and unpublished since: back in its place, without a second event.
+    const AGAIN: &str = "UPDATE issues SET published_at = withdrawn_published_at,
+         withdrawn_published_at = NULL, updated_at = ?2
+         WHERE id = ?1 AND withdrawn_published_at IS NOT NULL";
+    if conn.execute(AGAIN, (issue.id, Timestamp::now()))? > 0 {
+        return Ok((get(conn, newsletter_id, issue.id)?, true));
     }
     const PUBLISH: &str = "UPDATE issues SET published_at = ?2, updated_at = ?2 WHERE id = ?1";
     conn.execute(PUBLISH, (issue.id, Timestamp::now()))?;
@@ -1166,6 +1422,184 @@ mod tests {
             )
             .unwrap();
         assert_eq!(published, 1);
+    }
+
+    #[test]
+    fn a_sent_issue_takes_its_web_copy_and_keeps_the_mail() {
+        let mut conn = db();
+        let with = |markdown: &str| IssueInput {
+            content_markdown: Some(markdown.into()),
+            ..Default::default()
+        };
+        let issue = new(
+            &mut conn,
+            &IssueInput {
+                status: Some("approved".into()),
+                ..IssueInput {
+                    subject: Some("Mailed".into()),
+                    ..with("*first*")
+                }
+            },
+        )
+        .unwrap();
+        conn.execute(
+            "UPDATE issues SET status = 'sent', sent_at = created_at WHERE id = ?1",
+            [issue.id],
+        )
+        .unwrap();
+        // Other fields are refused by name, together, and nothing changes.
+        let refused = change(
+            &mut conn,
+            issue.id,
+            &IssueInput {
+                subject: Some("Other".into()),
+                status: Some("draft".into()),
+                ..with("changed")
+            },
+        );
+        let Err(DomainError::Invalid(_, fields)) = refused else {
+            panic!("{refused:?}")
+        };
+        assert_eq!(
+            fields
+                .by_field()
+                .keys()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+            ["status", "subject"]
+        );
+        assert_eq!(get(&conn, 1, issue.id).unwrap().content_markdown, "*first*");
+        // The same subject is no change.
+        let edited = change(
+            &mut conn,
+            issue.id,
+            &IssueInput {
+                subject: Some("Mailed".into()),
+                ..with("**second**")
+            },
+        )
+        .unwrap();
+        assert!(edited.edited_at.is_some());
+        assert_eq!(edited.body_html(), "<p><strong>second</strong></p>");
+        let mailed = get_as_mailed(&conn, 1, issue.id).unwrap();
+        assert_eq!(mailed.content_markdown, "*first*");
+        assert_eq!(mailed.body_html(), "<p><em>first</em></p>");
+        // A second edit keeps the first mail, not the first edit.
+        change(&mut conn, issue.id, &with("third")).unwrap();
+        assert_eq!(
+            get_as_mailed(&conn, 1, issue.id).unwrap().content_markdown,
+            "*first*"
+        );
+        // An unsent issue is its own mail.
+        let draft = new(
+            &mut conn,
+            &IssueInput {
+                subject: Some("Draft".into()),
+                ..with("draft text")
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            get_as_mailed(&conn, 1, draft.id).unwrap().content_markdown,
+            "draft text"
+        );
+        // Duplicated: a draft of the web copy, without the audience.
+        let copy = duplicate(&mut conn, 1, issue.id).unwrap();
+        assert_eq!(
+            (
+                copy.subject.as_str(),
+                copy.status,
+                copy.content_markdown.as_str()
+            ),
+            ("Copy of Mailed", Status::Draft, "third")
+        );
+        assert!(copy.published_at.is_none() && copy.audience.is_everyone());
+    }
+
+    #[test]
+    fn unpublished_issues_come_back_in_their_place_without_a_second_event() {
+        let mut conn = db();
+        crate::domain::testing::listen(&mut conn, 1, &["issue.published"]);
+        let urls = SiteUrls::new("http://localhost:8080", "localhost:8080");
+        let issue = new(
+            &mut conn,
+            &IssueInput {
+                status: Some("approved".into()),
+                content_markdown: Some("x".into()),
+                ..input("Shown")
+            },
+        )
+        .unwrap();
+        let first = publish(&mut conn, &urls, 1, issue.id).unwrap().issue;
+        let hidden = unpublish(&mut conn, 1, issue.id).unwrap();
+        assert!(hidden.published_at.is_none());
+        assert!(get_published_by_path(&conn, 1, &issue.path).is_err());
+        // The path stays fixed while it is off the site.
+        let renamed = change(&mut conn, issue.id, &input("Renamed")).unwrap();
+        assert_eq!(renamed.path, issue.path);
+        let again = publish(&mut conn, &urls, 1, issue.id).unwrap();
+        assert!(again.first_time);
+        assert_eq!(again.issue.published_at, first.published_at);
+        let published: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM events WHERE kind = 'issue.published'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(published, 1);
+        // `published` in an update does the same.
+        let off = change(
+            &mut conn,
+            issue.id,
+            &IssueInput {
+                published: Some(false),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert!(off.published_at.is_none());
+    }
+
+    #[test]
+    fn a_segment_send_publishes_only_when_asked_and_a_draft_sends_in_one_step() {
+        let mut conn = db();
+        conn.execute("UPDATE newsletters SET publish_on_send = 1", [])
+            .unwrap();
+        let newsletter = newsletters::get(&conn, 1).unwrap();
+        let segment = Audience {
+            tags: vec!["news".into()],
+            exclude_tags: Vec::new(),
+        };
+        assert!(publishes_by_default(&newsletter, &Audience::default()));
+        assert!(!publishes_by_default(&newsletter, &segment));
+        conn.execute(
+            "INSERT INTO subscribers (newsletter_id, email, created_at) VALUES (1, 'r@x.co', '2026-01-01T00:00:00.000Z')",
+            [],
+        )
+        .unwrap();
+        let draft = new(
+            &mut conn,
+            &IssueInput {
+                content_markdown: Some("x".into()),
+                ..input("One step")
+            },
+        )
+        .unwrap();
+        assert!(matches!(
+            send_now(&mut conn, 1, draft.id, None),
+            Err(DomainError::Rejected(ErrorCode::InvalidState, _))
+        ));
+        assert_eq!(sendable_in_one_step(&conn, &newsletter, &draft).unwrap(), 1);
+        let choice = SendChoice {
+            publish: Some(false),
+            approve_draft: true,
+            ..SendChoice::default()
+        };
+        send_with(&mut conn, 1, draft.id, &choice).unwrap();
+        let sending = get(&conn, 1, draft.id).unwrap();
+        assert_eq!(sending.status, Status::Sending);
+        assert!(!publishes_when_sent(&conn, &newsletter, &sending).unwrap());
     }
 
     #[test]

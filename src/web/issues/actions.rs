@@ -138,6 +138,62 @@ pub async fn publish(
     .await
 }
 
+/// `POST .../unpublish`: the issue's page, and its place in the archive and the feed, go
+/// off the site; Publish puts them back.
+#[handler]
+pub async fn unpublish(
+    req: &Request,
+    Path((id, issue_id)): Path<(String, String)>,
+    body: Body,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let p = posted(req, state, &id, &issue_id, FormData::read(body).await?).await?;
+    let then = issue_url(p.n.id, p.issue.id);
+    act(req, state, p, then, move |conn, nid, iid| {
+        issues::unpublish(conn, nid, iid)?;
+        Ok("Unpublished: the issue is no longer on the site.".into())
+    })
+    .await
+}
+
+/// `POST .../duplicate`: a new draft with the issue's subject ("Copy of …"), content and
+/// articles; its editor opens.
+#[handler]
+pub async fn duplicate(
+    req: &Request,
+    Path((id, issue_id)): Path<(String, String)>,
+    body: Body,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let p = posted(req, state, &id, &issue_id, FormData::read(body).await?).await?;
+    let (nid, iid) = (p.n.id, p.issue.id);
+    match state
+        .db
+        .run(move |conn| issues::duplicate(conn, nid, iid))
+        .await
+    {
+        Ok(copy) => {
+            p.ctx.notice_next(
+                req,
+                &format!("Duplicated as a new draft, “{}”.", copy.subject),
+            );
+            see_other(&format!("{}/edit", issue_url(nid, copy.id)))
+        }
+        Err(e) => {
+            let found = for_people(problems(e)?);
+            show_response(
+                &p.ctx,
+                state,
+                &p.n,
+                p.issue,
+                &found,
+                StatusCode::UNPROCESSABLE_ENTITY,
+            )
+            .await
+        }
+    }
+}
+
 /// `POST .../resume`: goes on with a send that stopped because the relay stayed unreachable.
 #[handler]
 pub async fn resume(
@@ -158,19 +214,39 @@ pub async fn resume(
     .await
 }
 
-/// What the send confirmation says about the web: whether the issue will appear on the site
-/// (the newsletter's "publish on send" setting) and where.
-fn publishing_note(n: &Newsletter, issue: &Issue, urls: &SiteUrls) -> Markup {
+/// Marks a send form that offers the "Publish on the site" box, so an unticked box (which
+/// posts nothing) is told from a post without it (a script's), which follows the rule.
+const PUBLISH_OFFERED: &str = "publish_offered";
+
+/// The owner's publish choice in a posted send form: `None` when the form did not offer it.
+fn publish_choice(form: &FormData) -> Option<bool> {
+    (form.get(PUBLISH_OFFERED) == "yes").then(|| form.get("publish") == "on")
+}
+
+/// What the send confirmation says about the web: the "Publish on the site" box (ticked as
+/// the owner left it, else by the rule of `issues::publishes_by_default`), what it does and
+/// where; for an issue already on the site, that it is.
+fn publishing_note(n: &Newsletter, issue: &Issue, urls: &SiteUrls, on_site: bool) -> Markup {
     let page = issue.page_url(n, urls);
     html! {
-        p #publishing-note {
-            @if issue.published_at.is_some() {
-                "It is already on your site at " a href=(page) { (page) } "."
-            } @else if n.publish_on_send {
-                "It will also appear on your site at " a href=(page) { (page) } " when the send completes."
-            } @else {
-                "It will not be published on the web; you can publish it afterwards, or have sent issues published in "
-                a href={ "/newsletters/" (n.id) "/settings#publishing" } { "Settings" } "."
+        @if issue.published_at.is_some() {
+            p #publishing-note { "It is already on your site at " a href=(page) { (page) } "." }
+        } @else {
+            input type="hidden" name=(PUBLISH_OFFERED) value="yes";
+            label.check {
+                input #publish-box type="checkbox" name="publish" value="on" checked[on_site] aria-describedby="publishing-note";
+                "Publish on the site"
+            }
+            p.muted #publishing-note {
+                @if on_site {
+                    "It will also appear on your site at " a href=(page) { (page) } " when the send completes. Untick the box to keep it off the site."
+                } @else if issue.audience.is_everyone() {
+                    "It will not be published on the web unless you tick the box; you can publish it afterwards, or have sent issues published in "
+                    a href={ "/newsletters/" (n.id) "/settings#publishing" } { "Settings" } "."
+                } @else {
+                    "A send to some of your subscribers is not published on the web unless you tick the box; then it will be at "
+                    a href=(page) { (page) } "."
+                }
             }
         }
     }
@@ -181,6 +257,8 @@ fn publishing_note(n: &Newsletter, issue: &Issue, urls: &SiteUrls) -> Markup {
 struct AudienceChoice {
     tags: Vec<(String, i64)>,
     chosen: Audience,
+    /// Whether the "Publish on the site" box is ticked.
+    publish: bool,
 }
 
 /// Why the send page is shown.
@@ -278,7 +356,7 @@ fn send_page(
                     @if let Ok(recipients) = verdict {
                         (named_fields(chosen))
                         (count_line("recipient-count", Purpose::SendNow, chosen, verdict))
-                        (publishing_note(n, issue, urls))
+                        (publishing_note(n, &Issue { audience: chosen.clone(), ..issue.clone() }, urls, choice.publish))
                         button #send-button type="submit" name="intent" value="send" data-review-label=(REVIEW_LABEL) { (send_label(*recipients)) }
                         " "
                         a.button.secondary href=(base) { "Cancel" }
@@ -305,6 +383,7 @@ async fn verdict(
     n: &Newsletter,
     issue: &Issue,
     given: Option<AudienceInput>,
+    on_site: Option<bool>,
 ) -> Result<(AudienceChoice, Result<i64, FieldErrors>), crate::web::WebError> {
     let (n2, issue2) = (n.clone(), issue.clone());
     let (tags, (chosen, verdict)) = state
@@ -319,7 +398,15 @@ async fn verdict(
         Ok(recipients) => Ok(recipients),
         Err(e) => Err(problems(e)?),
     };
-    Ok((AudienceChoice { tags, chosen }, verdict))
+    let on_site = on_site.unwrap_or_else(|| issues::publishes_by_default(n, &chosen));
+    Ok((
+        AudienceChoice {
+            tags,
+            chosen,
+            publish: on_site,
+        },
+        verdict,
+    ))
 }
 
 /// The send page for the audience `given` (the issue's recorded one when `None`), with the
@@ -328,10 +415,10 @@ async fn review(
     req: &Request,
     state: &State,
     (ctx, n, issue): (&Ctx, &Newsletter, &Issue),
-    given: Option<AudienceInput>,
+    (given, on_site): (Option<AudienceInput>, Option<bool>),
     shown: Shown,
 ) -> WebResult {
-    let (choice, verdict) = verdict(state, n, issue, given).await?;
+    let (choice, verdict) = verdict(state, n, issue, given, on_site).await?;
     let sender = sender_domain::load(state, n).await?;
     let next = operator::tier_next_steps(state, ctx, n, req.uri().path()).await?;
     render(
@@ -362,7 +449,7 @@ pub async fn send_confirm(
         req,
         state,
         (&ctx, &n, &issue),
-        chosen_audience(&query),
+        (chosen_audience(&query), None),
         Shown::Asked,
     )
     .await
@@ -388,13 +475,26 @@ pub async fn send_now(
         Some(ticked) if names_another_audience(&p.form, ticked) => Some(Shown::Changed),
         _ => None,
     };
+    let on_site = publish_choice(&p.form);
     if let Some(shown) = shown {
-        return review(req, state, (&p.ctx, &p.n, &p.issue), given, shown).await;
+        return review(
+            req,
+            state,
+            (&p.ctx, &p.n, &p.issue),
+            (given, on_site),
+            shown,
+        )
+        .await;
     }
-    let sent_to = given.clone();
+    // The dashboard's one confirmation: a draft is approved and sent in the same step.
+    let choice = issues::SendChoice {
+        audience: given.clone(),
+        publish: on_site,
+        approve_draft: true,
+    };
     match state
         .db
-        .run(move |conn| issues::send_now(conn, nid, iid, sent_to.as_ref()))
+        .run(move |conn| issues::send_with(conn, nid, iid, &choice))
         .await
     {
         Ok(queued) => {
@@ -409,7 +509,7 @@ pub async fn send_now(
         }
         Err(e) => {
             let found = problems(e)?;
-            let (choice, _) = verdict(state, &p.n, &p.issue, given).await?;
+            let (choice, _) = verdict(state, &p.n, &p.issue, given, on_site).await?;
             let sender = sender_domain::load(state, &p.n).await?;
             let next = operator::tier_next_steps(state, &p.ctx, &p.n, req.uri().path()).await?;
             render(

@@ -19,8 +19,8 @@ use crate::http::plural::{count, noun};
 use crate::http::public_page::{FOR_AN_HOUR, JAVASCRIPT, asset};
 use crate::web::{FormData, State, WebResult};
 
-/// What a count is for. The send page states what send_now would do now (every check of
-/// `issues::sendable`); the schedule form only how many the ticked audience has now, since
+/// What a count is for. The send page states what its send would do now (every check of
+/// `issues::sendable_in_one_step`: a draft is approved and sent in one step); the schedule form only how many the ticked audience has now, since
 /// the send counts again when it starts and a draft can be scheduled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Purpose {
@@ -118,7 +118,7 @@ pub(super) fn counted(
             let recipients = match purpose {
                 Purpose::SendNow => {
                     issue.audience = chosen.clone();
-                    issues::sendable(conn, n, &issue)
+                    issues::sendable_in_one_step(conn, n, &issue)
                 }
                 Purpose::Schedule => audience::count(conn, n.id, &chosen),
             };

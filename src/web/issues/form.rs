@@ -6,6 +6,7 @@ use maud::{Markup, html};
 use poem::web::{Data, Path};
 use poem::{Body, Request, handler, http::StatusCode};
 
+use super::live_preview;
 use super::pages::preview_block;
 use super::test_send::{self, AskedFrom};
 use super::{Posted, issue_url, list_url, problems, render, typed_time, viewed};
@@ -175,6 +176,7 @@ impl IssueForm {
                     .collect(),
             ),
             audience: None,
+            published: None,
         })
     }
 }
@@ -230,9 +232,15 @@ fn form_page(
     preview: Option<Markup>,
 ) -> Markup {
     let (title, action) = match issue {
+        Some(i) if i.status == Status::Sent => (
+            format!("Edit the web copy of “{}”", i.subject),
+            issue_url(n.id, i.id),
+        ),
         Some(i) => (format!("Edit “{}”", i.subject), issue_url(n.id, i.id)),
         None => ("New issue".to_string(), list_url(n.id)),
     };
+    // A sent issue's page shows its content only: the subject and articles went out by mail.
+    let sent = issue.is_some_and(|i| i.status == Status::Sent);
     let next_slot = n
         .frequency
         .and_then(|f| issues::next_slot(f, clock::now(), &n.time_zone))
@@ -248,15 +256,27 @@ fn form_page(
             p { a href=(match issue { Some(i) => issue_url(n.id, i.id), None => list_url(n.id) }) { "← Back" } }
             h1 { (title) }
             (errors(found))
+            @if sent {
+                p.notice #sent-edit-note {
+                    "This issue was sent. Your changes update its page on the site, which will say “Updated” with the date; "
+                    "the e-mail that went out stays as it was. The subject and the articles cannot change."
+                }
+            }
+            div.editor-split {
             form.stack.issue-form method="post" action=(action) {
                 (csrf_field(ctx))
                 @if issue.is_some() { input type="hidden" name="_method" value="patch"; }
-                label { "Subject" input type="text" name="issue[subject]" value=(form.subject) required maxlength="200"; }
+                @if sent {
+                    p { "Subject: " strong { (form.subject) } }
+                } @else {
+                    label { "Subject" input type="text" name="issue[subject]" value=(form.subject) required maxlength="200"; }
+                }
                 label {
                     "Content (Markdown)"
                     textarea.markdown name="issue[content_markdown]" rows="14" spellcheck="true" { (form.content_markdown) }
                 }
                 p.muted { "GitHub-flavoured Markdown: **bold**, _italic_, [links](https://…), lists, tables. HTML you type is shown as text." }
+                @if !sent {
                 fieldset.articles {
                     legend { "Articles" }
                     p.muted { "Articles follow the content, in the order of their position numbers. Fill the empty row to add one; tick Remove to drop one." }
@@ -281,10 +301,13 @@ fn form_page(
                         "."
                     }
                 }
+                }
                 div.buttons {
                     button type="submit" name="commit" value="save" { "Save" }
                     button.secondary type="submit" name="commit" value="preview" formnovalidate { "Preview" }
                 }
+            }
+            (live_preview::panel(n.id, issue.map(|i| i.id)))
             }
             @if let Some(shown) = preview {
                 section id="preview" {
@@ -325,7 +348,7 @@ pub async fn edit_form(
     Data(state): Data<&State>,
 ) -> WebResult {
     let (ctx, n, issue) = viewed(req, state, &id, &issue_id).await?;
-    if !issue.status.is_editable() {
+    if !issue.status.is_editable() && issue.status != Status::Sent {
         ctx.notice_next(
             req,
             &format!("A {} issue is read-only.", issue.status.as_str()),
@@ -357,6 +380,12 @@ async fn submit(
     form: &FormData,
 ) -> WebResult {
     let (mut typed, found) = IssueForm::read(form);
+    // A sent issue's editor posts its content only; a subject or status posted anyway goes to
+    // the domain, which refuses a change by name.
+    let (posted_subject, posted_status) = (typed.subject.clone(), typed.status.clone());
+    if let Some(issue) = current.as_ref().filter(|i| i.status == Status::Sent) {
+        typed.subject = issue.subject.clone();
+    }
     let commit = match form.get("commit") {
         "preview" => Commit::Preview,
         "add_article" => Commit::AddArticle,
@@ -371,7 +400,16 @@ async fn submit(
     if !found.is_empty() {
         return again(StatusCode::UNPROCESSABLE_ENTITY, &found, &typed, None);
     }
-    let input = typed.input(&ctx.zone());
+    let input = match &current {
+        // The web copy of a sent issue: its content is all the form holds.
+        Some(issue) if issue.status == Status::Sent => Ok(IssueInput {
+            content_markdown: Some(typed.content_markdown.clone()),
+            subject: (!posted_subject.is_empty()).then_some(posted_subject),
+            status: (!posted_status.is_empty()).then_some(posted_status),
+            ..IssueInput::default()
+        }),
+        _ => typed.input(&ctx.zone()),
+    };
     let creating = current.is_none();
     // Checking renders the content (up to the render budget): on a blocking thread.
     let check = move || {

@@ -1,11 +1,13 @@
 //! Issues in the dashboard: the list by status, the Markdown editor with articles and a
-//! server-rendered preview, and the actions of the issue page (approve, schedule, send with
-//! live progress, publish, delete, send a test, send again to the unconfirmed). Every rule is
+//! server-rendered preview (and a live one beside the text), and the actions of the issue page
+//! (approve, schedule, send in one step with live progress, publish and unpublish, edit a sent
+//! issue's web copy, duplicate, delete, send a test, send again to the unconfirmed). Every rule is
 //! the domain's (`domain::issues`, `domain::delivery::sending`); these handlers parse, call and render.
 
 mod actions;
 mod audience;
 mod form;
+mod live_preview;
 mod pages;
 mod resend;
 mod test_send;
@@ -22,10 +24,12 @@ use crate::domain::{DomainError, DomainResult, FieldErrors};
 use crate::http::headers::Policy;
 
 pub use actions::{
-    approve, delete_confirm, progress, publish, resume, schedule, script, send_confirm, send_now,
+    approve, delete_confirm, duplicate, progress, publish, resume, schedule, script, send_confirm,
+    send_now, unpublish,
 };
 pub use audience::{audience_count, audience_script};
 pub use form::{create, edit_form, new_form};
+pub use live_preview::{live_preview_script, preview_live};
 pub use pages::{index, preview, show};
 pub use resend::{resend_confirm, resend_unconfirmed};
 pub use test_send::{send_test, test_form};

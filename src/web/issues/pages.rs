@@ -7,6 +7,7 @@ use poem::{Request, handler, http::StatusCode};
 use serde::Deserialize;
 
 use super::audience::{COUNTING, Purpose, SCHEDULE_COUNT_FAILED, audience_boxes, count_line};
+use super::test_send::{self, AskedFrom};
 use super::{issue_url, list_url, problems, render, viewed};
 use crate::clock::{self, Timestamp};
 use crate::domain::content;
@@ -319,8 +320,12 @@ fn show_page(
             @if let Some(reason) = issue.last_error.as_ref().filter(|_| issue.status != Status::Sending) {
                 p.warning role="status" #issue-last-error { (reason) }
             }
+            @if let Some(at) = issue.edited_at {
+                p.muted #issue-edited { "The web copy was edited " (shown(at, &zone)) "; the e-mail that went out is unchanged." }
+            }
             div.actions {
                 @if editable { a.button href={ (base) "/edit" } { "Edit" } }
+                @if issue.status == Status::Sent { a.button href={ (base) "/edit" } { "Edit the web copy" } }
                 a.button.secondary href={ (base) "/preview" } { "Preview" }
                 @if issue.status == Status::Draft {
                     (post_button(ctx, &format!("{base}/approve"), "Approve", ""))
@@ -328,7 +333,7 @@ fn show_page(
                 @if issue.status == Status::Scheduled {
                     (post_button(ctx, &format!("{base}/approve"), "Unschedule (keep approved)", "secondary"))
                 }
-                @if matches!(issue.status, Status::Approved | Status::Scheduled) {
+                @if matches!(issue.status, Status::Draft | Status::Approved | Status::Scheduled) {
                     a.button href={ (base) "/send" } { "Send now…" }
                 }
                 @if issue.status == Status::Failed {
@@ -337,6 +342,10 @@ fn show_page(
                 @if issue.status != Status::Draft && web_url.is_none() {
                     (post_button(ctx, &format!("{base}/publish"), "Publish to the web", ""))
                 }
+                @if web_url.is_some() {
+                    (post_button(ctx, &format!("{base}/unpublish"), "Unpublish", "secondary"))
+                }
+                (post_button(ctx, &format!("{base}/duplicate"), "Duplicate", "secondary"))
                 @if issue.status == Status::Draft {
                     a.button.danger href={ (base) "/delete" } { "Delete…" }
                 }
@@ -372,6 +381,7 @@ fn show_page(
                 @if issue.status == Status::Sending { (progress_panel(&base, report, issue.last_error.as_deref())) }
                 @else { (report_panel(issue, report)) }
             }
+            @if issue.has_content() { (test_send::form(ctx, n, issue, "", AskedFrom::IssuePage)) }
             @if issue.status == Status::Sending {
                 script src="/assets/dashboard.js" defer {}
             }
@@ -415,6 +425,29 @@ fn with_base(document: &str, origin: &str) -> String {
     document.replacen("<head>", &base, 1)
 }
 
+/// The two documents of an issue's previews: the e-mail a subscriber receives (its HTML
+/// with the newsletter's site as base) and the public web page, ready for a sandboxed
+/// frame's `srcdoc`. It renders the text part within the budget: call it on a blocking
+/// thread.
+pub(super) fn preview_documents(
+    state: &State,
+    n: &Newsletter,
+    issue: &Issue,
+) -> Result<(crate::mail::OutgoingMail, String), DomainError> {
+    let origin = n.site_origin(&state.urls);
+    let links = Links::new(&origin, n.id, state.secret.clone(), false);
+    // Busy renderers: the preview shows the source rather than nothing.
+    let text = content::plain_text(&issue.content_markdown)?
+        .unwrap_or_else(|| issue.content_markdown.clone());
+    let mut mail = IssueEmail::new(issue, n, state.urls.public_host_name(), links, &text)
+        .personalise(0, "subscriber@example.com");
+    mail.html = with_base(&mail.html, &origin);
+    let mut on_web = issue.clone();
+    on_web.published_at = on_web.published_at.or_else(|| Some(Timestamp::now()));
+    let page = issue_document(&state.urls, n, &on_web, Styles::Inline);
+    Ok((mail, with_base(&page.into_string(), &origin)))
+}
+
 /// Both previews of `issue`: the e-mail a subscriber receives, rendered by the sender's own
 /// renderer (without tracking, so its links are the real ones), and the public web page. It
 /// renders the text part within the budget: call it on a blocking thread.
@@ -424,21 +457,13 @@ pub(super) fn preview_block(
     issue: &Issue,
 ) -> Result<Markup, DomainError> {
     let origin = n.site_origin(&state.urls);
-    let links = Links::new(&origin, n.id, state.secret.clone(), false);
-    // Busy renderers: the preview shows the source rather than nothing.
-    let text = content::plain_text(&issue.content_markdown)?
-        .unwrap_or_else(|| issue.content_markdown.clone());
-    let mail = IssueEmail::new(issue, n, state.urls.public_host_name(), links, &text)
-        .personalise(0, "subscriber@example.com");
-    let mut on_web = issue.clone();
-    on_web.published_at = on_web.published_at.or_else(|| Some(Timestamp::now()));
-    let page = issue_document(&state.urls, n, &on_web, Styles::Inline);
+    let (mail, page) = preview_documents(state, n, issue)?;
     Ok(html! {
         div.previews {
             section {
                 h3 { "E-mail" }
                 p.muted { "From " (mail.from_name) " <" (mail.from_email) "> · Subject: " strong { (mail.subject) } }
-                iframe #email-preview.preview title="E-mail preview" sandbox="allow-popups allow-popups-to-escape-sandbox" srcdoc=(with_base(&mail.html, &origin)) {}
+                iframe #email-preview.preview title="E-mail preview" sandbox="allow-popups allow-popups-to-escape-sandbox" srcdoc=(mail.html) {}
                 details { summary { "Plain-text part" } pre.plain { (mail.text) } }
             }
             section {
@@ -447,7 +472,7 @@ pub(super) fn preview_block(
                     @if issue.path.is_empty() { "Its address is made from the subject when the issue is saved." }
                     @else { (origin) "/p/" (issue.path) }
                 }
-                iframe #web-preview.preview title="Web page preview" sandbox="allow-popups allow-popups-to-escape-sandbox" srcdoc=(with_base(&page.into_string(), &origin)) {}
+                iframe #web-preview.preview title="Web page preview" sandbox="allow-popups allow-popups-to-escape-sandbox" srcdoc=(page) {}
             }
         }
     })
@@ -481,6 +506,7 @@ pub async fn preview(
                 // The previews' own headings are h3 (under the editor's h2): no level skipped.
                 h2.visually-hidden { "E-mail and web page" }
                 (block)
+                (test_send::form(&ctx, &n, &issue, "", AskedFrom::PreviewPage))
             },
         ),
     )

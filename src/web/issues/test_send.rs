@@ -1,5 +1,5 @@
-//! "Send a test" in the dashboard: the form under the issue editor and on the send
-//! confirmation, and its own page (`.../send_test`), where bad input comes back with its
+//! "Send a test" in the dashboard: the form on the issue page, its preview, under the issue
+//! editor and on the send confirmation, and its own page (`.../send_test`), where bad input comes back with its
 //! messages. The rules are `domain::issues::test_send`'s.
 
 use maud::{Markup, html};
@@ -20,6 +20,8 @@ pub enum AskedFrom {
     Editor,
     SendPage,
     TestPage,
+    IssuePage,
+    PreviewPage,
 }
 
 impl AskedFrom {
@@ -28,6 +30,8 @@ impl AskedFrom {
             AskedFrom::Editor => "edit",
             AskedFrom::SendPage => "send",
             AskedFrom::TestPage => "send_test",
+            AskedFrom::IssuePage => "issue",
+            AskedFrom::PreviewPage => "preview",
         }
     }
 
@@ -35,6 +39,8 @@ impl AskedFrom {
         match text {
             "edit" => AskedFrom::Editor,
             "send" => AskedFrom::SendPage,
+            "issue" => AskedFrom::IssuePage,
+            "preview" => AskedFrom::PreviewPage,
             _ => AskedFrom::TestPage,
         }
     }
@@ -118,7 +124,8 @@ pub async fn send_test(
     let back = match AskedFrom::parse(form.get("from")) {
         AskedFrom::Editor => format!("{}/edit", issue_url(n.id, issue.id)),
         AskedFrom::SendPage => format!("{}/send", issue_url(n.id, issue.id)),
-        AskedFrom::TestPage => issue_url(n.id, issue.id),
+        AskedFrom::TestPage | AskedFrom::IssuePage => issue_url(n.id, issue.id),
+        AskedFrom::PreviewPage => format!("{}/preview", issue_url(n.id, issue.id)),
     };
     let (nid, iid, addresses) = (n.id, issue.id, test_send::split_addresses(&typed));
     let queued = state
