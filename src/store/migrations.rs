@@ -107,6 +107,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0026_send_usage",
         include_str!("../../migrations/0026_send_usage.sql"),
     ),
+    (
+        "0027_media",
+        include_str!("../../migrations/0027_media.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.

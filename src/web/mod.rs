@@ -263,6 +263,17 @@ fn issue_routes(route: Route) -> Route {
             "/newsletters/:id/issues/:issue_id/audience_count",
             get(issues::audience_count),
         )
+        .at(
+            "/newsletters/:id/media",
+            get(issues::media_index).post(issues::upload_media),
+        )
+        .at(
+            "/newsletters/:id/media/:file",
+            get(issues::media_file)
+                .post(issues::delete_media)
+                .delete(issues::delete_media),
+        )
+        .at("/assets/media.js", get(issues::media_script))
         .at("/assets/dashboard.js", get(issues::script))
         .at("/assets/audience.js", get(issues::audience_script))
 }

@@ -422,7 +422,8 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
         out.trim(),
         "applied 0021_ids_never_reused\napplied 0022_events_by_subscriber\n\
          applied 0023_resend_unconfirmed\napplied 0024_connection_cut_offs\n\
-         applied 0025_newsletter_relays\napplied 0026_send_usage"
+         applied 0025_newsletter_relays\napplied 0026_send_usage\n\
+         applied 0027_media"
     );
 
     let conn = rusqlite::Connection::open(&db).unwrap();
@@ -431,7 +432,8 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
         // tested in store::migrations), 0023 (each delivery's `resent_at` and each issue's
         // `resending_since`, NULL in every row), 0024 (each delivery's `cut_offs`, 0), 0025
         // (the empty `newsletter_relays`, each newsletter's warm-up columns, NULL) and 0026
-        // (the empty `send_usage`): the rest is as 0020 left it.
+        // (the empty `send_usage`) and 0027 (the empty `media` and `issue_media`): the rest is
+        // as 0020 left it.
         let copy = app.data_dir().join("before-0022.db");
         conn.execute("VACUUM INTO ?1", [copy.to_str().unwrap()])
             .unwrap();
@@ -441,6 +443,7 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
              ALTER TABLE deliveries DROP COLUMN resent_at;
              ALTER TABLE issues DROP COLUMN resending_since;
              ALTER TABLE deliveries DROP COLUMN cut_offs; DROP TABLE send_usage;
+             DROP TABLE issue_media; DROP TABLE media;
              DROP TABLE newsletter_relays; ALTER TABLE newsletters DROP COLUMN warmup_first_day_cap;
              ALTER TABLE newsletters DROP COLUMN warmup_factor;
              ALTER TABLE newsletters DROP COLUMN warmup_started_on;",

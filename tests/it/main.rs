@@ -38,6 +38,7 @@ mod http_headers;
 mod ids_never_reused;
 mod imports;
 mod layers;
+mod media;
 mod newsletter_relay;
 mod operator;
 mod operator_role;
