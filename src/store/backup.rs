@@ -129,8 +129,9 @@ pub fn media_copy_dir(backup_file: &Path) -> std::path::PathBuf {
     std::path::PathBuf::from(name)
 }
 
-/// Copies the image files of directory `from` into `to` (made when missing), each written
-/// under a temporary name and renamed, so a file in `to` is always whole. Files already in
+/// Copies the image files of directory `from` into `to` (made when missing): a hard link
+/// where the file system allows, else written under a temporary name and renamed, so a file
+/// in `to` is always whole. Files already in
 /// `to` are left alone: a name is its content's hash. Temporary files (a leading dot) and
 /// anything that is not a plain file are skipped. Returns how many files were copied and
 /// how many were there already. A missing `from` copies nothing.
@@ -150,6 +151,13 @@ pub fn copy_media(from: &Path, to: &Path) -> Result<(usize, usize), StoreError> 
         let target = to.join(&name);
         if target.is_file() {
             present += 1;
+            continue;
+        }
+        // An image file never changes once written (its name is its content), so on the same
+        // file system a hard link is a whole copy that costs no space: daily backups of a
+        // large library stay cheap. Elsewhere it is copied.
+        if std::fs::hard_link(entry.path(), &target).is_ok() {
+            copied += 1;
             continue;
         }
         let partial = to.join(format!(".{text}.partial"));

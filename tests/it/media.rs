@@ -700,6 +700,22 @@ fn the_media_page_fits_phones_passes_axe_and_pasted_images_upload() {
         &format!("![]({url})"),
     );
     let id = issue_with(&owner, "Pasted", "Start.");
+    // Published with its own image: the site (plain http in this setup) shows it.
+    let published = owner.post(
+        "/issues",
+        &serde_json::json!({"issue": {"subject": "On the site", "content_markdown": format!("![a wide picture]({url})"), "status": "approved"}}),
+    );
+    published.expect(201);
+    let published_id = published.json()["id"].as_i64().unwrap();
+    let resp = owner.post(
+        &format!("/issues/{published_id}/publish"),
+        &serde_json::json!({}),
+    );
+    resp.expect(200);
+    let web_url = resp.json()["web_url"]
+        .as_str()
+        .expect("web_url")
+        .to_string();
     let pasted = base64::engine::general_purpose::STANDARD
         .encode(encoded(&picture(48, 32), ImageFormat::Png));
     let found = runtime().block_on(async {
@@ -728,6 +744,23 @@ fn the_media_page_fits_phones_passes_axe_and_pasted_images_upload() {
                 .unwrap();
             assert_eq!(loaded, serde_json::json!(true), "a thumbnail did not load");
             screenshot(&c, &format!("media-page-{width}")).await;
+        }
+        c.goto(&web_url).await.unwrap();
+        wait_for_element(&c, "main img").await;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let shown = c
+                .execute(
+                    "const i = document.querySelector('main img'); return i.complete && i.naturalWidth",
+                    vec![],
+                )
+                .await
+                .unwrap();
+            if shown == serde_json::json!(1600) {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "the site does not show its image: {shown}");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
         // A pasted image is uploaded and its Markdown goes in at the cursor.
         c.set_window_size(1280, 900).await.unwrap();
