@@ -640,6 +640,20 @@ fn the_editor_uploads_without_javascript_and_flags_http_images() {
     let shown = owner.client.get(&issue_url);
     assert!(shown.body.contains("Saved."));
     assert!(!shown.body.contains(warning), "{}", shown.body);
+
+    // In mail the image is the same absolute address on the newsletter's site.
+    let resp = owner.client.submit(
+        &edit,
+        &format!("{issue_url}/send_test"),
+        &[("emails", owner.email.as_str())],
+    );
+    assert!(resp.redirect().starts_with(&issue_url));
+    let mail = app.smtp.wait_for_message_to(&owner.email, 2);
+    assert!(
+        mail.html().contains(&format!("src=\"{own}\" alt=\"mine\"")),
+        "{}",
+        mail.html()
+    );
 }
 
 #[test]

@@ -27,7 +27,7 @@ static PROCESSING: LazyLock<Semaphore> = LazyLock::new(|| Semaphore::new(2));
 
 /// Bytes of a multipart body read past a refused file before answering: a browser that is
 /// still sending gets the answer instead of a reset, within reason.
-const READ_PAST_LIMIT: usize = 64 * 1024 * 1024;
+const READ_PAST_LIMIT: u64 = 64 * 1024 * 1024;
 
 fn media_url(newsletter_id: i64) -> String {
     format!("/newsletters/{newsletter_id}/media")
@@ -172,14 +172,16 @@ async fn read_form(mut multipart: Multipart) -> Result<Posted, WebError> {
     let unreadable =
         |e: &dyn std::fmt::Display| WebError::BadForm(format!("unreadable upload: {e}"));
     let mut posted = Posted::default();
-    let mut read_past = 0usize;
+    // Bytes read past (a file too large, fields nobody asked for): bounded, so a body of any
+    // size costs at most this much reading before the answer.
+    let mut read_past = 0u64;
     while let Some(field) = multipart.next_field().await.map_err(|e| unreadable(&e))? {
         let name = field.name().unwrap_or("").to_string();
         let mut reader = Box::pin(field.into_async_read());
         match name.as_str() {
             csrf::FIELD | "issue" => {
                 let mut text = String::new();
-                reader
+                (&mut reader)
                     .take(256)
                     .read_to_string(&mut text)
                     .await
@@ -199,20 +201,24 @@ async fn read_form(mut multipart: Multipart) -> Result<Posted, WebError> {
                     .map_err(|e| unreadable(&e))?;
                 if bytes.len() > media::MAX_UPLOAD_BYTES {
                     posted.too_large = true;
-                    read_past += bytes.len();
-                    let mut sink = tokio::io::sink();
-                    read_past += tokio::io::copy(
-                        &mut (&mut reader)
-                            .take((READ_PAST_LIMIT - read_past.min(READ_PAST_LIMIT)) as u64),
-                        &mut sink,
-                    )
-                    .await
-                    .map_err(|e| unreadable(&e))? as usize;
                 } else if !bytes.is_empty() {
                     posted.file = Some(bytes);
                 }
             }
             _ => {}
+        }
+        // Whatever is left of this field is read past, within the bound; beyond it the
+        // answer goes out with the rest unread (the forms send the token and `issue` first).
+        let room = READ_PAST_LIMIT.saturating_sub(read_past);
+        let skipped = tokio::io::copy(&mut (&mut reader).take(room + 1), &mut tokio::io::sink())
+            .await
+            .map_err(|e| unreadable(&e))?;
+        read_past += skipped;
+        if skipped > room {
+            if posted.too_large {
+                break;
+            }
+            return Err(WebError::BadForm("the upload form is too large".into()));
         }
     }
     Ok(posted)
