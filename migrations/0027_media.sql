@@ -15,6 +15,8 @@ CREATE TABLE media (
 ) WITHOUT ROWID;
 -- The media page lists a newsletter's images newest first.
 CREATE INDEX media_by_newsletter ON media(newsletter_id, created_at);
+-- Whether another newsletter has the same file, before a delete removes it.
+CREATE INDEX media_by_hash ON media(hash);
 
 -- Which issues' Markdown names which image (by hash): replaced for an issue each time its
 -- Markdown is saved, so "where used" and the refusal to delete an image in use read a few

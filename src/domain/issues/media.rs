@@ -352,7 +352,7 @@ pub fn list(conn: &Connection, newsletter_id: i64) -> DomainResult<Vec<(Media, V
     let images: Vec<Media> = conn
         .prepare_cached(&format!(
             "SELECT {COLUMNS} FROM media WHERE newsletter_id = ?1
-             ORDER BY created_at DESC, hash LIMIT ?2"
+             ORDER BY created_at DESC, hash DESC LIMIT ?2"
         ))?
         .query_map((newsletter_id, PAGE_SIZE), from_row)?
         .collect::<Result<_, _>>()?;
@@ -550,6 +550,39 @@ mod tests {
             "b".repeat(64)
         );
         assert_eq!(named_hashes(&markdown), [hash, "b".repeat(64)]);
+    }
+
+    /// Every read of the media page, the site and a delete is an index search, never a scan
+    /// of every newsletter's images or every issue.
+    #[test]
+    fn reads_use_the_indexes() {
+        let mut conn = rusqlite::Connection::open_in_memory().unwrap();
+        crate::store::migrate(&mut conn).unwrap();
+        let plan = |sql: &str| -> String {
+            let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+            let rows: Vec<String> = stmt
+                .query_map([], |r| r.get::<_, String>(3))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            rows.join("; ")
+        };
+        let listing = plan(&format!(
+            "SELECT {COLUMNS} FROM media WHERE newsletter_id = 1 \
+             ORDER BY created_at DESC, hash DESC LIMIT 100"
+        ));
+        assert!(listing.contains("media_by_newsletter"), "{listing}");
+        assert!(!listing.contains("TEMP B-TREE"), "{listing}");
+        let shared = plan("SELECT EXISTS (SELECT 1 FROM media WHERE hash = 'x')");
+        assert!(shared.contains("media_by_hash"), "{shared}");
+        let uses = plan(
+            "SELECT i.id, i.subject FROM issue_media u JOIN issues i ON i.id = u.issue_id \
+             WHERE u.newsletter_id = 1 AND u.hash = 'x' ORDER BY u.issue_id DESC LIMIT 10",
+        );
+        assert!(uses.contains("SEARCH u USING PRIMARY KEY"), "{uses}");
+        assert!(!uses.contains("SCAN i"), "{uses}");
+        let by_issue = plan("DELETE FROM issue_media WHERE issue_id = 1");
+        assert!(by_issue.contains("issue_media_by_issue"), "{by_issue}");
     }
 
     #[test]
