@@ -736,11 +736,13 @@ fn the_media_page_fits_phones_passes_axe_and_pasted_images_upload() {
         let c = driver.session().await;
         sign_in(&c, &app.base_url, &owner.email).await;
         let mut found = Vec::new();
-        for width in [1280, 390] {
+        for (scheme, width) in [("light", 1280), ("light", 390), ("dark", 1280), ("dark", 390)] {
+            let media = serde_json::json!({"features": [{"name": "prefers-color-scheme", "value": scheme}]});
+            driver.cdp(&c, "Emulation.setEmulatedMedia", media).await;
             c.set_window_size(width, 900).await.unwrap();
             c.goto(&format!("{}{}", app.base_url, media_page(&owner))).await.unwrap();
             wait_for_element(&c, "ul.media-list img.thumb").await;
-            found.extend(axe.violations(&c, &format!("media page at {width} px")).await);
+            found.extend(axe.violations(&c, &format!("media page, {scheme}, at {width} px")).await);
             let overflow = c
                 .execute(
                     "return document.documentElement.scrollWidth > window.innerWidth",
@@ -748,7 +750,7 @@ fn the_media_page_fits_phones_passes_axe_and_pasted_images_upload() {
                 )
                 .await
                 .unwrap();
-            assert_eq!(overflow, serde_json::json!(false), "the media page scrolls sideways at {width}px");
+            assert_eq!(overflow, serde_json::json!(false), "the media page scrolls sideways at {width}px ({scheme})");
             let loaded = c
                 .execute(
                     "return Array.from(document.querySelectorAll('img.thumb')).every(i => i.complete && i.naturalWidth > 0)",
@@ -757,7 +759,7 @@ fn the_media_page_fits_phones_passes_axe_and_pasted_images_upload() {
                 .await
                 .unwrap();
             assert_eq!(loaded, serde_json::json!(true), "a thumbnail did not load");
-            screenshot(&c, &format!("media-page-{width}")).await;
+            screenshot(&c, &format!("media-page-{scheme}-{width}")).await;
         }
         c.goto(&web_url).await.unwrap();
         wait_for_element(&c, "main img").await;
