@@ -525,6 +525,29 @@ mod tests {
         assert_eq!((small.width, small.height), (40, 30));
     }
 
+    /// A phone photo taken upright is stored landscape with an EXIF orientation; stored
+    /// without EXIF, it must be turned first.
+    #[test]
+    fn the_exif_orientation_is_applied_before_it_is_dropped() {
+        let mut jpeg = Vec::new();
+        DynamicImage::ImageRgb8(image::RgbImage::new(40, 20))
+            .write_to(&mut Cursor::new(&mut jpeg), ImageFormat::Jpeg)
+            .unwrap();
+        // TIFF, little-endian, IFD0 with one entry: Orientation (0x0112) = 6 (turn right).
+        let mut tiff = b"II\x2a\x00\x08\x00\x00\x00\x01\x00".to_vec();
+        tiff.extend([0x12, 0x01, 3, 0, 1, 0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0]);
+        let mut body = b"Exif\0\0".to_vec();
+        body.extend(tiff);
+        let mut with_exif = jpeg[..2].to_vec();
+        with_exif.extend([0xff, 0xe1]);
+        with_exif.extend(((body.len() + 2) as u16).to_be_bytes());
+        with_exif.extend(body);
+        with_exif.extend(&jpeg[2..]);
+        let done = process(&with_exif).unwrap();
+        assert_eq!((done.width, done.height), (20, 40));
+        assert!(!done.bytes.windows(4).any(|w| w == b"Exif"));
+    }
+
     #[test]
     fn what_is_not_an_image_or_is_cut_short_is_refused() {
         assert!(process(b"GIF89a but not really").is_err());
