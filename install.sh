@@ -175,7 +175,8 @@ if [ "$backups" = 1 ]; then
 # Broadsheet's daily backup (installed by install.sh, run by broadsheet-backup.timer):
 #   daily-backup DIR KEEP
 # writes DIR/broadsheet-<UTC time>.db with `broadsheet backup` (the data directory comes from
-# BROADSHEET_DATA_DIR, as for the service) and then deletes all but the newest KEEP backups.
+# BROADSHEET_DATA_DIR, as for the service), its images beside it in DIR/broadsheet-<UTC time>.db.media,
+# and then deletes all but the newest KEEP backups (each with its images).
 set -eu
 dir=${1:?usage: daily-backup DIR KEEP}
 keep=${2:?usage: daily-backup DIR KEEP}
@@ -184,7 +185,7 @@ mkdir -p "$dir"
 "$broadsheet" backup "$dir/broadsheet-$(date -u +%Y%m%dT%H%M%SZ).db"
 # Only finished backups match: `backup` writes FILE.partial and renames it when the copy is whole.
 ls -1 "$dir" | grep -E '^broadsheet-[0-9]{8}T[0-9]{6}Z\.db$' | sort -r | tail -n +"$((keep + 1))" \
-  | while read -r old; do rm -f -- "$dir/$old"; echo "removed old backup $old"; done
+  | while read -r old; do rm -rf -- "$dir/$old" "$dir/$old.media"; echo "removed old backup $old"; done
 SCRIPT
 
   write_file "$backup_unit_path" 0644 <<UNIT

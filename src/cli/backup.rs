@@ -1,4 +1,5 @@
-//! `broadsheet backup FILE`: a consistent copy of the database, even while serve runs. The
+//! `broadsheet backup FILE`: a consistent copy of the database, even while serve runs, and
+//! the uploaded images (`<data-dir>/media`) copied to the directory `FILE.media`. The
 //! copy does not hold the key that opens the relay passwords in it (`credentials.key`), so
 //! the command says where that file is and how to carry it.
 
@@ -14,6 +15,13 @@ pub(super) fn run(data_dir: &Path, file: &Path) -> Result<(), Failure> {
         return Err(usage(format!(
             "{} already exists; choose a new file",
             file.display()
+        )));
+    }
+    let media_copy = store::media_copy_dir(file);
+    if media_copy.exists() {
+        return Err(usage(format!(
+            "{} already exists; choose a new file",
+            media_copy.display()
         )));
     }
     // Checked here: the copy is first written beside the file under another name, which an
@@ -46,6 +54,27 @@ pub(super) fn run(data_dir: &Path, file: &Path) -> Result<(), Failure> {
     })?;
     progress.finish();
     println!("backup written to {}", file.display());
+    // After the database: an image uploaded meanwhile is copied without its record (and
+    // ignored), rather than a record copied without its image.
+    let (copied, _) = store::copy_media(&store::media_dir(data_dir), &media_copy).map_err(|e| {
+        let failure = Failure::from(e);
+        Failure {
+            message: format!(
+                "the database was backed up, but the images could not be copied to {}: {}",
+                media_copy.display(),
+                failure.message
+            ),
+            ..failure
+        }
+    })?;
+    if copied > 0 {
+        println!(
+            "{copied} image file(s) copied to {} (keep that directory with the backup file)",
+            media_copy.display()
+        );
+    } else {
+        println!("there are no images to copy");
+    }
     println!("{}", key_note(data_dir));
     Ok(())
 }

@@ -1,4 +1,5 @@
-//! `broadsheet restore FILE`: replaces the database with a backup; refused while a server
+//! `broadsheet restore FILE`: replaces the database with a backup and copies back the images
+//! kept beside it (`FILE.media`); refused while a server
 //! holds the data directory. The database it replaces is copied beside it first
 //! (`broadsheet.db.before-restore-<UTC time>`), so a restore of the wrong file loses nothing.
 //! It then says whether the data directory's key file opens the relay passwords in the
@@ -37,9 +38,40 @@ pub(super) fn run(data_dir: &Path, file: &Path) -> Result<(), Failure> {
         Some(kept) => println!("the database it replaced is kept at {}", kept.display()),
         None => println!("there was no database before, so none is kept"),
     }
+    restore_media(data_dir, file)?;
     // A backup from an older version gets the newer migrations now.
     let conn = open_migrated(data_dir)?;
     println!("{}", key_note(data_dir, &conn)?);
+    Ok(())
+}
+
+/// Copies the images kept beside the backup (`FILE.media`) into `<data-dir>/media`. Images
+/// already there stay (a name is its content), so nothing the restored database names is lost.
+fn restore_media(data_dir: &Path, file: &Path) -> Result<(), Failure> {
+    let kept = store::media_copy_dir(file);
+    if !kept.is_dir() {
+        println!(
+            "there is no image directory {} beside the backup; the images in {} are left as they are",
+            kept.display(),
+            store::media_dir(data_dir).display()
+        );
+        return Ok(());
+    }
+    let (copied, present) = store::copy_media(&kept, &store::media_dir(data_dir)).map_err(|e| {
+        let failure = Failure::from(e);
+        Failure {
+            message: format!(
+                "the database was restored, but the images could not be copied from {}: {}",
+                kept.display(),
+                failure.message
+            ),
+            ..failure
+        }
+    })?;
+    println!(
+        "{copied} image file(s) restored from {} ({present} were there already)",
+        kept.display()
+    );
     Ok(())
 }
 

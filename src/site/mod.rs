@@ -3,6 +3,7 @@
 //! click redirect).
 
 mod error;
+mod media;
 mod pages;
 mod tracking;
 
@@ -43,6 +44,7 @@ pub fn routes() -> impl Endpoint<Output = Response> {
         .at("/feed.xml", get(pages::feed))
         .at("/favicon.ico", get(no_favicon))
         .at("/assets/:file", get(site_asset))
+        .at("/media/:file", get(media::image))
         .at("/robots.txt", get(robots))
         .at(
             "/u/:delivery/:sig",

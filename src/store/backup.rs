@@ -117,12 +117,92 @@ impl CheckedBackup {
     }
 }
 
+/// The images directory of a data directory (`<data-dir>/media`, docs/images.md).
+pub fn media_dir(data_dir: &Path) -> std::path::PathBuf {
+    data_dir.join("media")
+}
+
+/// Where `broadsheet backup FILE` puts the images beside the database copy: `FILE.media`.
+pub fn media_copy_dir(backup_file: &Path) -> std::path::PathBuf {
+    let mut name = backup_file.as_os_str().to_owned();
+    name.push(".media");
+    std::path::PathBuf::from(name)
+}
+
+/// Copies the image files of directory `from` into `to` (made when missing): a hard link
+/// where the file system allows, else written under a temporary name and renamed, so a file
+/// in `to` is always whole. Files already in
+/// `to` are left alone: a name is its content's hash. Temporary files (a leading dot) and
+/// anything that is not a plain file are skipped. Returns how many files were copied and
+/// how many were there already. A missing `from` copies nothing.
+pub fn copy_media(from: &Path, to: &Path) -> Result<(usize, usize), StoreError> {
+    if !from.is_dir() {
+        return Ok((0, 0));
+    }
+    std::fs::create_dir_all(to)?;
+    let (mut copied, mut present) = (0, 0);
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let text = name.to_string_lossy();
+        if text.starts_with('.') || !entry.file_type()?.is_file() {
+            continue;
+        }
+        let target = to.join(&name);
+        if target.is_file() {
+            present += 1;
+            continue;
+        }
+        // An image file never changes once written (its name is its content), so on the same
+        // file system a hard link is a whole copy that costs no space: daily backups of a
+        // large library stay cheap. Elsewhere it is copied.
+        if std::fs::hard_link(entry.path(), &target).is_ok() {
+            copied += 1;
+            continue;
+        }
+        let partial = to.join(format!(".{text}.partial"));
+        let written = std::fs::copy(entry.path(), &partial)
+            .and_then(|_| std::fs::File::open(&partial)?.sync_all())
+            .and_then(|()| std::fs::rename(&partial, &target));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&partial);
+            return Err(e.into());
+        }
+        copied += 1;
+    }
+    Ok((copied, present))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// What a busy server does to a backup, made certain: a write by another connection
     /// between every two steps. It must neither restart the copy nor appear in it.
+    #[test]
+    fn media_copies_keep_what_is_there_and_skip_partial_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let (from, to) = (dir.path().join("from"), dir.path().join("to"));
+        assert_eq!(copy_media(&from, &to).unwrap(), (0, 0));
+        std::fs::create_dir_all(&from).unwrap();
+        std::fs::create_dir_all(&to).unwrap();
+        std::fs::write(from.join("a.png"), b"a").unwrap();
+        std::fs::write(from.join("b.jpg"), b"b").unwrap();
+        std::fs::write(from.join(".c.png.1.partial"), b"half").unwrap();
+        std::fs::write(to.join("b.jpg"), b"b").unwrap();
+        assert_eq!(copy_media(&from, &to).unwrap(), (1, 1));
+        let mut names: Vec<String> = std::fs::read_dir(&to)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["a.png", "b.jpg"]);
+        assert_eq!(
+            media_copy_dir(Path::new("/x/copy.db")),
+            Path::new("/x/copy.db.media")
+        );
+    }
+
     #[test]
     fn writes_between_steps_neither_restart_the_copy_nor_enter_it() {
         let dir = tempfile::tempdir().unwrap();

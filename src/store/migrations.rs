@@ -50,10 +50,7 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0011_counters",
         include_str!("../../migrations/0011_counters.sql"),
     ),
-    (
-        "0012_dkim",
-        include_str!("../../migrations/0012_dkim.sql"),
-    ),
+    ("0012_dkim", include_str!("../../migrations/0012_dkim.sql")),
     (
         "0013_soft_bounces",
         include_str!("../../migrations/0013_soft_bounces.sql"),
@@ -109,6 +106,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     (
         "0026_send_usage",
         include_str!("../../migrations/0026_send_usage.sql"),
+    ),
+    (
+        "0027_media",
+        include_str!("../../migrations/0027_media.sql"),
     ),
     (
         "0028_issue_edits",

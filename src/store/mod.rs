@@ -16,7 +16,7 @@ use std::time::Duration;
 use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
-pub use backup::{CheckedBackup, backup_to};
+pub use backup::{CheckedBackup, backup_to, copy_media, media_copy_dir, media_dir};
 pub use lock::DataDirLock;
 pub use migrations::{MIGRATIONS, migrate};
 

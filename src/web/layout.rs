@@ -14,6 +14,7 @@ use crate::http::public_page::{head_start, versioned_path};
 pub enum Section {
     Overview,
     Issues,
+    Media,
     Subscribers,
     Stats,
     Webhooks,
@@ -23,9 +24,10 @@ pub enum Section {
 }
 
 impl Section {
-    const ALL: [Section; 8] = [
+    const ALL: [Section; 9] = [
         Section::Overview,
         Section::Issues,
+        Section::Media,
         Section::Subscribers,
         Section::Stats,
         Section::Webhooks,
@@ -38,6 +40,7 @@ impl Section {
         match self {
             Section::Overview => "Overview",
             Section::Issues => "Issues",
+            Section::Media => "Images",
             Section::Subscribers => "Subscribers",
             Section::Stats => "Stats",
             Section::Webhooks => "Webhooks",
@@ -52,6 +55,7 @@ impl Section {
         match self {
             Section::Overview => "",
             Section::Issues => "/issues",
+            Section::Media => "/media",
             Section::Subscribers => "/subscribers",
             Section::Stats => "/stats",
             Section::Webhooks => "/webhooks",

@@ -291,6 +291,17 @@ fn issue_routes(route: Route) -> Route {
             "/newsletters/:id/issues/:issue_id/report",
             get(reports::show_issue),
         )
+        .at(
+            "/newsletters/:id/media",
+            get(issues::media_index).post(issues::upload_media),
+        )
+        .at(
+            "/newsletters/:id/media/:file",
+            get(issues::media_file)
+                .post(issues::delete_media)
+                .delete(issues::delete_media),
+        )
+        .at("/assets/media.js", get(issues::media_script))
         .at("/assets/dashboard.js", get(issues::script))
         .at("/assets/audience.js", get(issues::audience_script))
         .at("/assets/live-preview.js", get(issues::live_preview_script))

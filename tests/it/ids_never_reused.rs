@@ -424,7 +424,7 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
         "applied 0021_ids_never_reused\napplied 0022_events_by_subscriber\n\
          applied 0023_resend_unconfirmed\napplied 0024_connection_cut_offs\n\
          applied 0025_newsletter_relays\napplied 0026_send_usage\n\
-         applied 0028_issue_edits\napplied 0029_link_reports\n\
+         applied 0027_media\napplied 0028_issue_edits\napplied 0029_link_reports\n\
          applied 0030_mail_details\napplied 0031_account_changes"
     );
 
@@ -434,11 +434,12 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
         // tested in store::migrations), 0023 (each delivery's `resent_at` and each issue's
         // `resending_since`, NULL in every row), 0024 (each delivery's `cut_offs`, 0), 0025
         // (the empty `newsletter_relays`, each newsletter's warm-up columns, NULL) and 0026
-        // (the empty `send_usage`), 0028 (each issue's edit columns, NULL), 0029 (the report
-        // counters, the tags' active counts and the tag triggers it redefines, which the
-        // counter recounts test), 0030 (each newsletter's reply-to and postal address, NULL)
-        // and 0031 (each account's `own_time_zone`, 0; the tokens' `new_email` and the CHECK
-        // of their purposes, which takes `change_email` too): the rest is as 0020 left it.
+        // (the empty `send_usage`), 0027 (the empty `media` and `issue_media`), 0028 (each
+        // issue's edit columns, NULL), 0029 (the report counters, the tags' active counts and
+        // the tag triggers it redefines, which the counter recounts test), 0030 (each
+        // newsletter's reply-to and postal address, NULL) and 0031 (each account's
+        // `own_time_zone`, 0; the tokens' `new_email` and the CHECK of their purposes, which
+        // takes `change_email` too): the rest is as 0020 left it.
         let copy = app.data_dir().join("before-0022.db");
         conn.execute("VACUUM INTO ?1", [copy.to_str().unwrap()])
             .unwrap();
@@ -448,6 +449,7 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
              ALTER TABLE deliveries DROP COLUMN resent_at;
              ALTER TABLE issues DROP COLUMN resending_since;
              ALTER TABLE deliveries DROP COLUMN cut_offs; DROP TABLE send_usage;
+             DROP TABLE issue_media; DROP TABLE media;
              DROP TABLE newsletter_relays; ALTER TABLE newsletters DROP COLUMN warmup_first_day_cap;
              ALTER TABLE newsletters DROP COLUMN warmup_factor;
              ALTER TABLE newsletters DROP COLUMN warmup_started_on;

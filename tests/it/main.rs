@@ -42,6 +42,7 @@ mod imports;
 mod layers;
 mod link_reports;
 mod mail_details;
+mod media;
 mod newsletter_relay;
 mod operator;
 mod operator_role;

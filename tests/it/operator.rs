@@ -270,8 +270,8 @@ fn install_script_stages_binary_unit_and_data_dir() {
 }
 
 /// Runs the installed daily-backup script on a real database with three older backups beside
-/// it and KEEP 2: a new whole backup is written, the newest older one stays, the rest go, and
-/// files that are not backups are left alone.
+/// it and KEEP 2: a new whole backup is written, the newest older one stays, the rest go (with
+/// their images), and files that are not backups are left alone.
 fn daily_backup_keeps_the_newest(script: &std::path::Path) {
     let data = tempfile::tempdir().unwrap();
     let (code, out, err) = run_cli(data.path(), &["migrate"]);
@@ -285,6 +285,12 @@ fn daily_backup_keeps_the_newest(script: &std::path::Path) {
     ];
     for name in older.iter().chain(&["notes.txt"]) {
         std::fs::write(backups.join(name), "old").unwrap();
+    }
+    // Each older backup has its images beside it; they go with it.
+    for name in older {
+        let images = backups.join(format!("{name}.media"));
+        std::fs::create_dir_all(&images).unwrap();
+        std::fs::write(images.join(format!("{}.png", "a".repeat(64))), "png").unwrap();
     }
     let out = std::process::Command::new("sh")
         .arg(script)
@@ -304,11 +310,12 @@ fn daily_backup_keeps_the_newest(script: &std::path::Path) {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     left.sort();
-    assert_eq!(left.len(), 3, "{left:?}\n{said}");
+    assert_eq!(left.len(), 4, "{left:?}\n{said}");
     assert_eq!(left[0], older[2], "{left:?}");
-    assert_eq!(left[2], "notes.txt");
-    let fresh = backups.join(&left[1]);
-    assert!(left[1].starts_with("broadsheet-2") && left[1].ends_with("Z.db"));
+    assert_eq!(left[1], format!("{}.media", older[2]), "{left:?}");
+    assert_eq!(left[3], "notes.txt");
+    let fresh = backups.join(&left[2]);
+    assert!(left[2].starts_with("broadsheet-2") && left[2].ends_with("Z.db"));
     let head = std::fs::read(&fresh).unwrap();
     assert!(
         head.starts_with(b"SQLite format 3\0"),

@@ -1,6 +1,7 @@
 //! Issues: drafting with articles, the status rules, scheduling on frequency slots, the
 //! send_now checks and publishing to the web archive.
 
+pub mod media;
 pub mod test_send;
 
 use std::borrow::Cow;
@@ -686,6 +687,12 @@ pub fn create(conn: &mut Connection, newsletter_id: i64, issue: &Checked) -> Dom
             ),
         )?;
         let id = tx.last_insert_rowid();
+        media::record_uses(
+            tx,
+            newsletter_id,
+            id,
+            valid.content.as_deref().unwrap_or(""),
+        )?;
         if let Some(articles) = &valid.articles {
             replace_articles(tx, id, articles)?;
         }
@@ -753,6 +760,7 @@ pub fn update(
                 Timestamp::now(),
             ),
         )?;
+        media::record_uses(tx, newsletter_id, id, content)?;
         if let Some(articles) = &valid.articles {
             replace_articles(tx, id, articles)?;
         }

@@ -309,6 +309,7 @@ fn form_page(
             }
             (live_preview::panel(n.id, issue.map(|i| i.id)))
             }
+            (super::media::editor_upload_form(ctx, n, issue))
             @if let Some(shown) = preview {
                 section id="preview" {
                     h2 { "Preview (not saved yet)" }
@@ -318,6 +319,22 @@ fn form_page(
             @if let Some(i) = issue { (test_send::form(ctx, n, i, "", AskedFrom::Editor)) }
         },
     )
+}
+
+/// The editor of `issue` as saved (a new one when `None`), with `found` above it: where an
+/// image upload sent from the editor without JavaScript comes back when it is refused.
+pub(super) fn saved_editor(
+    ctx: &Ctx,
+    n: &Newsletter,
+    issue: Option<&Issue>,
+    found: &FieldErrors,
+    status: StatusCode,
+) -> WebResult {
+    let form = match issue {
+        Some(i) => IssueForm::from_issue(i, &ctx.zone()),
+        None => IssueForm::blank(),
+    };
+    render(status, form_page(ctx, n, issue, &form, found, None))
 }
 
 #[handler]
@@ -429,7 +446,12 @@ async fn submit(
             let (state, n, current) = (state.clone(), n.clone(), current.clone());
             let shown = tokio::task::spawn_blocking(move || {
                 let shown = issues::preview(n.id, current.as_ref(), check()?);
-                preview_block(&state, &n, &shown)
+                let warning = super::media::http_image_warning(&state, &n, &shown.body_html());
+                let block = preview_block(&state, &n, &shown)?;
+                Ok::<_, crate::domain::DomainError>(html! {
+                    @if let Some(warning) = warning { p.warning role="alert" { (warning) } }
+                    (block)
+                })
             })
             .await
             .map_err(|e| WebError::Internal(e.to_string()))?;
@@ -454,14 +476,15 @@ async fn submit(
                 .await;
             match saved {
                 Ok(issue) => {
-                    ctx.notice_next(
-                        req,
-                        if existing.is_some() {
-                            "Saved."
-                        } else {
-                            "Issue created."
-                        },
-                    );
+                    let done = if existing.is_some() {
+                        "Saved."
+                    } else {
+                        "Issue created."
+                    };
+                    match super::media::http_image_warning(state, n, &issue.body_html()) {
+                        Some(warning) => ctx.notice_next(req, &format!("{done} {warning}")),
+                        None => ctx.notice_next(req, done),
+                    }
                     see_other(&issue_url(nid, issue.id))
                 }
                 Err(e) => again(

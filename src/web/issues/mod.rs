@@ -8,6 +8,7 @@ mod actions;
 mod audience;
 mod form;
 mod live_preview;
+mod media;
 mod pages;
 mod resend;
 mod test_send;
@@ -30,6 +31,10 @@ pub use actions::{
 pub use audience::{audience_count, audience_script};
 pub use form::{create, edit_form, new_form};
 pub use live_preview::{live_preview_script, preview_live};
+pub use media::{
+    delete as delete_media, file as media_file, index as media_index, script as media_script,
+    upload as upload_media,
+};
 pub use pages::{index, preview, show};
 pub use resend::{resend_confirm, resend_unconfirmed};
 pub use test_send::{send_test, test_form};
