@@ -147,16 +147,21 @@ pub async fn sign_out_others(req: &Request, body: Body, Data(state): Data<&State
     let form = FormData::read(body).await?;
     let ctx = Ctx::load_verified(req, state, &form).await?;
     let user_id = ctx.user()?.id;
-    let current = ctx
-        .session_token()
-        .ok_or(WebError::SignInRequired)?
-        .to_string();
+    let current = current_session(&ctx)?;
     let ended = state
         .db
         .run(move |conn| accounts::sign_out_others(conn, user_id, &current))
         .await?;
     ctx.notice_next(req, &others_ended(ended));
     see_other("/account")
+}
+
+/// The token of the session this request came with (kept when others are ended).
+fn current_session(ctx: &Ctx) -> Result<String, WebError> {
+    Ok(ctx
+        .session_token()
+        .ok_or(WebError::SignInRequired)?
+        .to_string())
 }
 
 fn others_ended(ended: usize) -> String {
@@ -172,10 +177,7 @@ pub async fn change_password(req: &Request, body: Body, Data(state): Data<&State
     let form = FormData::read(body).await?;
     let ctx = Ctx::load_verified(req, state, &form).await?;
     let user_id = ctx.user()?.id;
-    let current = ctx
-        .session_token()
-        .ok_or(WebError::SignInRequired)?
-        .to_string();
+    let current = current_session(&ctx)?;
     let (old, new, again) = (
         form.get("current_password").to_string(),
         form.get("password").to_string(),

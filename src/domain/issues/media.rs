@@ -333,12 +333,11 @@ fn from_row(row: &rusqlite::Row) -> rusqlite::Result<Media> {
     })
 }
 
-const COLUMNS: &str = "hash, type, width, height, bytes, created_at";
-
 /// The image `hash` of newsletter `newsletter_id`; another newsletter's is not found.
 pub fn get(conn: &Connection, newsletter_id: i64, hash: &str) -> DomainResult<Media> {
     conn.query_row(
-        &format!("SELECT {COLUMNS} FROM media WHERE newsletter_id = ?1 AND hash = ?2"),
+        "SELECT hash, type, width, height, bytes, created_at
+         FROM media WHERE newsletter_id = ?1 AND hash = ?2",
         (newsletter_id, hash),
         from_row,
     )
@@ -350,10 +349,10 @@ pub fn get(conn: &Connection, newsletter_id: i64, hash: &str) -> DomainResult<Me
 /// each is used in and how many there are.
 pub fn list(conn: &Connection, newsletter_id: i64) -> DomainResult<Vec<(Media, Vec<Use>, i64)>> {
     let images: Vec<Media> = conn
-        .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM media WHERE newsletter_id = ?1
-             ORDER BY created_at DESC, hash DESC LIMIT ?2"
-        ))?
+        .prepare_cached(
+            "SELECT hash, type, width, height, bytes, created_at FROM media
+             WHERE newsletter_id = ?1 ORDER BY created_at DESC, hash DESC LIMIT ?2",
+        )?
         .query_map((newsletter_id, PAGE_SIZE), from_row)?
         .collect::<Result<_, _>>()?;
     let mut out = Vec::with_capacity(images.len());
@@ -590,10 +589,10 @@ mod tests {
                 .unwrap();
             rows.join("; ")
         };
-        let listing = plan(&format!(
-            "SELECT {COLUMNS} FROM media WHERE newsletter_id = 1 \
-             ORDER BY created_at DESC, hash DESC LIMIT 100"
-        ));
+        let listing = plan(
+            "SELECT hash, type, width, height, bytes, created_at FROM media \
+             WHERE newsletter_id = 1 ORDER BY created_at DESC, hash DESC LIMIT 100",
+        );
         assert!(listing.contains("media_by_newsletter"), "{listing}");
         assert!(!listing.contains("TEMP B-TREE"), "{listing}");
         let shared = plan("SELECT EXISTS (SELECT 1 FROM media WHERE hash = 'x')");
