@@ -39,7 +39,8 @@ id=$(create_newsletter "Harbour Notes" "Letters from a small port, every week")
 key=$(create_api_key "$id" lighthouse read write)
 api() { curl -fsS -H "Authorization: Bearer $key" -H 'Content-Type: application/json' "$@"; }
 subdomain=$(api "$base/api/v1/newsletter" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).data.subdomain))')
-api -X PATCH "$base/api/v1/newsletter" -d '{"accent_color":"#0f766e"}' >/dev/null
+api -X PATCH "$base/api/v1/newsletter" -d '{"accent_color":"#0f766e","author_name":"Morgan Quay",
+  "about_markdown":"Harbour Notes is a weekly letter from a small port.\n\n## Who writes it\n\nMorgan, who has watched the boats come and go for twenty years."}' >/dev/null
 issue_path=""
 for n in 1 2 3; do
   body=$(node -e 'console.log(JSON.stringify({issue:{subject:`Harbour notes, week ${process.argv[1]}`,status:"approved",
@@ -53,7 +54,8 @@ done
 site="http://$subdomain.localhost:$port"
 cookie=$(awk '!/^#/ || /^#HttpOnly_/ { if (NF >= 7) printf "%s=%s; ", $6, $7 }' "$jar")
 
-public_pages=("$site/" "$site$issue_path" "$site/archive" "$base/signup" "$base/session/new")
+public_pages=("$site/" "$site$issue_path" "$site/archive" "$site/about" "$site/subscribe"
+  "$site/subscribe/confirm/lighthouse-token" "$base/signup" "$base/session/new")
 account_pages=("$base/newsletters" "$base/newsletters/$id" "$base/newsletters/$id/settings")
 
 say "Lighthouse (accessibility, best practices, SEO; at least $min each)"

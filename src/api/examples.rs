@@ -62,6 +62,9 @@ fn newsletter() -> Value {
         "logo_url": null,
         "reply_to": "editor@tides.example",
         "postal_address": "Tide Tables, 1 Harbour Row\nPortsmouth PO1 2AB",
+        "about_markdown": "Tide Tables is written by Robin, who has walked this coast for twenty years.",
+        "author_name": "Robin Marsh",
+        "author_image_url": "https://tides.broadsheet.example/media/3f5a0c2e9b8d7f6a5e4d3c2b1a0f9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f.webp",
         "created_at": AT,
         "updated_at": AT,
         "urls": {
@@ -111,7 +114,9 @@ fn issue(status: &str, full: bool) -> Value {
         "recipients": null,
         "created_at": AT,
         "updated_at": AT,
-        "edited_at": null
+        "edited_at": null,
+        "excerpt": "The spring tides came early this year.",
+        "social_image_url": null
     });
     if full {
         issue["content_markdown"] =

@@ -21,7 +21,8 @@ use crate::domain::values::text_pattern::{self, Refused, WHITESPACE};
 use crate::domain::values::web_url::{self, Schemes};
 use crate::domain::{
     delivery::relays, events, events::webhooks, issues, newsletters, newsletters::mail_details,
-    newsletters::site_theme, newsletters::welcome, subscribers, values::email, values::pagination,
+    newsletters::site_pages, newsletters::site_theme, newsletters::welcome, subscribers,
+    values::email, values::pagination,
 };
 
 /// The schema a field's rule states in the document.
@@ -518,6 +519,11 @@ rules! {
     ArticleTitle => trimmed(issues::TITLE_MAX, false, Refused::ControlsButBreaks, "");
     /// An article's link.
     ArticleUrl => web_url(issues::URL_MAX, Schemes::HttpOrHttps);
+    /// The picture of an issue's link previews; blank is the content's first image.
+    SocialImageUrl => MetaSchema {
+        pattern: Some(format!("^[{WHITESPACE}]*$|{}", web_url::pattern(Schemes::HttpOrHttps))),
+        ..web_url(issues::URL_MAX, Schemes::HttpOrHttps)
+    };
     /// An article's summary.
     ArticleSummary => trimmed(issues::SUMMARY_MAX, true, Refused::ControlsButBreaks, "");
     /// A newsletter's name.
@@ -562,6 +568,19 @@ rules! {
             })),
         ],
         ..MetaSchema::new("string")
+    };
+    /// The Markdown of a newsletter's about page; blank is none.
+    AboutMarkdown => trimmed(site_pages::ABOUT_MAX, true, Refused::ControlsButBreaks, "");
+    /// The author's name on a newsletter's site; blank is none.
+    AuthorName => trimmed(site_pages::AUTHOR_NAME_MAX, true, Refused::Controls, "");
+    /// The author's picture: an `https://` image, or `/media/…` of the newsletter's own.
+    AuthorImageUrl => MetaSchema {
+        pattern: Some(format!(
+            "^[{WHITESPACE}]*$|^[{WHITESPACE}]*{}[{WHITESPACE}]*$|{}",
+            site_pages::OWN_IMAGE_PATTERN,
+            web_url::pattern(Schemes::HttpsOnly)
+        )),
+        ..web_url(site_pages::AUTHOR_IMAGE_MAX, Schemes::HttpsOnly)
     };
     /// The postal address of a newsletter's mail footer; blank is none.
     PostalAddress => trimmed(mail_details::POSTAL_ADDRESS_MAX, true, Refused::ControlsButBreaks, "");

@@ -10,7 +10,7 @@ use poem_openapi::{ApiResponse, Object, Tags};
 use super::common::{ListMeta, parse_id};
 use super::fields::{
     ArticleSummary, ArticleTitle, ArticleUrl, DateTime, Email, Field, Id, IssueStatus,
-    IssueStatusFilter, Items, OrNull, PageNumber, PerPage, Subject, Tag, Text,
+    IssueStatusFilter, Items, OrNull, PageNumber, PerPage, SocialImageUrl, Subject, Tag, Text,
 };
 use super::statuses::{BODY, BY_ID, GUARD, PAID, RULE, Refusal, WRITES};
 use super::{ApiKeyAuth, Principal, State};
@@ -86,6 +86,15 @@ pub struct IssueObject {
     /// it never was. The mail that went out is not changed by an edit.
     #[oai(nullable)]
     pub edited_at: Option<String>,
+    /// The opening words of its content (after a heading it opens with), as the site's
+    /// archive shows them; null for an issue saved before excerpts were kept, until the
+    /// server has made its excerpt.
+    #[oai(nullable)]
+    pub excerpt: Option<String>,
+    /// The picture link previews show (`og:image`) when one was chosen; null: the first image
+    /// of the content, if any.
+    #[oai(nullable)]
+    pub social_image_url: Option<String>,
 }
 
 /// An issue's audience (a segment of the subscribers, by tag).
@@ -230,6 +239,8 @@ impl IssueObject {
             created_at: issue.created_at.to_string(),
             updated_at: issue.updated_at.to_string(),
             edited_at: issue.edited_at.map(|at| at.to_string()),
+            excerpt: issue.excerpt,
+            social_image_url: issue.social_image_url,
         }
     }
 }
@@ -271,6 +282,11 @@ pub struct IssueFields {
     /// absent or null leaves it.
     #[oai(nullable)]
     pub published: Option<bool>,
+    /// The picture of the issue's link previews (`og:image`), an absolute http(s) URL of at
+    /// most 2,000 characters; `""` goes back to the content's first image. A sent issue takes
+    /// it too (it is part of the web copy).
+    #[oai(nullable)]
+    pub social_image_url: Option<Field<SocialImageUrl>>,
 }
 
 #[derive(Debug, Object)]
@@ -288,6 +304,7 @@ impl From<IssueFields> for IssueInput {
                 MaybeUndefined::Value(v) => Some(v.into()),
             },
             content_markdown: f.content_markdown.map(String::from),
+            social_image_url: f.social_image_url.map(String::from),
             status: f.status.take().map(String::from),
             scheduled_for: match f.scheduled_for {
                 MaybeUndefined::Undefined => None,

@@ -6,9 +6,10 @@ use poem_openapi::types::MaybeUndefined;
 use poem_openapi::{ApiResponse, Object, Tags};
 
 use super::fields::{
-    Email, Field, FirstDayCap, GrowthFactor, HexColor, LogoUrl, NewsletterName, Number, Port,
-    PostalAddress, RelayHost, RelayLimit, RelayPassword, RelayTlsMode, RelayUsername, ReplyTo,
-    SenderName, Tagline, TimeZone, WelcomeBody, WelcomeSubject,
+    AboutMarkdown, AuthorImageUrl, AuthorName, Email, Field, FirstDayCap, GrowthFactor, HexColor,
+    LogoUrl, NewsletterName, Number, Port, PostalAddress, RelayHost, RelayLimit, RelayPassword,
+    RelayTlsMode, RelayUsername, ReplyTo, SenderName, Tagline, TimeZone, WelcomeBody,
+    WelcomeSubject,
 };
 use super::statuses::{BODY, GUARD, Refusal, WRITES};
 use super::{ApiKeyAuth, Principal, State};
@@ -18,7 +19,9 @@ use crate::domain::delivery::relays::{
 };
 use crate::domain::newsletters::mail_details::MailDetailsChanges;
 use crate::domain::newsletters::sender_domains::{self, SenderDomain};
+use crate::domain::newsletters::site_pages::{self, SitePagesChanges};
 use crate::domain::newsletters::site_theme::{AccentColor, ThemeChanges};
+use crate::domain::newsletters::welcome::RenderedBody;
 use crate::domain::newsletters::welcome::WelcomeChanges;
 use crate::domain::newsletters::{self, Newsletter};
 use crate::domain::reports::overview::{self, Summary};
@@ -191,6 +194,15 @@ pub struct NewsletterObject {
     /// The postal address printed in the footer of every issue, its lines kept; null: none.
     #[oai(nullable)]
     pub postal_address: Option<String>,
+    /// The Markdown of the site's about page (`/about`); null: none.
+    #[oai(nullable)]
+    pub about_markdown: Option<String>,
+    /// The author's name, on the about page, beside every issue and in the feed; null: none.
+    #[oai(nullable)]
+    pub author_name: Option<String>,
+    /// The author's picture (an own image as its address on the site now); null: none.
+    #[oai(nullable)]
+    pub author_image_url: Option<String>,
     pub created_at: String,
     pub updated_at: String,
     pub urls: NewsletterUrls,
@@ -209,6 +221,7 @@ pub struct NewsletterObject {
 impl NewsletterObject {
     pub fn new(
         n: &Newsletter,
+        about: Option<RenderedBody>,
         counts: Summary,
         sender_domain: Option<SenderDomain>,
         sending: SendingSetup,
@@ -235,6 +248,9 @@ impl NewsletterObject {
             logo_url: n.theme.logo_url.clone(),
             reply_to: n.mail.reply_to.clone(),
             postal_address: n.mail.postal_address.clone(),
+            about_markdown: about.map(|about| about.markdown),
+            author_name: n.pages.author_name.clone(),
+            author_image_url: n.pages.author_image_url(&n.site_origin(urls)),
             created_at: n.created_at.to_string(),
             updated_at: n.updated_at.to_string(),
             urls: NewsletterUrls {
@@ -370,6 +386,16 @@ pub struct NewsletterPatch {
     /// At most 300 characters; line breaks are kept. `""` removes it.
     #[oai(nullable)]
     pub postal_address: Option<Field<PostalAddress>>,
+    /// Markdown, at most 20,000 characters, rendered when saved; `""` removes the about page.
+    #[oai(nullable)]
+    pub about_markdown: Option<Field<AboutMarkdown>>,
+    /// One line, at most 100 characters; `""` removes it.
+    #[oai(nullable)]
+    pub author_name: Option<Field<AuthorName>>,
+    /// An `https://` image URL, or `/media/<file>` of an image uploaded to this newsletter, at
+    /// most 500 characters; `""` removes it.
+    #[oai(nullable)]
+    pub author_image_url: Option<Field<AuthorImageUrl>>,
     /// The newsletter's own mail relay, replacing the stored one (`password` aside); null
     /// goes back to the server's relay and deletes the stored one. The host is looked up, and
     /// refused if private, each time a connection is made, not here.
@@ -510,6 +536,7 @@ pub enum StatsResponse {
 /// newsletter answer shows it.
 struct Loaded {
     newsletter: Newsletter,
+    about: Option<RenderedBody>,
     counts: Summary,
     sender_domain: Option<SenderDomain>,
     sending: SendingSetup,
@@ -519,6 +546,7 @@ struct Loaded {
 fn load(conn: &rusqlite::Connection, key: &CredentialKey, id: i64) -> DomainResult<Loaded> {
     let newsletter = newsletters::get(conn, id)?;
     Ok(Loaded {
+        about: site_pages::about(conn, id)?,
         counts: overview::summary(conn, id)?,
         sender_domain: sender_domains::for_newsletter(conn, &newsletter)?,
         sending: relays::setup(conn, key, id)?,
@@ -530,6 +558,7 @@ fn envelope(state: &State, loaded: Loaded) -> NewsletterResponse {
     NewsletterResponse::Ok(Json(NewsletterEnvelope {
         data: NewsletterObject::new(
             &loaded.newsletter,
+            loaded.about,
             loaded.counts,
             loaded.sender_domain,
             loaded.sending,
@@ -565,7 +594,8 @@ impl NewsletterApi {
     /// Changes the newsletter's settings.
     ///
     /// Changes the name, tagline, sender, welcome e-mail, publishing on send, time zone, the
-    /// site's accent colour and logo, the newsletter's own mail relay or its warm-up plan;
+    /// site's accent colour and logo, its about page and author, the newsletter's own mail
+    /// relay or its warm-up plan;
     /// absent fields stay as they are. Nothing changes when any value is refused (422). The
     /// relay's `password` is write-only: answers show `password_set` instead. Answers like `GET
     /// /newsletter`. A cancelled newsletter is read-only (403).
@@ -603,6 +633,11 @@ impl NewsletterApi {
             mail: MailDetailsChanges {
                 reply_to: patch.reply_to.map(String::from),
                 postal_address: patch.postal_address.map(String::from),
+            },
+            pages: SitePagesChanges {
+                about_markdown: patch.about_markdown.map(String::from),
+                author_name: patch.author_name.map(String::from),
+                author_image: patch.author_image_url.map(String::from),
             },
         };
         // The welcome body renders before a connection is taken; every field is checked

@@ -15,6 +15,7 @@ use crate::domain::content::excerpt;
 use crate::domain::issues::Issue;
 use crate::domain::newsletters::Newsletter;
 use crate::domain::newsletters::site_theme::{AccentColor, SiteTheme};
+use crate::domain::values::time_zones::TimeZoneName;
 use crate::domain::values::urls::SiteUrls;
 
 /// What search engines and link previews read from a page's head.
@@ -26,8 +27,11 @@ pub struct Meta<'a> {
     pub og_type: &'a str,
     pub site_name: &'a str,
     pub feed: String,
-    /// The newsletter's logo, as the link preview's picture.
-    pub image: Option<&'a str>,
+    /// The link preview's picture: an issue's (chosen, or its first image), else the
+    /// newsletter's logo.
+    pub image: Option<String>,
+    /// Whether the picture is the page's own (an issue's), shown large in link previews.
+    pub large_image: bool,
 }
 
 impl<'a> Meta<'a> {
@@ -40,7 +44,8 @@ impl<'a> Meta<'a> {
             og_type,
             site_name: &n.name,
             feed: format!("{origin}/feed.xml"),
-            image: n.theme.logo_url.as_deref(),
+            image: n.theme.logo_url.clone(),
+            large_image: false,
         }
     }
 }
@@ -159,7 +164,7 @@ fn stylesheets(styles: Styles, theme: &SiteTheme) -> Markup {
 }
 
 /// A small, self-contained page with the site's look but no newsletter's frame: the
-/// answers that are not a newsletter's pages (errors, unsubscribe).
+/// answers for a host that is no newsletter's site (an unknown subdomain or domain).
 pub fn page(title: &str, body: Markup) -> Markup {
     document(
         title,
@@ -220,8 +225,8 @@ pub fn site_page(
         meta property="og:url" content=(meta.canonical);
         meta property="og:site_name" content=(meta.site_name);
         meta property="og:description" content=(description);
-        @if let Some(image) = meta.image { meta property="og:image" content=(image); }
-        meta name="twitter:card" content="summary";
+        @if let Some(image) = &meta.image { meta property="og:image" content=(image); }
+        meta name="twitter:card" content=(if meta.large_image { "summary_large_image" } else { "summary" });
         (stylesheets(styles, &n.theme))
     };
     let body = html! {
@@ -236,12 +241,18 @@ pub fn site_page(
                     @if !n.tagline.is_empty() { p.tagline { (n.tagline) } }
                 }
             }
+            nav.wrap.site-nav aria-label=(n.name) {
+                a href="/archive" { "Archive" }
+                @if n.pages.has_about_page() { a href="/about" { "About" } }
+                a.subscribe-link href="/subscribe" { "Subscribe" }
+            }
         }
         main.wrap { (body) }
         footer.site {
             div.wrap {
                 a href="/subscribe" { "Subscribe" }
                 a href="/archive" { "Archive" }
+                @if n.pages.has_about_page() { a href="/about" { "About" } }
                 a href="/feed.xml" { "Feed" }
                 span { "© " (n.name) }
             }
@@ -268,6 +279,36 @@ pub fn page_response(status: StatusCode, title: &str, body: Markup) -> Response 
     response
 }
 
+/// A page of newsletter `n`'s site that is an answer rather than content (subscribing,
+/// confirming, unsubscribing, an error): inside the site's frame, headed `title`, with
+/// `body` and a way back to the site's home.
+pub fn site_answer(
+    urls: &SiteUrls,
+    n: &Newsletter,
+    status: StatusCode,
+    title: &str,
+    body: Markup,
+) -> Response {
+    let meta = Meta::of(urls, n, "/", "website");
+    let mut response = site_page(
+        n,
+        &format!("{title} · {}", n.name),
+        &meta,
+        Place::Inner,
+        Styles::Linked,
+        html! {
+            section.answer {
+                h1 { (title) }
+                (body)
+                p.back-home { a href="/" { "← Back to " (n.name) } }
+            }
+        },
+    )
+    .into_response();
+    response.set_status(status);
+    response
+}
+
 /// Browsers ask for `/favicon.ico` on pages without an icon link (the feed, the dashboard):
 /// an empty answer, cached, instead of a 404 in the visitor's console.
 #[poem::handler]
@@ -288,9 +329,10 @@ pub fn robots() -> Response {
         .body("User-agent: *\nAllow: /\n")
 }
 
-/// The day (UTC) of an instant, for people: `2026-11-22`.
-pub fn day(at: Option<Timestamp>) -> String {
-    at.map(|at| at.date().to_string()).unwrap_or_default()
+/// The day of an instant in the newsletter's time zone, for people: `22 November 2026`.
+pub fn day(at: Option<Timestamp>, zone: &TimeZoneName) -> String {
+    at.map(|at| zone.local(at).strftime("%-d %B %Y").to_string())
+        .unwrap_or_default()
 }
 
 /// An instant as the `datetime` of a `<time>` element and in the feed; empty when absent.
@@ -307,6 +349,12 @@ pub fn issue_document(urls: &SiteUrls, n: &Newsletter, issue: &Issue, styles: St
     if !summary.is_empty() {
         page_meta.description = summary;
     }
+    if let Some(image) = issue.social_image() {
+        page_meta.image = Some(image);
+        page_meta.large_image = true;
+    }
+    let zone = &n.time_zone;
+    let origin = n.site_origin(urls);
     site_page(
         n,
         &format!("{} · {}", issue.subject, n.name),
@@ -316,13 +364,19 @@ pub fn issue_document(urls: &SiteUrls, n: &Newsletter, issue: &Issue, styles: St
         html! {
             article {
                 h1 { (issue.subject) }
-                p.muted {
-                    time datetime=(machine_time(issue.published_at)) { (day(issue.published_at)) }
+                p.byline {
+                    @if let Some(author) = &n.pages.author_name {
+                        @if let Some(picture) = n.pages.author_image_url(&origin) {
+                            img.author src=(picture) alt="" width="36" height="36";
+                        }
+                        span.author { "By " (author) }
+                    }
+                    span { time datetime=(machine_time(issue.published_at)) { (day(issue.published_at, zone)) } }
                     @if issue.edited_at.is_some() {
-                        " · " span.updated { "Updated " time datetime=(machine_time(issue.edited_at)) { (day(issue.edited_at)) } }
+                        span.updated { "Updated " time datetime=(machine_time(issue.edited_at)) { (day(issue.edited_at, zone)) } }
                     }
                 }
-                div.content { (PreEscaped(&*content)) }
+                div.content { (PreEscaped(without_doubled_title(&content, &issue.subject))) }
                 (articles(issue))
             }
             section.card.subscribe-box aria-labelledby="subscribe" {
@@ -331,6 +385,23 @@ pub fn issue_document(urls: &SiteUrls, n: &Newsletter, issue: &Issue, styles: St
             }
         },
     )
+}
+
+/// `content` without the heading it opens with when that heading is the subject again (the
+/// page prints the subject above it), so the title never shows twice.
+fn without_doubled_title<'a>(content: &'a str, subject: &str) -> &'a str {
+    let same = |a: &str, b: &str| {
+        let words = |t: &str| {
+            t.split_whitespace()
+                .map(str::to_lowercase)
+                .collect::<Vec<_>>()
+        };
+        words(a) == words(b)
+    };
+    match excerpt::split_leading_heading(content) {
+        (Some(heading), rest) if same(&heading, subject) => rest,
+        _ => content,
+    }
 }
 
 /// An issue's articles as cards, on its page and in the feed (so a feed reader shows what

@@ -1,7 +1,9 @@
 //! Job kind `render_content`: stores the HTML of issues saved before HTML was stored (queued
-//! once by migration 0008). One issue at a time, oldest first, each within the render budget;
+//! by migration 0008), then the excerpts of issues saved before excerpts were stored (queued
+//! by migration 0032). One issue at a time, oldest first, each within the render budget;
 //! an issue beyond today's content limits gets its text as plain paragraphs. Until the job
-//! reaches an issue, its pages show those plain paragraphs, never rendering on a request.
+//! reaches an issue, its pages show those plain paragraphs, never rendering on a request, and
+//! the archive shows it without an excerpt.
 
 use super::{ClaimedJob, Job, JobContext, Outcome, passes_by_itself};
 use crate::clock;
@@ -31,6 +33,34 @@ fn render_all(ctx: &JobContext) -> Outcome {
         match render_next(ctx, done_up_to) {
             Ok(Some(Rendered::Stored(id))) => done_up_to = id,
             Ok(Some(Rendered::Busy)) => return Outcome::Again(clock::now() + BUSY_WAIT),
+            Ok(None) => return fill_excerpts(ctx),
+            Err(DomainError::Store(e)) if passes_by_itself(&e) => {
+                return Outcome::Blocked(e.to_string());
+            }
+            Err(e) => return Outcome::Retry(e.to_string()),
+        }
+    }
+    Outcome::Again(clock::now())
+}
+
+/// Stores the excerpt of every issue that has HTML but none, one short transaction each.
+fn fill_excerpts(ctx: &JobContext) -> Outcome {
+    let mut done_up_to = 0;
+    while !ctx.stop.requested() {
+        let next = ctx
+            .pool
+            .get()
+            .map_err(StoreError::from)
+            .map_err(DomainError::from)
+            .and_then(|conn| {
+                let next = issues::next_without_excerpt(&conn, done_up_to)?;
+                if let Some(id) = next {
+                    issues::fill_excerpt(&conn, id)?;
+                }
+                Ok(next)
+            });
+        match next {
+            Ok(Some(id)) => done_up_to = id,
             Ok(None) => return Outcome::Done,
             Err(DomainError::Store(e)) if passes_by_itself(&e) => {
                 return Outcome::Blocked(e.to_string());

@@ -2,14 +2,16 @@
 //! (`as_response`): every site handler returns `Result<Response, SiteError>`, so the same
 //! refusal gets the same page whichever handler met it.
 
-use maud::html;
+use maud::{Markup, html};
 use poem::Response;
 use poem::http::StatusCode;
 
 use super::Site;
+use crate::domain::newsletters::Newsletter;
+use crate::domain::values::urls::SiteUrls;
 use crate::domain::{DomainError, ErrorCode};
 use crate::http::form::UnreadableForm;
-use crate::http::public_page::page_response;
+use crate::http::public_page::{page_response, site_answer};
 
 /// Seconds a visitor is asked to wait after a full disk refused a write.
 const DISK_FULL_RETRY_AFTER: u32 = 60;
@@ -125,41 +127,47 @@ impl poem::error::ResponseError for SiteError {
     }
 
     fn as_response(&self) -> Response {
-        let status = self.status();
-        let mut response = match self {
-            SiteError::NotFound => page_response(
-                status,
+        self.answer(page_response)
+    }
+}
+
+impl SiteError {
+    /// The answer inside `site`'s frame (its header, footer and a way back home): what every
+    /// refusal on a newsletter's site gets (`site::routes`).
+    pub fn on_site(&self, urls: &SiteUrls, site: &Newsletter) -> Response {
+        self.answer(|status, title, body| site_answer(urls, site, status, title, body))
+    }
+
+    /// The page `frame` makes of this error's status, title and text, with `Retry-After`
+    /// where the visitor should wait. A failure is logged here, once.
+    fn answer(&self, frame: impl FnOnce(StatusCode, &str, Markup) -> Response) -> Response {
+        let status = poem::error::ResponseError::status(self);
+        let (title, body) = match self {
+            SiteError::NotFound => (
                 "Not found",
                 html! { p { "There is nothing at this address." } },
             ),
-            SiteError::LinkExpired => page_response(
-                status,
+            SiteError::LinkExpired => (
                 "This link has expired",
                 html! { p { "The link was already used or is more than 7 days old. " a href="/subscribe" { "Subscribe again" } "." } },
             ),
-            SiteError::BadForm => page_response(
-                status,
+            SiteError::BadForm => (
                 "Bad request",
                 html! { p { "That form could not be read." } },
             ),
-            SiteError::FormExpired(hint) => {
-                page_response(status, "Form expired", html! { p { (hint) } })
-            }
-            SiteError::TooManyRequests(_) => page_response(
-                status,
+            SiteError::FormExpired(hint) => ("Form expired", html! { p { (hint) } }),
+            SiteError::TooManyRequests(_) => (
                 "Too many requests",
                 html! { p { "Please wait a little and try again." } },
             ),
-            SiteError::NotTakingSubscribers(name) => page_response(
-                status,
+            SiteError::NotTakingSubscribers(name) => (
                 "Not taking subscribers",
                 html! { p { (name) " no longer takes new subscribers. " a href="/archive" { "Its past issues" } " are still here." } },
             ),
             SiteError::Rejected(message) | SiteError::Forbidden(message) => {
-                page_response(status, "Not possible", html! { p { (message) } })
+                ("Not possible", html! { p { (message) } })
             }
-            SiteError::Invalid(sentences) => page_response(
-                status,
+            SiteError::Invalid(sentences) => (
                 "Please check the form",
                 html! { ul.errors role="alert" { @for sentence in sentences { li { (sentence) } } } },
             ),
@@ -170,8 +178,7 @@ impl poem::error::ResponseError for SiteError {
                 ..
             } => {
                 eprintln!("site: the disk is full, a write was refused ({context}): {detail}");
-                page_response(
-                    status,
+                (
                     "The server's disk is full",
                     html! { p { "Nothing was saved. Please try again in a few minutes." } },
                 )
@@ -183,9 +190,10 @@ impl poem::error::ResponseError for SiteError {
                 ..
             } => {
                 eprintln!("site: {context}: {detail}");
-                page_response(status, "Something went wrong", html! { p { (hint) } })
+                ("Something went wrong", html! { p { (hint) } })
             }
         };
+        let mut response = frame(status, title, body);
         let retry_after = match self {
             SiteError::TooManyRequests(secs) => Some(*secs),
             SiteError::Failed {

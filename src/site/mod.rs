@@ -17,7 +17,7 @@ use crate::domain::newsletters::custom_domains;
 use crate::domain::newsletters::{self, Newsletter};
 use crate::domain::values::urls::{split_port, subdomain_of};
 use crate::http::public_page::{no_favicon, robots, site_asset};
-use crate::http::routing::get;
+use crate::http::routing::{get, post};
 use crate::state::AppState;
 
 pub use error::{SiteError, SiteResult};
@@ -39,6 +39,7 @@ pub fn routes() -> impl Endpoint<Output = Response> {
             get(pages::confirm_page).post(pages::confirm),
         )
         .at("/archive", get(pages::archive))
+        .at("/about", get(pages::about))
         .at("/p/:path", get(pages::issue_page))
         .at("/view/:issue/:sig", get(pages::view_in_browser))
         .at("/feed.xml", get(pages::feed))
@@ -50,18 +51,31 @@ pub fn routes() -> impl Endpoint<Output = Response> {
             "/u/:delivery/:sig",
             get(tracking::unsubscribe_page).post(tracking::unsubscribe),
         )
+        .at("/u/:delivery/:sig/resubscribe", post(tracking::resubscribe))
         .at("/o/:delivery/:file", get(tracking::open_pixel))
         .at("/c/:delivery/:sig", get(tracking::click))
         .with(poem::middleware::CookieJarManager::new())
-        .catch_all_error(|err: poem::Error| async move {
-            if err.is_from_response() || err.is::<SiteError>() {
-                err.into_response()
-            } else {
-                SiteError::NotFound.as_response()
-            }
+        .around(|route, req| async move {
+            let site = req.data::<Site>().cloned();
+            let state = req.data::<State>().cloned();
+            let err = match route.call(req).await {
+                Ok(response) => return Ok(response),
+                Err(err) if err.is_from_response() => return Ok(err.into_response()),
+                Err(err) => err,
+            };
+            // Every refusal, an unknown path included, is a page of the site it was asked of.
+            let refusal = err
+                .downcast_ref::<SiteError>()
+                .unwrap_or(&SiteError::NotFound);
+            Ok(match (site, state) {
+                (Some(site), Some(state)) => refusal.on_site(&state.urls, &site.0),
+                _ => refusal.as_response(),
+            })
         })
         .map_to_response()
 }
+
+type State = Arc<AppState>;
 
 /// Finds the site a request is for, by Host: `<subdomain>.<public-host>` or an active
 /// custom domain. `Ok(None)` means the request is for the service itself (the base host, the

@@ -8,7 +8,9 @@ use poem::{Body, IntoResponse, Request, Response, handler};
 use serde::Deserialize;
 
 use super::{Site, SiteError, SiteResult};
+use crate::domain::content::excerpt;
 use crate::domain::issues::{self, Issue};
+use crate::domain::newsletters::site_pages;
 use crate::domain::subscribers::opt_in;
 use crate::domain::values::pagination::Page;
 use crate::domain::{DomainError, FieldErrors};
@@ -17,7 +19,7 @@ use crate::http::cookies::{csrf_cookie_value, read_cookie};
 use crate::http::csrf;
 use crate::http::form::FormData;
 use crate::http::public_page::{
-    Meta, Place, Styles, articles, day, issue_document, machine_time, page_response, site_page,
+    Meta, Place, Styles, articles, day, issue_document, machine_time, site_answer, site_page,
 };
 use crate::state::AppState;
 use crate::store::StoreError;
@@ -64,6 +66,8 @@ async fn built_off_the_async_threads<T: Send + 'static>(
         .map_err(|e| SiteError::failed(what, &DomainError::Store(StoreError::Task(e.to_string()))))
 }
 
+/// Issues as the home page and the archive list them: the subject, the day it was published
+/// (in the newsletter's time zone) and its excerpt, stored when it was saved.
 fn issue_list(state: &State, site: &Site, issues: &[Issue]) -> Markup {
     html! {
         @if issues.is_empty() {
@@ -73,7 +77,10 @@ fn issue_list(state: &State, site: &Site, issues: &[Issue]) -> Markup {
                 @for issue in issues {
                     li {
                         a href=(issue_url(state, site, issue)) { (issue.subject) }
-                        " " time.muted datetime=(machine_time(issue.published_at)) { (day(issue.published_at)) }
+                        time.muted datetime=(machine_time(issue.published_at)) { (day(issue.published_at, &site.0.time_zone)) }
+                        @if let Some(text) = issue.excerpt.as_deref().filter(|t| !t.is_empty()) {
+                            p.excerpt { (text) }
+                        }
                     }
                 }
             }
@@ -81,17 +88,22 @@ fn issue_list(state: &State, site: &Site, issues: &[Issue]) -> Markup {
     }
 }
 
+/// An answer page of `site` (see [`site_answer`]).
+fn answer(state: &State, site: &Site, title: &str, body: Markup) -> Response {
+    site_answer(&state.urls, &site.0, StatusCode::OK, title, body)
+}
+
 // The CSRF token of the site's forms: the same scheme and cookie as the dashboard's (a random
 // cookie, `__Host-` on https, and an HMAC of it), on the newsletter's own host. Sites have no
 // sessions, so the token binds the cookie alone.
-fn csrf_token(req: &Request, state: &State) -> String {
+pub(super) fn csrf_token(req: &Request, state: &State) -> String {
     csrf::token_for(&state.secret, &csrf_cookie_value(req, state), None)
 }
 
 /// The posted form, once its token fits the browser's CSRF cookie; `expired_hint` tells the
 /// visitor what to do when it does not. Without the cookie no token can fit: that is
 /// answered before the body is read (the server then closes the connection unread).
-async fn verified_form(
+pub(super) async fn verified_form(
     req: &Request,
     state: &State,
     body: Body,
@@ -217,12 +229,13 @@ pub async fn subscribe(
     let title = format!("Subscribe to {}", site.0.name);
     match requested {
         // Mailed, already subscribed or capped: the same page, so it tells nothing.
-        Ok(_) => Ok(page_response(
-            StatusCode::OK,
+        Ok(_) => Ok(answer(
+            state,
+            site,
             "Check your inbox",
             html! {
                 p { "If " strong { (email.trim()) } " is not subscribed yet, a confirmation link is on its way. Follow it to start receiving " (site.0.name) "." }
-                p { a href="/" { "← Back to " (site.0.name) } }
+                p.muted { "Nothing there after a few minutes? Look in your spam folder, or " a href="/subscribe" { "try again" } "." }
             },
         )),
         Err(DomainError::Invalid(_, problems)) => {
@@ -255,10 +268,12 @@ pub async fn confirm_page(
     Data(site): Data<&Site>,
 ) -> SiteResult {
     let csrf = csrf_token(req, state);
-    Ok(page_response(
-        StatusCode::OK,
+    Ok(answer(
+        state,
+        site,
         &format!("Confirm your subscription to {}", site.0.name),
         html! {
+            p { "One click and the next issue of " (site.0.name) " comes to your inbox." }
             form method="post" action={ "/subscribe/confirm/" (token) } {
                 input type="hidden" name=(csrf::FIELD) value=(csrf);
                 button type="submit" { "Yes, subscribe me" }
@@ -288,12 +303,13 @@ pub async fn confirm(
         .run(move |conn| opt_in::confirm(conn, nid, &token))
         .await
     {
-        Ok(subscriber) => Ok(page_response(
-            StatusCode::OK,
+        Ok(subscriber) => Ok(answer(
+            state,
+            site,
             "You are subscribed",
             html! {
                 p { strong { (subscriber.email) } " will receive " (site.0.name) ". Welcome!" }
-                p { a href="/" { "← Back to " (site.0.name) } }
+                p { "While you wait for the next issue, " a href="/archive" { "read the past ones" } "." }
             },
         )),
         Err(DomainError::NotFound(_)) => Err(SiteError::LinkExpired),
@@ -336,6 +352,64 @@ pub async fn archive(
         },
     )
     .into_response())
+}
+
+/// `/about`: the owner's about text and the author, when the site has either.
+#[handler]
+pub async fn about(Data(state): Data<&State>, Data(site): Data<&Site>) -> SiteResult {
+    if !site.0.pages.has_about_page() {
+        return Err(SiteError::NotFound);
+    }
+    let nid = site.0.id;
+    let about = state
+        .db
+        .run(move |conn| site_pages::about(conn, nid))
+        .await
+        .map_err(|e| SiteError::domain(e, site, "showing the about page"))?;
+    let (state, site) = (state.clone(), site.clone());
+    built_off_the_async_threads("showing the about page", move || {
+        about_document(&state, &site, about.map(|a| a.html)).into_response()
+    })
+    .await
+}
+
+/// The about page: the author (picture and name), then the owner's text as stored.
+fn about_document(state: &State, site: &Site, html: Option<String>) -> Markup {
+    let n = &site.0;
+    let mut page_meta = meta(state, site, "/about", "profile");
+    if let Some(html) = &html {
+        let summary = excerpt::text_of_html(html, excerpt::DESCRIPTION_MAX);
+        if !summary.is_empty() {
+            page_meta.description = summary;
+        }
+    }
+    let picture = n.pages.author_image_url(&origin(state, site));
+    if let Some(picture) = &picture {
+        page_meta.image = Some(picture.clone());
+    }
+    site_page(
+        n,
+        &format!("About · {}", n.name),
+        &page_meta,
+        Place::Inner,
+        Styles::Linked,
+        html! {
+            article.about {
+                h1 { "About " (n.name) }
+                @if let Some(author) = &n.pages.author_name {
+                    div.author-card {
+                        @if let Some(picture) = &picture { img.author src=(picture) alt="" width="72" height="72"; }
+                        p { span.muted { "Written by" } br; strong { (author) } }
+                    }
+                }
+                @if let Some(html) = &html { div.content { (PreEscaped(html)) } }
+            }
+            section.card.subscribe-box aria-labelledby="subscribe" {
+                h2 id="subscribe" { "Get the next issue by e-mail" }
+                a.button href="/subscribe" { "Subscribe to " (n.name) }
+            }
+        },
+    )
 }
 
 #[handler]
@@ -418,6 +492,16 @@ pub async fn feed(Data(state): Data<&State>, Data(site): Data<&Site>) -> SiteRes
         .body(xml))
 }
 
+/// Who the feed names as its author: the site's author, else the sender name, else the
+/// newsletter.
+fn feed_author(n: &crate::domain::newsletters::Newsletter) -> &str {
+    match &n.pages.author_name {
+        Some(author) => author,
+        None if !n.sender_name.is_empty() => &n.sender_name,
+        None => &n.name,
+    }
+}
+
 /// The Atom feed of `issues`, with their stored HTML as content.
 fn feed_document(state: &State, site: &Site, issues: &[Issue]) -> String {
     let n = &site.0;
@@ -437,7 +521,7 @@ fn feed_document(state: &State, site: &Site, issues: &[Issue]) -> String {
             link rel="alternate" type="text/html" href=(home_url) {}
             link rel="self" type="application/atom+xml" href={ (origin(state, site)) "/feed.xml" } {}
             updated { (updated) }
-            author { name { (if n.sender_name.is_empty() { &n.name } else { &n.sender_name }) } }
+            author { name { (feed_author(n)) } }
             @for issue in issues {
                 @let url = issue_url(state, site, issue);
                 entry {

@@ -3,16 +3,17 @@
 //! `s<id>`), the open pixel and the signed click redirect. A test send's links name the test
 //! delivery (`test_send::TEST_DELIVERY`): they work the same and record nothing.
 
-use maud::html;
+use maud::{Markup, html};
 use poem::http::StatusCode;
 use poem::web::{Data, Path, Query};
-use poem::{IntoResponse, Response, handler};
+use poem::{Body, IntoResponse, Request, Response, handler};
 use serde::Deserialize;
 
 use super::{Site, SiteError, SiteResult};
 use crate::domain::issues::test_send::TEST_DELIVERY;
-use crate::domain::{delivery::tracking, subscribers};
-use crate::http::public_page::page_response;
+use crate::domain::{DomainError, delivery::tracking, subscribers};
+use crate::http::csrf;
+use crate::http::public_page::site_answer;
 use crate::state::AppState;
 
 type State = std::sync::Arc<AppState>;
@@ -87,24 +88,43 @@ pub async fn unsubscribe_page(
 ) -> SiteResult {
     match checked_leaving(state, site, &delivery, &sig).await {
         None => return Err(SiteError::NotFound),
-        Some(Leaving::Test) => return Ok(test_unsubscribe_page(site)),
+        Some(Leaving::Test) => return Ok(test_unsubscribe_page(state, site)),
         Some(_) => {}
     }
-    Ok(page_response(
-        StatusCode::OK,
+    Ok(answer(
+        state,
+        site,
         &format!("Unsubscribe from {}", site.0.name),
         html! {
             p { "Press the button to stop receiving " (site.0.name) " by e-mail." }
             form method="post" action={ "/u/" (delivery) "/" (sig) } {
                 button type="submit" { "Unsubscribe" }
             }
+            p.muted { "Its issues stay on this site: " a href="/archive" { "the archive" } " is open to everyone." }
         },
     ))
+}
+
+/// An answer page inside `site`'s frame.
+fn answer(state: &State, site: &Site, title: &str, body: Markup) -> Response {
+    site_answer(&state.urls, &site.0, StatusCode::OK, title, body)
+}
+
+/// The "Subscribe again" form of the page a reader sees after leaving, posting to the same
+/// signed link (`/u/<id>/<sig>/resubscribe`) with the site's CSRF token.
+fn resubscribe_form(req: &Request, state: &State, delivery: &str, sig: &str) -> Markup {
+    html! {
+        form method="post" action={ "/u/" (delivery) "/" (sig) "/resubscribe" } {
+            input type="hidden" name=(csrf::FIELD) value=(super::pages::csrf_token(req, state));
+            button type="submit" { "Subscribe again" }
+        }
+    }
 }
 
 /// One-click unsubscribe (RFC 8058) and the confirm page's button.
 #[handler]
 pub async fn unsubscribe(
+    req: &Request,
     Path((delivery, sig)): Path<(String, String)>,
     Data(state): Data<&State>,
     Data(site): Data<&Site>,
@@ -113,7 +133,7 @@ pub async fn unsubscribe(
         return Err(SiteError::NotFound);
     };
     if let Leaving::Test = leaving {
-        return Ok(test_unsubscribe_page(site));
+        return Ok(test_unsubscribe_page(state, site));
     }
     let newsletter_id = site.0.id;
     state
@@ -128,19 +148,75 @@ pub async fn unsubscribe(
             SiteError::failed(&format!("unsubscribe ({leaving:?}) failed"), &e)
                 .with_hint("Please try the link again.")
         })?;
-    Ok(page_response(
-        StatusCode::OK,
+    Ok(answer(
+        state,
+        site,
         "You are unsubscribed",
         html! {
             p { "You will receive no more issues of " (site.0.name) "." }
+            p { "Unsubscribed by mistake?" }
+            (resubscribe_form(req, state, &delivery, &sig))
         },
     ))
 }
 
+/// "Subscribe again" after leaving: the same signed link names the reader, and the site's
+/// CSRF token shows the button was pressed on its page. A bounced address stays out.
+#[handler]
+pub async fn resubscribe(
+    req: &Request,
+    Path((delivery, sig)): Path<(String, String)>,
+    body: Body,
+    Data(state): Data<&State>,
+    Data(site): Data<&Site>,
+) -> SiteResult {
+    super::pages::verified_form(
+        req,
+        state,
+        body,
+        "Please follow the link in the e-mail again.",
+    )
+    .await?;
+    let Some(leaving) = checked_leaving(state, site, &delivery, &sig).await else {
+        return Err(SiteError::NotFound);
+    };
+    let newsletter_id = site.0.id;
+    let subscriber = state
+        .db
+        .run(move |conn| {
+            let subscriber_id = match leaving {
+                Leaving::Delivery(id) => tracking::recipient(conn, id)?,
+                Leaving::Subscriber(id) => id,
+                Leaving::Test => return Ok(None),
+            };
+            tracking::resubscribe(conn, newsletter_id, subscriber_id).map(Some)
+        })
+        .await
+        .map_err(|e: DomainError| SiteError::domain(e, site, "subscribing again"))?;
+    let Some(subscriber) = subscriber else {
+        return Ok(test_unsubscribe_page(state, site));
+    };
+    Ok(match subscriber.status {
+        subscribers::Status::Active => answer(
+            state,
+            site,
+            "You are subscribed again",
+            html! { p { strong { (subscriber.email) } " will receive " (site.0.name) " again. Welcome back!" } },
+        ),
+        _ => answer(
+            state,
+            site,
+            "This address cannot be subscribed again",
+            html! { p { "Mail to " strong { (subscriber.email) } " bounced, so " (site.0.name) " cannot send to it. " a href="/subscribe" { "Subscribe with another address" } "." } },
+        ),
+    })
+}
+
 /// What the unsubscribe link of a test send shows, before and after its button alike.
-fn test_unsubscribe_page(site: &Site) -> Response {
-    page_response(
-        StatusCode::OK,
+fn test_unsubscribe_page(state: &State, site: &Site) -> Response {
+    answer(
+        state,
+        site,
         &format!("Unsubscribe from {}", site.0.name),
         html! {
             p { "This link came in a test send of " (site.0.name) ", so nobody was unsubscribed. In the real issue it unsubscribes its reader." }

@@ -127,6 +127,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0031_account_changes",
         include_str!("../../migrations/0031_account_changes.sql"),
     ),
+    (
+        "0032_site_pages",
+        include_str!("../../migrations/0032_site_pages.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.

@@ -396,6 +396,10 @@ fn settings_routes(route: Route) -> Route {
             post(settings::update_theme),
         )
         .at(
+            "/newsletters/:id/settings/about",
+            post(settings::update_pages),
+        )
+        .at(
             "/newsletters/:id/settings/upgrade",
             post(settings::request_upgrade),
         )

@@ -23,6 +23,7 @@ use crate::domain::delivery::verp::{self, BounceSetup};
 use crate::domain::newsletters::mail_details::{self, MailDetailsChanges};
 use crate::domain::newsletters::operators;
 use crate::domain::newsletters::sender_domains::SenderDomain;
+use crate::domain::newsletters::site_pages::{self, SitePagesChanges};
 use crate::domain::newsletters::site_theme::{self, ThemeChanges};
 use crate::domain::newsletters::welcome::{self, WelcomeChanges};
 use crate::domain::newsletters::{
@@ -44,6 +45,7 @@ enum Part {
     Publishing,
     Welcome,
     Theme,
+    Pages,
     Plan,
     Status,
 }
@@ -61,6 +63,7 @@ impl Part {
             Part::Publishing => "publishing",
             Part::Welcome => "welcome",
             Part::Theme => "theme",
+            Part::Pages => "about",
             Part::Plan => "plan",
             Part::Status => "status",
         }
@@ -122,6 +125,46 @@ impl DetailsForm {
                     n.mail.postal_address.as_deref().unwrap_or(""),
                 ),
             },
+            pages: SitePagesChanges::default(),
+        }
+    }
+}
+
+/// The about page and author as typed: an empty field removes its value.
+#[derive(Debug, Clone, Default)]
+struct PagesForm {
+    about: String,
+    author_name: String,
+    author_image: String,
+}
+
+impl PagesForm {
+    fn read(form: &FormData) -> Self {
+        PagesForm {
+            about: form.get("pages[about_markdown]").to_string(),
+            author_name: form.get("pages[author_name]").to_string(),
+            author_image: form.get("pages[author_image_url]").to_string(),
+        }
+    }
+
+    /// The stored values; `about` is the about page's Markdown, read apart from the
+    /// newsletter (`site_pages::about`).
+    fn stored(n: &Newsletter, about: &str) -> Self {
+        PagesForm {
+            about: about.to_string(),
+            author_name: n.pages.author_name.clone().unwrap_or_default(),
+            author_image: n.pages.author_image.clone().unwrap_or_default(),
+        }
+    }
+
+    fn changes(&self) -> Details {
+        Details {
+            pages: SitePagesChanges {
+                about_markdown: Some(self.about.clone()),
+                author_name: Some(self.author_name.clone()),
+                author_image: Some(self.author_image.clone()),
+            },
+            ..Details::default()
         }
     }
 }
@@ -206,6 +249,7 @@ struct Entered {
     publish_on_send: String,
     welcome: WelcomeForm,
     theme: ThemeForm,
+    pages: PagesForm,
     relay: RelayForm,
     warm_up: WarmUpForm,
     /// The stored relay and warm-up plan, which their sections describe.
@@ -213,7 +257,7 @@ struct Entered {
 }
 
 impl Entered {
-    fn stored(n: &Newsletter, sending: &SendingSetup) -> Self {
+    fn stored(n: &Newsletter, sending: &SendingSetup, about: &str) -> Self {
         Entered {
             details: DetailsForm::stored(n),
             frequency: n
@@ -225,6 +269,7 @@ impl Entered {
             publish_on_send: if n.publish_on_send { "on" } else { "off" }.to_string(),
             welcome: WelcomeForm::stored(n),
             theme: ThemeForm::stored(n),
+            pages: PagesForm::stored(n, about),
             relay: RelayForm::stored(sending),
             warm_up: WarmUpForm::stored(sending),
             sending: sending.clone(),
@@ -319,6 +364,7 @@ fn settings_page(
             (v.publishing())
             (v.welcome())
             (v.theme())
+            (v.pages())
             (v.plan())
             (v.status())
             (bounce_section(bounces))
@@ -525,6 +571,36 @@ impl Sections<'_> {
         }
     }
 
+    /// The site's about page and its author.
+    fn pages(&self) -> Markup {
+        let pages = &self.entered.pages;
+        let about_url = format!("{}/about", self.n.site_origin(&self.state.urls));
+        html! {
+            section.panel #about {
+                h2 { "About page and author" }
+                p.muted {
+                    "The about page is at " a href=(about_url) { (about_url) } " once it has a text or an author, linked from every page of the site. "
+                    "The author's name and picture show there and beside every issue. Leave a field empty to remove it."
+                }
+                (self.problems(Part::Pages))
+                (self.form("/about", "Save the about page", html! {
+                    label {
+                        "About (Markdown, up to " (crate::http::plural::count(site_pages::ABOUT_MAX as i64, "character", "characters")) ")"
+                        textarea name="pages[about_markdown]" rows="8" maxlength=(site_pages::ABOUT_MAX) { (pages.about) }
+                    }
+                    label {
+                        "Author's name"
+                        input type="text" name="pages[author_name]" value=(pages.author_name) maxlength=(site_pages::AUTHOR_NAME_MAX) autocomplete="name";
+                    }
+                    label {
+                        "Author's picture: an https:// image address, or /media/… of an image on your Media page"
+                        input type="text" name="pages[author_image_url]" value=(pages.author_image) placeholder="https://example.com/me.jpg" maxlength=(site_pages::AUTHOR_IMAGE_MAX) autocomplete="off" inputmode="url";
+                    }
+                }))
+            }
+        }
+    }
+
     /// The tier, and asking for an upgrade.
     fn plan(&self) -> Markup {
         html! {
@@ -625,6 +701,7 @@ pub async fn show(req: &Request, Path(id): Path<String>, Data(state): Data<&Stat
     let bounces = bounce_setup(state, &n).await?;
     let sender = sender_domain::load(state, &n).await?;
     let sending = sending_setup(state, &n).await?;
+    let about = about_text(state, &n).await?;
     render(
         StatusCode::OK,
         settings_page(
@@ -632,11 +709,21 @@ pub async fn show(req: &Request, Path(id): Path<String>, Data(state): Data<&Stat
             state,
             &n,
             &bounces,
-            &Entered::stored(&n, &sending),
+            &Entered::stored(&n, &sending, &about),
             sender.as_ref(),
             None,
         ),
     )
+}
+
+/// The Markdown of the newsletter's about page; empty when it has none.
+async fn about_text(state: &State, n: &Newsletter) -> Result<String, WebError> {
+    let nid = n.id;
+    let about = state
+        .db
+        .run(move |conn| site_pages::about(conn, nid))
+        .await?;
+    Ok(about.map(|about| about.markdown).unwrap_or_default())
 }
 
 /// The newsletter's relay (its password opened with the server's key) and warm-up plan.
@@ -658,6 +745,8 @@ struct Post<'a> {
     n: Newsletter,
     bounces: BounceSetup,
     sending: SendingSetup,
+    /// The about page's Markdown as stored, for the page shown again.
+    about: String,
 }
 
 impl<'a> Post<'a> {
@@ -671,6 +760,7 @@ impl<'a> Post<'a> {
         n.ensure_writable()?;
         let bounces = bounce_setup(state, &n).await?;
         let sending = sending_setup(state, &n).await?;
+        let about = about_text(state, &n).await?;
         Ok(Post {
             req,
             state,
@@ -679,10 +769,13 @@ impl<'a> Post<'a> {
             n,
             bounces,
             sending,
+            about,
         })
     }
 
     /// Saves `changes` as `PATCH /newsletter` does; the notice is made from what was saved.
+    /// They are checked, and Markdown among them (the welcome text, the about page) rendered,
+    /// before a connection is taken.
     async fn save_details(
         &self,
         changes: Details,
@@ -691,9 +784,16 @@ impl<'a> Post<'a> {
         notice: impl FnOnce(&Newsletter) -> String,
     ) -> WebResult {
         let nid = self.n.id;
-        let write =
-            move |conn: &mut rusqlite::Connection| newsletters::update_details(conn, nid, &changes);
-        self.save(write, part, keep_typed, notice).await
+        let result = self
+            .state
+            .db
+            .run_after(
+                move || newsletters::check_details(&changes),
+                move |conn, checked| newsletters::apply_details(conn, nid, &checked),
+            )
+            .await;
+        let notice = result.as_ref().map(notice).unwrap_or_default();
+        self.answer(result, part, keep_typed, &notice).await
     }
 
     /// Runs `write` and answers for `part`, the notice made from what was saved.
@@ -753,7 +853,7 @@ impl<'a> Post<'a> {
         keep_typed: impl FnOnce(&mut Entered),
         failed: Option<(Part, &FieldErrors)>,
     ) -> WebResult {
-        let mut entered = Entered::stored(&self.n, &self.sending);
+        let mut entered = Entered::stored(&self.n, &self.sending, &self.about);
         keep_typed(&mut entered);
         let sender = sender_domain::load(self.state, &self.n).await?;
         render(
@@ -934,21 +1034,20 @@ pub async fn update_welcome(
 ) -> WebResult {
     let post = Post::load(req, state, &id, body).await?;
     let typed = WelcomeForm::read(&post.form);
-    let (nid, changes) = (post.n.id, typed.changes());
-    // The text renders before a connection is taken.
-    let result = state
-        .db
-        .run_after(
-            move || newsletters::check_details(&changes),
-            move |conn, checked| newsletters::apply_details(conn, nid, &checked),
-        )
-        .await;
-    let notice = match result.as_ref().map(|saved| saved.welcome.enabled) {
-        Ok(false) => "The welcome e-mail is saved, and off: readers who confirm get none.",
-        _ => "The welcome e-mail is saved.",
-    };
-    post.answer(result, Part::Welcome, |e| e.welcome = typed, notice)
-        .await
+    let changes = typed.changes();
+    post.save_details(
+        changes,
+        Part::Welcome,
+        |e| e.welcome = typed,
+        |saved| {
+            match saved.welcome.enabled {
+                false => "The welcome e-mail is saved, and off: readers who confirm get none.",
+                true => "The welcome e-mail is saved.",
+            }
+            .into()
+        },
+    )
+    .await
 }
 
 #[handler]
@@ -965,6 +1064,31 @@ pub async fn update_theme(
     post.save_details(changes, Part::Theme, keep, |_| {
         "The look of the public site is saved.".into()
     })
+    .await
+}
+
+#[handler]
+pub async fn update_pages(
+    req: &Request,
+    Path(id): Path<String>,
+    body: Body,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let post = Post::load(req, state, &id, body).await?;
+    let typed = PagesForm::read(&post.form);
+    let changes = typed.changes();
+    post.save_details(
+        changes,
+        Part::Pages,
+        |e| e.pages = typed,
+        |saved| {
+            match saved.pages.has_about_page() {
+                true => "The about page is saved.",
+                false => "Saved: the site has no about page now.",
+            }
+            .into()
+        },
+    )
     .await
 }
 

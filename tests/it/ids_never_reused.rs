@@ -412,9 +412,12 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
     }
     let key = format!("oldkey01{}", "ab".repeat(32));
     database_at_0020(&db, &key);
-    let (old_rows, old_schema) = {
+    let (old_rows, old_schema, old_last_job) = {
         let conn = rusqlite::Connection::open(&db).unwrap();
-        (rows(&conn), schema(&conn))
+        let last_job: i64 = conn
+            .query_row("SELECT coalesce(max(id), 0) FROM jobs", [], |r| r.get(0))
+            .unwrap();
+        (rows(&conn), schema(&conn), last_job)
     };
 
     let (code, out, err) = app.cli(&["migrate"]);
@@ -425,7 +428,7 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
          applied 0023_resend_unconfirmed\napplied 0024_connection_cut_offs\n\
          applied 0025_newsletter_relays\napplied 0026_send_usage\n\
          applied 0027_media\napplied 0028_issue_edits\napplied 0029_link_reports\n\
-         applied 0030_mail_details\napplied 0031_account_changes"
+         applied 0030_mail_details\napplied 0031_account_changes\napplied 0032_site_pages"
     );
 
     let conn = rusqlite::Connection::open(&db).unwrap();
@@ -439,7 +442,9 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
         // the tag triggers it redefines, which the counter recounts test), 0030 (each
         // newsletter's reply-to and postal address, NULL) and 0031 (each account's
         // `own_time_zone`, 0; the tokens' `new_email` and the CHECK of their purposes, which
-        // takes `change_email` too): the rest is as 0020 left it.
+        // takes `change_email` too) and 0032 (each newsletter's about page and author and
+        // each issue's excerpt and social image, NULL; the `render_content` job it queues to
+        // fill the excerpts): the rest is as 0020 left it.
         let copy = app.data_dir().join("before-0022.db");
         conn.execute("VACUUM INTO ?1", [copy.to_str().unwrap()])
             .unwrap();
@@ -464,9 +469,22 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
              ALTER TABLE newsletters DROP COLUMN reply_to;
              ALTER TABLE newsletters DROP COLUMN postal_address;
              ALTER TABLE users DROP COLUMN own_time_zone;
-             ALTER TABLE user_tokens DROP COLUMN new_email;",
+             ALTER TABLE user_tokens DROP COLUMN new_email;
+             ALTER TABLE newsletters DROP COLUMN about_markdown;
+             ALTER TABLE newsletters DROP COLUMN about_html;
+             ALTER TABLE newsletters DROP COLUMN author_name;
+             ALTER TABLE newsletters DROP COLUMN author_image;
+             ALTER TABLE issues DROP COLUMN excerpt;
+             ALTER TABLE issues DROP COLUMN social_image_url;",
         )
         .unwrap();
+        let queued = copy
+            .execute(
+                "DELETE FROM jobs WHERE id > ?1 AND kind = 'render_content'",
+                [old_last_job],
+            )
+            .unwrap();
+        assert_eq!(queued, 1, "0032 queues one job to fill the excerpts");
         assert_eq!(rows(&copy), old_rows, "every row and column kept");
         let redefined = |mut schema: BTreeMap<String, String>| {
             for name in [

@@ -59,6 +59,7 @@ mod sending;
 mod sending_crash;
 mod site;
 mod site_design;
+mod site_pages;
 mod slow_clients;
 mod smtp_security;
 mod sql;

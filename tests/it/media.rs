@@ -24,13 +24,13 @@ fn media_page(owner: &Owner) -> String {
 }
 
 /// A photo-like RGB picture.
-fn picture(width: u32, height: u32) -> DynamicImage {
+pub(crate) fn picture(width: u32, height: u32) -> DynamicImage {
     DynamicImage::ImageRgb8(image::RgbImage::from_fn(width, height, |x, y| {
         image::Rgb([(x % 251) as u8, (y % 241) as u8, ((x + y) % 239) as u8])
     }))
 }
 
-fn encoded(picture: &DynamicImage, format: ImageFormat) -> Vec<u8> {
+pub(crate) fn encoded(picture: &DynamicImage, format: ImageFormat) -> Vec<u8> {
     let mut out = Vec::new();
     picture
         .write_to(&mut Cursor::new(&mut out), format)
@@ -187,7 +187,7 @@ fn upload(owner: &Owner, content: &[u8]) -> Resp {
 }
 
 /// Uploads through the script's JSON answer; returns the image's absolute URL.
-fn uploaded_url(owner: &Owner, content: &[u8]) -> String {
+pub(crate) fn uploaded_url(owner: &Owner, content: &[u8]) -> String {
     let resp = upload(owner, content);
     resp.expect(201);
     let body = resp.json();

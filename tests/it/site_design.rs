@@ -307,7 +307,7 @@ fn text_answers_are_compressed_when_the_client_accepts_it() {
     ignore = "needs chromium and chromedriver (apt-get install chromium chromium-driver)"
 )]
 fn site_screenshots_light_and_dark_at_desktop_and_phone_width() {
-    use crate::support::browser::{Driver, runtime, screenshot};
+    use crate::support::browser::{Driver, assert_fits, runtime, screenshot};
 
     let Some(driver) = Driver::start("site screenshots") else {
         return;
@@ -341,14 +341,7 @@ fn site_screenshots_light_and_dark_at_desktop_and_phone_width() {
                         .await
                         .unwrap();
                     assert_eq!(seen, json!(background), "{name} {scheme} {width}");
-                    let overflow = c
-                        .execute(
-                            "return document.documentElement.scrollWidth > window.innerWidth",
-                            vec![],
-                        )
-                        .await
-                        .unwrap();
-                    assert_eq!(overflow, json!(false), "{name} scrolls sideways at {width}px");
+                    assert_fits(&c, width, &format!("{name} ({scheme})")).await;
                     screenshot(&c, &format!("site-{name}-{scheme}-{width}")).await;
                 }
             }

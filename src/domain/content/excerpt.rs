@@ -6,6 +6,42 @@
 /// The longest description, in characters (search engines show about this much).
 pub const DESCRIPTION_MAX: usize = 160;
 
+/// The longest excerpt an archive shows under an issue's title, in characters.
+pub const EXCERPT_MAX: usize = 240;
+
+/// An issue's excerpt for its archive entry: the opening words of its HTML after a heading it
+/// may open with (the title the archive shows already), at most [`EXCERPT_MAX`] characters.
+pub fn opening_words(html: &str) -> String {
+    text_of_html(after_leading_heading(html), EXCERPT_MAX)
+}
+
+/// `html` past the heading element (`<h1>` to `<h6>`) it starts with, if it starts with one.
+pub fn after_leading_heading(html: &str) -> &str {
+    let (_, rest) = split_leading_heading(html);
+    rest
+}
+
+/// The most of a leading heading's text read (more than any subject).
+const HEADING_MAX: usize = 1_000;
+
+/// The text of the heading `html` starts with (`<h1>` to `<h6>`, whitespace before it
+/// allowed), and what follows it; `(None, html)` when it starts with anything else.
+pub fn split_leading_heading(html: &str) -> (Option<String>, &str) {
+    let trimmed = html.trim_start();
+    let level = match trimmed.as_bytes() {
+        [b'<', b'h' | b'H', level @ b'1'..=b'6', b'>' | b' ', ..] => *level as char,
+        _ => return (None, html),
+    };
+    let close = format!("</h{level}>");
+    match trimmed.find(&close) {
+        Some(end) => {
+            let text = text_of_html(&trimmed[..end], HEADING_MAX);
+            (Some(text), &trimmed[end + close.len()..])
+        }
+        None => (None, html),
+    }
+}
+
 /// The text of `html` with its whitespace collapsed, cut at a word to at most `max` characters
 /// (an ellipsis marks a cut).
 pub fn text_of_html(html: &str, max: usize) -> String {
@@ -107,6 +143,25 @@ fn entity(text: &str) -> (Option<char>, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn excerpts_start_after_a_leading_heading() {
+        let html = "<h1>Week 12</h1>\n<p>Dear <em>readers</em>, hello.</p><h2>More</h2><p>x</p>";
+        assert_eq!(opening_words(html), "Dear readers, hello. More x");
+        assert_eq!(
+            split_leading_heading("\n<h2 id=\"a\">A &amp; B</h2><p>c</p>"),
+            (Some("A & B".to_string()), "<p>c</p>")
+        );
+        assert_eq!(split_leading_heading("<p>x</p>"), (None, "<p>x</p>"));
+        assert_eq!(
+            split_leading_heading("<hr><p>x</p>"),
+            (None, "<hr><p>x</p>")
+        );
+        assert_eq!(opening_words("<p>Only text</p>"), "Only text");
+        let long = format!("<p>{}</p>", "word ".repeat(100));
+        assert!(opening_words(&long).chars().count() <= EXCERPT_MAX);
+        assert!(opening_words(&long).ends_with('…'));
+    }
 
     #[test]
     fn reads_the_text_a_reader_sees() {

@@ -10,7 +10,7 @@ use crate::domain::delivery::bounce_report::{
     self, Complaint, Failure, NotAReport, Report, Severity,
 };
 use crate::domain::reports::issue_report;
-use crate::domain::subscribers::{self, Status};
+use crate::domain::subscribers::{self, Status, Subscriber};
 use crate::domain::values::secrets::{ServerSecret, Signer};
 use crate::domain::{DomainError, DomainResult, events};
 use crate::store::write_tx;
@@ -308,6 +308,35 @@ pub fn unsubscribe_subscriber(
         }
         Ok(())
     })
+}
+
+/// Subscribes again, from the page their unsubscribe link leads to, a reader who left
+/// (`subscriber_id` of `newsletter_id`): an unsubscribed subscriber becomes active and
+/// `subscriber.updated` fires; an active one stays as it is, and a bounced one stays out (an
+/// address that bounced cannot be mailed). The subscriber as it is afterwards.
+pub fn resubscribe(
+    conn: &mut Connection,
+    newsletter_id: i64,
+    subscriber_id: i64,
+) -> DomainResult<Subscriber> {
+    write_tx(conn, |tx| {
+        crate::domain::newsletters::get(tx, newsletter_id)?.ensure_writable()?;
+        let subscriber = subscribers::get(tx, newsletter_id, subscriber_id)?;
+        if subscriber.status != Status::Unsubscribed {
+            return Ok(subscriber);
+        }
+        subscribers::set_status(tx, &subscriber, Status::Active, Timestamp::now())?;
+        let after = subscribers::get(tx, newsletter_id, subscriber_id)?;
+        events::record(tx, newsletter_id, "subscriber.updated", after.event_data())?;
+        Ok(after)
+    })
+}
+
+/// The subscriber delivery `delivery_id` went to; not found when it names none (deleted).
+pub fn recipient(conn: &Connection, delivery_id: i64) -> DomainResult<i64> {
+    delivery(conn, delivery_id)?
+        .subscriber_id
+        .ok_or(DomainError::NotFound("subscriber"))
 }
 
 /// Makes the subscriber `unsubscribed`; the time when it was not already, else `None`.

@@ -11,7 +11,7 @@ use rusqlite::{Connection, OptionalExtension, Row};
 use serde_json::json;
 
 use crate::clock::{self, Timestamp};
-use crate::domain::content::plain_paragraphs;
+use crate::domain::content::{excerpt, plain_paragraphs};
 use crate::domain::newsletters::{self, Frequency, Newsletter};
 use crate::domain::subscribers::audience::{self, Audience, AudienceInput};
 use crate::domain::values::pagination::{Page, invalid_filter};
@@ -97,9 +97,24 @@ pub struct Issue {
     pub recipients: Option<i64>,
     /// When the web copy of the sent issue was last edited; `None` if never since it was sent.
     pub edited_at: Option<Timestamp>,
+    /// The opening words of its content as the archive shows them, stored with its HTML
+    /// ([`content_saved`]); `None` for an issue saved before excerpts were stored until the
+    /// `render_content` job reaches it.
+    pub excerpt: Option<String>,
+    /// The picture link previews show (og:image) when the owner chose one; else the first
+    /// image of the content is used ([`Issue::social_image`]).
+    pub social_image_url: Option<String>,
 }
 
 impl Issue {
+    /// The picture of the issue's link previews (og:image): the one the owner chose, else
+    /// the first image of its content, else none.
+    pub fn social_image(&self) -> Option<String> {
+        self.social_image_url
+            .clone()
+            .or_else(|| first_image(&self.body_html()))
+    }
+
     pub fn has_content(&self) -> bool {
         !self.content_markdown.trim().is_empty() || self.articles_count > 0
     }
@@ -139,6 +154,17 @@ impl Issue {
     }
 }
 
+/// The address of the first `<img>` of `html` (as the Markdown renderer writes it:
+/// `<img src="…" alt="…" />`), entities decoded; only web addresses count.
+fn first_image(html: &str) -> Option<String> {
+    let at = html.find("<img ")?;
+    let tag = &html[at..at + html[at..].find('>')?];
+    let start = tag.find(" src=\"")? + " src=\"".len();
+    let end = start + tag[start..].find('"')?;
+    let src = tag[start..end].replace("&amp;", "&");
+    (src.starts_with("https://") || src.starts_with("http://")).then_some(src)
+}
+
 /// `$html` is `i.content_html` where the HTML is wanted, `NULL` in lists that show none.
 macro_rules! select_issue {
     ($html:literal, $($tail:literal)+) => {
@@ -150,7 +176,7 @@ macro_rules! select_issue {
             "(SELECT group_concat(tag, char(10)) FROM (SELECT tag FROM issue_audience_tags WHERE issue_id = i.id AND excluded = 0 ORDER BY tag)), ",
             "(SELECT group_concat(tag, char(10)) FROM (SELECT tag FROM issue_audience_tags WHERE issue_id = i.id AND excluded = 1 ORDER BY tag)), ",
             "CASE WHEN i.recipients_at IS NULL THEN NULL ELSE coalesce((SELECT c.total FROM issue_counts c WHERE c.issue_id = i.id), 0) END, ",
-            "i.edited_at",
+            "i.edited_at, i.excerpt, i.social_image_url",
             " FROM issues i ", $($tail),+
         )
     };
@@ -178,6 +204,8 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Issue> {
         audience: Audience::from_lines(row.get(16)?, row.get(17)?),
         recipients: row.get(18)?,
         edited_at: row.get(19)?,
+        excerpt: row.get(20)?,
+        social_image_url: row.get(21)?,
     })
 }
 
@@ -323,9 +351,28 @@ pub fn store_rendered(
     markdown: &str,
     html: &str,
 ) -> DomainResult<bool> {
-    const SQL: &str = "UPDATE issues SET content_html = ?2
+    const SQL: &str = "UPDATE issues SET content_html = ?2, excerpt = ?4
          WHERE id = ?1 AND content_html IS NULL AND content_markdown = ?3";
-    Ok(conn.execute(SQL, (id, html, markdown))? > 0)
+    let excerpt = excerpt::opening_words(html);
+    Ok(conn.execute(SQL, (id, html, markdown, excerpt))? > 0)
+}
+
+/// The first issue after `after_id` with stored HTML but no excerpt (saved before excerpts
+/// were stored): its id.
+pub fn next_without_excerpt(conn: &Connection, after_id: i64) -> DomainResult<Option<i64>> {
+    const SQL: &str = "SELECT id FROM issues
+         WHERE excerpt IS NULL AND content_html IS NOT NULL AND id > ?1 ORDER BY id LIMIT 1";
+    Ok(conn.query_row(SQL, [after_id], |r| r.get(0)).optional()?)
+}
+
+/// Stores the excerpt of issue `id` from its stored HTML, unless it has one meanwhile.
+pub fn fill_excerpt(conn: &Connection, id: i64) -> DomainResult<()> {
+    const HTML: &str = "SELECT content_html FROM issues WHERE id = ?1 AND excerpt IS NULL";
+    let html: Option<Option<String>> = conn.query_row(HTML, [id], |r| r.get(0)).optional()?;
+    if let Some(Some(html)) = html {
+        store_excerpt(conn, id, Some(&html))?;
+    }
+    Ok(())
 }
 
 /// An article as given on create/update.
@@ -351,6 +398,8 @@ pub struct IssueInput {
     /// Puts the issue on the site (`true`, as [`publish`]) or takes it off (`false`, as
     /// [`unpublish`]) with the other changes.
     pub published: Option<bool>,
+    /// The picture of its link previews; blank goes back to the content's first image.
+    pub social_image_url: Option<String>,
 }
 
 struct Valid {
@@ -363,6 +412,8 @@ struct Valid {
     articles: Option<Vec<ArticleInput>>,
     audience: Option<Audience>,
     published: Option<bool>,
+    /// `Some(None)` goes back to the content's first image.
+    social_image_url: Option<Option<String>>,
 }
 
 fn validate(input: &IssueInput, creating: bool) -> DomainResult<Valid> {
@@ -459,6 +510,19 @@ fn validate(input: &IssueInput, creating: bool) -> DomainResult<Valid> {
         .audience
         .as_ref()
         .map(|given| audience::check_shape(given, "audience.", &mut errors));
+    let social_image_url = input.social_image_url.as_deref().map(|raw| {
+        if raw.trim().is_empty() {
+            return None;
+        }
+        web_url::check(raw, Schemes::HttpOrHttps, URL_MAX)
+            .map_err(|problem| {
+                errors.add(
+                    "social_image_url",
+                    problem.message(URL_MAX, "must be an absolute http(s) URL of an image"),
+                )
+            })
+            .ok()
+    });
     errors.into_result()?;
     Ok(Valid {
         subject,
@@ -469,7 +533,39 @@ fn validate(input: &IssueInput, creating: bool) -> DomainResult<Valid> {
         articles,
         audience,
         published: input.published,
+        social_image_url,
     })
+}
+
+/// What is kept beside an issue's content whenever the content is written: the images it
+/// names (so one in use cannot be deleted) and its excerpt. Every write of `content_html`
+/// calls it, in the same transaction.
+fn content_saved(
+    conn: &Connection,
+    newsletter_id: i64,
+    id: i64,
+    markdown: &str,
+    html: Option<&str>,
+) -> DomainResult<()> {
+    media::record_uses(conn, newsletter_id, id, markdown)?;
+    store_excerpt(conn, id, html)
+}
+
+/// Stores the excerpt of issue `id`'s HTML (`None` while it has none).
+fn store_excerpt(conn: &Connection, id: i64, html: Option<&str>) -> DomainResult<()> {
+    const EXCERPT: &str = "UPDATE issues SET excerpt = ?2 WHERE id = ?1";
+    conn.execute(EXCERPT, (id, html.map(excerpt::opening_words)))?;
+    Ok(())
+}
+
+/// Applies a `social_image_url` change of a create or update, in its transaction.
+fn set_social_image(conn: &Connection, id: i64, valid: &Valid) -> DomainResult<()> {
+    if let Some(image) = &valid.social_image_url {
+        const SET: &str = "UPDATE issues SET social_image_url = ?2, updated_at = ?3
+             WHERE id = ?1 AND social_image_url IS NOT ?2";
+        conn.execute(SET, (id, image, Timestamp::now()))?;
+    }
+    Ok(())
 }
 
 /// The next slot of `frequency` strictly after `after`: 09:00 on the clocks of `zone` (the
@@ -636,6 +732,8 @@ pub fn preview(newsletter_id: i64, current: Option<&Issue>, changes: Checked) ->
         audience: Audience::default(),
         recipients: None,
         edited_at: None,
+        excerpt: None,
+        social_image_url: None,
     });
     if let Some(subject) = valid.subject {
         issue.subject = subject;
@@ -643,6 +741,9 @@ pub fn preview(newsletter_id: i64, current: Option<&Issue>, changes: Checked) ->
     if let Some(content) = valid.content {
         issue.content_markdown = content;
         issue.content_html = valid.content_html;
+    }
+    if let Some(image) = valid.social_image_url {
+        issue.social_image_url = image;
     }
     if let Some(articles) = valid.articles {
         issue.articles = articles
@@ -687,12 +788,14 @@ pub fn create(conn: &mut Connection, newsletter_id: i64, issue: &Checked) -> Dom
             ),
         )?;
         let id = tx.last_insert_rowid();
-        media::record_uses(
+        content_saved(
             tx,
             newsletter_id,
             id,
             valid.content.as_deref().unwrap_or(""),
+            Some(valid.content_html.as_deref().unwrap_or("")),
         )?;
+        set_social_image(tx, id, valid)?;
         if let Some(articles) = &valid.articles {
             replace_articles(tx, id, articles)?;
         }
@@ -760,7 +863,10 @@ pub fn update(
                 Timestamp::now(),
             ),
         )?;
-        media::record_uses(tx, newsletter_id, id, content)?;
+        if valid.content.is_some() {
+            content_saved(tx, newsletter_id, id, content, html.map(String::as_str))?;
+        }
+        set_social_image(tx, id, valid)?;
         if let Some(articles) = &valid.articles {
             replace_articles(tx, id, articles)?;
         }
@@ -839,6 +945,7 @@ fn check_sent_changes(issue: &Issue, valid: &Valid) -> DomainResult<()> {
 fn edit_sent(conn: &Connection, issue: Issue, valid: &Valid) -> DomainResult<Issue> {
     check_sent_changes(&issue, valid)?;
     let (nid, id) = (issue.newsletter_id, issue.id);
+    set_social_image(conn, id, valid)?;
     let (Some(content), Some(html)) = (&valid.content, &valid.content_html) else {
         return set_published(conn, nid, id, valid.published);
     };
@@ -851,6 +958,7 @@ fn edit_sent(conn: &Connection, issue: Issue, valid: &Valid) -> DomainResult<Iss
     const EDIT: &str = "UPDATE issues SET content_markdown = ?2, content_html = ?3,
          edited_at = ?4, updated_at = ?4 WHERE id = ?1";
     conn.execute(EDIT, (issue.id, content, html, Timestamp::now()))?;
+    content_saved(conn, nid, id, content, Some(html))?;
     set_published(conn, nid, id, valid.published)
 }
 
@@ -882,8 +990,8 @@ pub fn duplicate(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainRe
             .collect();
         let subject = subject.trim_end().to_string();
         let path = free_path(tx, newsletter_id, &subject, None)?;
-        const INSERT: &str = "INSERT INTO issues (newsletter_id, subject, content_markdown, content_html, status, path, created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, 'draft', ?5, ?6, ?6)";
+        const INSERT: &str = "INSERT INTO issues (newsletter_id, subject, content_markdown, content_html, status, path, created_at, updated_at, social_image_url)
+             VALUES (?1, ?2, ?3, ?4, 'draft', ?5, ?6, ?6, ?7)";
         tx.execute(
             INSERT,
             (
@@ -893,9 +1001,17 @@ pub fn duplicate(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainRe
                 &original.content_html,
                 &path,
                 Timestamp::now(),
+                &original.social_image_url,
             ),
         )?;
         let copy = tx.last_insert_rowid();
+        content_saved(
+            tx,
+            newsletter_id,
+            copy,
+            &original.content_markdown,
+            original.content_html.as_deref(),
+        )?;
         let articles: Vec<ArticleInput> = original
             .articles
             .into_iter()
@@ -1430,6 +1546,86 @@ mod tests {
             )
             .unwrap();
         assert_eq!(published, 1);
+    }
+
+    #[test]
+    fn excerpts_and_image_uses_follow_every_write_of_the_content() {
+        let mut conn = db();
+        let hash = "ab".repeat(32);
+        let image = format!("https://n.example.com/media/{hash}.png");
+        let issue = new(
+            &mut conn,
+            &IssueInput {
+                content_markdown: Some(format!("# Title\n\nOpening words.\n\n![x]({image})")),
+                ..input("Title")
+            },
+        )
+        .unwrap();
+        assert_eq!(issue.excerpt.as_deref(), Some("Opening words."));
+        assert_eq!(issue.social_image(), Some(image.clone()));
+        let uses = |conn: &Connection, id: i64| -> i64 {
+            conn.query_row(
+                "SELECT count(*) FROM issue_media WHERE issue_id = ?1 AND hash = ?2",
+                (id, &hash),
+                |r| r.get(0),
+            )
+            .unwrap()
+        };
+        assert_eq!(uses(&conn, issue.id), 1);
+        // A copy names the same image: deleting it is refused while the copy uses it.
+        let copy = duplicate(&mut conn, 1, issue.id).unwrap();
+        assert_eq!(copy.excerpt.as_deref(), Some("Opening words."));
+        assert_eq!(uses(&conn, copy.id), 1);
+        // The web copy of a sent issue, edited: its excerpt and uses follow.
+        conn.execute(
+            "UPDATE issues SET status = 'sent', sent_at = created_at WHERE id = ?1",
+            [issue.id],
+        )
+        .unwrap();
+        let edited = change(
+            &mut conn,
+            issue.id,
+            &IssueInput {
+                content_markdown: Some("New words.".into()),
+                social_image_url: Some("https://cdn.example.com/cover.jpg".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(edited.excerpt.as_deref(), Some("New words."));
+        assert_eq!(uses(&conn, issue.id), 0);
+        assert_eq!(
+            edited.social_image().as_deref(),
+            Some("https://cdn.example.com/cover.jpg")
+        );
+        // Saved before excerpts were kept: the job's step fills it from the stored HTML.
+        conn.execute("UPDATE issues SET excerpt = NULL", [])
+            .unwrap();
+        assert_eq!(next_without_excerpt(&conn, 0).unwrap(), Some(issue.id));
+        fill_excerpt(&conn, issue.id).unwrap();
+        assert_eq!(
+            get(&conn, 1, issue.id).unwrap().excerpt.as_deref(),
+            Some("New words.")
+        );
+        assert_eq!(
+            next_without_excerpt(&conn, issue.id).unwrap(),
+            Some(copy.id)
+        );
+    }
+
+    #[test]
+    fn the_first_image_is_a_web_address_of_an_img() {
+        assert_eq!(
+            first_image(
+                "<p>x</p><p><img src=\"https://a.example/i.png?a=1&amp;b=2\" alt=\"\" /></p>"
+            ),
+            Some("https://a.example/i.png?a=1&b=2".into())
+        );
+        assert_eq!(
+            first_image("<p><img src=\"data:image/png;base64,AA\" /></p>"),
+            None
+        );
+        assert_eq!(first_image("<p>no image</p>"), None);
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod dkim;
 pub mod mail_details;
 pub mod operators;
 pub mod sender_domains;
+pub mod site_pages;
 pub mod site_theme;
 pub mod welcome;
 
@@ -15,6 +16,7 @@ use crate::clock::Timestamp;
 use crate::domain::newsletters::mail_details::{
     CheckedMailDetails, MailDetails, MailDetailsChanges,
 };
+use crate::domain::newsletters::site_pages::{CheckedSitePages, SitePages, SitePagesChanges};
 use crate::domain::newsletters::site_theme::{AccentColor, CheckedTheme, SiteTheme, ThemeChanges};
 use crate::domain::newsletters::welcome::{CheckedWelcome, Welcome, WelcomeChanges};
 use crate::domain::values::email::EmailAddress;
@@ -124,6 +126,8 @@ pub struct Newsletter {
     pub theme: SiteTheme,
     /// Reply-to and postal address of its mail (`domain/newsletters/mail_details.rs`).
     pub mail: MailDetails,
+    /// Its site's about page and author (`domain/newsletters/site_pages.rs`).
+    pub pages: SitePages,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -189,7 +193,8 @@ macro_rules! select_newsletter {
             "frequency, target_audience, content_tone, newsletter_length, live_at, tracking_enabled, created_at, updated_at, ",
             "(SELECT domain FROM custom_domains WHERE custom_domains.newsletter_id = newsletters.id AND custom_domains.status = 'active'), ",
             "welcome_enabled, welcome_subject, welcome_body, publish_on_send, ",
-            "time_zone, accent_color, logo_url, reply_to, postal_address ",
+            "time_zone, accent_color, logo_url, reply_to, postal_address, ",
+            "about_html IS NOT NULL, author_name, author_image ",
             "FROM newsletters ", $($tail),+
         )
     };
@@ -233,6 +238,11 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Newsletter> {
         mail: MailDetails {
             reply_to: row.get(26)?,
             postal_address: row.get(27)?,
+        },
+        pages: SitePages {
+            has_about: row.get(28)?,
+            author_name: row.get(29)?,
+            author_image: row.get(30)?,
         },
     })
 }
@@ -514,6 +524,7 @@ pub struct Details {
     pub time_zone: Option<String>,
     pub theme: ThemeChanges,
     pub mail: MailDetailsChanges,
+    pub pages: SitePagesChanges,
 }
 
 /// [`Details`] checked, the welcome body rendered: what [`apply_details`] writes.
@@ -528,6 +539,7 @@ pub struct CheckedDetails {
     time_zone: Option<TimeZoneName>,
     theme: CheckedTheme,
     mail: CheckedMailDetails,
+    pages: CheckedSitePages,
 }
 
 /// Checks and applies `changes` ([`check_details`] then [`apply_details`]).
@@ -540,7 +552,7 @@ pub fn update_details(
     apply_details(conn, id, &checked)
 }
 
-/// Checks every field of `changes`, and renders the welcome body within the render budget:
+/// Checks every field of `changes`, and renders the welcome body and the about page within the render budget:
 /// call it before taking a database connection (`Db::run_after`).
 pub fn check_details(changes: &Details) -> DomainResult<CheckedDetails> {
     let mut errors = FieldErrors::new();
@@ -574,6 +586,7 @@ pub fn check_details(changes: &Details) -> DomainResult<CheckedDetails> {
     });
     let theme = site_theme::check(&changes.theme, &mut errors);
     let mail = mail_details::check(&changes.mail, &mut errors);
+    let pages = site_pages::check(&changes.pages, &mut errors)?;
     errors.into_result()?;
     Ok(CheckedDetails {
         name,
@@ -585,6 +598,7 @@ pub fn check_details(changes: &Details) -> DomainResult<CheckedDetails> {
         time_zone,
         theme,
         mail,
+        pages,
     })
 }
 
@@ -613,12 +627,14 @@ pub fn apply_details_in(
         time_zone,
         theme,
         mail,
+        pages,
     } = checked.clone();
     let current = get(tx, id)?;
     current.ensure_writable()?;
     let welcome_changed =
         welcome::apply(tx, id, &welcome)? | site_theme::apply(tx, id, &current.theme, &theme)?;
-    let mail_changed = mail_details::apply(tx, id, &current.mail, &mail)?;
+    let mail_changed = mail_details::apply(tx, id, &current.mail, &mail)?
+        | site_pages::apply(tx, id, &current.pages, &pages)?;
     let zone_changed = time_zones::apply_newsletter_zone(tx, id, time_zone.as_ref())?;
     let next = (
         name.unwrap_or_else(|| current.name.clone()),
@@ -865,6 +881,7 @@ mod tests {
                 time_zone: None,
                 theme: ThemeChanges::default(),
                 mail: MailDetailsChanges::default(),
+                pages: SitePagesChanges::default(),
             },
         ));
         for field in ["name", "tagline", "sender_name"] {

@@ -98,30 +98,41 @@ pub fn check(changes: &WelcomeChanges, errors: &mut FieldErrors) -> DomainResult
     });
     let body = match changes.body.as_deref() {
         None => None,
-        Some(raw) => {
-            let mut problems = FieldErrors::new();
-            let markdown = clean_text(&mut problems, "welcome_body", raw, false, BODY_MAX);
-            let rendered = if !problems.is_empty() || markdown.is_empty() {
-                None
-            } else {
-                match content::render_as(&markdown, "welcome_body") {
-                    Ok(html) => Some(RenderedBody { markdown, html }),
-                    Err(DomainError::Invalid(_, fields)) => {
-                        problems.append(fields);
-                        None
-                    }
-                    Err(other) => return Err(other),
-                }
-            };
-            errors.append(problems);
-            Some(rendered)
-        }
+        Some(raw) => Some(rendered_markdown(errors, "welcome_body", raw, BODY_MAX)?),
     };
     Ok(CheckedWelcome {
         enabled: changes.enabled,
         subject,
         body,
     })
+}
+
+/// Markdown an owner wrote in `field` (a welcome body, an about page), checked like text (at
+/// most `max` characters, no control characters but line breaks) and rendered within the
+/// render budget; `None` when it is blank or refused (what is wrong is added to `errors`).
+/// Errors other than the content's (the renderer could not start) are returned.
+pub(super) fn rendered_markdown(
+    errors: &mut FieldErrors,
+    field: &str,
+    raw: &str,
+    max: usize,
+) -> DomainResult<Option<RenderedBody>> {
+    let mut problems = FieldErrors::new();
+    let markdown = clean_text(&mut problems, field, raw, false, max);
+    let rendered = if !problems.is_empty() || markdown.is_empty() {
+        None
+    } else {
+        match content::render_as(&markdown, field) {
+            Ok(html) => Some(RenderedBody { markdown, html }),
+            Err(DomainError::Invalid(_, fields)) => {
+                problems.append(fields);
+                None
+            }
+            Err(other) => return Err(other),
+        }
+    };
+    errors.append(problems);
+    Ok(rendered)
 }
 
 /// Writes checked changes to newsletter `id` inside the caller's transaction; true when

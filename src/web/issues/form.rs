@@ -52,6 +52,8 @@ struct IssueForm {
     status: String,
     /// A datetime-local value, UTC.
     scheduled_for: String,
+    /// The picture of its link previews; empty: the content's first image.
+    social_image_url: String,
     articles: Vec<ArticleRow>,
     /// Empty rows to offer after the articles.
     empty_rows: usize,
@@ -64,6 +66,7 @@ impl IssueForm {
             content_markdown: String::new(),
             status: Status::Draft.as_str().to_string(),
             scheduled_for: String::new(),
+            social_image_url: String::new(),
             articles: Vec::new(),
             empty_rows: 1,
         }
@@ -78,6 +81,7 @@ impl IssueForm {
                 .scheduled_for
                 .map(|at| local_input(at, zone))
                 .unwrap_or_default(),
+            social_image_url: issue.social_image_url.clone().unwrap_or_default(),
             articles: issue
                 .articles
                 .iter()
@@ -149,6 +153,7 @@ impl IssueForm {
             content_markdown: form.get("issue[content_markdown]").to_string(),
             status: form.get("issue[status]").trim().to_string(),
             scheduled_for: form.get("issue[scheduled_for]").trim().to_string(),
+            social_image_url: form.get("issue[social_image_url]").to_string(),
             articles,
             empty_rows: blank.max(1),
         };
@@ -177,6 +182,7 @@ impl IssueForm {
             ),
             audience: None,
             published: None,
+            social_image_url: Some(self.social_image_url.clone()),
         })
     }
 }
@@ -276,6 +282,10 @@ fn form_page(
                     textarea.markdown name="issue[content_markdown]" rows="14" spellcheck="true" { (form.content_markdown) }
                 }
                 p.muted { "GitHub-flavoured Markdown: **bold**, _italic_, [links](https://…), lists, tables. HTML you type is shown as text." }
+                label {
+                    "Picture for link previews (optional; the first image of the content when empty)"
+                    input type="url" name="issue[social_image_url]" value=(form.social_image_url) maxlength=(issues::URL_MAX) placeholder="https://…" autocomplete="off";
+                }
                 @if !sent {
                 fieldset.articles {
                     legend { "Articles" }

@@ -172,6 +172,25 @@ pub async fn sign_in(c: &Client, base: &str, email: &str) {
     wait_for_element(c, "a[href=\"/newsletters/new\"]").await;
 }
 
+/// Asserts the page `c` shows does not scroll sideways at `width` (the width the test set):
+/// `document.documentElement.scrollWidth` at most the window's and at most `width`, since a
+/// phone's emulated viewport (`Emulation.setDeviceMetricsOverride` with `mobile: true`)
+/// widens to fit what overflows and `innerWidth` then grows with the page.
+pub async fn assert_fits(c: &Client, width: i64, label: &str) {
+    let sizes = c
+        .execute(
+            "return [document.documentElement.scrollWidth, window.innerWidth]",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let (page, window) = (sizes[0].as_i64().unwrap(), sizes[1].as_i64().unwrap());
+    assert!(
+        page <= window && page <= width,
+        "{label} scrolls sideways: {page} px wide in a {window} px window, {width} px asked"
+    );
+}
+
 /// Waits until an element matches `css` (the page after a click may still be loading).
 pub async fn wait_for_element(c: &Client, css: &str) -> fantoccini::elements::Element {
     let deadline = Instant::now() + Duration::from_secs(20);
