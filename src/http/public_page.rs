@@ -22,7 +22,8 @@ use crate::domain::values::urls::SiteUrls;
 pub struct Meta<'a> {
     /// The page's own text (an issue's opening words) or the newsletter's tagline.
     pub description: String,
-    pub canonical: String,
+    /// The page's own address; `None` on answer pages, which have none worth indexing.
+    pub canonical: Option<String>,
     /// Open Graph type: `website` or `article`.
     pub og_type: &'a str,
     pub site_name: &'a str,
@@ -40,7 +41,7 @@ impl<'a> Meta<'a> {
         let origin = n.site_origin(urls);
         Meta {
             description: n.tagline.clone(),
-            canonical: format!("{origin}{path}"),
+            canonical: Some(format!("{origin}{path}")),
             og_type,
             site_name: &n.name,
             feed: format!("{origin}/feed.xml"),
@@ -218,11 +219,11 @@ pub fn site_page(
         meta.description.clone()
     };
     let head = html! {
-        link rel="canonical" href=(meta.canonical);
+        @if let Some(canonical) = &meta.canonical { link rel="canonical" href=(canonical); }
         link rel="alternate" type="application/atom+xml" title=(meta.site_name) href=(meta.feed);
         meta property="og:title" content=(title);
         meta property="og:type" content=(meta.og_type);
-        meta property="og:url" content=(meta.canonical);
+        @if let Some(canonical) = &meta.canonical { meta property="og:url" content=(canonical); }
         meta property="og:site_name" content=(meta.site_name);
         meta property="og:description" content=(description);
         @if let Some(image) = &meta.image { meta property="og:image" content=(image); }
@@ -289,7 +290,10 @@ pub fn site_answer(
     title: &str,
     body: Markup,
 ) -> Response {
-    let meta = Meta::of(urls, n, "/", "website");
+    let meta = Meta {
+        canonical: None,
+        ..Meta::of(urls, n, "/", "website")
+    };
     let mut response = site_page(
         n,
         &format!("{title} · {}", n.name),
@@ -343,9 +347,10 @@ pub fn machine_time(at: Option<Timestamp>) -> String {
 /// The public page of one issue, around its stored HTML; the dashboard previews an issue
 /// with this same page (`Styles::Inline`).
 pub fn issue_document(urls: &SiteUrls, n: &Newsletter, issue: &Issue, styles: Styles) -> Markup {
-    let content = issue.body_html();
+    let stored = issue.body_html();
+    let content = without_doubled_title(&stored, &issue.subject);
     let mut page_meta = Meta::of(urls, n, &format!("/p/{}", issue.path), "article");
-    let summary = excerpt::text_of_html(&content, excerpt::DESCRIPTION_MAX);
+    let summary = excerpt::text_of_html(content, excerpt::DESCRIPTION_MAX);
     if !summary.is_empty() {
         page_meta.description = summary;
     }
@@ -376,7 +381,7 @@ pub fn issue_document(urls: &SiteUrls, n: &Newsletter, issue: &Issue, styles: St
                         span.updated { "Updated " time datetime=(machine_time(issue.edited_at)) { (day(issue.edited_at, zone)) } }
                     }
                 }
-                div.content { (PreEscaped(without_doubled_title(&content, &issue.subject))) }
+                div.content { (PreEscaped(content)) }
                 (articles(issue))
             }
             section.card.subscribe-box aria-labelledby="subscribe" {

@@ -89,7 +89,7 @@ fn issue_list(state: &State, site: &Site, issues: &[Issue]) -> Markup {
 }
 
 /// An answer page of `site` (see [`site_answer`]).
-fn answer(state: &State, site: &Site, title: &str, body: Markup) -> Response {
+pub(super) fn answer(state: &State, site: &Site, title: &str, body: Markup) -> Response {
     site_answer(&state.urls, &site.0, StatusCode::OK, title, body)
 }
 

@@ -9,11 +9,11 @@ use poem::web::{Data, Path, Query};
 use poem::{Body, IntoResponse, Request, Response, handler};
 use serde::Deserialize;
 
+use super::pages::answer;
 use super::{Site, SiteError, SiteResult};
 use crate::domain::issues::test_send::TEST_DELIVERY;
 use crate::domain::{DomainError, delivery::tracking, subscribers};
 use crate::http::csrf;
-use crate::http::public_page::site_answer;
 use crate::state::AppState;
 
 type State = std::sync::Arc<AppState>;
@@ -103,11 +103,6 @@ pub async fn unsubscribe_page(
             p.muted { "Its issues stay on this site: " a href="/archive" { "the archive" } " is open to everyone." }
         },
     ))
-}
-
-/// An answer page inside `site`'s frame.
-fn answer(state: &State, site: &Site, title: &str, body: Markup) -> Response {
-    site_answer(&state.urls, &site.0, StatusCode::OK, title, body)
 }
 
 /// The "Subscribe again" form of the page a reader sees after leaving, posting to the same
