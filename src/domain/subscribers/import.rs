@@ -18,8 +18,9 @@
 //! held.
 //!
 //! The rest of the import: `domain::subscribers::import_columns` (how a file's columns are
-//! read), `web::subscribers::import` (the dashboard's upload, preview, progress and result
-//! pages), `jobs::import_subscribers` (the job that imports an upload) and `cli::import`
+//! read), `domain::subscribers::import_lines` (the line of the file each row is on),
+//! `web::subscribers::import` (the dashboard's upload, preview, progress and result pages),
+//! `jobs::import_subscribers` (the job that imports an upload) and `cli::import`
 //! (`broadsheet import`); docs/subscribers.md ("Import CSV").
 
 use std::fs::File;
@@ -1094,6 +1095,74 @@ mod tests {
         assert_eq!(preview.rows[0].problem, None);
         assert_eq!(preview.rows[1].line, 3);
         assert_eq!(preview.rows[1].problem.as_deref(), Some("Email is invalid"));
+    }
+
+    /// A spreadsheet's export (CRLF line ends, a blank line, a cell over two lines): every
+    /// refused row and preview row carries the line an editor shows it on.
+    #[test]
+    fn lines_are_the_files_own_in_the_import_and_the_preview() {
+        let csv = "email,name\r\nok@example.com,Ok\r\nnope,\r\n\r\n\"two\r\nlines\",x\r\nbad,\r\nlast@example.com,\r\n";
+        let mut conn = db();
+        let totals = fresh(&mut conn, csv).unwrap();
+        let lines: Vec<u64> = totals.errors.iter().map(|e| e.line).collect();
+        assert_eq!(lines, [3, 5, 7]);
+        assert_eq!(totals.created, 2);
+        let preview = preview(csv.as_bytes(), 10).unwrap();
+        let lines: Vec<u64> = preview.rows.iter().map(|r| r.line).collect();
+        assert_eq!(lines, [2, 3, 5, 7, 8]);
+    }
+
+    /// A dashboard import stores every refused row (past the first [`ERRORS_KEPT`] that
+    /// `Totals` reports), and the download pages through them in the file's order.
+    #[test]
+    fn refused_rows_are_stored_and_written_as_csv_page_by_page() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = crate::store::open(&dir.path().join("broadsheet.db")).unwrap();
+        crate::store::migrate(&mut conn).unwrap();
+        conn.execute_batch(
+            "INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('o@x.co', 'h', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z');
+             INSERT INTO newsletters (owner_id, name, subdomain, tier, bounce_token, created_at, updated_at)
+             VALUES (1, 'N', 'n', 'free', 'bt', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z');",
+        )
+        .unwrap();
+        let refused = REFUSED_PAGE as usize * 2 + 500;
+        let mut csv = String::from("email\nfirst@example.com\n=sum(a1)\n");
+        for i in 0..refused - 1 {
+            csv.push_str(&format!("bad{i}\n"));
+        }
+        let stored = new_stored_name();
+        std::fs::write(uploads_dir(&conn).unwrap().join(&stored), &csv).unwrap();
+        let upload = record_upload(&mut conn, 1, "list.csv", &stored).unwrap();
+        start_upload(&mut conn, 1, upload.id).unwrap();
+        let done = run_upload(&mut conn, upload.id, &|| true).unwrap().unwrap();
+        assert_eq!(done.totals.error_count as usize, refused);
+        let page = upload_errors(&conn, upload.id, 0, ERRORS_KEPT as u64).unwrap();
+        assert_eq!(page.len(), ERRORS_KEPT);
+        assert_eq!(page.last().unwrap().line, ERRORS_KEPT as u64 + 2);
+        assert_eq!(
+            upload_errors(&conn, upload.id, refused as u64, 10)
+                .unwrap()
+                .len(),
+            2
+        );
+
+        let mut out = Vec::new();
+        assert_eq!(
+            refused_csv(&conn, upload.id, &mut out).unwrap(),
+            refused as u64
+        );
+        let text = String::from_utf8(out).unwrap();
+        let mut rows = text.lines();
+        assert_eq!(rows.next(), Some("line,email,reason"));
+        assert_eq!(rows.next(), Some("3,'=sum(a1),Email is invalid"));
+        let lines: Vec<u64> = rows
+            .map(|r| r.split(',').next().unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(lines, (4..refused as u64 + 3).collect::<Vec<_>>());
+        // Another import's rows are not in it.
+        let mut none = Vec::new();
+        assert_eq!(refused_csv(&conn, upload.id + 1, &mut none).unwrap(), 0);
+        assert_eq!(String::from_utf8(none).unwrap(), "line,email,reason\n");
     }
 
     #[test]

@@ -109,10 +109,13 @@ impl<R> Counted<R> {
     /// Counts the line ends up to byte `to` (which must still be in the window).
     fn count_to(&mut self, to: u64) {
         while self.counted_to < to {
-            let b = self.byte(self.counted_to);
-            self.lines += ends_line(self.last, b) as u64;
-            self.last = Some(b);
-            self.counted_to += 1;
+            let at = (self.counted_to % WINDOW as u64) as usize;
+            let run = ((to - self.counted_to) as usize).min(WINDOW - at);
+            for &b in &self.window[at..at + run] {
+                self.lines += ends_line(self.last, b) as u64;
+                self.last = Some(b);
+            }
+            self.counted_to += run as u64;
         }
     }
 
