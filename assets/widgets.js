@@ -1,6 +1,8 @@
 // Broadsheet dashboard: small helpers for forms; every page works without them.
 // - A button with data-copy="#id" (hidden until this runs) copies that element's text,
-//   selecting it too, so Ctrl+C works where the clipboard is not allowed.
+//   selecting it too, so Ctrl+C works where the clipboard is not allowed; it says so for
+//   three seconds, then shows its own words again (markup included: "Copy" and, for screen
+//   readers, what it copies).
 // - The create form's name field updates the site address under it from
 //   GET /newsletters/subdomain?name=… (the server's own rule, taken names included).
 (function () {
@@ -8,7 +10,7 @@
   document.querySelectorAll("button[data-copy]").forEach(function (button) {
     var target = document.querySelector(button.getAttribute("data-copy"));
     if (!target) return;
-    var label = button.textContent;
+    var label = button.innerHTML;
     button.hidden = false;
     button.addEventListener("click", function () {
       var range = document.createRange();
@@ -18,7 +20,7 @@
       selection.addRange(range);
       function done(ok) {
         button.textContent = ok ? "Copied" : "Selected: press Ctrl+C to copy";
-        setTimeout(function () { button.textContent = label; }, 3000);
+        setTimeout(function () { button.innerHTML = label; }, 3000);
       }
       if (navigator.clipboard && window.isSecureContext) {
         navigator.clipboard.writeText(target.textContent).then(

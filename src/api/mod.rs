@@ -114,7 +114,44 @@ static DOCUMENT: LazyLock<String> = LazyLock::new(|| closed::finish(&service().s
 
 /// The API reference page (Swagger UI, which embeds the document), made once.
 static REFERENCE_PAGE: LazyLock<String> =
-    LazyLock::new(|| closed::finish(&service().swagger_ui_html()));
+    LazyLock::new(|| for_people(&closed::finish(&service().swagger_ui_html())));
+
+/// The reference page's own styles (a phone's width, dark mode), inlined and hashed like
+/// Swagger UI's.
+const DOCS_CSS: &str = include_str!("../../assets/api-docs.css");
+
+/// Swagger UI's page as poem-openapi makes it, made a page of the service: a document type
+/// (standards mode), its language, a viewport (without one a phone lays it out 980 px wide
+/// and shrinks it), a title and description, a bar with the way back to the dashboard, the
+/// reference in a `main` landmark, and [`DOCS_CSS`]. Only the template's own text is
+/// replaced: the head's, before the inlined bundle, and the element the bundle renders into,
+/// after it (the bundle holds `<body>` and such in its strings).
+fn for_people(page: &str) -> String {
+    let head = format!(
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n    \
+         <meta name=\"description\" content=\"The REST API of Broadsheet: every operation, its fields and answers.\">\n    \
+         <title>API reference · Broadsheet</title>\n    <style>{DOCS_CSS}</style>"
+    );
+    let page = page
+        .replacen(
+            "<html charset=\"UTF-8\">",
+            "<!DOCTYPE html>\n<html lang=\"en\">",
+            1,
+        )
+        .replacen("<title>Swagger UI</title>", &head, 1);
+    const UI: &str = "<div id=\"ui\"></div>";
+    match page.rfind(UI) {
+        Some(at) => format!(
+            "{}<header class=\"docs-top\"><nav aria-label=\"Main\">\
+             <a href=\"/newsletters\">← Back to the dashboard</a>\
+             <a href=\"/api/v1/openapi.json\">The OpenAPI document (JSON)</a></nav></header>\n\
+             <main id=\"ui\"></main>{}",
+            &page[..at],
+            &page[at + UI.len()..]
+        ),
+        None => page,
+    }
+}
 
 /// The OpenAPI document as JSON (also `broadsheet openapi`).
 pub fn openapi_document() -> String {
@@ -262,4 +299,39 @@ pub fn other_versions() -> impl Endpoint {
         use poem::IntoResponse;
         ApiError::not_found("No such API endpoint: only /api/v1 exists").into_response()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reference_page_is_made_for_people_and_its_scripts_are_untouched() {
+        let original = closed::finish(&service().swagger_ui_html());
+        let page = reference_page();
+        // Each inline script as it is: the bundle may hold "<script" in its strings, but
+        // never "</script>".
+        let scripts = |html: &str| {
+            html.split("</script>")
+                .filter_map(|part| part.find("<script").map(|at| part[at..].to_string()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            scripts(&page),
+            scripts(&original),
+            "Swagger UI's bundle and start-up script"
+        );
+        assert!(
+            page.trim_start()
+                .starts_with("<!DOCTYPE html>\n<html lang=\"en\">")
+        );
+        assert!(
+            page.contains(
+                "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            )
+        );
+        assert_eq!(page.matches("<header class=\"docs-top\">").count(), 1);
+        assert_eq!(page.matches("<main id=\"ui\"></main>").count(), 1);
+        assert!(!page.contains("<div id=\"ui\"></div>"));
+    }
 }

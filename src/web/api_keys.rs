@@ -5,8 +5,8 @@ use poem::web::{Data, Path};
 use poem::{Body, Request, handler, http::StatusCode};
 
 use super::layout::{
-    Confirmation, Section, confirmation_page, csrf_field, errors, field, newsletter_page, page,
-    table_wrap,
+    API_REFERENCE, Confirmation, Section, confirmation_page, csrf_field, errors, field,
+    newsletter_page, page, table_wrap,
 };
 use super::newsletters::{owned, owned_post, parse_id};
 use super::time_zones::shown;
@@ -31,6 +31,7 @@ pub async fn index(req: &Request, Path(id): Path<String>, Data(state): Data<&Sta
             html! {
                 h1 { "API keys" }
                 p.muted { "Keys let scripts use the REST API at " code { (state.urls.service("/api/v1")) } ". Each key acts on this newsletter only." }
+                p #api-reference { a href=(API_REFERENCE) { "Read the API reference" } ": every operation with its fields and answers, to try out with a key." }
                 @if keys.is_empty() {
                     p { "No keys yet." }
                 } @else {
@@ -138,6 +139,7 @@ pub async fn create(
                     p { "Try it: " }
                     pre.panel.try-it #try-it { "curl -H \"Authorization: Bearer " (secret) "\" " (state.urls.service("/api/v1/newsletter")) }
                     p { button.secondary type="button" data-copy="#try-it" hidden { "Copy the command" } }
+                    p { "What else it can do: " a href=(API_REFERENCE) { "the API reference" } "." }
                     p { a.button href={ "/newsletters/" (n.id) "/api_keys" } { "Done" } }
                     script src="/assets/widgets.js" defer {}
                 },

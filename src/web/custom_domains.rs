@@ -9,7 +9,8 @@ use poem::{Body, IntoResponse, Request, Response, handler};
 use serde_json::json;
 
 use super::layout::{
-    Confirmation, Section, confirmation_page, csrf_field, errors, newsletter_page, table_wrap,
+    Confirmation, Section, confirmation_page, copy_script, copyable, csrf_field, errors,
+    newsletter_page, table_wrap,
 };
 use super::newsletters::{owned, owned_post, parse_id};
 use super::time_zones::shown;
@@ -262,11 +263,16 @@ pub async fn show(
                 (table_wrap("DNS records", html! { table.records {
                     thead { tr { th { "Type" } th { "Name" } th { "Value" } } }
                     tbody {
-                        @for r in &records {
-                            tr { td { (r.kind) } td { code { (r.name) } } td { code { (r.value) } } }
+                        @for (i, r) in records.iter().enumerate() {
+                            tr {
+                                td { (r.kind) }
+                                td { (copyable(&format!("record-{i}-name"), "the name", &r.name)) }
+                                td { (copyable(&format!("record-{i}-value"), "the value", &r.value)) }
+                            }
                         }
                     }
                 } }))
+                (copy_script())
                 p.actions {
                     @if d.status == Status::Pending {
                         form.inline method="post" action={ (base(&n)) "/" (d.id) "/verify" } {

@@ -108,16 +108,39 @@ pub fn app_css_path() -> &'static str {
     &PATH
 }
 
+/// Where the API's reference (Swagger UI, `api::routes`) is served; the footer of every
+/// page and the API keys page link it.
+pub const API_REFERENCE: &str = "/api/v1/docs";
+
+/// The `<head>` every page of the dashboard shares.
+fn head(title: &str) -> Markup {
+    html! {
+        head {
+            (head_start(&format!("{title} · Broadsheet")))
+            meta name="description" content=(DESCRIPTION);
+            link rel="stylesheet" href=(app_css_path());
+        }
+    }
+}
+
+/// The line under every page: the API reference, and the way home.
+fn footer() -> Markup {
+    html! {
+        footer.bottom {
+            nav aria-label="Footer" {
+                a href="/newsletters" { "Your newsletters" }
+                a href=(API_REFERENCE) { "API reference" }
+            }
+        }
+    }
+}
+
 /// A full page with the top bar; `narrow` for the account forms.
 pub fn page(ctx: &Ctx, title: &str, narrow: bool, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
-            head {
-                (head_start(&format!("{title} · Broadsheet")))
-                meta name="description" content=(DESCRIPTION);
-                link rel="stylesheet" href=(app_css_path());
-            }
+            (head(title))
             body {
                 header.top {
                     nav aria-label="Main" {
@@ -143,27 +166,34 @@ pub fn page(ctx: &Ctx, title: &str, narrow: bool, body: Markup) -> Markup {
                     }
                     (body)
                 }
+                (footer())
             }
         }
     }
 }
 
-/// A bare page for errors, usable without a request context.
+/// The page of an error (404, 403, 500, ...), in the dashboard's frame but without a request
+/// context: the top bar names no account (the error may be that there is none), and its
+/// links lead to the newsletter list, which asks to sign in when no one is.
 pub fn error_page(title: &str, message: &str) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
-            head {
-                (head_start(&format!("{title} · Broadsheet")))
-                meta name="description" content=(DESCRIPTION);
-                link rel="stylesheet" href=(app_css_path());
-            }
-            body {
-                main.narrow {
+            (head(title))
+            body.error {
+                header.top {
+                    nav aria-label="Main" {
+                        a.brand href="/" { "Broadsheet" }
+                        a href="/newsletters" { "Newsletters" }
+                        a href="/account" { "Account" }
+                    }
+                }
+                main.narrow #error {
                     h1 { (title) }
                     p { (message) }
-                    p { a href="/" { "Back to Broadsheet" } }
+                    p { a href="/newsletters" { "Back to your newsletters" } }
                 }
+                (footer())
             }
         }
     }
@@ -174,6 +204,28 @@ pub fn error_page(title: &str, message: &str) -> Markup {
 /// `scrollable-region-focusable`).
 pub fn table_wrap(label: &str, table: Markup) -> Markup {
     html! { div.table-wrap tabindex="0" role="region" aria-label=(label) { (table) } }
+}
+
+/// A value to paste elsewhere (a DNS record, its name, an SPF line) in a box of its own that
+/// wraps anywhere, so the longest DKIM key never widens the page, with a button that copies
+/// it. The button is hidden until `/assets/widgets.js` runs ([`copy_script`], once per page):
+/// without JavaScript the value is plain text to select. The button says "Copy", and to a
+/// screen reader what it copies (`what`: "Copy the value"); `id` is the element's, which the
+/// tests and the button find.
+pub fn copyable(id: &str, what: &str, value: &str) -> Markup {
+    html! {
+        div.record {
+            code.value id=(id) { (value) }
+            button.secondary type="button" data-copy={ "#" (id) } hidden {
+                "Copy" span.visually-hidden { " " (what) }
+            }
+        }
+    }
+}
+
+/// The script of [`copyable`]'s buttons; a page that shows any includes it once.
+pub fn copy_script() -> Markup {
+    html! { script src="/assets/widgets.js" defer {} }
 }
 
 /// The hidden CSRF field every form carries.

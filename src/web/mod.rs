@@ -22,6 +22,7 @@ mod webhooks;
 
 use std::sync::Arc;
 
+use poem::error::ResponseError;
 use poem::http::StatusCode;
 use poem::middleware::CookieJarManager;
 use poem::web::Redirect;
@@ -50,7 +51,32 @@ pub fn routes() -> impl poem::Endpoint {
     let route = custom_domain_routes(route);
     let route = settings_routes(route);
     let route = operator_routes(route);
-    route.with(CookieJarManager::new())
+    route
+        .with(CookieJarManager::new())
+        .catch_all_error(|err: poem::Error| async move { error_response(err) })
+}
+
+/// Every answer the dashboard's routes give without a page of their own, as the dashboard's
+/// error page: an unknown address (`/nope`, `/newsletters/1/nope`) is the styled 404, a
+/// failure the styled 500, and any other refusal of poem's (a path that does not parse) a
+/// page with its status. Errors made from a response (a 405 with its `Allow`) and the
+/// dashboard's own ([`WebError`], already a page or a redirect) pass as they are. The API
+/// under `/api/` has its own, JSON, errors.
+fn error_response(err: poem::Error) -> Response {
+    if err.is_from_response() || err.is::<WebError>() {
+        return err.into_response();
+    }
+    if err.is::<poem::error::NotFoundError>() {
+        return WebError::NotFound.as_response();
+    }
+    let status = err.status();
+    if status.is_server_error() {
+        return WebError::Internal(err.to_string()).as_response();
+    }
+    let title = status.canonical_reason().unwrap_or("Refused");
+    let mut response = layout::error_page(title, &err.to_string()).into_response();
+    response.set_status(status);
+    response
 }
 
 /// Signing up, confirming the address, signing in and out, the account page, password resets.
@@ -175,6 +201,10 @@ fn subscriber_routes(route: Route) -> Route {
             post(subscribers::start_import),
         )
         .at(
+            "/newsletters/:id/subscribers/imports/:import_id/refused.csv",
+            get(subscribers::refused_csv),
+        )
+        .at(
             "/newsletters/:id/subscribers/:subscriber_id",
             get(subscribers::show).post(subscribers::change),
         )
@@ -204,6 +234,10 @@ fn webhook_routes(route: Route) -> Route {
         .at(
             "/newsletters/:id/webhooks/:subscription_id/edit",
             get(webhooks::edit_form),
+        )
+        .at(
+            "/newsletters/:id/webhooks/deliveries/:delivery_id",
+            get(webhooks::show_delivery),
         )
         .at(
             "/newsletters/:id/webhooks/deliveries/:delivery_id/redeliver",

@@ -6,7 +6,7 @@ use maud::{Markup, html};
 use poem::web::{Data, Path};
 use poem::{Body, Request, handler};
 
-use super::layout::csrf_field;
+use super::layout::{copy_script, copyable, csrf_field};
 use super::newsletters::owned_post;
 use super::{Ctx, State, WebError, WebResult, see_other};
 use crate::domain::newsletters::Newsletter;
@@ -66,17 +66,18 @@ pub fn panel(ctx: &Ctx, n: &Newsletter, domain: Option<&SenderDomain>, writable:
                         p #sender-domain-reason { "Last check: " (reason) }
                     }
                     p { "Publish this DKIM record at your DNS provider (a TXT record):" }
-                    pre #dkim-record { (d.dkim_record()) }
                     dl.records {
-                        dt { "Name" } dd { code #dkim-record-name { (d.record_name()) } }
-                        dt { "Value" } dd { code #dkim-record-value { (d.record_value()) } }
+                        dt { "Name" } dd { (copyable("dkim-record-name", "the name", &d.record_name())) }
+                        dt { "Value" } dd { (copyable("dkim-record-value", "the value", &d.record_value())) }
+                        dt { "As one line of a zone file" } dd { (copyable("dkim-record", "the zone file line", &d.dkim_record())) }
                     }
                     p { "Also recommended:" }
                     ul {
-                        li { "SPF, so receivers know which servers send for the domain (or " code { "include:" } " your mail relay's SPF): " code #spf-hint { (d.spf_hint()) } }
-                        li { "DMARC, starting with reports only: " code #dmarc-hint { (d.dmarc_hint()) } }
+                        li { "SPF, so receivers know which servers send for the domain (or " code { "include:" } " your mail relay's SPF): " (copyable("spf-hint", "the SPF record", &d.spf_hint())) }
+                        li { "DMARC, starting with reports only: " (copyable("dmarc-hint", "the DMARC record", &d.dmarc_hint())) }
                         li { "A reverse DNS (PTR) name for the mail server's address that resolves back to it." }
                     }
+                    (copy_script())
                     @if writable {
                         form.inline method="post" action={ "/newsletters/" (n.id) "/settings/sending_domain/verify" } {
                             (csrf_field(ctx))

@@ -23,6 +23,83 @@ fn list_url(newsletter_id: i64) -> String {
     format!("/newsletters/{newsletter_id}/webhooks")
 }
 
+/// The page of one delivery, with its payload.
+fn delivery_url(newsletter_id: i64, delivery_id: i64) -> String {
+    format!("/newsletters/{newsletter_id}/webhooks/deliveries/{delivery_id}")
+}
+
+/// The payload as its page shows it: the JSON indented, or the text as stored when it is not
+/// JSON or was cut at [`webhooks::PAYLOAD_SHOWN`] characters.
+fn pretty_payload(detail: &webhooks::DeliveryDetail) -> String {
+    let whole = detail.payload_chars <= webhooks::PAYLOAD_SHOWN;
+    match serde_json::from_str::<serde_json::Value>(&detail.payload) {
+        Ok(value) if whole => {
+            serde_json::to_string_pretty(&value).unwrap_or_else(|_| detail.payload.clone())
+        }
+        _ => detail.payload.clone(),
+    }
+}
+
+/// `GET /newsletters/:id/webhooks/deliveries/:delivery_id`: one delivery of the log, its
+/// attempts and answer, and the payload it carries (pretty-printed, at most
+/// [`webhooks::PAYLOAD_SHOWN`] characters, in a box that scrolls). Another newsletter's
+/// delivery is a 404.
+#[handler]
+pub async fn show_delivery(
+    req: &Request,
+    Path((id, delivery)): Path<(String, String)>,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let ctx = Ctx::load(req, state).await?;
+    let n = owned(&ctx, state, &id).await?;
+    let (nid, did) = (n.id, parse_id(&delivery)?);
+    let detail = state
+        .db
+        .run(move |conn| webhooks::delivery_detail(conn, nid, did))
+        .await?;
+    let d = &detail.log;
+    let title = format!("Delivery {}", d.uid);
+    render(
+        StatusCode::OK,
+        newsletter_page(
+            &ctx,
+            &n,
+            Section::Webhooks,
+            &title,
+            html! {
+                p { a href={ (list_url(nid)) "#webhook-" (detail.subscription_id) } { "← Webhooks" } }
+                h1.url { (d.event) " delivery" }
+                dl.facts #delivery {
+                    dt { "Delivery id" } dd { code { (d.uid) } }
+                    dt { "Subscription" } dd.url { "#" (detail.subscription_id) " " code { (detail.url) } }
+                    dt { "State" } dd #delivery-state { (d.state) }
+                    dt { "Attempts" } dd { (d.attempts) }
+                    dt { "Response" } dd { @if let Some(code) = d.response_status { (code) } @else { "—" } }
+                    @if let Some(answer) = d.response_excerpt.as_deref().or(d.last_error.as_deref()).filter(|a| !a.is_empty()) {
+                        dt { "Answer" } dd { (answer) }
+                    }
+                    dt { "Queued" } dd { (shown(detail.created_at, &ctx.zone())) }
+                    dt { "Last change" } dd { (shown(d.updated_at, &ctx.zone())) }
+                }
+                @if d.state != webhooks::DeliveryState::Pending {
+                    form.inline method="post" action={ (delivery_url(nid, d.id)) "/redeliver" } {
+                        (csrf_field(&ctx))
+                        button.secondary type="submit" { "Redeliver" }
+                    }
+                }
+                h2 { "Payload" }
+                p.muted { "The JSON body of each attempt, signed with the subscription's secret." }
+                div.payload tabindex="0" role="region" aria-label="Payload" {
+                    pre #payload { (pretty_payload(&detail)) }
+                }
+                @if detail.payload_chars > webhooks::PAYLOAD_SHOWN {
+                    p.muted #payload-cut { "The first " (webhooks::PAYLOAD_SHOWN) " of " (detail.payload_chars) " characters." }
+                }
+            },
+        ),
+    )
+}
+
 #[handler]
 pub async fn index(req: &Request, Path(id): Path<String>, Data(state): Data<&State>) -> WebResult {
     let ctx = Ctx::load(req, state).await?;
@@ -84,18 +161,20 @@ pub async fn index(req: &Request, Path(id): Path<String>, Data(state): Data<&Sta
                                 p.muted { "No deliveries yet." }
                             } @else {
                                 (table_wrap("Deliveries", html! { table {
-                                    thead { tr { th { "Event" } th { "State" } th { "Attempts" } th { "Response" } th { "Time" } th { "Answer" } th { span.visually-hidden { "Actions" } } } }
+                                    thead { tr { th { "Event" } th { "State" } th { "Attempts" } th { "Response" } th.time { "Time" } th { "Answer" } th { span.visually-hidden { "Actions" } } } }
                                     tbody {
                                         @for d in log {
                                             tr {
-                                                td { (d.event) br; small.muted { (d.uid) } }
+                                                td { a href=(delivery_url(nid, d.id)) { (d.event) } br; small.muted { (d.uid) } }
                                                 td { (d.state) }
                                                 td { (d.attempts) }
                                                 td { @if let Some(code) = d.response_status { (code) } @else { "—" } }
-                                                td { (shown(d.updated_at, &ctx.zone())) }
+                                                td.time { (shown(d.updated_at, &ctx.zone())) }
                                                 td { small { (d.response_excerpt.as_deref().or(d.last_error.as_deref()).unwrap_or("")) } }
                                                 td {
+                                                    a href=(delivery_url(nid, d.id)) { "Payload" }
                                                     @if d.state != webhooks::DeliveryState::Pending {
+                                                        " · "
                                                         form.inline method="post" action={ "/newsletters/" (nid) "/webhooks/deliveries/" (d.id) "/redeliver" } {
                                                             (csrf_field(&ctx))
                                                             button.link type="submit" { "Redeliver" }

@@ -28,6 +28,7 @@ mod content_limits;
 mod custom_domains;
 mod dash_dents;
 mod dash_issues;
+mod dash_layout;
 mod dash_settings;
 mod dash_stats;
 mod dash_subscribers;

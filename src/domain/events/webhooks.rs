@@ -444,6 +444,60 @@ pub fn recent_deliveries(
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
+/// Characters of a delivery's payload its page shows. The service's envelopes are a few
+/// kilobytes; this bounds the page whatever a row holds.
+pub const PAYLOAD_SHOWN: i64 = 64 * 1024;
+
+/// One delivery of the log with the payload it carries, for its own page.
+#[derive(Debug, Clone)]
+pub struct DeliveryDetail {
+    pub log: DeliveryLog,
+    pub subscription_id: i64,
+    /// Where it goes: the subscription's URL.
+    pub url: String,
+    pub created_at: Timestamp,
+    /// The payload's first [`PAYLOAD_SHOWN`] characters...
+    pub payload: String,
+    /// ...of this many.
+    pub payload_chars: i64,
+}
+
+/// The delivery `delivery_id` of one of the newsletter's subscriptions, with the start of its
+/// payload; another newsletter's is not found.
+pub fn delivery_detail(
+    conn: &Connection,
+    newsletter_id: i64,
+    delivery_id: i64,
+) -> DomainResult<DeliveryDetail> {
+    const SQL: &str = "SELECT d.id, d.uid, d.event, d.state, d.attempts, d.response_status,
+             d.response_excerpt, d.last_error, d.updated_at, d.subscription_id, s.url,
+             d.created_at, substr(d.body, 1, ?3), length(d.body)
+         FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
+         WHERE d.id = ?1 AND s.newsletter_id = ?2";
+    conn.query_row(SQL, (delivery_id, newsletter_id, PAYLOAD_SHOWN), |r| {
+        Ok(DeliveryDetail {
+            log: DeliveryLog {
+                id: r.get(0)?,
+                uid: r.get(1)?,
+                event: r.get(2)?,
+                state: r.get(3)?,
+                attempts: r.get(4)?,
+                response_status: r.get(5)?,
+                response_excerpt: r.get(6)?,
+                last_error: r.get(7)?,
+                updated_at: r.get(8)?,
+            },
+            subscription_id: r.get(9)?,
+            url: r.get(10)?,
+            created_at: r.get(11)?,
+            payload: r.get(12)?,
+            payload_chars: r.get(13)?,
+        })
+    })
+    .optional()?
+    .ok_or(DomainError::NotFound("webhook delivery"))
+}
+
 /// What the delivery job needs for one attempt.
 #[derive(Debug, Clone)]
 pub struct PendingDelivery {

@@ -18,21 +18,23 @@
 //! held.
 //!
 //! The rest of the import: `domain::subscribers::import_columns` (how a file's columns are
-//! read), `web::subscribers::import` (the dashboard's upload, preview, progress and result
-//! pages), `jobs::import_subscribers` (the job that imports an upload) and `cli::import`
+//! read), `domain::subscribers::import_lines` (the line of the file each row is on),
+//! `web::subscribers::import` (the dashboard's upload, preview, progress and result pages),
+//! `jobs::import_subscribers` (the job that imports an upload) and `cli::import`
 //! (`broadsheet import`); docs/subscribers.md ("Import CSV").
 
 use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-use csv::{ByteRecord, Reader, ReaderBuilder, WriterBuilder};
+use csv::{ByteRecord, WriterBuilder};
 use rusqlite::{Connection, OptionalExtension, Row};
 
 use crate::clock::{self, Timestamp};
 use crate::domain::subscribers;
 pub use crate::domain::subscribers::import_columns::{ColumnUse, Columns, Source, TAG_SEPARATOR};
 use crate::domain::subscribers::import_columns::{Parsed, header_error};
+use crate::domain::subscribers::import_lines::Rows;
 use crate::domain::{DomainError, DomainResult, ErrorCode, FieldErrors, newsletters};
 use crate::store::{StoreError, write_tx};
 
@@ -40,8 +42,13 @@ use crate::store::{StoreError, write_tx};
 /// a hundred commits (each an fsync) per million rows; 1,000 made the fsyncs cost as much as the
 /// inserts on a busy disk (docs/performance.md, "Importing 1,000,000 subscribers").
 pub const BATCH_ROWS: usize = 10_000;
-/// Refused rows reported with their line; later ones are only counted.
+/// Refused rows reported with their line (`Totals::errors`, the CLI's report, the import
+/// page's table); later ones are only counted.
 pub const ERRORS_KEPT: usize = 100;
+/// Refused rows a dashboard import stores for its download (`refused_csv`), about 10 MB at
+/// the most; later ones are only counted. A 50 MiB upload could hold millions of refused
+/// rows; a file that bad is better fixed whole than read row by row.
+pub const ERRORS_STORED: u64 = 100_000;
 /// The largest file the dashboard accepts; larger ones go through `broadsheet import`.
 pub const UPLOAD_LIMIT: u64 = 50 * 1024 * 1024;
 /// Uploads one owner may have on disk at once, across all their newsletters: waiting for
@@ -92,11 +99,13 @@ pub trait Observer {
     /// The header was read: what each column is used for.
     fn columns(&mut self, _columns: &Columns) {}
 
+    /// `refused`: every row of the batch that was refused (`totals.errors` keeps only the
+    /// first [`ERRORS_KEPT`] of the import).
     fn committing(
         &mut self,
         _tx: &Connection,
         _totals: &Totals,
-        _new_errors: &[RowError],
+        _refused: &[RowError],
         _bytes_read: u64,
     ) -> DomainResult<()> {
         Ok(())
@@ -114,12 +123,9 @@ pub trait Observer {
 /// No hooks.
 impl Observer for () {}
 
-fn reader<R: Read>(input: R) -> Reader<R> {
-    ReaderBuilder::new()
-        .has_headers(false)
-        .flexible(true)
-        .buffer_capacity(64 * 1024)
-        .from_reader(input)
+/// The records of `input` with the file's own line numbers (the header is line 1).
+fn reader<R: Read>(input: R) -> Rows<R> {
+    Rows::new(input)
 }
 
 fn csv_error(e: csv::Error) -> DomainError {
@@ -131,9 +137,9 @@ fn csv_error(e: csv::Error) -> DomainError {
     }
 }
 
-fn read_header<R: Read>(reader: &mut Reader<R>) -> DomainResult<Columns> {
+fn read_header<R: Read>(reader: &mut Rows<R>) -> DomainResult<Columns> {
     let mut record = ByteRecord::new();
-    if !reader.read_byte_record(&mut record).map_err(csv_error)? {
+    if reader.next(&mut record).map_err(csv_error)?.is_none() {
         record.clear();
     }
     Columns::parse(&record)
@@ -186,7 +192,7 @@ pub fn import_csv<R: Read + Send>(
     let mut totals = resume;
     let mut record = ByteRecord::new();
     for _ in 0..totals.rows {
-        if !reader.read_byte_record(&mut record).map_err(csv_error)? {
+        if reader.next(&mut record).map_err(csv_error)?.is_none() {
             break;
         }
     }
@@ -224,13 +230,15 @@ pub fn import_csv<R: Read + Send>(
 /// Reads up to [`BATCH_ROWS`] rows and checks each with the API's rules (no database needed);
 /// a batch of no rows at the end of the file.
 fn read_batch<R: Read>(
-    reader: &mut Reader<R>,
+    reader: &mut Rows<R>,
     columns: &Columns,
     record: &mut ByteRecord,
 ) -> DomainResult<Batch> {
     let mut batch = Batch::default();
-    while !batch.is_full() && reader.read_byte_record(record).map_err(csv_error)? {
-        let line = record.position().map_or(0, |p| p.line());
+    while !batch.is_full() {
+        let Some(line) = reader.next(record).map_err(csv_error)? else {
+            break;
+        };
         batch.rows += 1;
         let refused = match columns.read(record) {
             Parsed::Entry(entry) => match subscribers::check(line as usize, entry)? {
@@ -256,7 +264,7 @@ fn read_batch<R: Read>(
         };
         batch.refused.push(refused);
     }
-    batch.bytes_read = reader.position().byte();
+    batch.bytes_read = reader.bytes_read();
     Ok(batch)
 }
 
@@ -270,17 +278,18 @@ fn commit(
     let bytes_read = batch.bytes_read;
     let after = write_tx(conn, |tx| {
         let (created, existing) = subscribers::insert_checked(tx, newsletter_id, &batch.valids)?;
-        let mut errors = batch.refused;
-        let refused = errors.len() as u64;
-        errors.truncate(ERRORS_KEPT.saturating_sub(before.error_count as usize));
+        let refused = batch.refused.len() as u64;
+        let kept = ERRORS_KEPT.saturating_sub(before.error_count as usize);
         let mut after = before.clone();
         after.rows += batch.rows;
         after.created += created as u64;
         after.existing += existing as u64;
         after.skipped += batch.skipped;
         after.error_count += refused;
-        after.errors.extend(errors.iter().cloned());
-        observer.committing(tx, &after, &errors, bytes_read)?;
+        after
+            .errors
+            .extend(batch.refused.iter().take(kept).cloned());
+        observer.committing(tx, &after, &batch.refused, bytes_read)?;
         Ok::<_, DomainError>(after)
     })?;
     observer.committed(&after, bytes_read);
@@ -312,8 +321,10 @@ pub fn preview<R: Read>(input: R, limit: usize) -> DomainResult<Preview> {
     let columns = read_header(&mut reader)?;
     let mut rows = Vec::new();
     let mut record = ByteRecord::new();
-    while rows.len() < limit && reader.read_byte_record(&mut record).map_err(csv_error)? {
-        let line = record.position().map_or(0, |p| p.line());
+    while rows.len() < limit {
+        let Some(line) = reader.next(&mut record).map_err(csv_error)? else {
+            break;
+        };
         rows.push(match columns.read(&record) {
             Parsed::Entry(entry) => PreviewRow {
                 line,
@@ -633,13 +644,19 @@ pub fn recent_uploads(
     Ok(uploads)
 }
 
-/// The refused rows an upload's import kept, by line.
-pub fn upload_errors(conn: &Connection, import_id: i64) -> DomainResult<Vec<RowError>> {
+/// The refused rows an upload's import stored, by line: at most `limit` of those after line
+/// `after` (0 for the first), one page of the table's primary key.
+pub fn upload_errors(
+    conn: &Connection,
+    import_id: i64,
+    after: u64,
+    limit: u64,
+) -> DomainResult<Vec<RowError>> {
     const SQL: &str = "SELECT line, email, reason FROM subscriber_import_errors
-         WHERE import_id = ?1 ORDER BY line";
-    let mut stmt = conn.prepare(SQL)?;
+         WHERE import_id = ?1 AND line > ?2 ORDER BY line LIMIT ?3";
+    let mut stmt = conn.prepare_cached(SQL)?;
     let errors = stmt
-        .query_map([import_id], |r| {
+        .query_map((import_id, after as i64, limit as i64), |r| {
             Ok(RowError {
                 line: count(r, 0)?,
                 email: r.get(1)?,
@@ -648,6 +665,42 @@ pub fn upload_errors(conn: &Connection, import_id: i64) -> DomainResult<Vec<RowE
         })?
         .collect::<Result<Vec<_>, _>>()?;
     Ok(errors)
+}
+
+/// The columns of the refused rows' download ([`refused_csv`]).
+pub const REFUSED_HEADER: [&str; 3] = ["line", "email", "reason"];
+/// Refused rows read per query of the download.
+const REFUSED_PAGE: u64 = 1_000;
+
+/// Writes the refused rows an upload's import stored (at most [`ERRORS_STORED`]) as CSV to
+/// `out`, by line: [`REFUSED_HEADER`], then a page of [`REFUSED_PAGE`] rows at a time by the
+/// table's primary key, each page a query of its own, so memory stays at one page and no
+/// read stays open while the browser takes its time. Returns how many rows were written.
+pub fn refused_csv<W: Write>(conn: &Connection, import_id: i64, out: W) -> DomainResult<u64> {
+    let mut writer = WriterBuilder::new().from_writer(out);
+    writer.write_record(REFUSED_HEADER).map_err(csv_error)?;
+    let (mut after, mut written) = (0, 0);
+    loop {
+        let page = upload_errors(conn, import_id, after, REFUSED_PAGE)?;
+        for e in &page {
+            writer
+                .write_record([
+                    e.line.to_string().as_str(),
+                    escape_formula(&e.email).as_ref(),
+                    escape_formula(&e.reason).as_ref(),
+                ])
+                .map_err(csv_error)?;
+        }
+        written += page.len() as u64;
+        match page.last() {
+            Some(last) if page.len() as u64 == REFUSED_PAGE => after = last.line,
+            _ => break,
+        }
+    }
+    writer
+        .flush()
+        .map_err(|e| DomainError::Store(StoreError::Io(e)))?;
+    Ok(written)
 }
 
 /// The path of an upload's file.
@@ -720,7 +773,8 @@ pub fn purge_stale_uploads(conn: &mut Connection) -> DomainResult<usize> {
     Ok(stale.len())
 }
 
-/// Records a dashboard import's progress and first refused rows with each batch.
+/// Records a dashboard import's progress and its refused rows (the first [`ERRORS_STORED`])
+/// with each batch.
 struct Recorder<'a> {
     import_id: i64,
     keep_going: &'a dyn Fn() -> bool,
@@ -735,7 +789,7 @@ impl Observer for Recorder<'_> {
         &mut self,
         tx: &Connection,
         totals: &Totals,
-        new_errors: &[RowError],
+        refused: &[RowError],
         bytes_read: u64,
     ) -> DomainResult<()> {
         const PROGRESS: &str = "UPDATE subscriber_imports SET rows_done = ?2, bytes_done = ?3,
@@ -757,8 +811,12 @@ impl Observer for Recorder<'_> {
                 Timestamp::now(),
             ),
         )?;
+        let stored_before = (totals.error_count - refused.len() as u64).min(ERRORS_STORED);
         let mut insert = tx.prepare_cached(ERROR)?;
-        for e in new_errors {
+        for e in refused
+            .iter()
+            .take((ERRORS_STORED - stored_before) as usize)
+        {
             insert.execute((self.import_id, e.line as i64, &e.email, &e.reason))?;
         }
         Ok(())
@@ -1039,6 +1097,74 @@ mod tests {
         assert_eq!(preview.rows[1].problem.as_deref(), Some("Email is invalid"));
     }
 
+    /// A spreadsheet's export (CRLF line ends, a blank line, a cell over two lines): every
+    /// refused row and preview row carries the line an editor shows it on.
+    #[test]
+    fn lines_are_the_files_own_in_the_import_and_the_preview() {
+        let csv = "email,name\r\nok@example.com,Ok\r\nnope,\r\n\r\n\"two\r\nlines\",x\r\nbad,\r\nlast@example.com,\r\n";
+        let mut conn = db();
+        let totals = fresh(&mut conn, csv).unwrap();
+        let lines: Vec<u64> = totals.errors.iter().map(|e| e.line).collect();
+        assert_eq!(lines, [3, 5, 7]);
+        assert_eq!(totals.created, 2);
+        let preview = preview(csv.as_bytes(), 10).unwrap();
+        let lines: Vec<u64> = preview.rows.iter().map(|r| r.line).collect();
+        assert_eq!(lines, [2, 3, 5, 7, 8]);
+    }
+
+    /// A dashboard import stores every refused row (past the first [`ERRORS_KEPT`] that
+    /// `Totals` reports), and the download pages through them in the file's order.
+    #[test]
+    fn refused_rows_are_stored_and_written_as_csv_page_by_page() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = crate::store::open(&dir.path().join("broadsheet.db")).unwrap();
+        crate::store::migrate(&mut conn).unwrap();
+        conn.execute_batch(
+            "INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('o@x.co', 'h', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z');
+             INSERT INTO newsletters (owner_id, name, subdomain, tier, bounce_token, created_at, updated_at)
+             VALUES (1, 'N', 'n', 'free', 'bt', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z');",
+        )
+        .unwrap();
+        let refused = REFUSED_PAGE as usize * 2 + 500;
+        let mut csv = String::from("email\nfirst@example.com\n=sum(a1)\n");
+        for i in 0..refused - 1 {
+            csv.push_str(&format!("bad{i}\n"));
+        }
+        let stored = new_stored_name();
+        std::fs::write(uploads_dir(&conn).unwrap().join(&stored), &csv).unwrap();
+        let upload = record_upload(&mut conn, 1, "list.csv", &stored).unwrap();
+        start_upload(&mut conn, 1, upload.id).unwrap();
+        let done = run_upload(&mut conn, upload.id, &|| true).unwrap().unwrap();
+        assert_eq!(done.totals.error_count as usize, refused);
+        let page = upload_errors(&conn, upload.id, 0, ERRORS_KEPT as u64).unwrap();
+        assert_eq!(page.len(), ERRORS_KEPT);
+        assert_eq!(page.last().unwrap().line, ERRORS_KEPT as u64 + 2);
+        assert_eq!(
+            upload_errors(&conn, upload.id, refused as u64, 10)
+                .unwrap()
+                .len(),
+            2
+        );
+
+        let mut out = Vec::new();
+        assert_eq!(
+            refused_csv(&conn, upload.id, &mut out).unwrap(),
+            refused as u64
+        );
+        let text = String::from_utf8(out).unwrap();
+        let mut rows = text.lines();
+        assert_eq!(rows.next(), Some("line,email,reason"));
+        assert_eq!(rows.next(), Some("3,'=sum(a1),Email is invalid"));
+        let lines: Vec<u64> = rows
+            .map(|r| r.split(',').next().unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(lines, (4..refused as u64 + 3).collect::<Vec<_>>());
+        // Another import's rows are not in it.
+        let mut none = Vec::new();
+        assert_eq!(refused_csv(&conn, upload.id + 1, &mut none).unwrap(), 0);
+        assert_eq!(String::from_utf8(none).unwrap(), "line,email,reason\n");
+    }
+
     #[test]
     fn a_cancelled_newsletter_takes_no_import() {
         let mut conn = db();
@@ -1118,7 +1244,7 @@ mod tests {
             (3, 2, 1)
         );
         assert_eq!(done.bytes_done, done.size_bytes);
-        let errors = upload_errors(&conn, upload.id).unwrap();
+        let errors = upload_errors(&conn, upload.id, 0, 10).unwrap();
         assert_eq!((errors[0].line, errors[0].email.as_str()), (3, "bad"));
         assert!(
             !imports.join(&stored).exists(),

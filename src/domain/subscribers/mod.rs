@@ -4,6 +4,7 @@
 pub mod audience;
 pub mod import;
 pub mod import_columns;
+pub mod import_lines;
 pub mod opt_in;
 pub mod personal_data;
 pub mod welcome_mail;

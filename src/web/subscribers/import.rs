@@ -332,7 +332,8 @@ async fn import_page(
             } else {
                 None
             };
-            Ok::<_, DomainError>((preview, import::upload_errors(conn, iid)?))
+            let refused = import::upload_errors(conn, iid, 0, import::ERRORS_KEPT as u64)?;
+            Ok::<_, DomainError>((preview, refused))
         })
         .await?;
     let url = format!("{}/imports/{}", base(n), upload.id);
@@ -413,6 +414,7 @@ async fn import_page(
                 }
                 @if !refused.is_empty() {
                     h2 { "Refused rows" }
+                    p.muted { "Lines are the file's own: the header is line 1." }
                     (table_wrap("Refused rows", html! { table.refused {
                         thead { tr { th { "Line" } th { "E-mail" } th { "Reason" } } }
                         tbody {
@@ -422,7 +424,15 @@ async fn import_page(
                         }
                     } }))
                     @if t.error_count > refused.len() as u64 {
-                        p.muted { "And " (t.error_count - refused.len() as u64) " more refused rows, not listed." }
+                        p.muted { "And " (plural::count((t.error_count - refused.len() as u64) as i64, "more refused row", "more refused rows")) ", not listed here." }
+                    }
+                    p {
+                        a.button.secondary #refused-download href={ (url) "/refused.csv" } download {
+                            "Download the refused rows (CSV)"
+                        }
+                        @if t.error_count > import::ERRORS_STORED {
+                            " " span.muted { "The first " (import::ERRORS_STORED) " of " (t.error_count) "." }
+                        }
                     }
                 }
                 p { a href=(base(n)) { "Back to subscribers" } }
@@ -451,6 +461,27 @@ pub async fn show_import(
             .insert("Refresh", poem::http::HeaderValue::from_static("2"));
     }
     Ok(response)
+}
+
+/// `GET …/imports/:iid/refused.csv`: the rows the import refused (line, e-mail, reason), the
+/// lines the file's own, streamed a page at a time from the stored rows. Another account's
+/// import, or another newsletter's, is a 404.
+#[handler]
+pub async fn refused_csv(
+    req: &Request,
+    Path((id, iid)): Path<(String, String)>,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let ctx = Ctx::load(req, state).await?;
+    let n = owned(&ctx, state, &id).await?;
+    let upload = upload_of(state, &n, &iid).await?;
+    let iid = upload.id;
+    super::csv_download(
+        state,
+        &format!("{}-import-{iid}-refused.csv", n.subdomain),
+        format!("refused rows of import {iid}"),
+        move |conn, out| import::refused_csv(conn, iid, out),
+    )
 }
 
 /// An import that is not waiting any more: its page again with the reason, 422.

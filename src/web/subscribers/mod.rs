@@ -26,7 +26,7 @@ use crate::domain::subscribers::{self, Changes, Filter, NewSubscriber, Status, S
 use crate::domain::values::pagination::Page;
 use crate::domain::{DomainError, FieldErrors};
 
-pub use import::{discard_import, import_form, show_import, start_import, upload_csv};
+pub use import::{discard_import, import_form, refused_csv, show_import, start_import, upload_csv};
 
 /// Subscribers per page of the list.
 const PER_PAGE: &str = "50";
@@ -562,8 +562,8 @@ pub async fn confirm_delete(
     )
 }
 
-/// `std::io::Write` for a blocking thread feeding an async pipe (the export's response body).
-struct PipeWriter {
+/// `std::io::Write` for a blocking thread feeding an async pipe (a download's response body).
+pub(super) struct PipeWriter {
     runtime: tokio::runtime::Handle,
     pipe: tokio::io::DuplexStream,
 }
@@ -578,13 +578,16 @@ impl std::io::Write for PipeWriter {
     }
 }
 
-/// The subscribers as a CSV download, streamed from the database as the client reads it.
-#[handler]
-pub async fn export(req: &Request, Path(id): Path<String>, Data(state): Data<&State>) -> WebResult {
-    let ctx = Ctx::load(req, state).await?;
-    let n = owned(&ctx, state, &id).await?;
+/// A CSV download named `file_name`, written by `write` on a blocking thread with a
+/// connection of its own and streamed as the client reads it (the pipe holds 64 KiB: the
+/// writer waits for the client, so memory stays flat whatever the size). `what` names the
+/// download in the server's log should it fail half way.
+pub(super) fn csv_download<F>(state: &State, file_name: &str, what: String, write: F) -> WebResult
+where
+    F: FnOnce(&rusqlite::Connection, PipeWriter) -> Result<u64, DomainError> + Send + 'static,
+{
     let (reader, pipe) = tokio::io::duplex(64 * 1024);
-    let (pool, nid) = (state.db.pool().clone(), n.id);
+    let pool = state.db.pool().clone();
     let writer = PipeWriter {
         runtime: tokio::runtime::Handle::current(),
         pipe,
@@ -593,17 +596,15 @@ pub async fn export(req: &Request, Path(id): Path<String>, Data(state): Data<&St
         let written = pool
             .get()
             .map_err(|e| DomainError::Store(e.into()))
-            .and_then(|conn| subscribers::import::export_csv(&conn, nid, writer));
+            .and_then(|conn| write(&conn, writer));
         match written {
             Ok(_) => {}
             // The browser went away mid-download.
             Err(DomainError::Store(crate::store::StoreError::Io(e)))
                 if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-            Err(e) => eprintln!("export: newsletter {nid}: {e}"),
+            Err(e) => eprintln!("{what}: {e}"),
         }
     });
-    let day = crate::clock::format_day(crate::clock::date_of(crate::clock::now()));
-    let file_name = format!("{}-subscribers-{day}.csv", n.subdomain);
     Ok(Response::builder()
         .content_type("text/csv; charset=utf-8")
         .header(
@@ -612,6 +613,22 @@ pub async fn export(req: &Request, Path(id): Path<String>, Data(state): Data<&St
         )
         .header("Cache-Control", "no-store")
         .body(Body::from_async_read(reader)))
+}
+
+/// The subscribers as a CSV download, streamed from the database as the client reads it.
+#[handler]
+pub async fn export(req: &Request, Path(id): Path<String>, Data(state): Data<&State>) -> WebResult {
+    let ctx = Ctx::load(req, state).await?;
+    let n = owned(&ctx, state, &id).await?;
+    let nid = n.id;
+    let day = crate::clock::format_day(crate::clock::date_of(crate::clock::now()));
+    let file_name = format!("{}-subscribers-{day}.csv", n.subdomain);
+    csv_download(
+        state,
+        &file_name,
+        format!("export: newsletter {nid}"),
+        move |conn, out| subscribers::import::export_csv(conn, nid, out),
+    )
 }
 
 /// One subscriber's data as a JSON download, for a data request: the document the API's
