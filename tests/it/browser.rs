@@ -3,7 +3,8 @@
 use fantoccini::Locator;
 
 use crate::support::browser::{
-    Driver, click, fill, runtime, screenshot, wait_for_element, wait_for_path, wait_for_text,
+    Driver, click, fill, runtime, screenshot, wait_for_element, wait_for_path,
+    wait_for_path_ending, wait_for_text,
 };
 use crate::support::*;
 
@@ -47,8 +48,8 @@ fn onboarding_in_chromium_ends_with_a_working_key() {
         fill(&c, "newsletter[from_name]", "Bulletin Desk").await;
         fill(&c, "newsletter[from_email]", "desk@example.com").await;
         click(&c, "form[action=\"/newsletters\"] button[type=submit]").await;
-        let url = c.current_url().await.unwrap();
-        assert!(url.path().ends_with("/setup_frequency"), "{url}");
+        // The click navigates: the next page comes once the newsletter is created.
+        let url = wait_for_path_ending(&c, "/setup_frequency").await;
         let id: i64 = url.path().split('/').nth(2).unwrap().parse().unwrap();
 
         click(&c, "input[name=frequency][value=three_times]").await;

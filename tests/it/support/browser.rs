@@ -137,6 +137,24 @@ pub async fn wait_for_path(c: &Client, path: &str) {
     }
 }
 
+/// Waits until the page's path ends with `suffix` (a path holding an id the test does not
+/// know yet), and returns the page's URL.
+pub async fn wait_for_path_ending(c: &Client, suffix: &str) -> url::Url {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let url = c.current_url().await.unwrap();
+        if url.path().ends_with(suffix) {
+            return url;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "expected a path ending {suffix}, still at {url}: {}",
+            c.source().await.unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Saves a screenshot as a test artifact (`BROADSHEET_TEST_ARTIFACTS`, default
 /// `target/test-artifacts`).
 pub async fn screenshot(c: &Client, name: &str) -> PathBuf {
