@@ -428,20 +428,24 @@ pub fn recent_deliveries(
     const SQL: &str = "SELECT id, uid, event, state, attempts, response_status, response_excerpt, last_error, updated_at
          FROM webhook_deliveries WHERE subscription_id = ?1 ORDER BY id DESC LIMIT ?2";
     let mut stmt = conn.prepare_cached(SQL)?;
-    let rows = stmt.query_map((subscription_id, limit), |r| {
-        Ok(DeliveryLog {
-            id: r.get(0)?,
-            uid: r.get(1)?,
-            event: r.get(2)?,
-            state: r.get(3)?,
-            attempts: r.get(4)?,
-            response_status: r.get(5)?,
-            response_excerpt: r.get(6)?,
-            last_error: r.get(7)?,
-            updated_at: r.get(8)?,
-        })
-    })?;
+    let rows = stmt.query_map((subscription_id, limit), log_from_row)?;
     Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// A [`DeliveryLog`] from the first nine columns of a row: id, uid, event, state, attempts,
+/// response status and excerpt, last error, updated_at.
+fn log_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<DeliveryLog> {
+    Ok(DeliveryLog {
+        id: r.get(0)?,
+        uid: r.get(1)?,
+        event: r.get(2)?,
+        state: r.get(3)?,
+        attempts: r.get(4)?,
+        response_status: r.get(5)?,
+        response_excerpt: r.get(6)?,
+        last_error: r.get(7)?,
+        updated_at: r.get(8)?,
+    })
 }
 
 /// Characters of a delivery's payload its page shows. The service's envelopes are a few
@@ -476,17 +480,7 @@ pub fn delivery_detail(
          WHERE d.id = ?1 AND s.newsletter_id = ?2";
     conn.query_row(SQL, (delivery_id, newsletter_id, PAYLOAD_SHOWN), |r| {
         Ok(DeliveryDetail {
-            log: DeliveryLog {
-                id: r.get(0)?,
-                uid: r.get(1)?,
-                event: r.get(2)?,
-                state: r.get(3)?,
-                attempts: r.get(4)?,
-                response_status: r.get(5)?,
-                response_excerpt: r.get(6)?,
-                last_error: r.get(7)?,
-                updated_at: r.get(8)?,
-            },
+            log: log_from_row(r)?,
             subscription_id: r.get(9)?,
             url: r.get(10)?,
             created_at: r.get(11)?,
