@@ -110,14 +110,38 @@ impl Drop for Driver {
 /// Types `text` into the field named `name`.
 pub async fn fill(c: &Client, name: &str, text: &str) {
     // After a click that navigates, the new page may not be there yet: wait for the field.
-    let field = wait_for_element(c, &format!("[name=\"{name}\"]")).await;
-    field.clear().await.ok();
-    field.send_keys(text).await.unwrap();
+    let css = format!("[name=\"{name}\"]");
+    on_the_page_now(c, &css, async |field| {
+        field.clear().await.ok();
+        field.send_keys(text).await
+    })
+    .await;
 }
 
 /// Clicks the first element matching `css`.
 pub async fn click(c: &Client, css: &str) {
-    wait_for_element(c, css).await.click().await.unwrap();
+    on_the_page_now(c, css, async |element| element.click().await).await;
+}
+
+/// Runs `act` on the first element matching `css`. An element found while the page was
+/// still being replaced (the old page of a click that navigates) goes stale under `act`:
+/// then it is looked up again on the page there is now, until the deadline.
+async fn on_the_page_now(
+    c: &Client,
+    css: &str,
+    act: impl AsyncFn(fantoccini::elements::Element) -> Result<(), fantoccini::error::CmdError>,
+) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let element = wait_for_element(c, css).await;
+        match act(element).await {
+            Ok(()) => return,
+            Err(e) if e.to_string().contains("stale element") && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("{css}: {e}"),
+        }
+    }
 }
 
 /// Waits until the page's path is `path`.
