@@ -108,6 +108,11 @@ fn the_about_page_and_the_author_through_the_api_the_dashboard_and_the_site() {
             json!({"about_markdown": "x".repeat(20_001)}),
             "about_markdown",
         ),
+        // Beyond the content limits (quotes nested past 16 deep): refused like an issue's.
+        (
+            json!({"about_markdown": format!("{} too deep", ">".repeat(40))}),
+            "about_markdown",
+        ),
     ] {
         let refused = owner.patch("/newsletter", &body);
         assert_eq!(refused.error_code(422), "validation_error", "{body}");
@@ -448,6 +453,25 @@ fn answer_pages_are_inside_the_site_with_a_way_back_and_leaving_can_be_undone() 
         bounced.body
     );
     assert_eq!(status(&app), "bounced");
+
+    // A cancelled newsletter takes no one back: refused inside its frame, nothing changes.
+    writer
+        .execute(
+            "UPDATE subscribers SET status = 'unsubscribed' WHERE email = ?1",
+            [&reader],
+        )
+        .unwrap();
+    let (code, out, err) = app.cli(&["status", &owner.subdomain, "cancelled"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let cancelled = site.post_form(&resubscribe, &[("authenticity_token", &token)]);
+    cancelled.expect(403);
+    assert_framed(&cancelled, "Harbour Notes");
+    assert!(
+        cancelled.body.contains("no longer takes new subscribers"),
+        "{}",
+        cancelled.body
+    );
+    assert_eq!(status(&app), "unsubscribed");
 
     // Any other refusal of the site is a page of the site too.
     let missing = site.get("/no-such-page");

@@ -542,16 +542,6 @@ pub struct CheckedDetails {
     pages: CheckedSitePages,
 }
 
-/// Checks and applies `changes` ([`check_details`] then [`apply_details`]).
-pub fn update_details(
-    conn: &mut Connection,
-    id: i64,
-    changes: &Details,
-) -> DomainResult<Newsletter> {
-    let checked = check_details(changes)?;
-    apply_details(conn, id, &checked)
-}
-
 /// Checks every field of `changes`, and renders the welcome body and the about page within the render budget:
 /// call it before taking a database connection (`Db::run_after`).
 pub fn check_details(changes: &Details) -> DomainResult<CheckedDetails> {
@@ -868,10 +858,8 @@ mod tests {
             refused(create(&mut conn, 1, &quoted, Tier::Free))["from_name"],
             ["must not contain quotes or angle brackets"]
         );
-        let updated = refused(update_details(
-            &mut conn,
-            1,
-            &Details {
+        let updated = refused(
+            check_details(&Details {
                 name: Some("A\nB".into()),
                 tagline: Some("x\ry".into()),
                 sender_name: Some("Ed\u{0}".into()),
@@ -882,8 +870,9 @@ mod tests {
                 theme: ThemeChanges::default(),
                 mail: MailDetailsChanges::default(),
                 pages: SitePagesChanges::default(),
-            },
-        ));
+            })
+            .and_then(|checked| apply_details(&mut conn, 1, &checked)),
+        );
         for field in ["name", "tagline", "sender_name"] {
             assert_eq!(updated[field], [one_line], "{field}");
         }

@@ -136,9 +136,8 @@ async fn on_the_page_now(
         let element = wait_for_element(c, css).await;
         match act(element).await {
             Ok(()) => return,
-            Err(e) if e.to_string().contains("stale element") && Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
+            // `wait_for_element` polls for the page there is now.
+            Err(e) if e.to_string().contains("stale element") && Instant::now() < deadline => {}
             Err(e) => panic!("{css}: {e}"),
         }
     }
