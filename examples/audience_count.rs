@@ -57,6 +57,7 @@ fn audience(tags: &[&str], exclude_tags: &[&str]) -> Audience {
     Audience {
         tags: list(tags),
         exclude_tags: list(exclude_tags),
+        paid_only: false,
     }
 }
 

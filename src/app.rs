@@ -229,6 +229,7 @@ fn app_state(
         bounce_domain: bounce_domain.to_string(),
         credentials: opened.credentials.clone(),
         allow_private_relays: args.allow_private_relays,
+        stripe_api: args.stripe_api_url.trim_end_matches('/').to_string(),
     }
 }
 

@@ -186,6 +186,10 @@ pub struct ServeArgs {
     /// --trusted-proxy addresses are held only to --max-connections.
     #[arg(long, env = "BROADSHEET_MAX_CONNECTIONS_PER_CLIENT", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_connections_per_client: u64,
+    /// Where Stripe's API is (docs/memberships.md); the tests point it at a fake Stripe.
+    /// Must be https except on loopback.
+    #[arg(long, hide = true, default_value = "https://api.stripe.com")]
+    pub stripe_api_url: String,
 }
 
 /// A newsletter's tier as the operator names it: `--default-tier` and the `tier` command.

@@ -18,6 +18,7 @@ pub mod http;
 pub mod jobs;
 pub mod mail;
 pub mod net;
+pub mod payments;
 pub mod site;
 pub mod state;
 pub mod store;

@@ -39,4 +39,6 @@ pub struct AppState {
     pub credentials: CredentialKey,
     /// Permit newsletters' relays on private networks (`--allow-private-relays`).
     pub allow_private_relays: bool,
+    /// Stripe's API (`https://api.stripe.com`; a fake in the tests).
+    pub stripe_api: String,
 }

@@ -16,7 +16,8 @@ use super::issues::{
 use super::newsletter::{NewsletterEnvelope, NewsletterPatch, StatsEnvelope};
 use super::reports::IssueStatsEnvelope;
 use super::subscribers::{
-    BulkBody, BulkResult, CreateBody, SubscriberList, SubscriberObject, TagBody, UpdateBody,
+    BulkBody, BulkResult, CreateBody, MembershipBody, SubscriberList, SubscriberObject, TagBody,
+    UpdateBody,
 };
 use super::webhooks::{
     WebhookCreateBody, WebhookList, WebhookObject, WebhookUpdateBody, WebhookWithSecret,
@@ -116,7 +117,9 @@ fn issue(status: &str, full: bool) -> Value {
         "updated_at": AT,
         "edited_at": null,
         "excerpt": "The spring tides came early this year.",
-        "social_image_url": null
+        "social_image_url": null,
+        "visibility": "public",
+        "paid_members_only": false
     });
     if full {
         issue["content_markdown"] =
@@ -156,7 +159,9 @@ fn subscriber() -> Value {
         "subscribed_at": AT,
         "unsubscribed_at": null,
         "created_at": AT,
-        "updated_at": AT
+        "updated_at": AT,
+        "membership": {"status": "paid", "plan": "paid", "interval": "year",
+                       "until": "2027-11-27T09:00:00.000Z", "since": AT}
     })
 }
 
@@ -231,7 +236,10 @@ examples! {
                              "clicks": 470}
         },
         "top_issues": [{"id": 42, "subject": "Issue 12: Spring tides", "open_rate": 55.1,
-                        "click_rate": 12.3}]
+                        "click_rate": 12.3}],
+        "memberships": {"paid_members": 84, "trialing_members": 6, "comped_members": 3,
+                        "monthly_recurring_revenue": 39200, "currency": "eur",
+                        "new_paid_last_30_days": 9, "canceled_last_30_days": 2}
     }});
     IssueStatsEnvelope => json!({"data": {
         "issue_id": 42,
@@ -293,6 +301,8 @@ examples! {
                                       "next_cursor": "2.314"}});
     UpdateBody => json!({"subscriber": {"name": "Robin R.", "status": "active"}});
     TagBody => json!({"tag": "vip"});
+    MembershipBody => json!({"membership": {"status": "comped",
+                                            "until": "2027-06-30T00:00:00Z"}});
     BulkBody => json!({"subscribers": [
         {"email": "ana@example.com", "name": "Ana"},
         {"email": "ben@example.com", "tags": ["weekly"]}

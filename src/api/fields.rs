@@ -496,6 +496,11 @@ rules! {
     IssueStatus => one_of_or_null(
         issues::Status::ALL.iter().filter(|s| s.is_editable()).map(|s| s.as_str()),
     );
+    /// Who may read an issue on the site.
+    IssueVisibility => one_of(issues::Visibility::ALL.iter().map(|v| v.as_str()));
+    /// What an owner or a script may make a membership (Stripe's own statuses come from
+    /// Stripe).
+    MembershipStatus => one_of(["paid", "comped", "free"]);
     /// The issue list's `status` filter; empty is no filter.
     IssueStatusFilter => one_of(issues::Status::ALL.iter().map(|s| s.as_str()).chain([""]));
     /// An issue's subject: one line (tabs allowed).

@@ -10,7 +10,8 @@ use poem_openapi::{ApiResponse, Object, Tags};
 use super::common::{ListMeta, parse_id};
 use super::fields::{
     ArticleSummary, ArticleTitle, ArticleUrl, DateTime, Email, Field, Id, IssueStatus,
-    IssueStatusFilter, Items, OrNull, PageNumber, PerPage, SocialImageUrl, Subject, Tag, Text,
+    IssueStatusFilter, IssueVisibility, Items, OrNull, PageNumber, PerPage, SocialImageUrl,
+    Subject, Tag, Text,
 };
 use super::statuses::{BODY, BY_ID, GUARD, PAID, RULE, Refusal, WRITES};
 use super::{ApiKeyAuth, Principal, State};
@@ -95,6 +96,13 @@ pub struct IssueObject {
     /// of the content, if any.
     #[oai(nullable)]
     pub social_image_url: Option<String>,
+    /// Who may read it on the site: `public` (everyone), `members` (signed-in readers) or
+    /// `paid` (members with paid access). Others see its excerpt and a paywall, in the
+    /// archive and the feed too; its full text reaches nobody else.
+    pub visibility: String,
+    /// For a `paid` issue: `true` mails paid members only; `false` mails everyone, free
+    /// members getting the excerpt and an upgrade link instead of the text.
+    pub paid_members_only: bool,
 }
 
 /// An issue's audience (a segment of the subscribers, by tag).
@@ -241,6 +249,8 @@ impl IssueObject {
             edited_at: issue.edited_at.map(|at| at.to_string()),
             excerpt: issue.excerpt,
             social_image_url: issue.social_image_url,
+            visibility: issue.visibility.as_str().to_string(),
+            paid_members_only: issue.paid_members_only,
         }
     }
 }
@@ -287,6 +297,14 @@ pub struct IssueFields {
     /// it too (it is part of the web copy).
     #[oai(nullable)]
     pub social_image_url: Option<Field<SocialImageUrl>>,
+    /// `public` (default), `members` or `paid`; absent or null leaves it. A sent issue takes
+    /// it too (it is part of the web copy).
+    #[oai(nullable)]
+    pub visibility: Option<Field<IssueVisibility>>,
+    /// For a `paid` issue: `true` mails paid members only, `false` (default) everyone, free
+    /// members getting the excerpt and an upgrade link. Fixed once the send started.
+    #[oai(nullable)]
+    pub paid_members_only: Option<bool>,
 }
 
 #[derive(Debug, Object)]
@@ -305,6 +323,8 @@ impl From<IssueFields> for IssueInput {
             },
             content_markdown: f.content_markdown.map(String::from),
             social_image_url: f.social_image_url.map(String::from),
+            visibility: f.visibility.map(String::from),
+            paid_members_only: f.paid_members_only,
             status: f.status.take().map(String::from),
             scheduled_for: match f.scheduled_for {
                 MaybeUndefined::Undefined => None,

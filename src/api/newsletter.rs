@@ -479,6 +479,30 @@ pub struct StatsObject {
     pub engagement: Engagement,
     /// Up to 5 sent issues by open rate.
     pub top_issues: Vec<TopIssue>,
+    /// Paid memberships (docs/memberships.md).
+    pub memberships: MembershipStats,
+}
+
+/// Paid members and what they pay.
+#[derive(Debug, Object)]
+pub struct MembershipStats {
+    /// Members with paid access who pay (`paid`, `past_due`, `canceled` until their period
+    /// ends).
+    pub paid_members: i64,
+    /// Members in a free trial.
+    pub trialing_members: i64,
+    /// Members given paid access free.
+    pub comped_members: i64,
+    /// Monthly recurring revenue, in the plan currency's minor unit (cents): monthly prices,
+    /// and a twelfth of yearly ones, of members who pay and renew.
+    pub monthly_recurring_revenue: i64,
+    /// The plan's currency (ISO 4217, lowercase); null without a plan.
+    #[oai(nullable)]
+    pub currency: Option<String>,
+    /// Members whose paid access (or trial) began in the last 30 days.
+    pub new_paid_last_30_days: i64,
+    /// Memberships canceled in the last 30 days.
+    pub canceled_last_30_days: i64,
 }
 
 impl From<stats::Stats> for StatsObject {
@@ -515,6 +539,15 @@ impl From<stats::Stats> for StatsObject {
                     click_rate: t.click_rate,
                 })
                 .collect(),
+            memberships: MembershipStats {
+                paid_members: s.memberships.paid_members,
+                trialing_members: s.memberships.trialing_members,
+                comped_members: s.memberships.comped_members,
+                monthly_recurring_revenue: s.memberships.monthly_recurring_revenue,
+                currency: s.memberships.currency,
+                new_paid_last_30_days: s.memberships.new_paid_last_30_days,
+                canceled_last_30_days: s.memberships.canceled_last_30_days,
+            },
         }
     }
 }

@@ -12,12 +12,13 @@ use std::borrow::Cow;
 
 use super::common::parse_id;
 use super::fields::{
-    AnyOf, Email, Field, Id, Items, ListCursor, OneRequired, PageNumber, PerPage, Required,
-    SubscriberName, SubscriberStatus, SubscriberStatusFilter, Tag,
+    AnyOf, DateTime, Email, Field, Id, Items, ListCursor, MembershipStatus, OneRequired,
+    PageNumber, PerPage, Required, SubscriberName, SubscriberStatus, SubscriberStatusFilter, Tag,
 };
 use super::statuses::{BODY, BY_ID, GUARD, RULE, Refusal, WRITES};
 use super::{ApiKeyAuth, Principal, State};
 use crate::domain::DomainError;
+use crate::domain::subscribers::memberships::{self, Membership};
 use crate::domain::subscribers::personal_data;
 use crate::domain::subscribers::{self, Changes, Filter, GivenFields, NewSubscriber, Subscriber};
 use crate::domain::values::pagination::{Cursor, Page};
@@ -43,6 +44,57 @@ pub struct SubscriberObject {
     pub unsubscribed_at: Option<String>,
     pub created_at: String,
     pub updated_at: String,
+    /// Free, or paid access and how (docs/memberships.md).
+    pub membership: MembershipObject,
+}
+
+/// A subscriber's membership of the newsletter.
+#[derive(Debug, Object)]
+pub struct MembershipObject {
+    /// `free`, `paid`, `trialing`, `past_due` (a payment failed; access lasts until the
+    /// period ends), `canceled` (paid access until the period ends) or `comped` (access given
+    /// free by the owner). Once paid access ends it is `free`.
+    pub status: String,
+    /// `paid` while the member has paid access, else `free`.
+    pub plan: String,
+    /// `month` or `year` for a member who pays; null otherwise.
+    #[oai(nullable)]
+    pub interval: Option<String>,
+    /// When paid access ends (or ended); null: not by a date.
+    #[oai(nullable)]
+    pub until: Option<String>,
+    /// Since when the member has (or last had) paid access; null for one who never had it.
+    #[oai(nullable)]
+    pub since: Option<String>,
+}
+
+impl From<Membership> for MembershipObject {
+    fn from(m: Membership) -> Self {
+        MembershipObject {
+            status: m.status.as_str().to_string(),
+            plan: m.plan.to_string(),
+            interval: m.interval.map(|i| i.as_str().to_string()),
+            until: m.until.map(|at| at.to_string()),
+            since: m.since.map(|at| at.to_string()),
+        }
+    }
+}
+
+/// What a script or the owner sets: `paid` or `comped` until a date (or for good), or `free`.
+#[derive(Debug, Object)]
+pub struct MembershipFields {
+    /// `paid`, `comped` or `free`.
+    pub status: Field<MembershipStatus>,
+    /// When paid access ends, an RFC 3339 date-time in the future; null or absent: not by a
+    /// date. Must be null for `free`.
+    #[oai(nullable)]
+    pub until: Option<Field<DateTime>>,
+}
+
+#[derive(Debug, Object)]
+#[oai(example)]
+pub struct MembershipBody {
+    pub membership: MembershipFields,
 }
 
 impl From<Subscriber> for SubscriberObject {
@@ -57,6 +109,7 @@ impl From<Subscriber> for SubscriberObject {
             unsubscribed_at: s.unsubscribed_at.map(|at| at.to_string()),
             created_at: s.created_at.to_string(),
             updated_at: s.updated_at.to_string(),
+            membership: s.membership.into(),
         }
     }
 }
@@ -438,6 +491,39 @@ impl SubscribersApi {
         let s = state
             .db
             .run(move |conn| subscribers::update(conn, nid, id, &changes))
+            .await?;
+        Ok(SubscriberResponse::Ok(Json(s.into())))
+    }
+
+    /// Sets a subscriber's membership.
+    ///
+    /// Grants paid access from another payment platform (`paid`), gives it free (`comped`),
+    /// until a date or for good, or ends it (`free`). A membership Stripe keeps is replaced
+    /// (cancel it in Stripe too). Fires `member.upgraded` or `member.downgraded` when paid
+    /// access comes or goes. Answers the subscriber.
+    #[oai(
+        path = "/subscribers/:id/membership",
+        method = "put",
+        operation_id = "setSubscriberMembership"
+    )]
+    async fn set_membership(
+        &self,
+        _auth: ApiKeyAuth,
+        id: Path<Field<Id>>,
+        body: Json<MembershipBody>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<SubscriberResponse, Refusal<{ GUARD | BODY | BY_ID | WRITES }>> {
+        let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
+        let fields = body.0.membership;
+        let status = String::from(fields.status);
+        let until = fields.until.map(String::from);
+        let s = state
+            .db
+            .run(move |conn| {
+                memberships::set_by_owner(conn, nid, id, &status, until.as_deref())?;
+                subscribers::get(conn, nid, id)
+            })
             .await?;
         Ok(SubscriberResponse::Ok(Json(s.into())))
     }

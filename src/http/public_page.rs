@@ -255,6 +255,7 @@ pub fn site_page(
                 a href="/archive" { "Archive" }
                 @if n.pages.has_about_page() { a href="/about" { "About" } }
                 a href="/feed.xml" { "Feed" }
+                a href="/account" { "Your account" }
                 span { "© " (n.name) }
             }
         }
@@ -347,14 +348,43 @@ pub fn machine_time(at: Option<Timestamp>) -> String {
 /// The public page of one issue, around its stored HTML; the dashboard previews an issue
 /// with this same page (`Styles::Inline`).
 pub fn issue_document(urls: &SiteUrls, n: &Newsletter, issue: &Issue, styles: Styles) -> Markup {
+    issue_page(urls, n, issue, styles, None)
+}
+
+/// An issue's page for a reader who may not read it (a members or paid issue): its excerpt,
+/// then `paywall` instead of its text. Nothing of the text beyond the stored excerpt is in
+/// the page, its description or its picture (only one the owner chose).
+pub fn locked_issue_document(
+    urls: &SiteUrls,
+    n: &Newsletter,
+    issue: &Issue,
+    paywall: Markup,
+) -> Markup {
+    issue_page(urls, n, issue, Styles::Linked, Some(paywall))
+}
+
+fn issue_page(
+    urls: &SiteUrls,
+    n: &Newsletter,
+    issue: &Issue,
+    styles: Styles,
+    paywall: Option<Markup>,
+) -> Markup {
     let stored = issue.body_html();
     let content = without_doubled_title(&stored, &issue.subject);
     let mut page_meta = Meta::of(urls, n, &format!("/p/{}", issue.path), "article");
-    let summary = excerpt::text_of_html(content, excerpt::DESCRIPTION_MAX);
+    let summary = match &paywall {
+        None => excerpt::text_of_html(content, excerpt::DESCRIPTION_MAX),
+        Some(_) => issue.excerpt.clone().unwrap_or_default(),
+    };
     if !summary.is_empty() {
         page_meta.description = summary;
     }
-    if let Some(image) = issue.social_image() {
+    let image = match &paywall {
+        None => issue.social_image(),
+        Some(_) => issue.social_image_url.clone(),
+    };
+    if let Some(image) = image {
         page_meta.image = Some(image);
         page_meta.large_image = true;
     }
@@ -381,12 +411,24 @@ pub fn issue_document(urls: &SiteUrls, n: &Newsletter, issue: &Issue, styles: St
                         span.updated { "Updated " time datetime=(machine_time(issue.edited_at)) { (day(issue.edited_at, zone)) } }
                     }
                 }
-                div.content { (PreEscaped(content)) }
-                (articles(issue))
+                @match &paywall {
+                    None => {
+                        div.content { (PreEscaped(content)) }
+                        (articles(issue))
+                    }
+                    Some(paywall) => {
+                        @if let Some(text) = issue.excerpt.as_deref().filter(|t| !t.is_empty()) {
+                            div.content { p { (text) } }
+                        }
+                        (paywall)
+                    }
+                }
             }
-            section.card.subscribe-box aria-labelledby="subscribe" {
-                h2 id="subscribe" { "Get the next issue by e-mail" }
-                a.button href="/subscribe" { "Subscribe to " (n.name) }
+            @if paywall.is_none() {
+                section.card.subscribe-box aria-labelledby="subscribe" {
+                    h2 id="subscribe" { "Get the next issue by e-mail" }
+                    a.button href="/subscribe" { "Subscribe to " (n.name) }
+                }
             }
         },
     )

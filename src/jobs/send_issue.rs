@@ -28,7 +28,7 @@ use crate::domain::delivery::send_limits::{self, HeldBy};
 use crate::domain::delivery::sending::{self, Next, OutagePolicy, Outcome as Delivered, Recipient};
 use crate::domain::delivery::tracking::Links;
 use crate::domain::delivery::verp::ReturnPaths;
-use crate::domain::issues::{self, Issue};
+use crate::domain::issues::{self, Issue, Visibility};
 use crate::domain::newsletters::Newsletter;
 use crate::domain::values::time_zones::TimeZoneName;
 use crate::mail::render::IssueEmail;
@@ -133,6 +133,23 @@ pub(super) fn issue_email(
     ))
 }
 
+/// The messages of a send: the issue, and for a paid issue sent to everyone the teaser that
+/// goes to readers without paid access (the delivery's `teaser`, fixed when the recipients
+/// were recorded).
+struct Mails {
+    full: IssueEmail,
+    teaser: Option<IssueEmail>,
+}
+
+impl Mails {
+    fn for_recipient(&self, recipient: &Recipient) -> &IssueEmail {
+        match (&self.teaser, recipient.teaser) {
+            (Some(teaser), true) => teaser,
+            _ => &self.full,
+        }
+    }
+}
+
 /// How a round of the send ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum RoundEnd {
@@ -164,7 +181,17 @@ fn send(ctx: &JobContext, rt: &tokio::runtime::Runtime, issue_id: i64) -> Result
     let Some(mut plan) = plan else {
         return Ok(Next::Finished);
     };
-    let email = Arc::new(issue_email(ctx, &mut plan.issue, &plan.newsletter)?);
+    let full = issue_email(ctx, &mut plan.issue, &plan.newsletter)?;
+    // A paid issue sent to everyone: free members' messages are teasers.
+    let teaser = match plan.issue.visibility == Visibility::Paid && !plan.issue.audience.paid_only {
+        true => {
+            let account = format!("{}/account", plan.newsletter.site_origin(&ctx.urls));
+            let mut teaser = plan.issue.teaser(&account);
+            Some(issue_email(ctx, &mut teaser, &plan.newsletter)?)
+        }
+        false => None,
+    };
+    let email = Arc::new(Mails { full, teaser });
     let down_before = plan.issue.relay_down_since.map(Timestamp::instant);
     let transport = match ctx.newsletter_transport(rt, &plan.newsletter) {
         Ok(transport) => transport,
@@ -334,7 +361,7 @@ async fn deliver(
     ctx: &JobContext,
     transport: &Transport,
     issue_id: i64,
-    email: Arc<IssueEmail>,
+    email: Arc<Mails>,
     down_before: Option<jiff::Timestamp>,
     warm_up: Option<WarmUpGate>,
 ) -> Result<(usize, u64, RoundEnd), String> {
@@ -442,7 +469,7 @@ async fn feed(
 struct SendLane {
     lane: Lane,
     work: Arc<Mutex<mpsc::Receiver<Recipient>>>,
-    email: Arc<IssueEmail>,
+    email: Arc<Mails>,
     return_paths: ReturnPaths,
     writes: mpsc::UnboundedSender<Write>,
     pacer: Arc<Pacer>,
@@ -648,7 +675,10 @@ impl SendLane {
     async fn send_one(&mut self, recipient: &Recipient) -> (Delivered, Option<String>) {
         // A copy of the send's pre-encoded message with the personal parts filled in: a few
         // microseconds, so it runs right here (see `IssueEmail::message`).
-        let mime = self.email.message(recipient.delivery_id, &recipient.email);
+        let mime = self
+            .email
+            .for_recipient(recipient)
+            .message(recipient.delivery_id, &recipient.email);
         // The return path names the delivery, so a bounce mailed back to it says whose it is.
         let return_path = self.return_paths.address(recipient.delivery_id);
         let envelope = Envelope {

@@ -36,6 +36,12 @@ impl Recorded {
                 kind: AccountMailKind::SubscriptionConfirmation { newsletter_id, .. },
                 ..
             }) => *newsletter_id,
+            Recorded::Mail(AccountMail {
+                kind:
+                    AccountMailKind::ReaderSignIn { newsletter_id, .. }
+                    | AccountMailKind::ReaderEmailChange { newsletter_id, .. },
+                ..
+            }) => Some(*newsletter_id),
             _ => None,
         }
     }
@@ -54,6 +60,24 @@ impl Recorded {
                     to,
                     account::subscription_confirmation(&newsletter_name, &link),
                     sender,
+                ),
+                AccountMailKind::ReaderSignIn {
+                    newsletter_name,
+                    sender,
+                    ..
+                } => (
+                    to,
+                    account::reader_sign_in(&newsletter_name, &link),
+                    Some(sender),
+                ),
+                AccountMailKind::ReaderEmailChange {
+                    newsletter_name,
+                    sender,
+                    ..
+                } => (
+                    to,
+                    account::reader_email_change(&newsletter_name, &link),
+                    Some(sender),
                 ),
                 AccountMailKind::EmailChange { old_email } => {
                     (to, account::email_change(&old_email, &link), None)

@@ -105,6 +105,32 @@ pub fn subscription_confirmation(newsletter_name: &str, link: &str) -> AccountMe
     )
 }
 
+/// A reader's one-time sign-in link to a newsletter's site.
+pub fn reader_sign_in(newsletter_name: &str, link: &str) -> AccountMessage {
+    message(
+        &format!("Sign in to {newsletter_name}"),
+        &format!(
+            "Someone (hopefully you) asked to sign in to {newsletter_name} with this address."
+        ),
+        "Sign in",
+        link,
+        "The link works once and expires in 15 minutes. If you did not ask for it, ignore this message: nobody signs in without it.",
+        newsletter_name,
+    )
+}
+
+/// Confirms the new address of a newsletter's reader.
+pub fn reader_email_change(newsletter_name: &str, link: &str) -> AccountMessage {
+    message(
+        &format!("Confirm your new address for {newsletter_name}"),
+        &format!("A reader of {newsletter_name} asked to receive it at this address from now on."),
+        "Use this address",
+        link,
+        "The link works once and expires in 15 minutes. Until it is followed, mail keeps going to the old address. If you did not ask for this, ignore this message.",
+        newsletter_name,
+    )
+}
+
 /// Tells an operator that an owner asks for the paid tier; the link is the operator page.
 pub fn upgrade_request(
     newsletter_name: &str,

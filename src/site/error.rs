@@ -25,6 +25,9 @@ pub enum SiteError {
     NotFound,
     /// A mailed link that was used already or is too old (the subscription confirmation).
     LinkExpired,
+    /// A reader's sign-in or address link that was used already or is more than 15 minutes
+    /// old.
+    SignInExpired,
     /// The form body could not be read.
     BadForm,
     /// The form's CSRF token does not fit the browser's cookie; the hint says what to do.
@@ -112,7 +115,9 @@ impl std::error::Error for SiteError {}
 impl poem::error::ResponseError for SiteError {
     fn status(&self) -> StatusCode {
         match self {
-            SiteError::NotFound | SiteError::LinkExpired => StatusCode::NOT_FOUND,
+            SiteError::NotFound | SiteError::LinkExpired | SiteError::SignInExpired => {
+                StatusCode::NOT_FOUND
+            }
             SiteError::BadForm => StatusCode::BAD_REQUEST,
             SiteError::FormExpired(_)
             | SiteError::NotTakingSubscribers(_)
@@ -150,6 +155,10 @@ impl SiteError {
             SiteError::LinkExpired => (
                 "This link has expired",
                 html! { p { "The link was already used or is more than 7 days old. " a href="/subscribe" { "Subscribe again" } "." } },
+            ),
+            SiteError::SignInExpired => (
+                "This link has expired",
+                html! { p { "The link was already used or is more than 15 minutes old. " a href="/signin" { "Ask for a new one" } "." } },
             ),
             SiteError::BadForm => (
                 "Bad request",

@@ -5,6 +5,7 @@
 mod error;
 mod media;
 mod pages;
+mod readers;
 mod tracking;
 
 use std::sync::Arc;
@@ -52,6 +53,22 @@ pub fn routes() -> impl Endpoint<Output = Response> {
             get(tracking::unsubscribe_page).post(tracking::unsubscribe),
         )
         .at("/u/:delivery/:sig/resubscribe", post(tracking::resubscribe))
+        .at("/signin", get(readers::sign_in_page).post(readers::sign_in))
+        .at(
+            "/signin/:token",
+            get(readers::link_page).post(readers::follow_link),
+        )
+        .at("/signout", post(readers::sign_out))
+        .at("/account", get(readers::account))
+        .at("/account/upgrade", post(readers::upgrade))
+        .at("/account/billing", post(readers::billing))
+        .at("/account/email", post(readers::change_email))
+        .at(
+            "/account/email/:token",
+            get(readers::email_link_page).post(readers::follow_email_link),
+        )
+        .at("/account/unsubscribe", post(readers::unsubscribe))
+        .at("/stripe/webhook", post(readers::stripe_webhook))
         .at("/o/:delivery/:file", get(tracking::open_pixel))
         .at("/c/:delivery/:sig", get(tracking::click))
         .with(poem::middleware::CookieJarManager::new())

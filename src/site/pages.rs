@@ -7,9 +7,9 @@ use poem::web::{Data, Path, Query};
 use poem::{Body, IntoResponse, Request, Response, handler};
 use serde::Deserialize;
 
-use super::{Site, SiteError, SiteResult};
+use super::{Site, SiteError, SiteResult, readers};
 use crate::domain::content::excerpt;
-use crate::domain::issues::{self, Issue};
+use crate::domain::issues::{self, Issue, Visibility};
 use crate::domain::newsletters::site_pages;
 use crate::domain::subscribers::opt_in;
 use crate::domain::values::pagination::Page;
@@ -19,7 +19,8 @@ use crate::http::cookies::{csrf_cookie_value, read_cookie};
 use crate::http::csrf;
 use crate::http::form::FormData;
 use crate::http::public_page::{
-    Meta, Place, Styles, articles, day, issue_document, machine_time, site_answer, site_page,
+    Meta, Place, Styles, articles, day, issue_document, locked_issue_document, machine_time,
+    site_answer, site_page,
 };
 use crate::state::AppState;
 use crate::store::StoreError;
@@ -77,6 +78,11 @@ fn issue_list(state: &State, site: &Site, issues: &[Issue]) -> Markup {
                 @for issue in issues {
                     li {
                         a href=(issue_url(state, site, issue)) { (issue.subject) }
+                        @match issue.visibility {
+                            Visibility::Paid => { " " span.badge { "Paid" } }
+                            Visibility::Members => { " " span.badge { "Members" } }
+                            Visibility::Public => {}
+                        }
                         time.muted datetime=(machine_time(issue.published_at)) { (day(issue.published_at, &site.0.time_zone)) }
                         @if let Some(text) = issue.excerpt.as_deref().filter(|t| !t.is_empty()) {
                             p.excerpt { (text) }
@@ -186,6 +192,7 @@ pub async fn subscribe_page(
     Data(state): Data<&State>,
     Data(site): Data<&Site>,
 ) -> SiteResult {
+    let plan = readers::offer(state, site).await?;
     let n = &site.0;
     Ok(site_page(
         n,
@@ -198,6 +205,14 @@ pub async fn subscribe_page(
                 h1 { "Subscribe to " (n.name) }
                 (subscribe_form(req, state, "", "", &FieldErrors::new()))
                 p.muted { "We will e-mail you a link to confirm. Nothing is sent until you follow it." }
+            }
+            @if let Some(plan) = &plan {
+                section.card aria-labelledby="plans" {
+                    h2 id="plans" { "Membership" }
+                    p { strong { "Free: " } "every public issue by e-mail and on the site." }
+                    (readers::plan_card(plan))
+                    p.muted { "Subscribe first, then " a href="/signin" { "sign in" } " and upgrade from your account. Already a subscriber? " a href="/signin" { "Sign in" } "." }
+                }
             }
         },
     )
@@ -414,6 +429,7 @@ fn about_document(state: &State, site: &Site, html: Option<String>) -> Markup {
 
 #[handler]
 pub async fn issue_page(
+    req: &Request,
     Path(path): Path<String>,
     Data(state): Data<&State>,
     Data(site): Data<&Site>,
@@ -424,9 +440,47 @@ pub async fn issue_page(
         .run(move |conn| issues::get_published_by_path(conn, nid, &path))
         .await
         .map_err(|e| SiteError::domain(e, site, "showing an issue"))?;
+    shown(req, state, site, issue, false).await
+}
+
+/// An issue's page as this reader may see it: the whole issue, or for a members or paid
+/// issue they may not read its excerpt and a paywall. Pages that depend on the reader are
+/// never cached; `unlisted` keeps the page out of search engines.
+async fn shown(
+    req: &Request,
+    state: &State,
+    site: &Site,
+    issue: Issue,
+    unlisted: bool,
+) -> SiteResult {
+    let restricted = issue.visibility != Visibility::Public;
+    let reader = match restricted {
+        true => readers::current_reader(req, state, site).await?,
+        false => None,
+    };
+    let wall = match readers::may_read(&issue, reader.as_ref()) {
+        true => None,
+        false => {
+            let plan = readers::offer(state, site).await?;
+            Some(readers::paywall(&issue, reader.as_ref(), plan.as_ref()))
+        }
+    };
     let (state, site) = (state.clone(), site.clone());
     built_off_the_async_threads("showing an issue", move || {
-        issue_document(&state.urls, &site.0, &issue, Styles::Linked).into_response()
+        let mut page = match wall {
+            None => issue_document(&state.urls, &site.0, &issue, Styles::Linked).into_response(),
+            Some(wall) => locked_issue_document(&state.urls, &site.0, &issue, wall).into_response(),
+        };
+        if unlisted {
+            page.headers_mut().insert(
+                "X-Robots-Tag",
+                poem::http::HeaderValue::from_static("noindex"),
+            );
+        }
+        if restricted {
+            page = readers::personal(page);
+        }
+        page
     })
     .await
 }
@@ -437,6 +491,7 @@ pub async fn issue_page(
 /// segment only, or a draft's test send).
 #[handler]
 pub async fn view_in_browser(
+    req: &Request,
     Path((id, sig)): Path<(String, String)>,
     Data(state): Data<&State>,
     Data(site): Data<&Site>,
@@ -458,16 +513,7 @@ pub async fn view_in_browser(
             .header("Location", issue_url(state, site, &issue))
             .finish());
     }
-    let (state, site) = (state.clone(), site.clone());
-    built_off_the_async_threads("showing an issue", move || {
-        let mut page = issue_document(&state.urls, &site.0, &issue, Styles::Linked).into_response();
-        page.headers_mut().insert(
-            "X-Robots-Tag",
-            poem::http::HeaderValue::from_static("noindex"),
-        );
-        page
-    })
-    .await
+    shown(req, state, site, issue, true).await
 }
 
 #[handler]
@@ -530,8 +576,13 @@ fn feed_document(state: &State, site: &Site, issues: &[Issue]) -> String {
                     id { (url) }
                     published { (machine_time(issue.published_at)) }
                     updated { (issue.edited_at.or(issue.published_at).unwrap_or(issue.updated_at)) }
-                    // The page's articles too, as escaped HTML like the body.
-                    content type="html" { (issue.body_html()) (articles(issue).into_string()) }
+                    @if issue.visibility == Visibility::Public {
+                        // The page's articles too, as escaped HTML like the body.
+                        content type="html" { (issue.body_html()) (articles(issue).into_string()) }
+                    } @else {
+                        // A members or paid issue: its excerpt only, never its text.
+                        summary { (issue.excerpt.as_deref().unwrap_or("")) }
+                    }
                 }
             }
         }

@@ -178,6 +178,18 @@ pub enum AccountMailKind {
     /// Tells the old address of an account that the account moved to `new_email`; the link
     /// is the password reset page, in case it was not the owner.
     EmailChanged { new_email: String },
+    /// A reader's one-time sign-in link to a newsletter's site, from the newsletter.
+    ReaderSignIn {
+        newsletter_name: String,
+        sender: MailSender,
+        newsletter_id: i64,
+    },
+    /// Confirms a reader's new address, from the newsletter.
+    ReaderEmailChange {
+        newsletter_name: String,
+        sender: MailSender,
+        newsletter_id: i64,
+    },
 }
 
 /// Queues the send of an issue.

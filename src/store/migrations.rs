@@ -131,6 +131,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0032_site_pages",
         include_str!("../../migrations/0032_site_pages.sql"),
     ),
+    (
+        "0033_memberships",
+        include_str!("../../migrations/0033_memberships.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.

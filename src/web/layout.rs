@@ -20,11 +20,12 @@ pub enum Section {
     Webhooks,
     ApiKeys,
     Domains,
+    Memberships,
     Settings,
 }
 
 impl Section {
-    const ALL: [Section; 9] = [
+    const ALL: [Section; 10] = [
         Section::Overview,
         Section::Issues,
         Section::Media,
@@ -33,6 +34,7 @@ impl Section {
         Section::Webhooks,
         Section::ApiKeys,
         Section::Domains,
+        Section::Memberships,
         Section::Settings,
     ];
 
@@ -46,6 +48,7 @@ impl Section {
             Section::Webhooks => "Webhooks",
             Section::ApiKeys => "API keys",
             Section::Domains => "Custom domains",
+            Section::Memberships => "Memberships",
             Section::Settings => "Settings",
         }
     }
@@ -61,6 +64,7 @@ impl Section {
             Section::Webhooks => "/webhooks",
             Section::ApiKeys => "/api_keys",
             Section::Domains => "/custom_domains",
+            Section::Memberships => "/memberships",
             Section::Settings => "/settings",
         }
     }

@@ -8,6 +8,7 @@ mod charts;
 mod custom_domains;
 mod issues;
 mod layout;
+mod memberships;
 mod newsletters;
 mod operator;
 mod relay_settings;
@@ -216,6 +217,10 @@ fn subscriber_routes(route: Route) -> Route {
             "/newsletters/:id/subscribers/:subscriber_id/tags",
             post(subscribers::change_tags),
         )
+        .at(
+            "/newsletters/:id/subscribers/:subscriber_id/membership",
+            post(subscribers::change_membership),
+        )
 }
 
 /// A newsletter's webhook subscriptions and their deliveries.
@@ -385,6 +390,19 @@ fn settings_routes(route: Route) -> Route {
     route
         .at("/newsletters/:id/stats", get(stats::show))
         .at("/newsletters/:id/settings", get(settings::show))
+        .at("/newsletters/:id/memberships", get(memberships::show))
+        .at(
+            "/newsletters/:id/memberships/plan",
+            post(memberships::save_plan),
+        )
+        .at(
+            "/newsletters/:id/memberships/stripe",
+            post(memberships::connect_stripe),
+        )
+        .at(
+            "/newsletters/:id/memberships/stripe/disconnect",
+            post(memberships::disconnect_stripe),
+        )
         .at(
             "/newsletters/:id/settings/details",
             post(settings::update_details).patch(settings::update_details),

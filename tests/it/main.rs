@@ -44,6 +44,7 @@ mod layers;
 mod link_reports;
 mod mail_details;
 mod media;
+mod memberships;
 mod newsletter_relay;
 mod operator;
 mod operator_role;

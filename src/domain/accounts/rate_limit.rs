@@ -34,6 +34,10 @@ pub enum Bucket<'a> {
     SubscribeMail { email: &'a str },
     /// One API key's requests of one class.
     Api { class: ApiClass, key_id: i64 },
+    /// Sign-in link requests on newsletters' sites from one client address.
+    ReaderSignIn { client: &'a str },
+    /// Reader mails (sign-in links, address changes) to one address.
+    ReaderMail { email: &'a str },
 }
 
 impl Bucket<'_> {
@@ -49,6 +53,8 @@ impl Bucket<'_> {
             Bucket::Subscribe { client } => format!("subscribe:{client}"),
             Bucket::SubscribeMail { email } => format!("subscribe_mail:{}", sha256_hex(email)),
             Bucket::Api { class, key_id } => format!("api:{class}:{key_id}"),
+            Bucket::ReaderSignIn { client } => format!("reader_sign_in:{client}"),
+            Bucket::ReaderMail { email } => format!("reader_mail:{}", sha256_hex(email)),
         }
     }
 }

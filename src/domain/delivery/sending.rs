@@ -9,7 +9,7 @@ use jiff::SignedDuration;
 use rusqlite::{Connection, OptionalExtension};
 
 use crate::clock::{self, Timestamp};
-use crate::domain::issues::{self, Issue, Queued, Status};
+use crate::domain::issues::{self, Issue, Queued, Status, Visibility};
 use crate::domain::newsletters::{self, Newsletter};
 use crate::domain::reports::stats::rate;
 use crate::domain::subscribers::audience::Audience;
@@ -81,27 +81,63 @@ pub fn prepare(conn: &mut Connection, issue_id: i64) -> DomainResult<Option<Send
 }
 
 /// One delivery per active subscriber of the issue's audience (`domain::subscribers::audience`): any of
-/// its tags (no tags: everyone), none of its excluded tags. Runs once, in the transaction
-/// that marks the recipients recorded, so a resumed send never widens or narrows it.
+/// its tags (no tags: everyone), none of its excluded tags; for a paid issue sent to paid
+/// members only, those with paid access now. A paid issue sent to everyone marks the
+/// messages of readers without paid access as teasers (the excerpt and an upgrade link).
+/// Runs once, in the transaction that marks the recipients recorded, so a resumed send
+/// never widens or narrows it, nor changes who gets the teaser.
 fn record_recipients(conn: &Connection, issue: &Issue, now: &Timestamp) -> DomainResult<()> {
-    const EVERYONE: &str = "INSERT OR IGNORE INTO deliveries (issue_id, subscriber_id, email, created_at)
-         SELECT ?1, id, email, ?2 FROM subscribers WHERE newsletter_id = ?3 AND status = 'active' ORDER BY id";
-    const AUDIENCE: &str = "INSERT OR IGNORE INTO deliveries (issue_id, subscriber_id, email, created_at)
-         SELECT ?1, s.id, s.email, ?2 FROM subscribers s WHERE s.newsletter_id = ?3 AND s.status = 'active'
+    const EVERYONE: &str =
+        "INSERT OR IGNORE INTO deliveries (issue_id, subscriber_id, email, created_at, teaser)
+         SELECT ?1, id, email, ?2, ?4 AND NOT EXISTS (SELECT 1 FROM memberships m
+                WHERE m.subscriber_id = subscribers.id AND m.status != 'free'
+                  AND (m.access_until IS NULL OR m.access_until > ?2))
+         FROM subscribers WHERE newsletter_id = ?3 AND status = 'active' ORDER BY id";
+    const AUDIENCE: &str =
+        "INSERT OR IGNORE INTO deliveries (issue_id, subscriber_id, email, created_at, teaser)
+         SELECT ?1, s.id, s.email, ?2, ?6 AND NOT EXISTS (SELECT 1 FROM memberships m
+                WHERE m.subscriber_id = s.id AND m.status != 'free'
+                  AND (m.access_until IS NULL OR m.access_until > ?2))
+         FROM subscribers s WHERE s.newsletter_id = ?3 AND s.status = 'active'
            AND (?4 = '[]' OR EXISTS (SELECT 1 FROM subscriber_tags t
                 WHERE t.subscriber_id = s.id AND +t.tag IN (SELECT value FROM json_each(?4))))
            AND NOT EXISTS (SELECT 1 FROM subscriber_tags x
                 WHERE x.subscriber_id = s.id AND +x.tag IN (SELECT value FROM json_each(?5)))
          ORDER BY s.id";
+    // Along the members' rows: a paid send reads them, not the list.
+    const PAID_MEMBERS: &str = "INSERT OR IGNORE INTO deliveries (issue_id, subscriber_id, email, created_at)
+         SELECT ?1, s.id, s.email, ?2 FROM memberships m CROSS JOIN subscribers s ON s.id = m.subscriber_id
+         WHERE m.newsletter_id = ?3 AND m.status != 'free'
+           AND (m.access_until IS NULL OR m.access_until > ?2) AND s.status = 'active'
+           AND (?4 = '[]' OR EXISTS (SELECT 1 FROM subscriber_tags t
+                WHERE t.subscriber_id = s.id AND +t.tag IN (SELECT value FROM json_each(?4))))
+           AND NOT EXISTS (SELECT 1 FROM subscriber_tags x
+                WHERE x.subscriber_id = s.id AND +x.tag IN (SELECT value FROM json_each(?5)))
+         ORDER BY s.id";
+    let teasers = issue.visibility == Visibility::Paid && !issue.audience.paid_only;
     if issue.audience.is_everyone() {
-        conn.execute(EVERYONE, (issue.id, now, issue.newsletter_id))?;
+        conn.execute(EVERYONE, (issue.id, now, issue.newsletter_id, teasers))?;
     } else {
         let (tags, exclude_tags) =
             crate::domain::subscribers::audience::stored_json(conn, issue.id)?;
-        conn.execute(
-            AUDIENCE,
-            (issue.id, now, issue.newsletter_id, tags, exclude_tags),
-        )?;
+        if issue.audience.paid_only {
+            conn.execute(
+                PAID_MEMBERS,
+                (issue.id, now, issue.newsletter_id, tags, exclude_tags),
+            )?;
+        } else {
+            conn.execute(
+                AUDIENCE,
+                (
+                    issue.id,
+                    now,
+                    issue.newsletter_id,
+                    tags,
+                    exclude_tags,
+                    teasers,
+                ),
+            )?;
+        }
     }
     Ok(())
 }
@@ -119,6 +155,8 @@ fn issue_recipients_pending(conn: &Connection, issue_id: i64) -> DomainResult<bo
 pub struct Recipient {
     pub delivery_id: i64,
     pub email: String,
+    /// The excerpt and an upgrade link instead of the issue (a paid issue to a free member).
+    pub teaser: bool,
 }
 
 /// Up to `limit` deliveries due now, after delivery id `after`, in id order.
@@ -128,7 +166,7 @@ pub fn due_batch(
     after: i64,
     limit: i64,
 ) -> DomainResult<Vec<Recipient>> {
-    const SQL: &str = "SELECT id, email FROM deliveries
+    const SQL: &str = "SELECT id, email, teaser FROM deliveries
          WHERE issue_id = ?1 AND status = 'pending' AND id > ?2 AND (next_attempt_at IS NULL OR next_attempt_at <= ?3)
          ORDER BY id LIMIT ?4";
     let mut stmt = conn.prepare_cached(SQL)?;
@@ -136,6 +174,7 @@ pub fn due_batch(
         Ok(Recipient {
             delivery_id: r.get(0)?,
             email: r.get(1)?,
+            teaser: r.get(2)?,
         })
     })?;
     Ok(rows.collect::<Result<_, _>>()?)

@@ -19,6 +19,9 @@ pub const KINDS: &[&str] = &[
     "email.clicked",
     "email.bounced",
     "email.unsubscribed",
+    "member.upgraded",
+    "member.downgraded",
+    "member.payment_failed",
 ];
 
 /// The envelope `{event, timestamp, newsletter: {id, name, subdomain}, data}` every webhook

@@ -48,6 +48,29 @@ crate::string_enum!(
     }
 );
 
+crate::string_enum!(
+    /// Who may read an issue on the site (docs/memberships.md, "Paid-only content").
+    pub Visibility {
+        Public => "public",
+        /// Any signed-in reader of the site.
+        Members => "members",
+        /// Members with paid access.
+        Paid => "paid",
+    }
+);
+
+impl Visibility {
+    /// Whether a reader may read the issue's text on the site: anyone a public one, a
+    /// signed-in reader a members one, a member with paid access a paid one.
+    pub fn lets_read(self, signed_in: bool, paid_access: bool) -> bool {
+        match self {
+            Visibility::Public => true,
+            Visibility::Members => signed_in,
+            Visibility::Paid => paid_access,
+        }
+    }
+}
+
 impl Status {
     /// Draft, scheduled and approved issues can still be edited.
     pub fn is_editable(self) -> bool {
@@ -104,6 +127,11 @@ pub struct Issue {
     /// The picture link previews show (og:image) when the owner chose one; else the first
     /// image of the content is used ([`Issue::social_image`]).
     pub social_image_url: Option<String>,
+    /// Who may read it on the site; the rest see its excerpt and a paywall.
+    pub visibility: Visibility,
+    /// For a paid issue: its send goes to paid members only (else to everyone, free members
+    /// getting the excerpt and an upgrade link).
+    pub paid_members_only: bool,
 }
 
 impl Issue {
@@ -154,6 +182,27 @@ impl Issue {
     }
 }
 
+impl Issue {
+    /// The issue as a free member of a paid issue gets it by mail: its excerpt and an
+    /// upgrade link (`account_url`, their account page on the site), never its text or its
+    /// articles.
+    pub fn teaser(&self, account_url: &str) -> Issue {
+        let excerpt = self.excerpt.clone().unwrap_or_default();
+        let html = maud::html! {
+            @if !excerpt.is_empty() { p { (excerpt) } }
+            p { strong { "This issue is for paid members." } " " a href=(account_url) { "Upgrade to read it" } "." }
+        };
+        let mut teaser = self.clone();
+        teaser.content_markdown = format!(
+            "{excerpt}\n\n**This issue is for paid members.** Upgrade to read it: {account_url}\n"
+        );
+        teaser.content_html = Some(html.into_string());
+        teaser.articles = Vec::new();
+        teaser.articles_count = 0;
+        teaser
+    }
+}
+
 /// The address of the first `<img>` of `html` (as the Markdown renderer writes it:
 /// `<img src="…" alt="…" />`), entities decoded; only web addresses count.
 fn first_image(html: &str) -> Option<String> {
@@ -176,7 +225,7 @@ macro_rules! select_issue {
             "(SELECT group_concat(tag, char(10)) FROM (SELECT tag FROM issue_audience_tags WHERE issue_id = i.id AND excluded = 0 ORDER BY tag)), ",
             "(SELECT group_concat(tag, char(10)) FROM (SELECT tag FROM issue_audience_tags WHERE issue_id = i.id AND excluded = 1 ORDER BY tag)), ",
             "CASE WHEN i.recipients_at IS NULL THEN NULL ELSE coalesce((SELECT c.total FROM issue_counts c WHERE c.issue_id = i.id), 0) END, ",
-            "i.edited_at, i.excerpt, i.social_image_url",
+            "i.edited_at, i.excerpt, i.social_image_url, i.visibility, i.paid_members_only",
             " FROM issues i ", $($tail),+
         )
     };
@@ -206,6 +255,12 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Issue> {
         edited_at: row.get(19)?,
         excerpt: row.get(20)?,
         social_image_url: row.get(21)?,
+        visibility: row.get(22)?,
+        paid_members_only: row.get(23)?,
+    })
+    .map(|mut issue: Issue| {
+        issue.audience.paid_only = issue.visibility == Visibility::Paid && issue.paid_members_only;
+        issue
     })
 }
 
@@ -400,6 +455,10 @@ pub struct IssueInput {
     pub published: Option<bool>,
     /// The picture of its link previews; blank goes back to the content's first image.
     pub social_image_url: Option<String>,
+    /// `public`, `members` or `paid`.
+    pub visibility: Option<String>,
+    /// For a paid issue: mail paid members only.
+    pub paid_members_only: Option<bool>,
 }
 
 struct Valid {
@@ -414,6 +473,8 @@ struct Valid {
     published: Option<bool>,
     /// `Some(None)` goes back to the content's first image.
     social_image_url: Option<Option<String>>,
+    visibility: Option<Visibility>,
+    paid_members_only: Option<bool>,
 }
 
 fn validate(input: &IssueInput, creating: bool) -> DomainResult<Valid> {
@@ -523,6 +584,16 @@ fn validate(input: &IssueInput, creating: bool) -> DomainResult<Valid> {
             })
             .ok()
     });
+    let visibility = match input.visibility.as_deref().map(str::trim) {
+        None => None,
+        Some(text) => match Visibility::parse(text) {
+            Some(v) => Some(v),
+            None => {
+                errors.add("visibility", "must be one of public, members or paid");
+                None
+            }
+        },
+    };
     errors.into_result()?;
     Ok(Valid {
         subject,
@@ -534,6 +605,8 @@ fn validate(input: &IssueInput, creating: bool) -> DomainResult<Valid> {
         audience,
         published: input.published,
         social_image_url,
+        visibility,
+        paid_members_only: input.paid_members_only,
     })
 }
 
@@ -558,12 +631,25 @@ fn store_excerpt(conn: &Connection, id: i64, html: Option<&str>) -> DomainResult
     Ok(())
 }
 
-/// Applies a `social_image_url` change of a create or update, in its transaction.
-fn set_social_image(conn: &Connection, id: i64, valid: &Valid) -> DomainResult<()> {
+/// Applies the `social_image_url`, `visibility` and `paid_members_only` changes of a create
+/// or update, in its transaction. Who a send mails is fixed once its recipients are
+/// recorded, so `paid_members_only` changes nothing after that.
+fn set_reading_settings(conn: &Connection, id: i64, valid: &Valid) -> DomainResult<()> {
+    let now = Timestamp::now();
     if let Some(image) = &valid.social_image_url {
         const SET: &str = "UPDATE issues SET social_image_url = ?2, updated_at = ?3
              WHERE id = ?1 AND social_image_url IS NOT ?2";
-        conn.execute(SET, (id, image, Timestamp::now()))?;
+        conn.execute(SET, (id, image, now))?;
+    }
+    if let Some(visibility) = valid.visibility {
+        const SET: &str = "UPDATE issues SET visibility = ?2, updated_at = ?3
+             WHERE id = ?1 AND visibility != ?2";
+        conn.execute(SET, (id, visibility, now))?;
+    }
+    if let Some(only) = valid.paid_members_only {
+        const SET: &str = "UPDATE issues SET paid_members_only = ?2, updated_at = ?3
+             WHERE id = ?1 AND paid_members_only != ?2 AND recipients_at IS NULL";
+        conn.execute(SET, (id, only, now))?;
     }
     Ok(())
 }
@@ -734,6 +820,8 @@ pub fn preview(newsletter_id: i64, current: Option<&Issue>, changes: Checked) ->
         edited_at: None,
         excerpt: None,
         social_image_url: None,
+        visibility: Visibility::Public,
+        paid_members_only: false,
     });
     if let Some(subject) = valid.subject {
         issue.subject = subject;
@@ -744,6 +832,12 @@ pub fn preview(newsletter_id: i64, current: Option<&Issue>, changes: Checked) ->
     }
     if let Some(image) = valid.social_image_url {
         issue.social_image_url = image;
+    }
+    if let Some(visibility) = valid.visibility {
+        issue.visibility = visibility;
+    }
+    if let Some(only) = valid.paid_members_only {
+        issue.paid_members_only = only;
     }
     if let Some(articles) = valid.articles {
         issue.articles = articles
@@ -795,7 +889,7 @@ pub fn create(conn: &mut Connection, newsletter_id: i64, issue: &Checked) -> Dom
             valid.content.as_deref().unwrap_or(""),
             Some(valid.content_html.as_deref().unwrap_or("")),
         )?;
-        set_social_image(tx, id, valid)?;
+        set_reading_settings(tx, id, valid)?;
         if let Some(articles) = &valid.articles {
             replace_articles(tx, id, articles)?;
         }
@@ -866,7 +960,7 @@ pub fn update(
         if valid.content.is_some() {
             content_saved(tx, newsletter_id, id, content, html.map(String::as_str))?;
         }
-        set_social_image(tx, id, valid)?;
+        set_reading_settings(tx, id, valid)?;
         if let Some(articles) = &valid.articles {
             replace_articles(tx, id, articles)?;
         }
@@ -945,7 +1039,7 @@ fn check_sent_changes(issue: &Issue, valid: &Valid) -> DomainResult<()> {
 fn edit_sent(conn: &Connection, issue: Issue, valid: &Valid) -> DomainResult<Issue> {
     check_sent_changes(&issue, valid)?;
     let (nid, id) = (issue.newsletter_id, issue.id);
-    set_social_image(conn, id, valid)?;
+    set_reading_settings(conn, id, valid)?;
     let (Some(content), Some(html)) = (&valid.content, &valid.content_html) else {
         return set_published(conn, nid, id, valid.published);
     };
@@ -990,8 +1084,8 @@ pub fn duplicate(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainRe
             .collect();
         let subject = subject.trim_end().to_string();
         let path = free_path(tx, newsletter_id, &subject, None)?;
-        const INSERT: &str = "INSERT INTO issues (newsletter_id, subject, content_markdown, content_html, status, path, created_at, updated_at, social_image_url)
-             VALUES (?1, ?2, ?3, ?4, 'draft', ?5, ?6, ?6, ?7)";
+        const INSERT: &str = "INSERT INTO issues (newsletter_id, subject, content_markdown, content_html, status, path, created_at, updated_at, social_image_url, visibility, paid_members_only)
+             VALUES (?1, ?2, ?3, ?4, 'draft', ?5, ?6, ?6, ?7, ?8, ?9)";
         tx.execute(
             INSERT,
             (
@@ -1002,6 +1096,8 @@ pub fn duplicate(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainRe
                 &path,
                 Timestamp::now(),
                 &original.social_image_url,
+                original.visibility,
+                original.paid_members_only,
             ),
         )?;
         let copy = tx.last_insert_rowid();
@@ -1206,8 +1302,9 @@ pub fn send_with(
         newsletter.ensure_writable()?;
         let mut issue = get(tx, newsletter_id, id)?;
         if let Some(chosen) = &choice.audience {
-            let chosen = audience::check(tx, newsletter_id, chosen, "")?;
+            let mut chosen = audience::check(tx, newsletter_id, chosen, "")?;
             audience::store(tx, id, &chosen)?;
+            chosen.paid_only = issue.audience.paid_only;
             issue.audience = chosen;
         }
         let checked = match choice.approve_draft {
@@ -1774,6 +1871,7 @@ mod tests {
         let segment = Audience {
             tags: vec!["news".into()],
             exclude_tags: Vec::new(),
+            paid_only: false,
         };
         assert!(publishes_by_default(&newsletter, &Audience::default()));
         assert!(!publishes_by_default(&newsletter, &segment));

@@ -5,6 +5,7 @@ pub mod custom_domains;
 pub mod dkim;
 pub mod mail_details;
 pub mod operators;
+pub mod paid_plans;
 pub mod sender_domains;
 pub mod site_pages;
 pub mod site_theme;

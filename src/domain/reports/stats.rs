@@ -53,6 +53,8 @@ pub struct Stats {
     pub issues: IssueStats,
     pub engagement: Engagement,
     pub top_issues: Vec<TopIssue>,
+    /// Paid members and revenue (`domain/subscribers/memberships.rs`).
+    pub memberships: crate::domain::subscribers::memberships::Figures,
 }
 
 /// `part` of `whole` as a percentage with one decimal; 0 when nothing was delivered.
@@ -135,6 +137,7 @@ pub fn for_newsletter(conn: &Connection, newsletter_id: i64) -> DomainResult<Sta
         })?
         .collect::<Result<_, _>>()?;
     Ok(Stats {
+        memberships: crate::domain::subscribers::memberships::figures(conn, newsletter_id)?,
         subscribers,
         issues,
         engagement: Engagement {

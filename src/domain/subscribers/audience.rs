@@ -21,6 +21,9 @@ pub const TAGS_MAX: usize = 20;
 pub struct Audience {
     pub tags: Vec<String>,
     pub exclude_tags: Vec<String>,
+    /// Members with paid access only (a paid issue sent to paid members only; the issue's
+    /// `paid_members_only`, not a tag).
+    pub paid_only: bool,
 }
 
 /// An audience as a door received it, not yet checked.
@@ -33,7 +36,7 @@ pub struct AudienceInput {
 impl Audience {
     /// No tags either way: every active subscriber.
     pub fn is_everyone(&self) -> bool {
-        self.tags.is_empty() && self.exclude_tags.is_empty()
+        self.tags.is_empty() && self.exclude_tags.is_empty() && !self.paid_only
     }
 
     /// The audience in words, for pages: "subscribers tagged a or b, except those tagged c".
@@ -44,10 +47,15 @@ impl Audience {
                 .collect::<Vec<_>>()
                 .join(" or ")
         };
-        let mut text = if self.tags.is_empty() {
-            "every active subscriber".to_string()
+        let who = if self.paid_only {
+            "paid member"
         } else {
-            format!("active subscribers tagged {}", quoted(&self.tags))
+            "active subscriber"
+        };
+        let mut text = if self.tags.is_empty() {
+            format!("every {who}")
+        } else {
+            format!("{who}s tagged {}", quoted(&self.tags))
         };
         if !self.exclude_tags.is_empty() {
             text.push_str(&format!(
@@ -67,6 +75,7 @@ impl Audience {
         Audience {
             tags: lines(tags),
             exclude_tags: lines(exclude_tags),
+            paid_only: false,
         }
     }
 
@@ -103,7 +112,11 @@ pub fn check_shape(input: &AudienceInput, prefix: &str, errors: &mut FieldErrors
             format!("cannot also name “{tag}”, a tag the audience includes"),
         );
     }
-    Audience { tags, exclude_tags }
+    Audience {
+        tags,
+        exclude_tags,
+        paid_only: false,
+    }
 }
 
 /// Refuses a tag no subscriber of the newsletter carries (in any status): it is almost
@@ -154,6 +167,9 @@ pub fn check(
 /// The exact number of subscribers in the audience now. Everyone is the stored counter; with
 /// tags, the tagged subscribers are found through the tag index (the tagged rows only).
 pub fn count(conn: &Connection, newsletter_id: i64, audience: &Audience) -> DomainResult<i64> {
+    if audience.paid_only {
+        return paid_members(conn, newsletter_id, audience);
+    }
     if audience.is_everyone() {
         return subscribers::active_count(conn, newsletter_id);
     }
@@ -204,6 +220,28 @@ fn tagged(
     Ok(conn
         .prepare_cached(sql)?
         .query_row((newsletter_id, tags, except), |r| r.get(0))?)
+}
+
+/// Active subscribers with paid access now, with any of the audience's tags (none: all of
+/// them) and none of its excluded ones: along the members' rows (`memberships_newsletter`),
+/// never the whole list.
+fn paid_members(conn: &Connection, newsletter_id: i64, audience: &Audience) -> DomainResult<i64> {
+    const SQL: &str =
+        "SELECT count(*) FROM memberships m CROSS JOIN subscribers s ON s.id = m.subscriber_id
+         WHERE m.newsletter_id = ?1 AND m.status != 'free'
+           AND (m.access_until IS NULL OR m.access_until > ?4) AND s.status = 'active'
+           AND (?2 = '[]' OR EXISTS (SELECT 1 FROM subscriber_tags t
+                WHERE t.subscriber_id = s.id AND +t.tag IN (SELECT value FROM json_each(?2))))
+           AND NOT EXISTS (SELECT 1 FROM subscriber_tags x
+                WHERE x.subscriber_id = s.id AND +x.tag IN (SELECT value FROM json_each(?3)))";
+    let (tags, except) = (
+        Audience::json(&audience.tags),
+        Audience::json(&audience.exclude_tags),
+    );
+    Ok(conn.prepare_cached(SQL)?.query_row(
+        (newsletter_id, tags, except, crate::clock::Timestamp::now()),
+        |r| r.get(0),
+    )?)
 }
 
 /// Replaces the audience recorded on issue `issue_id`.
@@ -322,6 +360,7 @@ mod tests {
         let audience = Audience {
             tags: vec!["a".into(), "b".into()],
             exclude_tags: vec!["c".into()],
+            paid_only: false,
         };
         store(&conn, 7, &audience).unwrap();
         assert_eq!(

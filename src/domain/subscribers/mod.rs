@@ -5,8 +5,11 @@ pub mod audience;
 pub mod import;
 pub mod import_columns;
 pub mod import_lines;
+pub mod memberships;
 pub mod opt_in;
 pub mod personal_data;
+pub mod readers;
+pub mod stripe_events;
 pub mod welcome_mail;
 
 use std::collections::HashMap;
@@ -15,6 +18,7 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde_json::{Value, json};
 
 use crate::clock::Timestamp;
+use crate::domain::subscribers::memberships::Membership;
 use crate::domain::values::email::EmailAddress;
 use crate::domain::values::pagination::{Cursor, Page, invalid_filter};
 use crate::domain::{DomainError, DomainResult, ErrorCode, FieldErrors, events};
@@ -55,6 +59,8 @@ pub struct Subscriber {
     pub unsubscribed_at: Option<Timestamp>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// Free, or paid access and how (`domain/subscribers/memberships.rs`).
+    pub membership: Membership,
 }
 
 impl Subscriber {
@@ -75,8 +81,9 @@ macro_rules! select_subscriber {
     ($($tail:literal)+) => {
         concat!(
             "SELECT s.id, s.newsletter_id, s.email, s.name, s.status, s.subscribed_at, s.unsubscribed_at, s.created_at, s.updated_at, ",
-            "(SELECT group_concat(tag, char(10)) FROM (SELECT tag FROM subscriber_tags t WHERE t.subscriber_id = s.id ORDER BY tag)) ",
-            "FROM subscribers s ", $($tail),+
+            "(SELECT group_concat(tag, char(10)) FROM (SELECT tag FROM subscriber_tags t WHERE t.subscriber_id = s.id ORDER BY tag)), ",
+            "ms.status, ms.interval, ms.until, ms.access_until, ms.since ",
+            "FROM subscribers s LEFT JOIN memberships ms ON ms.subscriber_id = s.id ", $($tail),+
         )
     };
 }
@@ -96,6 +103,7 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Subscriber> {
         tags: tags
             .map(|t| t.split('\n').map(str::to_string).collect())
             .unwrap_or_default(),
+        membership: crate::domain::subscribers::memberships::from_joined(row, 10)?,
     })
 }
 
@@ -608,6 +616,7 @@ impl<'c> Inserter<'c> {
             unsubscribed_at: None,
             created_at: since,
             updated_at: since,
+            membership: Membership::free(),
         }
     }
 }
@@ -796,6 +805,27 @@ pub fn update(
         }
         changed(tx, before)
     })
+}
+
+/// Moves subscriber `id` to the address `email` (checked by the caller), inside the
+/// caller's transaction; another subscriber of the newsletter with that address refuses it.
+/// Fires `subscriber.updated`.
+pub fn change_email(
+    tx: &Connection,
+    newsletter_id: i64,
+    id: i64,
+    email: &EmailAddress,
+) -> DomainResult<Subscriber> {
+    let before = get(tx, newsletter_id, id)?;
+    if find_by_email(tx, newsletter_id, email.as_str())?.is_some_and(|other| other.id != id) {
+        return Err(DomainError::invalid(
+            "email",
+            "is already subscribed to this newsletter",
+        ));
+    }
+    const SET: &str = "UPDATE subscribers SET email = ?2, changed_at = ?3 WHERE id = ?1";
+    tx.execute(SET, (id, email.as_str(), Timestamp::now()))?;
+    changed(tx, before)
 }
 
 /// Moves a subscriber to `status`, keeping `unsubscribed_at` in step; used by PATCH,

@@ -109,8 +109,13 @@ pub(super) fn counted(
     given: Option<&AudienceInput>,
     purpose: Purpose,
 ) -> (Audience, DomainResult<i64>) {
+    // Paid members only is the issue's own choice (its editor), whatever tags are ticked.
+    let paid_only = issue.audience.paid_only;
     let checked = match given {
-        Some(input) => audience::check(conn, n.id, input, ""),
+        Some(input) => audience::check(conn, n.id, input, "").map(|mut chosen| {
+            chosen.paid_only = paid_only;
+            chosen
+        }),
         None => Ok(issue.audience.clone()),
     };
     match checked {
@@ -303,6 +308,7 @@ mod tests {
         let vip = Audience {
             tags: vec!["vip".into()],
             exclude_tags: vec![],
+            paid_only: false,
         };
         let (before, after) = count_sentence(Purpose::SendNow, 1, &vip);
         assert_eq!(

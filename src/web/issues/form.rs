@@ -11,7 +11,7 @@ use super::pages::preview_block;
 use super::test_send::{self, AskedFrom};
 use super::{Posted, issue_url, list_url, problems, render, typed_time, viewed};
 use crate::clock::{self, Timestamp};
-use crate::domain::issues::{self, ArticleInput, Issue, IssueInput, Status};
+use crate::domain::issues::{self, ArticleInput, Issue, IssueInput, Status, Visibility};
 use crate::domain::newsletters::Newsletter;
 use crate::domain::values::time_zones::{TimeZoneName, local_input};
 use crate::domain::{DomainResult, FieldErrors};
@@ -44,6 +44,13 @@ impl ArticleRow {
     }
 }
 
+/// The editor's choices of who reads an issue on the site.
+const VISIBILITIES: &[(&str, &str)] = &[
+    ("public", "Everyone (public)"),
+    ("members", "Signed-in readers (members)"),
+    ("paid", "Paid members only"),
+];
+
 /// The editor's fields as typed, kept when the form is shown again.
 #[derive(Debug, Clone, PartialEq)]
 struct IssueForm {
@@ -54,6 +61,10 @@ struct IssueForm {
     scheduled_for: String,
     /// The picture of its link previews; empty: the content's first image.
     social_image_url: String,
+    /// `public`, `members` or `paid`.
+    visibility: String,
+    /// For a paid issue: `paid` mails paid members only, `everyone` everyone.
+    mailed_to: String,
     articles: Vec<ArticleRow>,
     /// Empty rows to offer after the articles.
     empty_rows: usize,
@@ -67,6 +78,8 @@ impl IssueForm {
             status: Status::Draft.as_str().to_string(),
             scheduled_for: String::new(),
             social_image_url: String::new(),
+            visibility: Visibility::Public.as_str().to_string(),
+            mailed_to: "everyone".to_string(),
             articles: Vec::new(),
             empty_rows: 1,
         }
@@ -82,6 +95,13 @@ impl IssueForm {
                 .map(|at| local_input(at, zone))
                 .unwrap_or_default(),
             social_image_url: issue.social_image_url.clone().unwrap_or_default(),
+            visibility: issue.visibility.as_str().to_string(),
+            mailed_to: if issue.paid_members_only {
+                "paid"
+            } else {
+                "everyone"
+            }
+            .to_string(),
             articles: issue
                 .articles
                 .iter()
@@ -154,6 +174,8 @@ impl IssueForm {
             status: form.get("issue[status]").trim().to_string(),
             scheduled_for: form.get("issue[scheduled_for]").trim().to_string(),
             social_image_url: form.get("issue[social_image_url]").to_string(),
+            visibility: form.get("issue[visibility]").trim().to_string(),
+            mailed_to: form.get("issue[mailed_to]").trim().to_string(),
             articles,
             empty_rows: blank.max(1),
         };
@@ -183,6 +205,12 @@ impl IssueForm {
             audience: None,
             published: None,
             social_image_url: Some(self.social_image_url.clone()),
+            visibility: (!self.visibility.is_empty()).then(|| self.visibility.clone()),
+            paid_members_only: match self.mailed_to.as_str() {
+                "paid" => Some(true),
+                "everyone" => Some(false),
+                _ => None,
+            },
         })
     }
 }
@@ -285,6 +313,24 @@ fn form_page(
                 label {
                     "Picture for link previews (optional; the first image of the content when empty)"
                     input type="url" name="issue[social_image_url]" value=(form.social_image_url) maxlength=(issues::URL_MAX) placeholder="https://…" autocomplete="off";
+                }
+                label {
+                    "Who can read it on the site"
+                    select name="issue[visibility]" {
+                        @for (value, text) in VISIBILITIES {
+                            option value=(value) selected[form.visibility == *value] { (text) }
+                        }
+                    }
+                }
+                p.muted { "Members and paid issues show their excerpt and a sign-in or upgrade box to everyone else; their full text is never in the archive, the feed or link previews." }
+                @if !sent {
+                    label {
+                        "Who gets a paid issue by e-mail"
+                        select name="issue[mailed_to]" {
+                            option value="everyone" selected[form.mailed_to != "paid"] { "Everyone: free members get the excerpt and an upgrade link" }
+                            option value="paid" selected[form.mailed_to == "paid"] { "Paid members only" }
+                        }
+                    }
                 }
                 @if !sent {
                 fieldset.articles {

@@ -21,9 +21,11 @@ use super::time_zones::shown;
 use super::{Ctx, FormData, State, WebError, WebResult, invalid_fields, render, see_other};
 use crate::domain::newsletters::Newsletter;
 use crate::domain::reports::received::ReceivedPage;
+use crate::domain::subscribers::memberships;
 use crate::domain::subscribers::personal_data;
 use crate::domain::subscribers::{self, Changes, Filter, NewSubscriber, Status, Subscriber};
 use crate::domain::values::pagination::Page;
+use crate::domain::values::time_zones::local_to_rfc3339;
 use crate::domain::{DomainError, FieldErrors};
 
 pub use import::{discard_import, import_form, refused_csv, show_import, start_import, upload_csv};
@@ -366,6 +368,28 @@ fn edit_page(
                     button type="submit" { "Save" }
                 }
             }
+            h2 #membership { "Membership" }
+            p #membership-state {
+                strong { (s.membership.status.as_str()) }
+                @if let Some(interval) = s.membership.interval { " · " (interval.as_str()) "ly" }
+                @if let Some(until) = s.membership.until { " · until " (shown(until, &ctx.zone())) }
+                @if let Some(since) = s.membership.since.filter(|_| s.membership.has_paid_access()) { " · since " (shown(since, &ctx.zone())) }
+            }
+            @if can_write {
+                form.stack method="post" action={ (url) "/membership" } {
+                    (csrf_field(ctx))
+                    label { "Give paid access"
+                        select name="membership[status]" {
+                            option value="comped" { "Comped (free paid access)" }
+                            option value="paid" { "Paid elsewhere (another payment platform)" }
+                            option value="free" { "Free (end paid access)" }
+                        }
+                    }
+                    label { "Until (blank: no end; the end of that day, on your clocks)" input type="date" name="membership[until]"; }
+                    button type="submit" { "Set membership" }
+                }
+                p.muted { "A membership Stripe bills is replaced here, but Stripe keeps billing until it is canceled there." }
+            }
             h2 { "Tags" }
             @if s.tags.is_empty() { p.muted { "No tags." } }
             ul.tags {
@@ -489,6 +513,50 @@ pub async fn change(
             }
         }
         other => Err(WebError::BadForm(format!("unknown _method {other:?}"))),
+    }
+}
+
+/// `POST /subscribers/:sid/membership`: comps a member, records paid access from another
+/// platform, or ends paid access (`domain::subscribers::memberships::set_by_owner`).
+#[handler]
+pub async fn change_membership(
+    req: &Request,
+    Path((id, sid)): Path<(String, String)>,
+    body: Body,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let (form, ctx, n) = owned_post(req, state, &id, body).await?;
+    let s = subscriber_of(state, &n, &sid).await?;
+    let (nid, sid) = (n.id, s.id);
+    let status = form.get("membership[status]").to_string();
+    let until = match form.get("membership[until]").trim() {
+        "" => None,
+        day => Some(local_to_rfc3339(
+            &format!("{day}T23:59:59"),
+            &ctx.zone(),
+            "membership.until",
+        )?),
+    };
+    match state
+        .db
+        .run(move |conn| memberships::set_by_owner(conn, nid, sid, &status, until.as_deref()))
+        .await
+    {
+        Ok(m) => {
+            ctx.notice_next(
+                req,
+                &format!("{}'s membership is {}.", s.email, m.status.as_str()),
+            );
+            see_other(&format!("{}/{}#membership", base(&n), sid))
+        }
+        Err(e) => {
+            let problems = invalid_fields(e)?;
+            let received = received::load(state, &n, &s, None).await?;
+            render(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                edit_page(&ctx, &n, &s, &stored_form(&s), &problems, &received),
+            )
+        }
     }
 }
 
