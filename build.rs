@@ -1,5 +1,5 @@
 //! Looks for the tools some integration tests need and tells the compiler which are here
-//! (`cfg(has_chromium)`, `has_axe`, `has_dkimpy`, `has_postfix`, `has_mount`). A test whose
+//! (`cfg(has_chromium)`, `has_axe`, `has_dkimpy`, `has_localstripe`, `has_postfix`, `has_mount`). A test whose
 //! tool is missing carries `#[cfg_attr(not(has_…), ignore = "needs …")]`, so `cargo test`
 //! counts it as ignored in its summary line instead of passing it unseen. Under a
 //! `BROADSHEET_REQUIRE_*` variable (CI sets them all) the cfg is set whatever is found: the test
@@ -33,6 +33,7 @@ fn main() {
         chromium(),
         axe_core(&manifest),
         dkimpy(&manifest),
+        localstripe(&manifest),
         postfix(),
         mount(),
     ] {
@@ -118,6 +119,19 @@ fn dkimpy(manifest: &Path) -> Need {
         // `pip install` adds dkimpy's commands to bin/; the packages' own directories are not
         // watched, since running Python writes its byte-code caches there.
         watch: watched(&venv.join("bin"), &venv),
+    }
+}
+
+/// localstripe (PyPI) in the same virtualenv, the fake Stripe of `support/stripe.rs`.
+fn localstripe(manifest: &Path) -> Need {
+    let venv = manifest.join("target/py");
+    let bin = venv.join("bin");
+    Need {
+        cfg: "has_localstripe",
+        required_by: "BROADSHEET_REQUIRE_STRIPE",
+        here: bin.join("localstripe").is_file(),
+        // `pip install localstripe` adds the command to bin/.
+        watch: watched(&bin, &venv),
     }
 }
 

@@ -66,6 +66,7 @@ mod slow_clients;
 mod smtp_security;
 mod sql;
 mod stats_recount;
+mod stripe_fake;
 mod test_send;
 mod time_zones;
 mod webhooks;

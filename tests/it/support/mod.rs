@@ -16,6 +16,7 @@ pub mod postfix;
 pub mod receiver;
 pub mod send;
 pub mod smtp;
+pub mod stripe;
 pub mod times;
 pub mod tls;
 
