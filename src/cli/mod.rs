@@ -169,7 +169,7 @@ pub enum Command {
     #[command(
         long_about = "Write a newsletter's subscribers as CSV to standard output, oldest \
         first, streamed row by row.\n\n\
-        Columns: email,name,tags,status,subscribed_at,unsubscribed_at,created_at (tags \
+        Columns: email,name,tags,status,subscribed_at,unsubscribed_at,created_at,membership,membership_until (tags \
         separated by ;). The file can be given to `broadsheet import` as it is; unsubscribed \
         and bounced rows are skipped there. Cells that a spreadsheet would run as a formula \
         (starting with =, +, - or @) get a leading ', which import removes again.\n\n\

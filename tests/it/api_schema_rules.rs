@@ -161,6 +161,10 @@ fn exercised_by(component: &str, owner: &Owner) -> Option<(&'static str, Value)>
             json!({"subscriber": {"name": "N", "status": "active"}}),
         ),
         "TagBody" => ("addSubscriberTag", json!({"tag": "t"})),
+        "MembershipBody" | "MembershipFields" => (
+            "setSubscriberMembership",
+            json!({"membership": {"status": "comped", "until": null}}),
+        ),
         "BulkBody" => (
             "bulkCreateSubscribers",
             json!({"subscribers": [{"email": "bulk@example.com"}]}),
@@ -339,6 +343,7 @@ impl Run<'_> {
             _ => match site.operation.as_str() {
                 "updateIssue" => Some(json!({"issue": {"subject": "Still"}})),
                 "updateSubscriber" => Some(json!({"subscriber": {"name": "N"}})),
+                "setSubscriberMembership" => Some(json!({"membership": {"status": "free"}})),
                 "addSubscriberTag" => Some(json!({"tag": "t"})),
                 "sendIssueTest" => Some(json!({"emails": [self.owner.email]})),
                 "updateWebhookSubscription" => Some(json!({"enabled": true})),

@@ -253,7 +253,7 @@ fn export_round_trip_into_another_newsletter() {
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("exported 302 subscribers"), "{err}");
     assert!(
-        exported.starts_with("email,name,tags,status,subscribed_at,unsubscribed_at,created_at\n")
+        exported.starts_with("email,name,tags,status,subscribed_at,unsubscribed_at,created_at,membership,membership_until\n")
     );
     assert_eq!(exported.lines().count(), 303);
     let file = app.data_dir().join("export.csv");

@@ -535,7 +535,7 @@ fn export_downloads_every_subscriber_as_csv() {
     let lines: Vec<&str> = resp.body.lines().collect();
     assert_eq!(
         lines[0],
-        "email,name,tags,status,subscribed_at,unsubscribed_at,created_at"
+        "email,name,tags,status,subscribed_at,unsubscribed_at,created_at,membership,membership_until"
     );
     assert_eq!(lines.len(), 1 + 121);
     assert!(

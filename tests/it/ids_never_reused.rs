@@ -428,7 +428,7 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
          applied 0023_resend_unconfirmed\napplied 0024_connection_cut_offs\n\
          applied 0025_newsletter_relays\napplied 0026_send_usage\n\
          applied 0027_media\napplied 0028_issue_edits\napplied 0029_link_reports\n\
-         applied 0030_mail_details\napplied 0031_account_changes\napplied 0032_site_pages"
+         applied 0030_mail_details\napplied 0031_account_changes\napplied 0032_site_pages\napplied 0033_memberships"
     );
 
     let conn = rusqlite::Connection::open(&db).unwrap();
@@ -444,7 +444,9 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
         // `own_time_zone`, 0; the tokens' `new_email` and the CHECK of their purposes, which
         // takes `change_email` too) and 0032 (each newsletter's about page and author and
         // each issue's excerpt and social image, NULL; the `render_content` job it queues to
-        // fill the excerpts): the rest is as 0020 left it.
+        // fill the excerpts) and 0033 (the empty membership tables; each issue's visibility,
+        // `public`, and `paid_members_only`, 0; each delivery's `teaser`, 0): the rest is as
+        // 0020 left it.
         let copy = app.data_dir().join("before-0022.db");
         conn.execute("VACUUM INTO ?1", [copy.to_str().unwrap()])
             .unwrap();
@@ -475,7 +477,12 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
              ALTER TABLE newsletters DROP COLUMN author_name;
              ALTER TABLE newsletters DROP COLUMN author_image;
              ALTER TABLE issues DROP COLUMN excerpt;
-             ALTER TABLE issues DROP COLUMN social_image_url;",
+             ALTER TABLE issues DROP COLUMN social_image_url;
+             DROP TABLE membership_plans; DROP TABLE stripe_connections; DROP TABLE stripe_events;
+             DROP TABLE memberships; DROP TABLE reader_links; DROP TABLE reader_sessions;
+             ALTER TABLE issues DROP COLUMN visibility;
+             ALTER TABLE issues DROP COLUMN paid_members_only;
+             ALTER TABLE deliveries DROP COLUMN teaser;",
         )
         .unwrap();
         let queued = copy

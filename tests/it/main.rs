@@ -67,6 +67,7 @@ mod smtp_security;
 mod sql;
 mod stats_recount;
 mod stripe_fake;
+mod stripe_memberships;
 mod test_send;
 mod time_zones;
 mod webhooks;

@@ -382,6 +382,7 @@ fn assert_every_figure_matches_a_recount(
             },
         },
         "top_issues": top,
+        "memberships": memberships_recount(app, owner),
     });
     let mut shown = owner.get("/newsletter/stats").json()["data"].clone();
     shown["top_issues"] = shown["top_issues"]
@@ -683,4 +684,42 @@ fn stats_every_figure_matches_a_recount_after_random_changes_through_every_door(
         "recount test: {sizes:?} in {:.1} s",
         started.elapsed().as_secs_f64()
     );
+}
+
+/// The membership figures recounted from `memberships` and `membership_plans` in plain SQL,
+/// the access rule written out again (status not free, `access_until` unset or later).
+fn memberships_recount(app: &App, owner: &Owner) -> Value {
+    const RECOUNT: &str = "SELECT
+         (SELECT count(*) FROM memberships WHERE newsletter_id = ?1 AND status IN ('paid', 'past_due', 'canceled')
+              AND (access_until IS NULL OR access_until > ?2)),
+         (SELECT count(*) FROM memberships WHERE newsletter_id = ?1 AND status = 'trialing'
+              AND (access_until IS NULL OR access_until > ?2)),
+         (SELECT count(*) FROM memberships WHERE newsletter_id = ?1 AND status = 'comped'
+              AND (access_until IS NULL OR access_until > ?2)),
+         (SELECT coalesce(sum(CASE interval WHEN 'month' THEN amount ELSE amount / 12.0 END), 0)
+              FROM memberships WHERE newsletter_id = ?1 AND status IN ('paid', 'past_due')
+              AND (access_until IS NULL OR access_until > ?2)),
+         (SELECT currency FROM membership_plans WHERE newsletter_id = ?1),
+         (SELECT count(*) FROM memberships WHERE newsletter_id = ?1 AND status IN ('paid', 'trialing')
+              AND (access_until IS NULL OR access_until > ?2) AND since > ?3),
+         (SELECT count(*) FROM memberships WHERE newsletter_id = ?1 AND canceled_at > ?3)";
+    let now = app.clock_now();
+    let month_ago = now - jiff::SignedDuration::from_hours(24 * 30);
+    app.db()
+        .query_row(
+            RECOUNT,
+            (owner.newsletter_id, now.to_string(), month_ago.to_string()),
+            |r| {
+                Ok(json!({
+                    "paid_members": r.get::<_, i64>(0)?,
+                    "trialing_members": r.get::<_, i64>(1)?,
+                    "comped_members": r.get::<_, i64>(2)?,
+                    "monthly_recurring_revenue": r.get::<_, f64>(3)?.round() as i64,
+                    "currency": r.get::<_, Option<String>>(4)?,
+                    "new_paid_last_30_days": r.get::<_, i64>(5)?,
+                    "canceled_last_30_days": r.get::<_, i64>(6)?,
+                }))
+            },
+        )
+        .unwrap()
 }

@@ -58,7 +58,7 @@ pub const OWNER_UPLOADS: u64 = 3;
 /// The bytes those uploads may hold together: two files at the per-file limit.
 pub const OWNER_UPLOAD_BYTES: u64 = 100 * 1024 * 1024;
 /// The columns of an export, in order.
-pub const EXPORT_HEADER: [&str; 7] = [
+pub const EXPORT_HEADER: [&str; 9] = [
     "email",
     "name",
     "tags",
@@ -66,6 +66,8 @@ pub const EXPORT_HEADER: [&str; 7] = [
     "subscribed_at",
     "unsubscribed_at",
     "created_at",
+    "membership",
+    "membership_until",
 ];
 
 /// A refused row: its line in the file, the address as written, and why.
@@ -383,6 +385,11 @@ pub fn export_csv<W: Write>(conn: &Connection, newsletter_id: i64, out: W) -> Do
     subscribers::for_each(conn, newsletter_id, |s| {
         let tags = s.tags.join(&TAG_SEPARATOR.to_string());
         let unsubscribed_at = s.unsubscribed_at.map(|at| at.to_string());
+        let member_until = s
+            .membership
+            .until
+            .filter(|_| s.membership.has_paid_access())
+            .map(|at| at.to_string());
         writer
             .write_record([
                 escape_formula(&s.email).as_ref(),
@@ -392,6 +399,8 @@ pub fn export_csv<W: Write>(conn: &Connection, newsletter_id: i64, out: W) -> Do
                 &s.subscribed_at.to_string(),
                 unsubscribed_at.as_deref().unwrap_or(""),
                 &s.created_at.to_string(),
+                s.membership.status.as_str(),
+                member_until.as_deref().unwrap_or(""),
             ])
             .map_err(csv_error)?;
         count += 1;
@@ -1056,7 +1065,7 @@ mod tests {
         assert_eq!(export_csv(&conn, 1, &mut out).unwrap(), 2);
         let text = String::from_utf8(out.clone()).unwrap();
         assert!(
-            text.starts_with("email,name,tags,status,subscribed_at,unsubscribed_at,created_at\n")
+            text.starts_with("email,name,tags,status,subscribed_at,unsubscribed_at,created_at,membership,membership_until\n")
         );
         assert!(
             text.contains("a@example.com,\"Doe, Ann\",x;y,active,"),
