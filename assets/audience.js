@@ -9,11 +9,15 @@
 (function () {
   "use strict";
 
-  // The ticked boxes of `form` as a query: tags=…&exclude_tags=….
+  // What counts for the audience.
+  var CHOICES = ["tags", "exclude_tags", "mailed_to"];
+
+  // The ticked boxes of `form` (and, for a paid issue, who gets it by mail) as a query:
+  // tags=…&exclude_tags=…&mailed_to=….
   function ticked(form) {
     var params = new URLSearchParams();
-    form.querySelectorAll('input[type="checkbox"]:checked').forEach(function (box) {
-      if (box.name === "tags" || box.name === "exclude_tags") params.append(box.name, box.value);
+    form.querySelectorAll("input:checked").forEach(function (box) {
+      if (CHOICES.indexOf(box.name) >= 0) params.append(box.name, box.value);
     });
     return params.toString();
   }
@@ -27,6 +31,8 @@
 
     // The audience the send button's count is for, as the server cleaned it.
     function name(answer) {
+      var mailing = form.querySelector('input[name="named_mailed_to"]');
+      if (mailing) mailing.value = answer.mailed_to;
       form
         .querySelectorAll('input[name="named_tags"], input[name="named_exclude_tags"]')
         .forEach(function (field) {
@@ -100,11 +106,11 @@
     }
 
     form.addEventListener("change", function (event) {
-      if (event.target.type === "checkbox") count();
+      if (CHOICES.indexOf(event.target.name) >= 0) count();
     });
     // A page shown again with boxes the browser restored: count what is ticked.
     var restored = Array.prototype.some.call(
-      form.querySelectorAll('input[type="checkbox"]'),
+      form.querySelectorAll('input[type="checkbox"], input[type="radio"]'),
       function (box) {
         return box.checked !== box.defaultChecked;
       }

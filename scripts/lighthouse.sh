@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Lighthouse (accessibility, best practices, SEO) and axe-core over the public site (home, an
-# issue, the archive) and the account pages (sign-up, sign-in, the dashboard), on the built
+# issue, the archive, a reader's sign-in) and the account pages (sign-up, sign-in, the
+# dashboard), on the built
 # binary started with a temporary data directory and some content. Fails when a score is below
 # LIGHTHOUSE_MIN_SCORE (100) or axe finds any violation. npm's `lighthouse` and `@axe-core/cli`
 # are installed into target/npm; Chromium is Debian's (CHROME_PATH, chromedriver on PATH).
 # axe-core cannot sign in here: the signed-in dashboard pages are checked with axe-core inside
-# the Chromium tests instead (tests/it/accessibility.rs, `cargo test --test it accessibility`).
+# the Chromium tests instead (tests/it/accessibility.rs, `cargo test --test it accessibility`),
+# and so are a signed-in reader's account page and the paywall (tests/it/stripe_memberships.rs).
 #
 #   scripts/lighthouse.sh            # builds target/debug/broadsheet when missing
 #   BROADSHEET_BIN=path scripts/lighthouse.sh
@@ -55,7 +57,8 @@ site="http://$subdomain.localhost:$port"
 cookie=$(awk '!/^#/ || /^#HttpOnly_/ { if (NF >= 7) printf "%s=%s; ", $6, $7 }' "$jar")
 
 public_pages=("$site/" "$site$issue_path" "$site/archive" "$site/about" "$site/subscribe"
-  "$site/subscribe/confirm/lighthouse-token" "$base/signup" "$base/session/new")
+  "$site/subscribe/confirm/lighthouse-token" "$site/signin" "$site/signin/lighthouse-token"
+  "$base/signup" "$base/session/new")
 account_pages=("$base/newsletters" "$base/newsletters/$id" "$base/newsletters/$id/settings")
 
 say "Lighthouse (accessibility, best practices, SEO; at least $min each)"

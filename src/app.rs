@@ -230,6 +230,10 @@ fn app_state(
         credentials: opened.credentials.clone(),
         allow_private_relays: args.allow_private_relays,
         stripe_api: args.stripe_api_url.trim_end_matches('/').to_string(),
+        // Once per process: the policy depends only on the Stripe API's address.
+        account_policy: Box::leak(Box::new(Policy::site_account(
+            &crate::payments::hosted_page_origins(&args.stripe_api_url),
+        ))),
     }
 }
 

@@ -41,4 +41,7 @@ pub struct AppState {
     pub allow_private_relays: bool,
     /// Stripe's API (`https://api.stripe.com`; a fake in the tests).
     pub stripe_api: String,
+    /// The Content-Security-Policy of the sites' account pages, whose forms lead on to
+    /// Stripe's hosted pages (`payments::hosted_page_origins`).
+    pub account_policy: &'static poem::http::HeaderValue,
 }

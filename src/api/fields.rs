@@ -496,8 +496,8 @@ rules! {
     IssueStatus => one_of_or_null(
         issues::Status::ALL.iter().filter(|s| s.is_editable()).map(|s| s.as_str()),
     );
-    /// Who may read an issue on the site.
-    IssueVisibility => one_of(issues::Visibility::ALL.iter().map(|v| v.as_str()));
+    /// Who may read an issue on the site; null leaves it.
+    IssueVisibility => one_of_or_null(issues::Visibility::ALL.iter().map(|v| v.as_str()));
     /// What an owner or a script may make a membership (Stripe's own statuses come from
     /// Stripe).
     MembershipStatus => one_of(["paid", "comped", "free"]);

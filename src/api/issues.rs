@@ -686,6 +686,7 @@ impl IssuesApi {
                 }
                 .input(),
                 approve_draft: false,
+                paid_members_only: None,
             },
         };
         let (issue, recipients) = state

@@ -22,6 +22,11 @@ pub enum Policy {
     /// from any https address, since published issues (and logos) show remote images.
     /// Never framed: its forms (subscribe, confirm, unsubscribe) are one click each.
     Site,
+    /// A site's account page: the site's policy, its forms allowed on to the payment
+    /// provider's hosted pages (Stripe Checkout, the Billing Portal), since `form-action`
+    /// also governs where a form's answer redirects. Made once at start-up
+    /// ([`Policy::site_account`]).
+    SiteAccount(&'static HeaderValue),
     /// Dashboard pages that preview owner-written content in sandboxed `srcdoc` frames.
     /// Those frames inherit this policy, so it allows what the e-mail and the public page
     /// need (inline styles, images from anywhere) and still no script but the dashboard's.
@@ -69,8 +74,18 @@ impl Policy {
             Policy::Dashboard => HeaderValue::from_static(DASHBOARD),
             Policy::Preview => HeaderValue::from_static(PREVIEW),
             Policy::Site => HeaderValue::from_static(SITE),
-            Policy::ApiDocs(value) => value.clone(),
+            Policy::ApiDocs(value) | Policy::SiteAccount(value) => value.clone(),
         }
+    }
+
+    /// The value of [`Policy::SiteAccount`]: [`SITE`] with `payment_pages` (origins) added
+    /// to its `form-action`.
+    pub fn site_account(payment_pages: &[String]) -> HeaderValue {
+        let allowed = std::iter::once("'self'")
+            .chain(payment_pages.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" ");
+        header(&SITE.replace("form-action 'self'", &format!("form-action {allowed}")))
     }
 
     /// The value of [`Policy::ApiDocs`] for the reference `page`: its inline scripts and
@@ -180,6 +195,19 @@ impl<E: Endpoint> Endpoint for SecurityHeadersEndpoint<E> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_account_policy_is_the_sites_with_the_payment_pages_as_form_targets() {
+        let origins = ["https://checkout.stripe.com".to_string()];
+        let policy = Policy::site_account(&origins);
+        assert_eq!(
+            policy.to_str().unwrap(),
+            SITE.replace(
+                "form-action 'self'",
+                "form-action 'self' https://checkout.stripe.com"
+            )
+        );
+    }
 
     #[test]
     fn hashes_are_the_browsers_sha256_sources() {

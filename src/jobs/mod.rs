@@ -12,12 +12,14 @@ pub mod render_content;
 pub mod send_issue;
 pub mod send_mail;
 pub mod send_welcome;
+pub mod tell_membership_lapses;
 pub mod test_send;
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use crate::clock;
 use crate::domain::delivery::relays;
 use crate::domain::delivery::verp::ReturnPaths;
 use crate::domain::newsletters::Newsletter;
@@ -269,6 +271,33 @@ pub fn passes_by_itself(error: &crate::store::StoreError) -> bool {
             crate::store::StoreError::Pool(_) => true,
             _ => false,
         }
+}
+
+/// The run of a periodic job that works in batches: `batch` (one short transaction; `true`
+/// while there may be more) until none is left, then again `every` later. It never gives
+/// up: a store that is busy or full blocks it, any other failure waits for the next run.
+pub fn periodic_batches(
+    ctx: &JobContext,
+    kind: JobKind,
+    every: jiff::SignedDuration,
+    batch: impl Fn(&JobContext) -> Result<bool, crate::domain::DomainError>,
+) -> Outcome {
+    loop {
+        if ctx.stop.requested() {
+            return Outcome::Again(clock::now());
+        }
+        match batch(ctx) {
+            Ok(true) => {}
+            Ok(false) => return Outcome::Again(clock::now() + every),
+            Err(crate::domain::DomainError::Store(e)) if passes_by_itself(&e) => {
+                return Outcome::Blocked(e.to_string());
+            }
+            Err(e) => {
+                eprintln!("jobs: {kind}: {e}; trying again at the next run");
+                return Outcome::Again(clock::now() + every);
+            }
+        }
+    }
 }
 
 /// Runs one claimed job through the job of its kind.

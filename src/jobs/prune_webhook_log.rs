@@ -5,7 +5,7 @@
 //! never held long; then it runs again [`EVERY`] later. The job runner makes it due at each
 //! start.
 
-use super::{ClaimedJob, Job, JobContext, Outcome, passes_by_itself, queue};
+use super::{ClaimedJob, Job, JobContext, Outcome, periodic_batches, queue};
 use crate::clock;
 use crate::domain::{DomainError, events::webhooks};
 use crate::store::StoreError;
@@ -28,31 +28,7 @@ impl Job for PruneWebhookLog {
     }
 
     fn run(&self, ctx: &JobContext, _rt: &tokio::runtime::Runtime, _job: &ClaimedJob) -> Outcome {
-        prune(ctx)
-    }
-}
-
-/// Prunes batch after batch until none is full, then comes back [`EVERY`] later.
-fn prune(ctx: &JobContext) -> Outcome {
-    loop {
-        if ctx.stop.requested() {
-            return Outcome::Again(clock::now());
-        }
-        match prune_batch(ctx) {
-            Ok(true) => {}
-            Ok(false) => return Outcome::Again(clock::now() + EVERY),
-            Err(DomainError::Store(e)) if passes_by_itself(&e) => {
-                return Outcome::Blocked(e.to_string());
-            }
-            // A periodic job never gives up: the next run tries again.
-            Err(e) => {
-                eprintln!(
-                    "jobs: {}: {e}; trying again in an hour",
-                    JobKind::PruneWebhookLog
-                );
-                return Outcome::Again(clock::now() + EVERY);
-            }
-        }
+        periodic_batches(ctx, JobKind::PruneWebhookLog, EVERY, prune_batch)
     }
 }
 

@@ -10,6 +10,7 @@ use super::render_content::RenderContent;
 use super::send_issue::SendIssue;
 use super::send_mail::SendMail;
 use super::send_welcome::SendWelcome;
+use super::tell_membership_lapses::TellMembershipLapses;
 use super::test_send::TestSend;
 use crate::store::jobs::JobKind;
 
@@ -24,6 +25,7 @@ pub static JOBS: &[&dyn Job] = &[
     &SendWelcome,
     &TestSend,
     &PurgeAccount,
+    &TellMembershipLapses,
 ];
 
 /// The job that runs rows of `kind` (as the `jobs.kind` column names it); `None` for a kind

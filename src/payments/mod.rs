@@ -14,6 +14,23 @@ use serde_json::Value;
 /// change under us; the webhook endpoint is to be set to the same version.
 pub const API_VERSION: &str = "2024-06-20";
 
+/// Where Stripe's hosted pages are, on Stripe itself.
+const HOSTED_PAGES: [&str; 2] = ["https://checkout.stripe.com", "https://billing.stripe.com"];
+
+/// The origins of the pages a reader is sent to (Checkout, the Billing Portal) when the API
+/// is at `api_base`: Stripe's own, and the API's origin when it is not Stripe's (a fake
+/// Stripe serves its pages itself).
+pub fn hosted_page_origins(api_base: &str) -> Vec<String> {
+    let mut origins: Vec<String> = HOSTED_PAGES.iter().map(|o| o.to_string()).collect();
+    if let Ok(url) = url::Url::parse(api_base) {
+        let origin = url.origin().ascii_serialization();
+        if origin != "https://api.stripe.com" && url.origin().is_tuple() {
+            origins.push(origin);
+        }
+    }
+    origins
+}
+
 /// How long one call may take.
 const TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -181,5 +198,25 @@ impl Stripe {
             ],
         )?;
         Self::text(&session, "url")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosted_pages_are_stripes_and_a_fake_apis_own() {
+        let stripe = hosted_page_origins("https://api.stripe.com");
+        assert_eq!(
+            stripe,
+            ["https://checkout.stripe.com", "https://billing.stripe.com"]
+        );
+        let fake = hosted_page_origins("http://127.0.0.1:4242/");
+        assert_eq!(
+            fake.last().map(String::as_str),
+            Some("http://127.0.0.1:4242")
+        );
+        assert_eq!(fake.len(), 3);
     }
 }

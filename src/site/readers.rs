@@ -11,9 +11,10 @@ use poem::web::{Data, Path, Query};
 use poem::{Body, Request, Response, handler};
 use serde::Deserialize;
 
-use super::pages::{answer, csrf_token, verified_form};
+use super::pages::{answer, csrf_token, link_button, verified_form};
 use super::{Site, SiteError, SiteResult};
 use crate::domain::DomainError;
+use crate::domain::delivery::tracking::unsubscribe_subscriber;
 use crate::domain::issues::{Issue, Visibility};
 use crate::domain::newsletters::paid_plans::{self, Plan};
 use crate::domain::subscribers::memberships::{MemberStatus, Membership};
@@ -22,6 +23,8 @@ use crate::domain::subscribers::stripe_events::{self, Applied, Event};
 use crate::http::client::client_address;
 use crate::http::cookies::{cookie, read_cookie, removal};
 use crate::http::csrf;
+use crate::http::form::FormData;
+use crate::http::headers::Policy;
 use crate::payments::{Checkout, Stripe};
 use crate::state::AppState;
 
@@ -66,15 +69,12 @@ pub(super) fn may_read(issue: &Issue, reader: Option<&Reader>) -> bool {
     )
 }
 
-/// The plan and whether Stripe is connected, for the paywall and the pages that offer it.
+/// The plan readers are offered (`paid_plans::offered`: once Stripe is connected).
 pub(super) async fn offer(state: &State, site: &Site) -> Result<Option<Plan>, SiteError> {
     let nid = site.0.id;
     state
         .db
-        .run(move |conn| {
-            let connected = paid_plans::connection(conn, nid)?.is_some();
-            Ok(paid_plans::plan(conn, nid)?.filter(|_| connected))
-        })
+        .run(move |conn| paid_plans::offered(conn, nid))
         .await
         .map_err(|e| SiteError::domain(e, site, "reading the paid plan"))
 }
@@ -208,7 +208,6 @@ pub async fn sign_in(
     }
 }
 
-/// The mailed link shows a button: a mail scanner that fetches the link does not use it up.
 #[handler]
 pub async fn link_page(
     req: &Request,
@@ -216,17 +215,39 @@ pub async fn link_page(
     Data(state): Data<&State>,
     Data(site): Data<&Site>,
 ) -> SiteResult {
-    Ok(personal(answer(
+    Ok(personal(link_button(
+        req,
         state,
         site,
         &format!("Sign in to {}", site.0.name),
-        html! {
-            form method="post" action={ "/signin/" (token) } {
-                input type="hidden" name=(csrf::FIELD) value=(csrf_token(req, state));
-                button type="submit" { "Sign in" }
-            }
-        },
+        html! {},
+        &format!("/signin/{token}"),
+        "Sign in",
     )))
+}
+
+/// Uses a reader's mailed link by its button: `apply` runs once the form's token fits; a
+/// used or expired link is the expired page.
+async fn used_link<T: Send + 'static>(
+    req: &Request,
+    state: &State,
+    site: &Site,
+    body: Body,
+    context: &str,
+    apply: impl FnOnce(&mut rusqlite::Connection) -> Result<T, DomainError> + Send + 'static,
+) -> Result<T, SiteError> {
+    verified_form(
+        req,
+        state,
+        body,
+        "Please follow the link in the e-mail again.",
+    )
+    .await?;
+    match state.db.run(apply).await {
+        Ok(done) => Ok(done),
+        Err(DomainError::NotFound(_)) => Err(SiteError::SignInExpired),
+        Err(e) => Err(SiteError::domain(e, site, context)),
+    }
 }
 
 #[handler]
@@ -237,26 +258,13 @@ pub async fn follow_link(
     Data(state): Data<&State>,
     Data(site): Data<&Site>,
 ) -> SiteResult {
-    verified_form(
-        req,
-        state,
-        body,
-        "Please follow the link in the e-mail again.",
-    )
-    .await?;
     let nid = site.0.id;
-    match state
-        .db
-        .run(move |conn| readers::sign_in(conn, nid, &token))
-        .await
-    {
-        Ok(session) => {
-            req.cookie().add(cookie(state, SESSION_COOKIE, &session));
-            Ok(see_other("/account"))
-        }
-        Err(DomainError::NotFound(_)) => Err(SiteError::SignInExpired),
-        Err(e) => Err(SiteError::domain(e, site, "signing a reader in")),
-    }
+    let session = used_link(req, state, site, body, "signing a reader in", move |conn| {
+        readers::sign_in(conn, nid, &token)
+    })
+    .await?;
+    req.cookie().add(cookie(state, SESSION_COOKIE, &session));
+    Ok(see_other("/account"))
 }
 
 fn see_other(to: &str) -> Response {
@@ -272,6 +280,28 @@ async fn signed_in(req: &Request, state: &State, site: &Site) -> Result<Reader, 
     match current_reader(req, state, site).await {
         Ok(Some(reader)) => Ok(reader),
         Ok(None) => Err(see_other("/signin")),
+        Err(e) => Err(e.on_site(&state.urls, &site.0)),
+    }
+}
+
+/// A form of the account page, posted: the signed-in reader and the form once its token
+/// fits; else the answer (sign in first, or the form's refusal).
+async fn reader_post(
+    req: &Request,
+    state: &State,
+    site: &Site,
+    body: Body,
+) -> Result<(Reader, FormData), Response> {
+    let reader = signed_in(req, state, site).await?;
+    match verified_form(
+        req,
+        state,
+        body,
+        "Please reload your account page and try again.",
+    )
+    .await
+    {
+        Ok(form) => Ok((reader, form)),
         Err(e) => Err(e.on_site(&state.urls, &site.0)),
     }
 }
@@ -337,7 +367,7 @@ pub async fn account(
     let m = reader.membership();
     let token = csrf_token(req, state);
     let s = &reader.subscriber;
-    Ok(personal(answer(
+    let mut page = personal(answer(
         state,
         site,
         "Your account",
@@ -353,13 +383,18 @@ pub async fn account(
             p { (membership_words(m, site)) }
             @if let Some(plan) = plan.as_ref().filter(|_| !m.has_paid_access()) {
                 (plan_card(plan))
-                form.stack method="post" action="/account/upgrade" {
-                    input type="hidden" name=(csrf::FIELD) value=(token);
-                    @if plan.monthly_amount.is_some() {
-                        button type="submit" name="interval" value="month" { "Upgrade monthly" }
-                    }
-                    @if plan.yearly_amount.is_some() {
-                        button type="submit" name="interval" value="year" { "Upgrade yearly" }
+                @for (interval, amount, label) in [
+                    ("month", plan.monthly_amount, "Upgrade monthly"),
+                    ("year", plan.yearly_amount, "Upgrade yearly"),
+                ] {
+                    @if let Some(amount) = amount {
+                        // The price shown goes with the press: a price changed since is refused.
+                        form.stack method="post" action="/account/upgrade" {
+                            input type="hidden" name=(csrf::FIELD) value=(token);
+                            input type="hidden" name="interval" value=(interval);
+                            input type="hidden" name="amount" value=(amount);
+                            button type="submit" { (label) " (" (paid_plans::money(amount, &plan.currency)) ")" }
+                        }
                     }
                 }
             }
@@ -390,7 +425,10 @@ pub async fn account(
                 button.secondary type="submit" { "Sign out" }
             }
         },
-    )))
+    ));
+    // Upgrade and Manage billing lead on to Stripe's pages.
+    page.set_data(Policy::SiteAccount(state.account_policy));
+    Ok(page)
 }
 
 /// What a Stripe call needs: the keys, and for Checkout the plan id made when needed.
@@ -430,17 +468,10 @@ pub async fn upgrade(
     Data(state): Data<&State>,
     Data(site): Data<&Site>,
 ) -> SiteResult {
-    let reader = match signed_in(req, state, site).await {
-        Ok(reader) => reader,
+    let (reader, form) = match reader_post(req, state, site, body).await {
+        Ok(posted) => posted,
         Err(response) => return Ok(response),
     };
-    let form = verified_form(
-        req,
-        state,
-        body,
-        "Please reload your account page and try again.",
-    )
-    .await?;
     if reader.membership().has_paid_access() {
         return Ok(see_other("/account"));
     }
@@ -451,13 +482,14 @@ pub async fn upgrade(
     let amount = plan
         .amount(yearly)
         .ok_or_else(|| SiteError::Rejected("That billing period is not offered.".into()))?;
+    if form.get("amount").parse::<i64>().ok() != Some(amount) {
+        return Err(SiteError::Rejected(format!(
+            "The price changed since your account page was opened: it is now {}. Please look at your account page again.",
+            prices(&plan)
+        )));
+    }
     let stripe = std::sync::Arc::new(stripe_of(state, site).await?);
-    let known = if yearly {
-        plan.stripe_yearly_plan.clone()
-    } else {
-        plan.stripe_monthly_plan.clone()
-    };
-    let plan_id = match known {
+    let plan_id = match plan.stripe_plan(yearly).map(str::to_string) {
         Some(id) => id,
         None => {
             let (s, name, currency) = (stripe.clone(), site.0.name.clone(), plan.currency.clone());
@@ -512,17 +544,10 @@ pub async fn billing(
     Data(state): Data<&State>,
     Data(site): Data<&Site>,
 ) -> SiteResult {
-    let reader = match signed_in(req, state, site).await {
-        Ok(reader) => reader,
+    let (reader, _) = match reader_post(req, state, site, body).await {
+        Ok(posted) => posted,
         Err(response) => return Ok(response),
     };
-    verified_form(
-        req,
-        state,
-        body,
-        "Please reload your account page and try again.",
-    )
-    .await?;
     let r = reader.clone();
     let customer = state
         .db
@@ -543,17 +568,10 @@ pub async fn change_email(
     Data(state): Data<&State>,
     Data(site): Data<&Site>,
 ) -> SiteResult {
-    let reader = match signed_in(req, state, site).await {
-        Ok(reader) => reader,
+    let (reader, form) = match reader_post(req, state, site, body).await {
+        Ok(posted) => posted,
         Err(response) => return Ok(response),
     };
-    let form = verified_form(
-        req,
-        state,
-        body,
-        "Please reload your account page and try again.",
-    )
-    .await?;
     let email = form.get("email").to_string();
     let (urls, newsletter, client) = (
         state.urls.clone(),
@@ -586,16 +604,14 @@ pub async fn email_link_page(
     Data(state): Data<&State>,
     Data(site): Data<&Site>,
 ) -> SiteResult {
-    Ok(personal(answer(
+    Ok(personal(link_button(
+        req,
         state,
         site,
         "Use this address",
-        html! {
-            form method="post" action={ "/account/email/" (token) } {
-                input type="hidden" name=(csrf::FIELD) value=(csrf_token(req, state));
-                button type="submit" { "Use this address for " (site.0.name) }
-            }
-        },
+        html! {},
+        &format!("/account/email/{token}"),
+        &format!("Use this address for {}", site.0.name),
     )))
 }
 
@@ -607,31 +623,25 @@ pub async fn follow_email_link(
     Data(state): Data<&State>,
     Data(site): Data<&Site>,
 ) -> SiteResult {
-    verified_form(
+    let nid = site.0.id;
+    let subscriber = used_link(
         req,
         state,
+        site,
         body,
-        "Please follow the link in the e-mail again.",
+        "changing a reader's address",
+        move |conn| readers::confirm_email_change(conn, nid, &token),
     )
     .await?;
-    let nid = site.0.id;
-    match state
-        .db
-        .run(move |conn| readers::confirm_email_change(conn, nid, &token))
-        .await
-    {
-        Ok(subscriber) => Ok(personal(answer(
-            state,
-            site,
-            "Your address is changed",
-            html! {
-                p { (site.0.name) " now comes to " strong { (subscriber.email) } "." }
-                p { a href="/account" { "Your account" } }
-            },
-        ))),
-        Err(DomainError::NotFound(_)) => Err(SiteError::SignInExpired),
-        Err(e) => Err(SiteError::domain(e, site, "changing a reader's address")),
-    }
+    Ok(personal(answer(
+        state,
+        site,
+        "Your address is changed",
+        html! {
+            p { (site.0.name) " now comes to " strong { (subscriber.email) } "." }
+            p { a href="/account" { "Your account" } }
+        },
+    )))
 }
 
 #[handler]
@@ -641,21 +651,14 @@ pub async fn unsubscribe(
     Data(state): Data<&State>,
     Data(site): Data<&Site>,
 ) -> SiteResult {
-    let reader = match signed_in(req, state, site).await {
-        Ok(reader) => reader,
+    let (reader, _) = match reader_post(req, state, site, body).await {
+        Ok(posted) => posted,
         Err(response) => return Ok(response),
     };
-    verified_form(
-        req,
-        state,
-        body,
-        "Please reload your account page and try again.",
-    )
-    .await?;
     let nid = site.0.id;
     state
         .db
-        .run(move |conn| readers::unsubscribe(conn, nid, &reader))
+        .run(move |conn| unsubscribe_subscriber(conn, nid, reader.subscriber.id))
         .await
         .map_err(|e| SiteError::domain(e, site, "unsubscribing a reader"))?;
     Ok(personal(answer(

@@ -34,6 +34,8 @@ pub enum JobKind {
     SendTest,
     /// Deletes a deleted account's newsletters and everything in them, in short batches.
     PurgeAccount,
+    /// Records `member.downgraded` when paid access ends by its date; periodic.
+    TellMembershipLapses,
 }
 
 impl JobKind {
@@ -47,6 +49,7 @@ impl JobKind {
         JobKind::SendWelcome,
         JobKind::SendTest,
         JobKind::PurgeAccount,
+        JobKind::TellMembershipLapses,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -60,6 +63,7 @@ impl JobKind {
             JobKind::SendWelcome => "send_welcome",
             JobKind::SendTest => "send_test",
             JobKind::PurgeAccount => "purge_account",
+            JobKind::TellMembershipLapses => "tell_membership_lapses",
         }
     }
 

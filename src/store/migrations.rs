@@ -135,6 +135,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0033_memberships",
         include_str!("../../migrations/0033_memberships.sql"),
     ),
+    (
+        "0034_membership_lapses",
+        include_str!("../../migrations/0034_membership_lapses.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.

@@ -45,17 +45,29 @@ async fn stored(state: &State, n: &Newsletter) -> Result<Stored, super::WebError
         .await?)
 }
 
-/// A price in the form's major unit (`5.00`), blank for none.
-fn typed_price(amount: Option<i64>, currency: &str) -> String {
-    amount
-        .map(|a| {
-            money(a, currency)
-                .split(' ')
-                .next()
-                .unwrap_or_default()
-                .to_string()
-        })
-        .unwrap_or_default()
+/// A stored price as the form shows it (`5.00`), blank for none.
+fn price_typed(amount: Option<i64>, currency: &str) -> String {
+    amount.map_or_else(String::new, |a| paid_plans::major_units(a, currency))
+}
+
+/// The page again with `e`'s problems (422), the plan fields as `typed` or, without them,
+/// as stored.
+async fn refused(
+    ctx: &Ctx,
+    state: &State,
+    n: &Newsletter,
+    typed: Option<&PlanInput>,
+    e: DomainError,
+) -> WebResult {
+    let problems = invalid_fields(e)?;
+    let stored = stored(state, n).await?;
+    let typed = typed
+        .cloned()
+        .unwrap_or_else(|| plan_input(stored.plan.as_ref()));
+    render(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        page(ctx, state, n, &stored, &typed, &problems),
+    )
 }
 
 fn plan_input(plan: Option<&Plan>) -> PlanInput {
@@ -66,8 +78,8 @@ fn plan_input(plan: Option<&Plan>) -> PlanInput {
         },
         Some(p) => PlanInput {
             currency: p.currency.clone(),
-            monthly: typed_price(p.monthly_amount, &p.currency),
-            yearly: typed_price(p.yearly_amount, &p.currency),
+            monthly: price_typed(p.monthly_amount, &p.currency),
+            yearly: price_typed(p.yearly_amount, &p.currency),
             trial_days: p.trial_days.to_string(),
             description: p.description.clone(),
         },
@@ -195,14 +207,7 @@ pub async fn save_plan(
             ctx.notice_next(req, "The paid plan is saved.");
             see_other(&format!("{}#plan", base(&n)))
         }
-        Err(e) => {
-            let problems = invalid_fields(e)?;
-            let stored = stored(state, &n).await?;
-            render(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                page(&ctx, state, &n, &stored, &typed, &problems),
-            )
-        }
+        Err(e) => refused(&ctx, state, &n, Some(&typed), e).await,
     }
 }
 
@@ -231,15 +236,7 @@ pub async fn connect_stripe(
             ctx.notice_next(req, "Stripe is connected.");
             see_other(&format!("{}#stripe", base(&n)))
         }
-        Err(e) => {
-            let problems = invalid_fields(e)?;
-            let stored = stored(state, &n).await?;
-            let typed = plan_input(stored.plan.as_ref());
-            render(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                page(&ctx, state, &n, &stored, &typed, &problems),
-            )
-        }
+        Err(e) => refused(&ctx, state, &n, None, e).await,
     }
 }
 

@@ -18,7 +18,7 @@ use crate::support::*;
 /// tables scroll), each in the light scheme and the dark one (`prefers-color-scheme`, which
 /// `assets/app.css` follows: every colour's contrast is checked in both); the window is left
 /// at desktop width, light.
-async fn check(driver: &Driver, axe: &Axe, c: &Client, page: &str) -> Vec<String> {
+pub(crate) async fn check(driver: &Driver, axe: &Axe, c: &Client, page: &str) -> Vec<String> {
     let mut found = Vec::new();
     for scheme in ["light", "dark"] {
         let media = json!({"features": [{"name": "prefers-color-scheme", "value": scheme}]});
@@ -146,6 +146,7 @@ fn dashboard_pages_have_no_axe_violations() {
             ("settings", format!("{n}/settings"), "main h1"),
             ("API keys", format!("{n}/api_keys"), "main table"),
             ("custom domains", format!("{n}/custom_domains"), "main h1"),
+            ("memberships", format!("{n}/memberships"), "main h1"),
             ("account", "/account".to_string(), "main h1"),
             ("operator", "/operator".to_string(), "#pending table"),
             ("custom domain records", domain.clone(), "table.records"),

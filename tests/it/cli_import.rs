@@ -7,27 +7,35 @@ use std::process::{Command, Stdio};
 
 use crate::support::*;
 
-/// All subscribers through the API, as (email, name, tags, status).
-fn api_subscribers(owner: &Owner) -> Vec<(String, Value, Value, String)> {
+/// All subscriber objects through the API, page by page, by address.
+fn subscriber_objects(owner: &Owner) -> Vec<Value> {
     let mut all = Vec::new();
     for page in 1.. {
         let list = owner
             .get(&format!("/subscribers?per_page=100&page={page}"))
             .json();
-        for s in list["subscribers"].as_array().unwrap() {
-            all.push((
-                s["email"].as_str().unwrap().to_string(),
-                s["name"].clone(),
-                s["tags"].clone(),
-                s["status"].as_str().unwrap().to_string(),
-            ));
-        }
+        all.extend(list["subscribers"].as_array().unwrap().iter().cloned());
         if list["meta"]["has_more"] != true {
             break;
         }
     }
-    all.sort_by(|a, b| a.0.cmp(&b.0));
+    all.sort_by_key(|s| s["email"].as_str().unwrap().to_string());
     all
+}
+
+/// All subscribers through the API, as (email, name, tags, status).
+fn api_subscribers(owner: &Owner) -> Vec<(String, Value, Value, String)> {
+    subscriber_objects(owner)
+        .into_iter()
+        .map(|s| {
+            (
+                s["email"].as_str().unwrap().to_string(),
+                s["name"].clone(),
+                s["tags"].clone(),
+                s["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
 }
 
 /// `broadsheet <args>` with `input` on standard input.
@@ -249,6 +257,23 @@ fn export_round_trip_into_another_newsletter() {
         )
         .expect(200);
 
+    // Two members with paid access: comped for good, paid elsewhere until a date.
+    let objects = subscriber_objects(&first);
+    let id_of = |email: &str| objects.iter().find(|s| s["email"] == email).unwrap()["id"].clone();
+    let until = "2999-03-01T00:00:00.000Z";
+    for (email, membership) in [
+        ("p0@example.com", json!({"status": "comped", "until": null})),
+        ("p1@example.com", json!({"status": "paid", "until": until})),
+    ] {
+        first
+            .api(
+                "PUT",
+                &format!("/subscribers/{}/membership", id_of(email)),
+                Some(&json!({ "membership": membership })),
+            )
+            .expect(200);
+    }
+
     let (code, exported, err) = app.cli(&["export", &first.subdomain]);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("exported 302 subscribers"), "{err}");
@@ -299,6 +324,26 @@ fn export_round_trip_into_another_newsletter() {
         copied.iter().any(|s| s.1 == json!("-1 point")),
         "a defused cell reads back as written"
     );
+
+    // The members keep their paid access; everyone else is free.
+    let memberships: Vec<(Value, Value)> = subscriber_objects(&second)
+        .iter()
+        .filter(|s| s["membership"]["status"] != "free")
+        .map(|s| (s["email"].clone(), s["membership"].clone()))
+        .collect();
+    assert_eq!(memberships.len(), 2, "{memberships:?}");
+    for (email, m) in &memberships {
+        match email.as_str().unwrap() {
+            "p0@example.com" => assert_eq!(
+                (&m["status"], &m["until"]),
+                (&json!("comped"), &Value::Null)
+            ),
+            "p1@example.com" => {
+                assert_eq!((&m["status"], &m["until"]), (&json!("paid"), &json!(until)))
+            }
+            other => panic!("{other} got paid access"),
+        }
+    }
 
     // `export | head` stops early without an error.
     let out = Command::new("sh")

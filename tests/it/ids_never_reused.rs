@@ -428,7 +428,8 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
          applied 0023_resend_unconfirmed\napplied 0024_connection_cut_offs\n\
          applied 0025_newsletter_relays\napplied 0026_send_usage\n\
          applied 0027_media\napplied 0028_issue_edits\napplied 0029_link_reports\n\
-         applied 0030_mail_details\napplied 0031_account_changes\napplied 0032_site_pages\napplied 0033_memberships"
+         applied 0030_mail_details\napplied 0031_account_changes\napplied 0032_site_pages\napplied 0033_memberships\n\
+         applied 0034_membership_lapses"
     );
 
     let conn = rusqlite::Connection::open(&db).unwrap();

@@ -102,9 +102,10 @@ fn mailchimp_and_substack_exports_import_with_names_tags_and_dates() {
         "substack-email-list.csv",
         &[
             "  read as   Substack subscriber export: email -> e-mail address, \
+             active_subscription -> membership: paid (and comped) members keep paid access, \
+             until the paid period ends, expiry -> end of the paid period, \
              email_disabled -> e-mail turned off: rows with true are skipped, \
-             created_at -> subscribed at; \
-             ignored: active_subscription, expiry, plan, first_payment_at",
+             created_at -> subscribed at; ignored: plan, first_payment_at",
             "  created   3\n",
             "  skipped   1 ",
         ],
@@ -115,6 +116,16 @@ fn mailchimp_and_substack_exports_import_with_names_tags_and_dates() {
     assert_eq!(
         find(&all, "paid.reader@example.com")["subscribed_at"],
         "2020-05-23T18:28:09.834Z"
+    );
+    // The paid subscription comes as paid access until it expires; the others are free.
+    let paid = &find(&all, "paid.reader@example.com")["membership"];
+    assert_eq!(
+        (&paid["status"], &paid["until"]),
+        (&json!("paid"), &json!("2999-01-01T00:00:00.000Z"))
+    );
+    assert_eq!(
+        find(&all, "reader.one@example.com")["membership"]["status"],
+        "free"
     );
     assert_eq!(
         find(&all, "mixed.case@example.com")["subscribed_at"],

@@ -25,7 +25,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "app",
         &[
             "api", "web", "site", "http", "state", "config", "domain", "store", "clock", "jobs",
-            "mail", "webhooks",
+            "mail", "webhooks", "payments",
         ],
     ),
     // The doors: parse, call the domain, render. The dashboard previews an issue's e-mail

@@ -3,10 +3,13 @@
 //! (15 minutes, once, throttled), paid issues on the site (excerpt and paywall), in the
 //! archive, the feed and the meta tags, and by mail (the whole issue to paid members, the
 //! excerpt and an upgrade link to free ones, nothing to them when sent to paid members only),
-//! and a comped membership ending on its date (the test clock moved, never slept).
+//! a comped membership ending on its date (the test clock moved, never slept), and what
+//! goes wrong with payments: bad prices, Stripe unreachable, webhooks without Stripe.
 
 use std::time::Duration;
 
+use crate::segments::{pairs, send_form_fields};
+use crate::stripe_memberships::{connect, press_upgrade};
 use crate::support::send::{send_now, wait_status};
 use crate::support::*;
 
@@ -35,7 +38,7 @@ fn set_membership(owner: &Owner, id: i64, body: Value) -> Resp {
 }
 
 /// Signs `email` in on `site` through the mailed link; returns the link used.
-fn sign_in(app: &App, site: &Client, email: &str) -> String {
+pub(crate) fn sign_in(app: &App, site: &Client, email: &str) -> String {
     let page = site.get("/signin");
     page.expect(200);
     let before = app.smtp.messages_to(email).len();
@@ -143,9 +146,10 @@ fn memberships_through_the_api_and_comped_readers_on_the_site() {
         assert!(part.contains("This issue is for paid members"), "{part}");
         assert!(part.contains("tide tables for members"), "{part}");
     }
-    assert!(
-        link_containing(&to_free.text(), "/account").is_some() || to_free.text().contains("/c/")
-    );
+    // The upgrade link is the reader's account page on the newsletter's site.
+    let upgrade = link_containing(&to_free.text(), "/account").expect("an upgrade link");
+    assert_eq!(path_of(&upgrade), "/account", "{upgrade}");
+    assert!(upgrade.contains(&owner.subdomain), "{upgrade}");
 
     // On the site, to anyone: the excerpt and the paywall, kept from caches; the text
     // reaches no public surface.
@@ -272,9 +276,38 @@ fn memberships_through_the_api_and_comped_readers_on_the_site() {
     );
 
     // Ten days later the comp has ended: free, and the paywall again.
+    let downgrades = || -> i64 {
+        app.db()
+            .query_row(
+                "SELECT count(*) FROM events WHERE kind = 'member.downgraded'
+                 AND payload ->> '$.data.subscription_id' = ?1",
+                [paid_id],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    let told_before = downgrades();
     app.advance_clock(Duration::from_secs(241 * 3600));
     let after = owner.get(&format!("/subscribers/{paid_id}")).json();
     assert_eq!(after["membership"]["status"], "free", "{after}");
+    // The end is told to the owner's webhooks once, by the periodic job; its runs after that
+    // tell nothing more.
+    wait_for("member.downgraded", Duration::from_secs(20), || {
+        (downgrades() == told_before + 1).then_some(())
+    });
+    assert_eq!(
+        last_event(&app, "member.downgraded")["membership"]["status"],
+        "free"
+    );
+    let runs = || app.count("SELECT attempts FROM jobs WHERE kind = 'tell_membership_lapses'");
+    let ran = runs();
+    app.advance_clock(Duration::from_secs(11 * 60));
+    wait_for(
+        "the lapse job to run again",
+        Duration::from_secs(20),
+        || (runs() > ran).then_some(()),
+    );
+    assert_eq!(downgrades(), told_before + 1, "told once");
     let ended = reader.get(&path);
     assert!(!ended.body.contains(SECRET), "an ended comp still reads");
     let stats = owner.get("/newsletter/stats").json();
@@ -342,4 +375,187 @@ fn a_reader_changes_their_address_and_leaves_from_the_account_page() {
         "/"
     );
     assert_eq!(site.get("/account").redirect(), "/signin");
+}
+
+#[test]
+fn bad_prices_an_unreachable_stripe_and_webhooks_without_stripe_change_nothing() {
+    // Stripe's API is a port nothing listens on.
+    let closed = crate::support::app::free_port();
+    let app = spawn_app_with(&["--stripe-api-url", &format!("http://127.0.0.1:{closed}")]);
+    let owner = onboard_paid(&app, "Shoal Payments");
+    let site = app.site_client(&owner.subdomain);
+
+    // Before Stripe is connected, its webhook endpoint takes nothing.
+    let event = json!({"id": "evt_1", "type": "customer.subscription.updated", "created": 1});
+    let refused = site.request(
+        "POST",
+        "/stripe/webhook",
+        &[("Stripe-Signature", "t=1,v1=00")],
+        Some(("application/json", event.to_string().into_bytes())),
+    );
+    let refused = refused.expect("an answer");
+    assert_eq!(refused.status, 400, "{}", refused.body);
+
+    // A price that is not money is refused with the form again, and nothing is saved.
+    let base = format!("/newsletters/{}/memberships", owner.newsletter_id);
+    let page = owner.client.get(&base);
+    let bad = owner.client.post_form(
+        &format!("{base}/plan"),
+        &[
+            ("authenticity_token", &page.csrf_token()),
+            ("plan[currency]", "eur"),
+            ("plan[monthly]", "five"),
+            ("plan[yearly]", "-3"),
+            ("plan[trial_days]", "0"),
+            ("plan[description]", ""),
+        ],
+    );
+    assert_eq!(bad.status, 422, "{}", bad.body);
+    assert!(
+        bad.body.contains("value=\"five\""),
+        "the form keeps what was typed"
+    );
+    let plans: i64 = app
+        .db()
+        .query_row("SELECT count(*) FROM membership_plans", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(plans, 0);
+    // Without a plan the subscribe page offers none.
+    assert!(!site.get("/subscribe").body.contains("Paid membership"));
+
+    // Connected, but Stripe cannot be reached when a reader upgrades: the account page
+    // says so, and the reader stays free.
+    connect(&owner, "5", "", "0");
+    let email = unique_email("stranded");
+    let id = add(&owner, &email);
+    sign_in(&app, &site, &email);
+    let account = site.get("/account");
+    assert!(
+        account.body.contains("Upgrade monthly (5.00 EUR)"),
+        "{}",
+        account.body
+    );
+    let upgrade = press_upgrade(&site, "month", "500");
+    assert_eq!(upgrade.status, 422, "{}", upgrade.body);
+    assert!(
+        upgrade
+            .body
+            .contains("The payment page could not be opened"),
+        "{}",
+        upgrade.body
+    );
+    // A billing period the plan does not offer is refused too.
+    let yearly = press_upgrade(&site, "year", "500");
+    assert_eq!(yearly.status, 422, "{}", yearly.body);
+    assert_eq!(
+        owner.get(&format!("/subscribers/{id}")).json()["membership"]["status"],
+        "free"
+    );
+    // Connected, a webhook without Stripe's signature is refused; nothing is recorded.
+    let unsigned = site
+        .request(
+            "POST",
+            "/stripe/webhook",
+            &[],
+            Some(("application/json", event.to_string().into_bytes())),
+        )
+        .expect("an answer");
+    assert_eq!(unsigned.status, 400, "{}", unsigned.body);
+    let recorded: i64 = app
+        .db()
+        .query_row("SELECT count(*) FROM stripe_events", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(recorded, 0);
+}
+
+#[test]
+fn the_send_page_chooses_who_gets_a_paid_issue_and_sends_what_it_counted() {
+    let app = spawn_app();
+    let owner = onboard_paid(&app, "Reef Choices");
+    set_sender(&owner);
+    let (free, paid) = (unique_email("reef-free"), unique_email("reef-paid"));
+    add(&owner, &free);
+    let paid_id = add(&owner, &paid);
+    set_membership(&owner, paid_id, json!({"status": "comped", "until": null})).expect(200);
+    let created = owner.post(
+        "/issues",
+        &json!({"issue": {"subject": "Reef ledger", "content_markdown": paid_markdown(),
+            "status": "approved", "visibility": "paid"}}),
+    );
+    let id = created.json()["id"].as_i64().unwrap();
+    let send = format!("/newsletters/{}/issues/{id}/send", owner.newsletter_id);
+
+    // The page offers the choice, everyone ticked (the issue's choice), and counts both.
+    let page = owner.client.get(&send);
+    page.expect(200);
+    assert!(
+        page.body.contains("Who gets this paid issue by e-mail"),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains(r#"value="everyone" checked"#),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("Send to 2 subscribers"), "{}", page.body);
+    let count = format!(
+        "/newsletters/{}/issues/{id}/audience_count?mailed_to=paid",
+        owner.newsletter_id
+    );
+    let counted = owner.client.get(&count).json();
+    assert_eq!(
+        (
+            counted["recipients"].as_i64(),
+            counted["mailed_to"].as_str()
+        ),
+        (Some(1), Some("paid")),
+        "{counted}"
+    );
+
+    // "Paid members only" ticked after the count of everyone: back with the new count,
+    // nothing queued.
+    let fields: Vec<(String, String)> = send_form_fields(&page.body)
+        .into_iter()
+        .map(|(k, v)| match k.as_str() {
+            "mailed_to" => (k, "paid".to_string()),
+            _ => (k, v),
+        })
+        .collect();
+    let changed = owner.client.submit(&send, &send, &pairs(&fields));
+    changed.expect(409);
+    assert!(
+        changed.body.contains("it now goes to 1 subscriber"),
+        "{}",
+        changed.body
+    );
+    assert!(
+        changed.body.contains(r#"value="paid" checked"#),
+        "{}",
+        changed.body
+    );
+    assert_eq!(
+        owner.get(&format!("/issues/{id}")).json()["status"],
+        "approved"
+    );
+
+    // Sent as the page now counts: the paid member only; the choice is the issue's.
+    let sent = owner
+        .client
+        .submit(&send, &send, &pairs(&send_form_fields(&changed.body)));
+    sent.redirect();
+    wait_status(&owner, id, "sent", Duration::from_secs(30));
+    let issue = owner.get(&format!("/issues/{id}")).json();
+    assert_eq!(issue["recipients"], 1, "{issue}");
+    assert_eq!(issue["paid_members_only"], true, "{issue}");
+    assert!(
+        app.smtp
+            .wait_for_message_to(&paid, 1)
+            .text()
+            .contains(SECRET)
+    );
+    assert!(
+        app.smtp.messages_to(&free).is_empty(),
+        "the free member got nothing"
+    );
 }

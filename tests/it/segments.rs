@@ -337,7 +337,8 @@ pub(crate) fn send_form_fields(page: &str) -> Vec<(String, String)> {
                 Some(unescape(&tag[from..from + tag[from..].find('"')?]))
             };
             let (kind, name) = (attr("type")?, attr("name")?);
-            let sent = kind == "hidden" || (kind == "checkbox" && tag.contains(" checked"));
+            let ticked = kind == "checkbox" || kind == "radio";
+            let sent = kind == "hidden" || (ticked && tag.contains(" checked"));
             (sent && name != "authenticity_token")
                 .then(|| (name, attr("value").unwrap_or_default()))
         })
@@ -353,7 +354,7 @@ fn shows(page: &str, needle: &str) {
 }
 
 /// `fields` as `submit` takes them.
-fn pairs(fields: &[(String, String)]) -> Vec<(&str, &str)> {
+pub(crate) fn pairs(fields: &[(String, String)]) -> Vec<(&str, &str)> {
     fields
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))

@@ -4,7 +4,7 @@
 //! a trial), reads the paid issue on the site and gets it by mail; a failed invoice makes them
 //! `past_due` and then free at the period's end; canceling in the portal keeps access until
 //! the period ends; replayed, reordered, forged and stale events change nothing wrong; the
-//! figures count them.
+//! figures count them; and the reader's whole path in Chromium.
 //!
 //! Stripe posts its webhooks to the newsletter's site (`http://<sub>.localhost:<port>`),
 //! which this machine cannot resolve: a small forwarder on loopback takes them and passes
@@ -13,9 +13,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use poem::listener::TcpAcceptor;
-use poem::{EndpointExt, Route, Server, handler, web::Data};
+use poem::{EndpointExt, Route, handler, web::Data};
 
+use crate::memberships::sign_in;
+use crate::support::net::serve;
 use crate::support::send::{send_now, wait_status};
 use crate::support::stripe::{SECRET_KEY, StripeFake};
 use crate::support::*;
@@ -57,33 +58,18 @@ async fn forward(
 
 /// A forwarder to `site`; its URL.
 fn forwarder(site: Client) -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let to = Arc::new(Forward { site });
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            listener.set_nonblocking(true).unwrap();
-            let acceptor = TcpAcceptor::from_std(listener).unwrap();
-            let app = Route::new()
-                .at("/stripe/webhook", poem::post(forward))
-                .data(to);
-            let _ = Server::new_with_acceptor(acceptor).run(app).await;
-        });
-    });
+    let port = serve(
+        Route::new()
+            .at("/stripe/webhook", poem::post(forward))
+            .data(Arc::new(Forward { site })),
+    );
     format!("http://127.0.0.1:{port}/stripe/webhook")
 }
 
-/// The owner saves a plan and connects Stripe in the dashboard.
-fn connect(owner: &Owner, monthly: &str, yearly: &str, trial: &str) {
+/// The owner saves a plan (prices in euros) in the dashboard.
+pub(crate) fn save_plan(owner: &Owner, monthly: &str, yearly: &str, trial: &str) {
     let base = format!("/newsletters/{}/memberships", owner.newsletter_id);
-    let page = owner.client.get(&base);
-    page.expect(200);
-    assert!(page.body.contains("Not connected"), "{}", page.body);
-    let token = page.csrf_token();
+    let token = owner.client.get(&base).csrf_token();
     owner
         .client
         .post_form(
@@ -101,6 +87,16 @@ fn connect(owner: &Owner, monthly: &str, yearly: &str, trial: &str) {
             ],
         )
         .redirect();
+}
+
+/// The owner saves a plan and connects Stripe in the dashboard.
+pub(crate) fn connect(owner: &Owner, monthly: &str, yearly: &str, trial: &str) {
+    let base = format!("/newsletters/{}/memberships", owner.newsletter_id);
+    let page = owner.client.get(&base);
+    page.expect(200);
+    assert!(page.body.contains("Not connected"), "{}", page.body);
+    save_plan(owner, monthly, yearly, trial);
+    let token = owner.client.get(&base).csrf_token();
     // A key of the wrong kind is refused and nothing is stored.
     let refused = owner.client.post_form(
         &format!("{base}/stripe"),
@@ -132,25 +128,6 @@ fn connect(owner: &Owner, monthly: &str, yearly: &str, trial: &str) {
     assert!(!page.body.contains(SECRET_KEY) && !page.body.contains(SIGNING_SECRET));
 }
 
-/// Signs `email` in on `site` by the mailed link.
-fn sign_in(app: &App, site: &Client, email: &str) {
-    let page = site.get("/signin");
-    let before = app.smtp.messages_to(email).len();
-    site.post_form(
-        "/signin",
-        &[("authenticity_token", &page.csrf_token()), ("email", email)],
-    )
-    .expect(200);
-    let mail = app.smtp.wait_for_message_to(email, before + 1);
-    let link = path_of(&link_containing(&mail.text(), "/signin/").unwrap());
-    let confirm = site.get(&link);
-    assert_eq!(
-        site.post_form(&link, &[("authenticity_token", &confirm.csrf_token())])
-            .redirect(),
-        "/account"
-    );
-}
-
 /// Presses a button of the reader's account page; where it sends them.
 fn press(site: &Client, action: &str, fields: &[(&str, &str)]) -> String {
     let account = site.get("/account");
@@ -160,6 +137,20 @@ fn press(site: &Client, action: &str, fields: &[(&str, &str)]) -> String {
     let resp = site.post_form(action, &all);
     assert_eq!(resp.status, 303, "{action}: {}", resp.body);
     resp.header("location").unwrap().to_string()
+}
+
+/// Presses an Upgrade button of the account page as though it showed `amount` (in cents)
+/// for `interval` (`month`, `year`); the answer.
+pub(crate) fn press_upgrade(site: &Client, interval: &str, amount: &str) -> Resp {
+    let token = site.get("/account").csrf_token();
+    site.post_form(
+        "/account/upgrade",
+        &[
+            ("authenticity_token", &token),
+            ("interval", interval),
+            ("amount", amount),
+        ],
+    )
 }
 
 fn membership(owner: &Owner, id: i64) -> Value {
@@ -210,10 +201,8 @@ fn a_reader_upgrades_pays_fails_and_cancels_through_stripe() {
         "the key is sealed"
     );
     let site = app.site_client(&owner.subdomain);
-    fake.register_webhook(
-        &forwarder(app.site_client(&owner.subdomain)),
-        SIGNING_SECRET,
-    );
+    let hook = forwarder(app.site_client(&owner.subdomain));
+    fake.register_webhook(&hook, SIGNING_SECRET);
 
     // The plan is on the subscribe page.
     let subscribe = site.get("/subscribe");
@@ -231,7 +220,11 @@ fn a_reader_upgrades_pays_fails_and_cancels_through_stripe() {
     sign_in(&app, &site, &email);
 
     // Upgrade monthly: a Checkout Session for the plan made now, then the hosted page.
-    let checkout = press(&site, "/account/upgrade", &[("interval", "month")]);
+    let checkout = press(
+        &site,
+        "/account/upgrade",
+        &[("interval", "month"), ("amount", "500")],
+    );
     let asked = fake.requests_to("POST", "/v1/checkout/sessions");
     let session = asked.last().expect("a checkout session");
     assert_eq!(session.stripe_version.as_deref(), Some("2024-06-20"));
@@ -285,20 +278,13 @@ fn a_reader_upgrades_pays_fails_and_cancels_through_stripe() {
 
     // Every event again: each is answered as applied before, and nothing changes.
     let before = membership(&owner, id);
-    let deliveries = fake.deliveries().len();
     for event in fake.events() {
-        let status = fake.send_event(
-            &forwarder(app.site_client(&owner.subdomain)),
-            SIGNING_SECRET,
-            &event,
-        );
+        let status = fake.send_event(&hook, SIGNING_SECRET, &event);
         assert_eq!(status, 200, "{event}");
     }
-    assert!(fake.deliveries().len() >= deliveries);
     assert_eq!(membership(&owner, id), before);
 
     // Forged, stale and unsigned events are refused and change nothing.
-    let hook = forwarder(app.site_client(&owner.subdomain));
     let subscription_id = fake.checkout_session(session_id(&checkout))["subscription"]
         .as_str()
         .unwrap()
@@ -397,8 +383,33 @@ fn a_yearly_trial_and_events_out_of_order() {
     // Only the yearly price is offered.
     let account = site.get("/account");
     assert!(!account.body.contains("Upgrade monthly") && account.body.contains("Upgrade yearly"));
+    assert!(
+        account.body.contains("Upgrade yearly (50.00 EUR)"),
+        "{}",
+        account.body
+    );
+    // The owner raises the price while the reader looks at 50 EUR: their press is refused
+    // with the price of now, and nothing reaches Stripe.
+    save_plan(&owner, "", "60", "14");
+    let stale = press_upgrade(&site, "year", "5000");
+    assert_eq!(stale.status, 422, "{}", stale.body);
+    assert!(
+        stale.body.contains("it is now 60.00 EUR a year"),
+        "{}",
+        stale.body
+    );
+    assert!(fake.requests_to("POST", "/v1/checkout/sessions").is_empty());
+    assert!(
+        site.get("/account")
+            .body
+            .contains("Upgrade yearly (60.00 EUR)")
+    );
     fake.hold_webhooks();
-    let checkout = press(&site, "/account/upgrade", &[("interval", "year")]);
+    let checkout = press(
+        &site,
+        "/account/upgrade",
+        &[("interval", "year"), ("amount", "6000")],
+    );
     let asked = fake.requests_to("POST", "/v1/checkout/sessions");
     assert_eq!(
         asked
@@ -442,7 +453,176 @@ fn a_yearly_trial_and_events_out_of_order() {
     wait_membership(&owner, id, "paid");
     let stats = owner.get("/newsletter/stats").json();
     assert_eq!(
-        stats["data"]["memberships"]["monthly_recurring_revenue"], 417,
+        stats["data"]["memberships"]["monthly_recurring_revenue"], 500,
         "{stats}"
+    );
+}
+
+#[test]
+#[cfg_attr(
+    not(all(has_localstripe, has_chromium)),
+    ignore = "needs localstripe in target/py (pip install localstripe) and chromium with chromedriver"
+)]
+fn a_reader_subscribes_signs_in_upgrades_reads_and_cancels_in_chromium() {
+    use crate::support::browser::sign_in as sign_in_owner;
+    use crate::support::browser::{
+        Driver, assert_fits, click, fill, runtime, screenshot, wait_for_path, wait_for_text,
+    };
+    let Some(driver) = Driver::start("reader path") else {
+        return;
+    };
+    let Some(axe) = crate::support::axe::Axe::load("reader path") else {
+        return;
+    };
+    let mut violations = Vec::new();
+    let fake = StripeFake::start();
+    let app = spawn_app_with(&["--stripe-api-url", &fake.api_base()]);
+    let owner = onboard_paid(&app, "Lantern Paid");
+    set_sender(&owner);
+    connect(&owner, "5", "50", "0");
+    fake.register_webhook(
+        &forwarder(app.site_client(&owner.subdomain)),
+        SIGNING_SECRET,
+    );
+    let created = owner.post(
+        "/issues",
+        &json!({"issue": {"subject": "The lantern ledger", "status": "approved", "visibility": "paid",
+            "content_markdown": format!("The ledger opens for members.\n\n{}\n\n{SECRET}.", "Lamp oil and wicks. ".repeat(30))}}),
+    );
+    created.expect(201);
+    let issue_id = created.json()["id"].as_i64().unwrap();
+    let web_url = owner
+        .post(&format!("/issues/{issue_id}/publish"), &json!({}))
+        .json()["web_url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Chromium resolves *.localhost to this machine: the site by its own name.
+    let origin = format!("http://{}.{}", owner.subdomain, app.public_host);
+    let email = unique_email("lantern-reader");
+
+    runtime().block_on(async {
+        let c = driver.session().await;
+        // Subscribe, seeing the plan, and confirm from the mail.
+        c.goto(&format!("{origin}/subscribe")).await.unwrap();
+        wait_for_text(&c, "main", "5.00 EUR a month or 50.00 EUR a year").await;
+        fill(&c, "email", &email).await;
+        click(&c, "form.subscribe button[type=submit]").await;
+        wait_for_text(&c, "main", "Check your inbox").await;
+        let mail = app.smtp.wait_for_message_to(&email, 1);
+        let confirm = link_containing(&mail.text(), "/subscribe/confirm/").unwrap();
+        c.goto(&confirm).await.unwrap();
+        click(&c, "main form button[type=submit]").await;
+        wait_for_text(&c, "main", "subscribed").await;
+
+        // The paid issue: its excerpt and the paywall, not its text.
+        c.goto(&web_url).await.unwrap();
+        let paywall = wait_for_text(&c, "main", "This issue is for paid members").await;
+        assert!(!paywall.contains(SECRET), "{paywall}");
+        violations.extend(crate::accessibility::check(&driver, &axe, &c, "paywall").await);
+        c.set_window_size(390, 844).await.unwrap();
+        assert_fits(&c, 390, "the paywall").await;
+        screenshot(&c, "reader-paywall-phone").await;
+        c.set_window_size(1280, 900).await.unwrap();
+
+        // Sign in by the mailed link.
+        click(&c, ".paywall a[href=\"/signin\"]").await;
+        wait_for_path(&c, "/signin").await;
+        violations.extend(crate::accessibility::check(&driver, &axe, &c, "sign in").await);
+        let before = app.smtp.messages_to(&email).len();
+        fill(&c, "email", &email).await;
+        click(&c, "form.subscribe button[type=submit]").await;
+        wait_for_text(&c, "main", "a sign-in link is on its way").await;
+        let mail = app.smtp.wait_for_message_to(&email, before + 1);
+        let link = link_containing(&mail.text(), "/signin/").unwrap();
+        c.goto(&link).await.unwrap();
+        click(&c, "main form button[type=submit]").await;
+        wait_for_path(&c, "/account").await;
+        wait_for_text(&c, "main", "Free membership").await;
+        violations.extend(crate::accessibility::check(&driver, &axe, &c, "account").await);
+        c.set_window_size(390, 844).await.unwrap();
+        assert_fits(&c, 390, "the account page").await;
+        screenshot(&c, "reader-account-phone").await;
+        c.set_window_size(1280, 900).await.unwrap();
+
+        // Upgrade monthly: Stripe's Checkout (the fake's page), paid, back to the account.
+        click(&c, "form[action=\"/account/upgrade\"] button").await;
+        wait_for_text(&c, "#price", "5.00 EUR per month").await;
+        click(&c, "button[type=submit]").await;
+        wait_for_path(&c, "/account").await;
+        let listed = owner.get("/subscribers").json();
+        let id = listed["subscribers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["email"] == email.as_str())
+            .expect("the reader is a subscriber")["id"]
+            .as_i64()
+            .unwrap();
+        wait_membership(&owner, id, "paid");
+        c.goto(&format!("{origin}/account")).await.unwrap();
+        wait_for_text(&c, "main", "Paid member (monthly)").await;
+        violations.extend(crate::accessibility::check(&driver, &axe, &c, "paid account").await);
+
+        // Read the issue now.
+        c.goto(&web_url).await.unwrap();
+        wait_for_text(&c, "main", SECRET).await;
+
+        // Manage billing: the Billing Portal cancels; access lasts until the period ends.
+        c.goto(&format!("{origin}/account")).await.unwrap();
+        click(&c, "form[action=\"/account/billing\"] button").await;
+        wait_for_text(&c, "main", "Cancel subscription").await;
+        click(&c, "form[action$=\"/cancel\"] button").await;
+        wait_for_path(&c, "/account").await;
+        wait_membership(&owner, id, "canceled");
+        c.goto(&format!("{origin}/account")).await.unwrap();
+        wait_for_text(&c, "main", "Canceled: paid access lasts until").await;
+        c.goto(&web_url).await.unwrap();
+        wait_for_text(&c, "main", SECRET).await;
+        // The owner sends the issue to paid members only: the send page's count follows the
+        // choice, and the send goes to the one it counted.
+        let bystander = unique_email("lantern-free");
+        owner
+            .post("/subscribers", &json!({"email": bystander}))
+            .expect(201);
+        sign_in_owner(&c, &app.base_url, &owner.email).await;
+        let send = format!(
+            "/newsletters/{}/issues/{issue_id}/send",
+            owner.newsletter_id
+        );
+        c.goto(&format!("{}{send}", app.base_url)).await.unwrap();
+        wait_for_text(&c, "#send-button", "Send to 2 subscribers").await;
+        click(&c, "input[name=mailed_to][value=paid]").await;
+        wait_for_text(&c, "#send-button", "Send to 1 subscriber").await;
+        click(&c, "#send-button").await;
+        wait_for_path(
+            &c,
+            &format!("/newsletters/{}/issues/{issue_id}", owner.newsletter_id),
+        )
+        .await;
+        wait_status(&owner, issue_id, "sent", Duration::from_secs(30));
+        // Sent means delivered: the paid issue is in the reader's mail, whole.
+        assert!(
+            app.smtp
+                .messages_to(&email)
+                .iter()
+                .any(|m| m.text().contains(SECRET))
+        );
+        assert!(app.smtp.messages_to(&bystander).is_empty());
+
+        // The site logs nothing (the fake's hosted pages have no favicon: not ours).
+        let errors: Vec<String> = driver
+            .console_errors(&c)
+            .await
+            .into_iter()
+            .filter(|e| !e.starts_with(&fake.api_base()))
+            .collect();
+        assert!(errors.is_empty(), "browser console: {errors:?}");
+        c.close().await.unwrap();
+    });
+    assert!(
+        violations.is_empty(),
+        "axe-core:\n{}",
+        violations.join("\n")
     );
 }

@@ -183,6 +183,22 @@ impl Issue {
 }
 
 impl Issue {
+    /// Sends to `chosen` (its tags) from now on, keeping whether the send goes to paid
+    /// members only: that is the issue's own choice (`paid_members_only`), not the tags'.
+    pub fn choose_audience(&mut self, chosen: Audience) {
+        self.audience = Audience {
+            paid_only: self.audience.paid_only,
+            ..chosen
+        };
+    }
+
+    /// Whether a paid issue is mailed to paid members only (`true`) or to everyone, free
+    /// members getting the teaser; nothing for an issue that is not paid.
+    pub fn mail_paid_members_only(&mut self, only: bool) {
+        self.paid_members_only = only;
+        self.audience.paid_only = self.visibility == Visibility::Paid && only;
+    }
+
     /// The issue as a free member of a paid issue gets it by mail: its excerpt and an
     /// upgrade link (`account_url`, their account page on the site), never its text or its
     /// articles.
@@ -259,7 +275,7 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Issue> {
         paid_members_only: row.get(23)?,
     })
     .map(|mut issue: Issue| {
-        issue.audience.paid_only = issue.visibility == Visibility::Paid && issue.paid_members_only;
+        issue.mail_paid_members_only(issue.paid_members_only);
         issue
     })
 }
@@ -647,10 +663,17 @@ fn set_reading_settings(conn: &Connection, id: i64, valid: &Valid) -> DomainResu
         conn.execute(SET, (id, visibility, now))?;
     }
     if let Some(only) = valid.paid_members_only {
-        const SET: &str = "UPDATE issues SET paid_members_only = ?2, updated_at = ?3
-             WHERE id = ?1 AND paid_members_only != ?2 AND recipients_at IS NULL";
-        conn.execute(SET, (id, only, now))?;
+        store_paid_members_only(conn, id, only)?;
     }
+    Ok(())
+}
+
+/// Records whether the issue is mailed to paid members only, until its recipients are
+/// recorded (then who it mails is fixed).
+fn store_paid_members_only(conn: &Connection, id: i64, only: bool) -> DomainResult<()> {
+    const SET: &str = "UPDATE issues SET paid_members_only = ?2, updated_at = ?3
+         WHERE id = ?1 AND paid_members_only != ?2 AND recipients_at IS NULL";
+    conn.execute(SET, (id, only, Timestamp::now()))?;
     Ok(())
 }
 
@@ -1233,6 +1256,9 @@ pub struct SendChoice {
     /// A draft is approved and sent in one step (the dashboard's one confirmation); without
     /// it only approved and scheduled issues are sent (the API's states).
     pub approve_draft: bool,
+    /// For a paid issue: mailed to paid members only (`true`) or to everyone, free members
+    /// getting the excerpt and an upgrade link (`false`); `None` keeps the issue's choice.
+    pub paid_members_only: Option<bool>,
 }
 
 /// Whether a send to `audience` publishes the issue when the owner did not say: a send to
@@ -1302,10 +1328,13 @@ pub fn send_with(
         newsletter.ensure_writable()?;
         let mut issue = get(tx, newsletter_id, id)?;
         if let Some(chosen) = &choice.audience {
-            let mut chosen = audience::check(tx, newsletter_id, chosen, "")?;
+            let chosen = audience::check(tx, newsletter_id, chosen, "")?;
             audience::store(tx, id, &chosen)?;
-            chosen.paid_only = issue.audience.paid_only;
-            issue.audience = chosen;
+            issue.choose_audience(chosen);
+        }
+        if let Some(only) = choice.paid_members_only {
+            store_paid_members_only(tx, id, only)?;
+            issue.mail_paid_members_only(only);
         }
         let checked = match choice.approve_draft {
             true => approved_in_one_step(issue.clone()),

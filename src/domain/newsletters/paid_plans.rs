@@ -45,21 +45,30 @@ pub fn decimals(currency: &str) -> u32 {
         .map_or(2, |(_, d)| *d)
 }
 
-/// `amount` minor units of `currency` as people read it: `5.00 USD`.
-pub fn money(amount: i64, currency: &str) -> String {
-    let code = currency.to_uppercase();
+/// `amount` minor units of `currency` in its major unit, as the settings form takes it:
+/// `5.00`, or `500` for a currency without decimals.
+pub fn major_units(amount: i64, currency: &str) -> String {
     match decimals(currency) {
-        0 => format!("{amount} {code}"),
+        0 => amount.to_string(),
         d => {
             let unit = 10_i64.pow(d);
             format!(
-                "{}.{:0width$} {code}",
+                "{}.{:0width$}",
                 amount / unit,
                 amount % unit,
                 width = d as usize
             )
         }
     }
+}
+
+/// `amount` minor units of `currency` as people read it: `5.00 USD`.
+pub fn money(amount: i64, currency: &str) -> String {
+    format!(
+        "{} {}",
+        major_units(amount, currency),
+        currency.to_uppercase()
+    )
 }
 
 /// A plan as stored.
@@ -84,6 +93,15 @@ impl Plan {
             self.monthly_amount
         }
     }
+
+    /// The Stripe plan made for that price, once made.
+    pub fn stripe_plan(&self, yearly: bool) -> Option<&str> {
+        if yearly {
+            self.stripe_yearly_plan.as_deref()
+        } else {
+            self.stripe_monthly_plan.as_deref()
+        }
+    }
 }
 
 pub fn plan(conn: &Connection, newsletter_id: i64) -> DomainResult<Option<Plan>> {
@@ -102,6 +120,13 @@ pub fn plan(conn: &Connection, newsletter_id: i64) -> DomainResult<Option<Plan>>
             })
         })
         .optional()?)
+}
+
+/// The plan readers are offered: the newsletter's plan once Stripe is connected, else none
+/// (nobody could pay it).
+pub fn offered(conn: &Connection, newsletter_id: i64) -> DomainResult<Option<Plan>> {
+    let connected = connection(conn, newsletter_id)?.is_some();
+    Ok(plan(conn, newsletter_id)?.filter(|_| connected))
 }
 
 /// A plan as the settings form gives it: prices in the currency's major unit (`5`, `5.00`);
@@ -418,6 +443,14 @@ mod tests {
         assert!(check_plan(&input("xyz", "5", "")).is_err());
         assert_eq!(money(500, "usd"), "5.00 USD");
         assert_eq!(money(500, "jpy"), "500 JPY");
+        assert_eq!(major_units(5050, "eur"), "50.50");
+        // What the form shows is read back as the same amount.
+        assert_eq!(
+            check_plan(&input("eur", &major_units(5050, "eur"), ""))
+                .unwrap()
+                .monthly_amount,
+            Some(5050)
+        );
     }
 
     #[test]

@@ -35,6 +35,7 @@ use crate::domain::subscribers;
 pub use crate::domain::subscribers::import_columns::{ColumnUse, Columns, Source, TAG_SEPARATOR};
 use crate::domain::subscribers::import_columns::{Parsed, header_error};
 use crate::domain::subscribers::import_lines::Rows;
+use crate::domain::subscribers::memberships::{self, Grant};
 use crate::domain::{DomainError, DomainResult, ErrorCode, FieldErrors, newsletters};
 use crate::store::{StoreError, write_tx};
 
@@ -157,6 +158,8 @@ pub fn check_header<R: Read>(input: R) -> DomainResult<Columns> {
 struct Batch {
     rows: u64,
     valids: Vec<subscribers::Valid>,
+    /// The paid access the file gives, by index into `valids`.
+    grants: Vec<(usize, Grant)>,
     skipped: u64,
     /// Refused rows, in the order of the file.
     refused: Vec<RowError>,
@@ -243,8 +246,11 @@ fn read_batch<R: Read>(
         };
         batch.rows += 1;
         let refused = match columns.read(record) {
-            Parsed::Entry(entry) => match subscribers::check(line as usize, entry)? {
+            Parsed::Entry(entry, grant) => match subscribers::check(line as usize, entry)? {
                 Ok(valid) => {
+                    if let Some(grant) = grant {
+                        batch.grants.push((batch.valids.len(), grant));
+                    }
                     batch.valids.push(valid);
                     continue;
                 }
@@ -279,7 +285,15 @@ fn commit(
 ) -> DomainResult<Totals> {
     let bytes_read = batch.bytes_read;
     let after = write_tx(conn, |tx| {
-        let (created, existing) = subscribers::insert_checked(tx, newsletter_id, &batch.valids)?;
+        let ids = subscribers::insert_checked_ids(tx, newsletter_id, &batch.valids)?;
+        let created = ids.iter().flatten().count();
+        let existing = ids.len() - created;
+        // Only a subscriber the file brings gets its membership: an existing one keeps theirs.
+        for (at, grant) in &batch.grants {
+            if let Some(id) = ids[*at] {
+                memberships::grant(tx, newsletter_id, id, grant)?;
+            }
+        }
         let refused = batch.refused.len() as u64;
         let kept = ERRORS_KEPT.saturating_sub(before.error_count as usize);
         let mut after = before.clone();
@@ -328,7 +342,7 @@ pub fn preview<R: Read>(input: R, limit: usize) -> DomainResult<Preview> {
             break;
         };
         rows.push(match columns.read(&record) {
-            Parsed::Entry(entry) => PreviewRow {
+            Parsed::Entry(entry, _) => PreviewRow {
                 line,
                 problem: subscribers::validate(&entry).err().map(|e| e.to_string()),
                 email: entry.email,

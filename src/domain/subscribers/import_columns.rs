@@ -13,6 +13,7 @@
 use csv::{ByteRecord, ReaderBuilder, StringRecord};
 
 use crate::clock::{self, Timestamp};
+use crate::domain::subscribers::memberships::Grant;
 use crate::domain::subscribers::{NewSubscriber, Status};
 use crate::domain::{DomainError, DomainResult, ErrorCode, FieldErrors};
 
@@ -69,6 +70,10 @@ pub enum ColumnUse {
     LeftAt,
     /// Substack's `email_disabled`: `true` (the reader turned e-mail off) skips the row.
     EmailDisabled,
+    /// Paid access (Broadsheet's `membership`, Substack's `active_subscription`).
+    Membership,
+    /// Until when paid access lasts (Broadsheet's `membership_until`, Substack's `expiry`).
+    MembershipUntil,
     Ignored,
 }
 
@@ -102,6 +107,8 @@ impl ColumnUse {
             "subscribedat" | "optintime" | "createdat" | "confirmtime" => ColumnUse::SubscribedAt,
             "unsubtime" | "cleantime" | "unsubscribedat" => ColumnUse::LeftAt,
             "emaildisabled" => ColumnUse::EmailDisabled,
+            "membership" | "activesubscription" => ColumnUse::Membership,
+            "membershipuntil" | "expiry" => ColumnUse::MembershipUntil,
             _ => ColumnUse::Ignored,
         }
     }
@@ -118,6 +125,8 @@ impl ColumnUse {
             ColumnUse::SubscribedAt => "subscribed at",
             ColumnUse::LeftAt => "left at",
             ColumnUse::EmailDisabled => "email disabled",
+            ColumnUse::Membership => "membership",
+            ColumnUse::MembershipUntil => "membership until",
             ColumnUse::Ignored => "ignored",
         }
     }
@@ -143,6 +152,8 @@ pub struct Columns {
     tags: Option<usize>,
     status: Option<usize>,
     email_disabled: Option<usize>,
+    membership: Option<usize>,
+    membership_until: Option<usize>,
     /// The date columns, the one that wins first.
     dates: Vec<usize>,
     left: Vec<usize>,
@@ -197,6 +208,8 @@ impl Columns {
             tags: find(ColumnUse::Tags)?,
             status: find(ColumnUse::Status)?,
             email_disabled: find(ColumnUse::EmailDisabled)?,
+            membership: find(ColumnUse::Membership)?,
+            membership_until: find(ColumnUse::MembershipUntil)?,
             dates: all(ColumnUse::SubscribedAt),
             left: all(ColumnUse::LeftAt),
             header,
@@ -237,6 +250,11 @@ impl Columns {
             },
             ColumnUse::LeftAt => "left: rows with a date here are skipped".into(),
             ColumnUse::EmailDisabled => "e-mail turned off: rows with true are skipped".into(),
+            ColumnUse::Membership => {
+                "membership: paid (and comped) members keep paid access, until the paid period ends"
+                    .into()
+            }
+            ColumnUse::MembershipUntil => "end of the paid period".into(),
             ColumnUse::Ignored => "ignored".into(),
         }
     }
@@ -301,6 +319,8 @@ impl Columns {
             tags: cell(self.tags)?,
             status: cell(self.status)?,
             email_disabled: cell(self.email_disabled)?,
+            membership: cell(self.membership)?,
+            membership_until: cell(self.membership_until)?,
             date,
             left,
         })
@@ -342,6 +362,8 @@ struct Cells<'r> {
     tags: &'r str,
     status: &'r str,
     email_disabled: &'r str,
+    membership: &'r str,
+    membership_until: &'r str,
     /// The first filled date column and its text.
     date: Option<(usize, &'r str)>,
     left: bool,
@@ -349,7 +371,8 @@ struct Cells<'r> {
 
 /// What one data row asks for.
 pub(in crate::domain) enum Parsed {
-    Entry(NewSubscriber),
+    /// A subscriber, with the paid access the file gives them.
+    Entry(NewSubscriber, Option<Grant>),
     /// Unsubscribed, bounced or turned off in the file.
     Skipped,
     Refused {
@@ -404,12 +427,31 @@ impl Cells<'_> {
                 .map(str::to_string)
                 .collect(),
         };
-        Parsed::Entry(NewSubscriber {
-            email: self.email.to_string(),
-            name: (!name.is_empty()).then_some(name),
-            tags,
-            subscribed_at,
-        })
+        let until = match self.membership_until.trim() {
+            "" => None,
+            text => match parse_date(text) {
+                Some(when) => Some(when),
+                None => {
+                    let column = columns
+                        .membership_until
+                        .map_or("", |at| &columns.header[at].0);
+                    return refuse(format!("{column} is not a date: {text:?}"));
+                }
+            },
+        };
+        let grant = match Grant::imported(self.membership, until) {
+            Ok(grant) => grant,
+            Err(reason) => return refuse(reason),
+        };
+        Parsed::Entry(
+            NewSubscriber {
+                email: self.email.to_string(),
+                name: (!name.is_empty()).then_some(name),
+                tags,
+                subscribed_at,
+            },
+            grant,
+        )
     }
 }
 
@@ -457,6 +499,7 @@ pub fn parse_date(text: &str) -> Option<Timestamp> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::subscribers::memberships::MemberStatus;
 
     fn columns(header: &str) -> Columns {
         let mut record = ByteRecord::new();
@@ -519,7 +562,7 @@ mod tests {
         let mc = columns(
             "Email Address,First Name,Last Name,MEMBER_RATING,OPTIN_TIME,CONFIRM_TIME,TAGS",
         );
-        let Parsed::Entry(entry) = row(
+        let Parsed::Entry(entry, _) = row(
             &mc,
             r#"ada@example.com,Ada,Lovelace,4,2024-01-05 10:11:12,2024-01-06 00:00:00,"""tag one"",""tag, two"",""vip""""#,
         ) else {
@@ -532,7 +575,8 @@ mod tests {
             "2024-01-05T10:11:12.000Z"
         );
         // No OPTIN_TIME: the confirmation counts.
-        let Parsed::Entry(entry) = row(&mc, "b@example.com,,Hopper,2,,2015-03-16 14:40:47,") else {
+        let Parsed::Entry(entry, _) = row(&mc, "b@example.com,,Hopper,2,,2015-03-16 14:40:47,")
+        else {
             panic!("imported")
         };
         assert_eq!(entry.name.as_deref(), Some("Hopper"));
@@ -566,9 +610,51 @@ mod tests {
     }
 
     #[test]
+    fn broadsheets_own_export_brings_its_members_back() {
+        let own = columns("email,name,tags,status,membership,membership_until");
+        assert_eq!(
+            own.meaning(4),
+            "membership: paid (and comped) members keep paid access, until the paid period ends"
+        );
+        let grant = |line: &str| match row(&own, line) {
+            Parsed::Entry(_, grant) => grant,
+            _ => panic!("{line}: imported"),
+        };
+        let comped = grant("c@example.com,,,active,comped,").unwrap();
+        assert_eq!((comped.status, comped.until), (MemberStatus::Comped, None));
+        // Stripe's statuses are paid access until the period's end.
+        for status in ["paid", "trialing", "past_due", "canceled"] {
+            let g = grant(&format!(
+                "p@example.com,,,active,{status},2999-06-01T00:00:00Z"
+            ));
+            assert_eq!(g.unwrap().status, MemberStatus::Paid, "{status}");
+        }
+        assert_eq!(grant("f@example.com,,,active,free,"), None);
+        assert_eq!(
+            grant("o@example.com,,,active,paid,2001-01-01T00:00:00Z"),
+            None
+        );
+        for (line, reason) in [
+            (
+                "x@example.com,,,active,gold,",
+                "Membership must be free, paid",
+            ),
+            (
+                "y@example.com,,,active,paid,soon",
+                "membership_until is not a date: \"soon\"",
+            ),
+        ] {
+            let Parsed::Refused { reason: got, .. } = row(&own, line) else {
+                panic!("{line}: refused")
+            };
+            assert!(got.starts_with(reason), "{got}");
+        }
+    }
+
+    #[test]
     fn substack_rows_with_email_turned_off_are_skipped() {
         let ss = columns("email,active_subscription,expiry,email_disabled,created_at");
-        let Parsed::Entry(entry) = row(
+        let Parsed::Entry(entry, _) = row(
             &ss,
             "a@example.com,true,2025-01-01,false,2018-08-27T15:06:27.713Z",
         ) else {
@@ -582,9 +668,28 @@ mod tests {
             row(&ss, "b@example.com,,,true,2018-08-27T15:06:27.713Z"),
             Parsed::Skipped
         ));
+        // An active paid subscription comes as paid access until its expiry; one that
+        // expired, or none, is free.
+        let Parsed::Entry(_, Some(grant)) = row(
+            &ss,
+            "p@example.com,true,2999-01-01,false,2018-08-27T15:06:27.713Z",
+        ) else {
+            panic!("imported with paid access")
+        };
+        assert_eq!(grant.status, MemberStatus::Paid);
+        assert_eq!(grant.until.unwrap().to_string(), "2999-01-01T00:00:00.000Z");
+        for line in [
+            "a@example.com,true,2025-01-01,false,",
+            "f@example.com,false,,false,",
+        ] {
+            assert!(
+                matches!(row(&ss, line), Parsed::Entry(_, None)),
+                "{line}: free"
+            );
+        }
         // Plain files keep `;` between tags even when a tag holds a comma.
         let plain = columns("email,tags");
-        let Parsed::Entry(entry) = row(&plain, "c@example.com,\"a, b;c\"") else {
+        let Parsed::Entry(entry, _) = row(&plain, "c@example.com,\"a, b;c\"") else {
             panic!("imported")
         };
         assert_eq!(entry.tags, vec!["a, b", "c"]);

@@ -270,6 +270,10 @@ pub fn write(
         ],
     )?;
     let after = of(tx, subscriber_id)?;
+    // Without paid access now, there is no end left for `tell_lapsed` to tell: it is told
+    // here (below) or there was none.
+    const LAPSE: &str = "UPDATE memberships SET lapse_told = ?2 WHERE subscriber_id = ?1";
+    tx.execute(LAPSE, (subscriber_id, !after.has_paid_access()))?;
     let kind = match (had_access, after.has_paid_access()) {
         (false, true) => Some("member.upgraded"),
         (true, false) => Some("member.downgraded"),
@@ -299,6 +303,82 @@ pub fn event_data(
         "email": email,
         "membership": membership,
     }))
+}
+
+/// Records `member.downgraded` for up to `batch` members whose paid access ended by its date
+/// by `now` (a comp or a paid period that ran out, a canceled membership at its period's
+/// end) and was not told yet, oldest end first, in one short transaction; how many. Reads
+/// the lapsing rows only (`memberships_lapsing`).
+pub fn tell_lapsed(conn: &mut Connection, now: Timestamp, batch: i64) -> DomainResult<usize> {
+    const DUE: &str = "SELECT subscriber_id, newsletter_id FROM memberships
+         WHERE lapse_told = 0 AND access_until <= ?1 ORDER BY access_until LIMIT ?2";
+    const TOLD: &str = "UPDATE memberships SET lapse_told = 1 WHERE subscriber_id = ?1";
+    write_tx(conn, |tx| {
+        let due: Vec<(i64, i64)> = tx
+            .prepare_cached(DUE)?
+            .query_map((now, batch), |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        for &(subscriber_id, newsletter_id) in &due {
+            tx.execute(TOLD, [subscriber_id])?;
+            let membership = of(tx, subscriber_id)?;
+            let data = event_data(tx, subscriber_id, &membership)?;
+            events::record(tx, newsletter_id, "member.downgraded", data)?;
+        }
+        Ok(due.len())
+    })
+}
+
+/// Paid access an import brings along (docs/subscribers.md, "Import formats"): `paid` or
+/// `comped`, until a date or for good. The other platform's billing does not come with it:
+/// when the date passes, the member is free until they upgrade on the site.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    pub status: MemberStatus,
+    pub until: Option<Timestamp>,
+}
+
+impl Grant {
+    /// A file's membership cell (Broadsheet's export: `free`, `paid`, `trialing`,
+    /// `past_due`, `canceled`, `comped`; Substack's `active_subscription`: `true`, `false`)
+    /// with the end of the paid period, `until`: the grant, or none when the member is free
+    /// or their paid access has already ended. Stripe's statuses become `paid` until the
+    /// date: the Stripe subscription is not carried over.
+    pub fn imported(cell: &str, until: Option<Timestamp>) -> Result<Option<Grant>, String> {
+        let status = match cell.trim().to_lowercase().as_str() {
+            "" | "free" | "false" => return Ok(None),
+            "paid" | "trialing" | "past_due" | "canceled" | "true" => MemberStatus::Paid,
+            "comped" => MemberStatus::Comped,
+            other => {
+                return Err(format!(
+                    "Membership must be free, paid, trialing, past_due, canceled, comped, true or false, not {other:?}"
+                ));
+            }
+        };
+        if until.is_some_and(|end| end <= Timestamp::now()) {
+            return Ok(None);
+        }
+        Ok(Some(Grant { status, until }))
+    }
+}
+
+/// Gives a subscriber an import just created the paid access `grant` holds, inside the
+/// import's transaction (`member.upgraded` is recorded, as for a comp).
+pub fn grant(
+    tx: &Connection,
+    newsletter_id: i64,
+    subscriber_id: i64,
+    grant: &Grant,
+) -> DomainResult<Membership> {
+    let change = Change {
+        status: grant.status,
+        interval: None,
+        amount: None,
+        until: grant.until,
+        stripe_customer: None,
+        stripe_subscription: None,
+        stripe_event_at: None,
+    };
+    write(tx, newsletter_id, subscriber_id, &change)
 }
 
 /// What the owner (the dashboard, the API) may set: `paid` or `comped` until a date or for

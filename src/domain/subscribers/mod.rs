@@ -482,13 +482,18 @@ pub(super) struct Valid {
     subscribed_at: Option<Timestamp>,
 }
 
-pub(super) fn validate(input: &NewSubscriber) -> DomainResult<Valid> {
-    let email = EmailAddress::parse(&input.email).map_err(|message| {
+/// `raw` as an e-mail address, or the `invalid_email` refusal of field `email`.
+pub fn checked_email(raw: &str) -> DomainResult<EmailAddress> {
+    EmailAddress::parse(raw).map_err(|message| {
         DomainError::Invalid(
             ErrorCode::InvalidEmail,
             FieldErrors::single("email", message),
         )
-    })?;
+    })
+}
+
+pub(super) fn validate(input: &NewSubscriber) -> DomainResult<Valid> {
+    let email = checked_email(&input.email)?;
     let mut errors = FieldErrors::new();
     let name = clean_name(&mut errors, input.name.as_deref());
     let mut tags: Vec<String> = Vec::new();
@@ -757,9 +762,19 @@ pub(super) fn insert_checked(
     newsletter_id: i64,
     valids: &[Valid],
 ) -> DomainResult<(usize, usize)> {
-    let ids = Inserter::new(conn, newsletter_id)?.insert_all(valids)?;
+    let ids = insert_checked_ids(conn, newsletter_id, valids)?;
     let created = ids.iter().flatten().count();
     Ok((created, ids.len() - created))
+}
+
+/// [`insert_checked`], telling for each of `valids` the id it was created with (`None`: it
+/// was there already, or repeated).
+pub(super) fn insert_checked_ids(
+    conn: &Connection,
+    newsletter_id: i64,
+    valids: &[Valid],
+) -> DomainResult<Vec<Option<i64>>> {
+    Inserter::new(conn, newsletter_id)?.insert_all(valids)
 }
 
 /// What a PATCH may change.

@@ -15,11 +15,11 @@ use crate::clock::{self, Timestamp};
 use crate::domain::accounts::rate_limit::{self, Bucket};
 use crate::domain::newsletters::Newsletter;
 use crate::domain::subscribers::memberships::{self, Membership};
-use crate::domain::subscribers::{self, Changes, Status, Subscriber};
+use crate::domain::subscribers::{self, Subscriber};
 use crate::domain::values::email::EmailAddress;
 use crate::domain::values::secrets::{random_hex, sha256_hex};
 use crate::domain::values::urls::{SiteUrls, host_of};
-use crate::domain::{DomainError, DomainResult, ErrorCode, FieldErrors};
+use crate::domain::{DomainError, DomainResult};
 use crate::store::jobs::{AccountMail, AccountMailKind, queue_account_mail};
 use crate::store::write_tx;
 
@@ -53,12 +53,7 @@ pub fn request_link(
     email: &str,
     client: &str,
 ) -> DomainResult<()> {
-    let email = EmailAddress::parse(email).map_err(|message| {
-        DomainError::Invalid(
-            ErrorCode::InvalidEmail,
-            FieldErrors::single("email", message),
-        )
-    })?;
+    let email = subscribers::checked_email(email)?;
     write_tx(conn, |tx| {
         rate_limit::hit(
             tx,
@@ -222,12 +217,7 @@ pub fn request_email_change(
     new_email: &str,
     client: &str,
 ) -> DomainResult<()> {
-    let email = EmailAddress::parse(new_email).map_err(|message| {
-        DomainError::Invalid(
-            ErrorCode::InvalidEmail,
-            FieldErrors::single("email", message),
-        )
-    })?;
+    let email = subscribers::checked_email(new_email)?;
     if email.as_str() == reader.subscriber.email {
         return Err(DomainError::invalid("email", "is already your address"));
     }
@@ -263,28 +253,6 @@ pub fn confirm_email_change(
             .ok_or(DomainError::NotFound("link"))?;
         subscribers::change_email(tx, newsletter_id, id, &email)
     })
-}
-
-/// The reader leaves: unsubscribed, as by a mail's link. Their membership is kept (Stripe
-/// keeps billing until they cancel it; the account page says so).
-pub fn unsubscribe(
-    conn: &mut Connection,
-    newsletter_id: i64,
-    reader: &Reader,
-) -> DomainResult<Subscriber> {
-    let changes = Changes {
-        status: Some(Status::Unsubscribed.as_str().to_string()),
-        name: None,
-    };
-    match subscribers::update(conn, newsletter_id, reader.subscriber.id, &changes) {
-        // A cancelled newsletter still lets a reader leave.
-        Err(DomainError::Rejected(..)) => write_tx(conn, |tx| {
-            let subscriber = subscribers::get(tx, newsletter_id, reader.subscriber.id)?;
-            subscribers::set_status(tx, &subscriber, Status::Unsubscribed, Timestamp::now())?;
-            subscribers::get(tx, newsletter_id, reader.subscriber.id)
-        }),
-        other => other,
-    }
 }
 
 /// The member's Stripe customer, for the billing page; `None` when they never paid through

@@ -10,7 +10,8 @@ use serde_json::json;
 
 use super::audience::{
     COUNTING, Purpose, REVIEW_LABEL, SEND_COUNT_FAILED, audience_boxes, chosen_audience,
-    count_line, counted, named_fields, names_another_audience, send_label,
+    chosen_mailing, count_line, counted, mailing_choice, named_fields, names_another_audience,
+    send_label,
 };
 use super::form::for_people;
 use super::pages::show_response;
@@ -252,6 +253,26 @@ fn publishing_note(n: &Newsletter, issue: &Issue, urls: &SiteUrls, on_site: bool
     }
 }
 
+/// What a send form asks (each `None` when the form does not say: the issue's own choice,
+/// or the rule): its audience, for a paid issue whether only paid members get it, and
+/// whether it goes on the site.
+#[derive(Debug, Clone, Default)]
+struct Asked {
+    audience: Option<AudienceInput>,
+    paid_only: Option<bool>,
+    publish: Option<bool>,
+}
+
+impl Asked {
+    fn of(form: &FormData) -> Self {
+        Asked {
+            audience: chosen_audience(form),
+            paid_only: chosen_mailing(form),
+            publish: publish_choice(form),
+        }
+    }
+}
+
 /// The audience the send page works with: the tags to choose from (with how many
 /// subscribers carry each) and the chosen lists.
 struct AudienceChoice {
@@ -325,6 +346,8 @@ fn send_page(
     let base = issue_url(n.id, issue.id);
     let chosen = &choice.chosen;
     let has_boxes = !choice.tags.is_empty();
+    // A choice to make on the page: the tags, or who gets a paid issue by mail.
+    let chooses = has_boxes || issue.visibility == issues::Visibility::Paid;
     newsletter_page(
         ctx,
         n,
@@ -336,16 +359,21 @@ fn send_page(
             (sender_domain::warning(n, sender))
             (postal_address_hint(n))
             @if shown == Shown::Changed { (changed_notice(verdict)) }
-            @if has_boxes || verdict.is_ok() {
+            @if chooses || verdict.is_ok() {
                 form #send-form method="post" action={ (base) "/send" }
                     data-count-url={ (base) "/audience_count" } data-count-line="recipient-count"
                     data-counting=(COUNTING) data-count-failed=(SEND_COUNT_FAILED) {
                     (csrf_field(ctx))
-                    @if has_boxes {
+                    @if chooses {
                         section.panel #audience {
                             h2 { "Audience" }
-                            p.muted { "Send to subscribers having any of the checked tags (none checked: every active subscriber), leaving out those having any tag checked under “Leave out”. The number of active subscribers having each tag is in brackets (only active subscribers are sent to)." }
-                            div.audience-lists { (audience_boxes(&choice.tags, chosen)) }
+                            @if has_boxes {
+                                p.muted { "Send to subscribers having any of the checked tags (none checked: every active subscriber), leaving out those having any tag checked under “Leave out”. The number of active subscribers having each tag is in brackets (only active subscribers are sent to)." }
+                                div.audience-lists { (audience_boxes(&choice.tags, chosen)) }
+                            } @else {
+                                input type="hidden" name="audience" value="chosen";
+                            }
+                            (mailing_choice(issue, chosen))
                             button.secondary type="submit" name="intent" value="review" { "Review" }
                         }
                     } @else {
@@ -354,7 +382,7 @@ fn send_page(
                         @for tag in &chosen.exclude_tags { input type="hidden" name="exclude_tags" value=(tag); }
                     }
                     @if let Ok(recipients) = verdict {
-                        (named_fields(chosen))
+                        (named_fields(issue, chosen))
                         (count_line("recipient-count", Purpose::SendNow, chosen, verdict))
                         (publishing_note(n, &Issue { audience: chosen.clone(), ..issue.clone() }, urls, choice.publish))
                         button #send-button type="submit" name="intent" value="send" data-review-label=(REVIEW_LABEL) { (send_label(*recipients)) }
@@ -369,28 +397,38 @@ fn send_page(
                 p { "Nothing was sent. " a href=(base) { "Back to the issue" } }
             }
             (test_send::form(ctx, n, issue, "", AskedFrom::SendPage))
-            @if has_boxes && verdict.is_ok() {
+            @if chooses && verdict.is_ok() {
                 script src="/assets/audience.js" defer {}
             }
         },
     )
 }
 
-/// What send_now would answer for the audience `given` (the issue's recorded one when
-/// `None`), as the confirmation page shows it, with the tags to choose from.
+/// What send_now would answer for what the form `asked` (the issue's recorded audience
+/// when it names none), as the confirmation page shows it, with the tags to choose from.
 async fn verdict(
     state: &State,
     n: &Newsletter,
     issue: &Issue,
-    given: Option<AudienceInput>,
-    on_site: Option<bool>,
+    asked: &Asked,
 ) -> Result<(AudienceChoice, Result<i64, FieldErrors>), crate::web::WebError> {
-    let (n2, issue2) = (n.clone(), issue.clone());
+    let (n2, issue2, given, paid_only) = (
+        n.clone(),
+        issue.clone(),
+        asked.audience.clone(),
+        asked.paid_only,
+    );
     let (tags, (chosen, verdict)) = state
         .db
         .run(move |conn| {
             let tags = subscribers::tag_counts(conn, n2.id)?;
-            let counted = counted(conn, &n2, issue2, given.as_ref(), Purpose::SendNow);
+            let counted = counted(
+                conn,
+                &n2,
+                issue2,
+                (given.as_ref(), paid_only),
+                Purpose::SendNow,
+            );
             Ok::<_, crate::domain::DomainError>((tags, counted))
         })
         .await?;
@@ -398,7 +436,9 @@ async fn verdict(
         Ok(recipients) => Ok(recipients),
         Err(e) => Err(problems(e)?),
     };
-    let on_site = on_site.unwrap_or_else(|| issues::publishes_by_default(n, &chosen));
+    let on_site = asked
+        .publish
+        .unwrap_or_else(|| issues::publishes_by_default(n, &chosen));
     Ok((
         AudienceChoice {
             tags,
@@ -409,16 +449,16 @@ async fn verdict(
     ))
 }
 
-/// The send page for the audience `given` (the issue's recorded one when `None`), with the
-/// exact recipient count or why it cannot be sent now.
+/// The send page for what the form `asked`, with the exact recipient count or why it cannot
+/// be sent now.
 async fn review(
     req: &Request,
     state: &State,
     (ctx, n, issue): (&Ctx, &Newsletter, &Issue),
-    (given, on_site): (Option<AudienceInput>, Option<bool>),
+    asked: &Asked,
     shown: Shown,
 ) -> WebResult {
-    let (choice, verdict) = verdict(state, n, issue, given, on_site).await?;
+    let (choice, verdict) = verdict(state, n, issue, asked).await?;
     let sender = sender_domain::load(state, n).await?;
     let next = operator::tier_next_steps(state, ctx, n, req.uri().path()).await?;
     render(
@@ -445,14 +485,11 @@ pub async fn send_confirm(
 ) -> WebResult {
     let (ctx, n, issue) = viewed(req, state, &id, &issue_id).await?;
     let query = FormData::parse(req.uri().query().unwrap_or_default().as_bytes());
-    review(
-        req,
-        state,
-        (&ctx, &n, &issue),
-        (chosen_audience(&query), None),
-        Shown::Asked,
-    )
-    .await
+    let asked = Asked {
+        publish: None,
+        ..Asked::of(&query)
+    };
+    review(req, state, (&ctx, &n, &issue), &asked, Shown::Asked).await
 }
 
 /// `POST .../send`: the send page's form. Review (`intent=review`) shows the page again for
@@ -469,28 +506,21 @@ pub async fn send_now(
 ) -> WebResult {
     let p = posted(req, state, &id, &issue_id, FormData::read(body).await?).await?;
     let (nid, iid) = (p.n.id, p.issue.id);
-    let given = chosen_audience(&p.form);
-    let shown = match &given {
+    let asked = Asked::of(&p.form);
+    let shown = match &asked.audience {
         _ if p.form.get("intent") == "review" => Some(Shown::Reviewed),
         Some(ticked) if names_another_audience(&p.form, ticked) => Some(Shown::Changed),
         _ => None,
     };
-    let on_site = publish_choice(&p.form);
     if let Some(shown) = shown {
-        return review(
-            req,
-            state,
-            (&p.ctx, &p.n, &p.issue),
-            (given, on_site),
-            shown,
-        )
-        .await;
+        return review(req, state, (&p.ctx, &p.n, &p.issue), &asked, shown).await;
     }
     // The dashboard's one confirmation: a draft is approved and sent in the same step.
     let choice = issues::SendChoice {
-        audience: given.clone(),
-        publish: on_site,
+        audience: asked.audience.clone(),
+        publish: asked.publish,
         approve_draft: true,
+        paid_members_only: asked.paid_only,
     };
     match state
         .db
@@ -509,7 +539,7 @@ pub async fn send_now(
         }
         Err(e) => {
             let found = problems(e)?;
-            let (choice, _) = verdict(state, &p.n, &p.issue, given, on_site).await?;
+            let (choice, _) = verdict(state, &p.n, &p.issue, &asked).await?;
             let sender = sender_domain::load(state, &p.n).await?;
             let next = operator::tier_next_steps(state, &p.ctx, &p.n, req.uri().path()).await?;
             render(

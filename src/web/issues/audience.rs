@@ -11,7 +11,7 @@ use rusqlite::Connection;
 use serde_json::json;
 
 use super::{json_answer, problems, viewed};
-use crate::domain::issues::{self, Issue};
+use crate::domain::issues::{self, Issue, Visibility};
 use crate::domain::newsletters::Newsletter;
 use crate::domain::subscribers::audience::{self, Audience, AudienceInput};
 use crate::domain::{DomainResult, FieldErrors};
@@ -53,9 +53,29 @@ pub(super) fn chosen_audience(form: &FormData) -> Option<AudienceInput> {
     chosen.then_some(input)
 }
 
+/// The send page's choice for a paid issue (`mailed_to`: `paid` or `everyone`) as
+/// `paid_members_only`; `None` when the form offers none.
+pub(super) fn chosen_mailing(form: &FormData) -> Option<bool> {
+    mailing(form.get("mailed_to"))
+}
+
+fn mailing(value: &str) -> Option<bool> {
+    match value {
+        "paid" => Some(true),
+        "everyone" => Some(false),
+        _ => None,
+    }
+}
+
+/// `paid_members_only` as the `mailed_to` field gives it.
+fn mailed_to(paid_only: bool) -> &'static str {
+    if paid_only { "paid" } else { "everyone" }
+}
+
 /// Whether the send button of `form` was labelled for another audience than `ticked`: its
-/// hidden `named_tags` and `named_exclude_tags` name the audience its count was made for.
-/// Both are compared as the domain cleans them (trimmed, without repeats, in order).
+/// hidden `named_tags`, `named_exclude_tags` and `named_mailed_to` name the audience its
+/// count was made for. Tags are compared as the domain cleans them (trimmed, without
+/// repeats, in order).
 pub(super) fn names_another_audience(form: &FormData, ticked: &AudienceInput) -> bool {
     let named = AudienceInput {
         tags: form.all("named_tags"),
@@ -64,13 +84,38 @@ pub(super) fn names_another_audience(form: &FormData, ticked: &AudienceInput) ->
     let mut ignored = FieldErrors::new();
     audience::check_shape(&named, "", &mut ignored)
         != audience::check_shape(ticked, "", &mut ignored)
+        || mailing(form.get("named_mailed_to")) != chosen_mailing(form)
 }
 
-/// The hidden fields naming the audience a send button's count was made for.
-pub(super) fn named_fields(chosen: &Audience) -> Markup {
+/// The hidden fields naming the audience a send button's count was made for (with, for a
+/// paid issue, who gets it by mail).
+pub(super) fn named_fields(issue: &Issue, chosen: &Audience) -> Markup {
     html! {
         @for tag in &chosen.tags { input type="hidden" name="named_tags" value=(tag); }
         @for tag in &chosen.exclude_tags { input type="hidden" name="named_exclude_tags" value=(tag); }
+        @if issue.visibility == Visibility::Paid {
+            input type="hidden" name="named_mailed_to" value=(mailed_to(chosen.paid_only));
+        }
+    }
+}
+
+/// For a paid issue, the send page's choice of who gets it by mail (`mailed_to`), `chosen`
+/// checked; nothing for another issue.
+pub(super) fn mailing_choice(issue: &Issue, chosen: &Audience) -> Markup {
+    html! {
+        @if issue.visibility == Visibility::Paid {
+            fieldset.tags #mailing {
+                legend { "Who gets this paid issue by e-mail" }
+                label.check {
+                    input type="radio" name="mailed_to" value="everyone" checked[!chosen.paid_only];
+                    "Everyone: paid members get it whole, free members the excerpt and an upgrade link"
+                }
+                label.check {
+                    input type="radio" name="mailed_to" value="paid" checked[chosen.paid_only];
+                    "Paid members only"
+                }
+            }
+        }
     }
 }
 
@@ -99,39 +144,40 @@ fn tag_boxes(name: &str, legend: &str, tags: &[(String, i64)], chosen: &[String]
     }
 }
 
-/// The issue's audience `given` (its recorded one when `None`) checked and counted for
+/// The issue's audience `given` (its recorded one when `None`), mailed to paid members only
+/// or not as `paid_only` says (the issue's choice when `None`), checked and counted for
 /// `purpose`: the audience as cleaned (as ticked when it is refused) and its recipients, or
 /// why it cannot be counted or sent.
 pub(super) fn counted(
     conn: &Connection,
     n: &Newsletter,
     mut issue: Issue,
-    given: Option<&AudienceInput>,
+    (given, paid_only): (Option<&AudienceInput>, Option<bool>),
     purpose: Purpose,
 ) -> (Audience, DomainResult<i64>) {
-    // Paid members only is the issue's own choice (its editor), whatever tags are ticked.
-    let paid_only = issue.audience.paid_only;
+    if let Some(only) = paid_only {
+        issue.mail_paid_members_only(only);
+    }
     let checked = match given {
-        Some(input) => audience::check(conn, n.id, input, "").map(|mut chosen| {
-            chosen.paid_only = paid_only;
-            chosen
-        }),
+        Some(input) => audience::check(conn, n.id, input, ""),
         None => Ok(issue.audience.clone()),
     };
     match checked {
         Ok(chosen) => {
+            issue.choose_audience(chosen);
+            let chosen = issue.audience.clone();
             let recipients = match purpose {
-                Purpose::SendNow => {
-                    issue.audience = chosen.clone();
-                    issues::sendable_in_one_step(conn, n, &issue)
-                }
+                Purpose::SendNow => issues::sendable_in_one_step(conn, n, &issue),
                 Purpose::Schedule => audience::count(conn, n.id, &chosen),
             };
             (chosen, recipients)
         }
         Err(e) => {
             let shown = match given {
-                Some(input) => audience::check_shape(input, "", &mut FieldErrors::new()),
+                Some(input) => Audience {
+                    paid_only: issue.audience.paid_only,
+                    ..audience::check_shape(input, "", &mut FieldErrors::new())
+                },
                 None => issue.audience,
             };
             (shown, Err(e))
@@ -194,10 +240,11 @@ pub(super) fn count_line(
     }
 }
 
-/// `GET .../audience_count?tags=&exclude_tags=[&for=schedule]`: the count of the ticked
-/// audience as JSON, for `assets/audience.js`. 200 `{recipients, before, after, button,
-/// tags, exclude_tags}` (the sentence around the number, the send button's label, the
-/// audience as cleaned); 422 `{problem}` when it cannot be counted or sent.
+/// `GET .../audience_count?tags=&exclude_tags=[&mailed_to=][&for=schedule]`: the count of
+/// the ticked audience as JSON, for `assets/audience.js`. 200 `{recipients, before, after,
+/// button, tags, exclude_tags, mailed_to}` (the sentence around the number, the send
+/// button's label, the audience as cleaned); 422 `{problem}` when it cannot be counted or
+/// sent.
 #[handler]
 pub async fn audience_count(
     req: &Request,
@@ -217,7 +264,14 @@ pub async fn audience_count(
     let (chosen, recipients) = state
         .db
         .run(move |conn| {
-            Ok::<_, crate::domain::DomainError>(counted(conn, &n, issue, Some(&given), purpose))
+            let paid_only = mailing(query.get("mailed_to"));
+            Ok::<_, crate::domain::DomainError>(counted(
+                conn,
+                &n,
+                issue,
+                (Some(&given), paid_only),
+                purpose,
+            ))
         })
         .await?;
     Ok(match recipients {
@@ -232,6 +286,7 @@ pub async fn audience_count(
                     "button": send_label(recipients),
                     "tags": chosen.tags,
                     "exclude_tags": chosen.exclude_tags,
+                    "mailed_to": mailed_to(chosen.paid_only),
                 }),
             )
         }

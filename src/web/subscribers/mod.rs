@@ -462,6 +462,23 @@ pub async fn show(
     )
 }
 
+/// The subscriber's page again with `e`'s problems (422), the edit form as `typed`.
+async fn refused(
+    ctx: &Ctx,
+    state: &State,
+    n: &Newsletter,
+    s: &Subscriber,
+    typed: &EditForm,
+    e: DomainError,
+) -> WebResult {
+    let problems = invalid_fields(e)?;
+    let received = received::load(state, n, s, None).await?;
+    render(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        edit_page(ctx, n, s, typed, &problems, &received),
+    )
+}
+
 /// `POST /subscribers/:sid`: `_method=patch` saves the name and status, `_method=delete`
 /// deletes the subscriber for good.
 #[handler]
@@ -502,14 +519,7 @@ pub async fn change(
                     ctx.notice_next(req, &format!("{} is saved.", saved.email));
                     see_other(&format!("{}/{}", base(&n), sid))
                 }
-                Err(e) => {
-                    let problems = invalid_fields(e)?;
-                    let received = received::load(state, &n, &s, None).await?;
-                    render(
-                        StatusCode::UNPROCESSABLE_ENTITY,
-                        edit_page(&ctx, &n, &s, &submitted, &problems, &received),
-                    )
-                }
+                Err(e) => refused(&ctx, state, &n, &s, &submitted, e).await,
             }
         }
         other => Err(WebError::BadForm(format!("unknown _method {other:?}"))),
@@ -549,14 +559,7 @@ pub async fn change_membership(
             );
             see_other(&format!("{}/{}#membership", base(&n), sid))
         }
-        Err(e) => {
-            let problems = invalid_fields(e)?;
-            let received = received::load(state, &n, &s, None).await?;
-            render(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                edit_page(&ctx, &n, &s, &stored_form(&s), &problems, &received),
-            )
-        }
+        Err(e) => refused(&ctx, state, &n, &s, &stored_form(&s), e).await,
     }
 }
 
@@ -589,14 +592,7 @@ pub async fn change_tags(
             ctx.notice_next(req, &format!("Tag {label:?} {done}."));
             see_other(&format!("{}/{}", base(&n), sid))
         }
-        Err(e) => {
-            let problems = invalid_fields(e)?;
-            let received = received::load(state, &n, &s, None).await?;
-            render(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                edit_page(&ctx, &n, &s, &stored_form(&s), &problems, &received),
-            )
-        }
+        Err(e) => refused(&ctx, state, &n, &s, &stored_form(&s), e).await,
     }
 }
 

@@ -1,5 +1,6 @@
 //! Raw TCP for the tests of connection limits: connecting from another loopback address
-//! (Linux answers all of 127.0.0.0/8), and room for many sockets in the test process.
+//! (Linux answers all of 127.0.0.0/8), and room for many sockets in the test process; and
+//! the little HTTP servers the tests run on loopback (webhook receivers, fakes, forwarders).
 
 use std::net::{IpAddr, SocketAddr, TcpStream};
 
@@ -55,4 +56,38 @@ pub fn raise_open_files(wanted: u64) -> u64 {
         }
     }
     limit.rlim_cur
+}
+
+/// Serves `app` on `listener`, on a thread of its own, until `stop` completes (a request in
+/// flight gets two seconds); the thread, to join after `stop`.
+pub fn serve_until<E, S>(
+    listener: std::net::TcpListener,
+    app: E,
+    stop: S,
+) -> std::thread::JoinHandle<()>
+where
+    E: poem::Endpoint + 'static,
+    S: std::future::Future<Output = ()> + Send + 'static,
+{
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        rt.block_on(async move {
+            listener.set_nonblocking(true).unwrap();
+            let acceptor = poem::listener::TcpAcceptor::from_std(listener).unwrap();
+            let _ = poem::Server::new_with_acceptor(acceptor)
+                .run_with_graceful_shutdown(app, stop, Some(std::time::Duration::from_secs(2)))
+                .await;
+        });
+    })
+}
+
+/// Serves `app` on a free loopback port for the rest of the test process; the port.
+pub fn serve<E: poem::Endpoint + 'static>(app: E) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let port = listener.local_addr().unwrap().port();
+    serve_until(listener, app, std::future::pending());
+    port
 }

@@ -9,8 +9,7 @@ use std::time::Duration;
 use base64::Engine;
 use hmac::{Hmac, KeyInit, Mac};
 use poem::http::StatusCode;
-use poem::listener::TcpAcceptor;
-use poem::{EndpointExt, Request, Response, Route, Server, handler, web::Data};
+use poem::{EndpointExt, Request, Response, Route, handler, web::Data};
 use sha2::Sha256;
 
 /// One request the receiver got.
@@ -124,24 +123,12 @@ impl Receiver {
             otherwise: 200,
             ..Shared::default()
         }));
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let for_server = shared.clone();
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                listener.set_nonblocking(true).unwrap();
-                let acceptor = TcpAcceptor::from_std(listener).unwrap();
-                let app = Route::new()
-                    .at("/hook", poem::post(hook))
-                    .at("/elsewhere", poem::post(hook).get(hook))
-                    .data(for_server);
-                let _ = Server::new_with_acceptor(acceptor).run(app).await;
-            });
-        });
+        let port = super::net::serve(
+            Route::new()
+                .at("/hook", poem::post(hook))
+                .at("/elsewhere", poem::post(hook).get(hook))
+                .data(shared.clone()),
+        );
         Receiver {
             url: format!("http://127.0.0.1:{port}/hook"),
             shared,

@@ -379,28 +379,12 @@ impl StripeFake {
         });
         let (shutdown, stop) = tokio::sync::oneshot::channel::<()>();
         let for_proxy = shared.clone();
-        let proxy = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("a runtime");
-            rt.block_on(async move {
-                listener.set_nonblocking(true).unwrap();
-                let acceptor = TcpAcceptor::from_std(listener).unwrap();
-                let endpoint = poem::endpoint::make(move |req: Request| {
-                    let shared = for_proxy.clone();
-                    async move { handle(shared, req).await }
-                });
-                let _ = Server::new_with_acceptor(acceptor)
-                    .run_with_graceful_shutdown(
-                        endpoint,
-                        async move {
-                            let _ = stop.await;
-                        },
-                        Some(Duration::from_secs(2)),
-                    )
-                    .await;
-            });
+        let endpoint = poem::endpoint::make(move |req: Request| {
+            let shared = for_proxy.clone();
+            async move { handle(shared, req).await }
+        });
+        let proxy = super::net::serve_until(listener, endpoint, async move {
+            let _ = stop.await;
         });
         let fake = StripeFake {
             shared,
