@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Lighthouse (accessibility, best practices, SEO) and axe-core over the public site (home, an
-# issue, the archive, a reader's sign-in) and the account pages (sign-up, sign-in, the
+# issue, the archive, a reader's sign-in, a signup form's page) and the account pages (sign-up, sign-in, the
 # dashboard), on the built
 # binary started with a temporary data directory and some content. Fails when a score is below
 # LIGHTHOUSE_MIN_SCORE (100) or axe finds any violation. npm's `lighthouse` and `@axe-core/cli`
@@ -53,13 +53,19 @@ for n in 1 2 3; do
   published=$(api -X POST "$base/api/v1/issues/$iid/publish" -d '{}')
   issue_path=$(printf '%s' "$published" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(new URL(JSON.parse(s).web_url).pathname))')
 done
+# A signup form (made on the dashboard's Forms page): its own page on the site.
+form_page=$(post "/newsletters/$id/forms" "/newsletters/$id/forms" "form[name]=Sidebar" \
+  "form[ask_name]=yes" "form[button_text]=Subscribe" "form[success_message]=Check your inbox." \
+  "form[pow_cost]=50000")
+form_id=$(get "${form_page#"$base"}" | grep -o '/f/[0-9a-f]\{16\}' | head -n 1)
 site="http://$subdomain.localhost:$port"
 cookie=$(awk '!/^#/ || /^#HttpOnly_/ { if (NF >= 7) printf "%s=%s; ", $6, $7 }' "$jar")
 
 public_pages=("$site/" "$site$issue_path" "$site/archive" "$site/about" "$site/subscribe"
   "$site/subscribe/confirm/lighthouse-token" "$site/signin" "$site/signin/lighthouse-token"
-  "$base/signup" "$base/session/new")
-account_pages=("$base/newsletters" "$base/newsletters/$id" "$base/newsletters/$id/settings")
+  "$site$form_id" "$base/signup" "$base/session/new")
+account_pages=("$base/newsletters" "$base/newsletters/$id" "$base/newsletters/$id/settings"
+  "$base/newsletters/$id/forms")
 
 say "Lighthouse (accessibility, best practices, SEO; at least $min each)"
 failed=0

@@ -22,6 +22,9 @@ pub enum Policy {
     /// from any https address, since published issues (and logos) show remote images.
     /// Never framed: its forms (subscribe, confirm, unsubscribe) are one click each.
     Site,
+    /// A site's page of a signup form: the site's policy with the site's own script
+    /// (`/forms.js`, which fetches the form's proof-of-work from the site).
+    SiteScripted,
     /// A site's account page: the site's policy, its forms allowed on to the payment
     /// provider's hosted pages (Stripe Checkout, the Billing Portal), since `form-action`
     /// also governs where a form's answer redirects. Made once at start-up
@@ -56,6 +59,11 @@ const PREVIEW: &str = "default-src 'none'; script-src 'self'; style-src 'self' '
 const SITE: &str = "default-src 'none'; style-src 'self'; img-src 'self' https: data:; \
      connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
 
+/// [`SITE`] with the site's own script.
+const SITE_SCRIPTED: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+     img-src 'self' https: data:; connect-src 'self'; form-action 'self'; base-uri 'none'; \
+     frame-ancestors 'none'";
+
 /// `Referrer-Policy`: other sites learn the origin a visitor came from, never the path
 /// (which may hold a token: a confirmation or an unsubscribe link).
 const REFERRER_POLICY: &str = "strict-origin-when-cross-origin";
@@ -74,6 +82,7 @@ impl Policy {
             Policy::Dashboard => HeaderValue::from_static(DASHBOARD),
             Policy::Preview => HeaderValue::from_static(PREVIEW),
             Policy::Site => HeaderValue::from_static(SITE),
+            Policy::SiteScripted => HeaderValue::from_static(SITE_SCRIPTED),
             Policy::ApiDocs(value) | Policy::SiteAccount(value) => value.clone(),
         }
     }

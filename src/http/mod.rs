@@ -15,3 +15,4 @@ pub mod plural;
 pub mod public_page;
 pub mod routing;
 pub mod server;
+pub mod signup_form;

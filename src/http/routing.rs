@@ -51,6 +51,11 @@ impl Methods {
     pub fn delete<E: IntoEndpoint<Endpoint: 'static>>(self, ep: E) -> Self {
         self.method(Method::DELETE, ep)
     }
+
+    /// A CORS preflight (the site's signup forms).
+    pub fn options<E: IntoEndpoint<Endpoint: 'static>>(self, ep: E) -> Self {
+        self.method(Method::OPTIONS, ep)
+    }
 }
 
 impl Endpoint for Methods {

@@ -3,6 +3,7 @@
 //! click redirect).
 
 mod error;
+mod forms;
 mod media;
 mod pages;
 mod readers;
@@ -39,6 +40,15 @@ pub fn routes() -> impl Endpoint<Output = Response> {
             "/subscribe/confirm/:token",
             get(pages::confirm_page).post(pages::confirm),
         )
+        .at(
+            "/f/:public_id",
+            get(forms::show).post(forms::post).options(forms::preflight),
+        )
+        .at(
+            "/f/:public_id/challenge",
+            get(forms::challenge).options(forms::preflight),
+        )
+        .at("/forms.js", get(forms::script))
         .at("/archive", get(pages::archive))
         .at("/about", get(pages::about))
         .at("/p/:path", get(pages::issue_page))

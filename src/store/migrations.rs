@@ -139,6 +139,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0034_membership_lapses",
         include_str!("../../migrations/0034_membership_lapses.sql"),
     ),
+    (
+        "0035_signup_forms",
+        include_str!("../../migrations/0035_signup_forms.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.

@@ -21,11 +21,12 @@ pub enum Section {
     ApiKeys,
     Domains,
     Memberships,
+    Forms,
     Settings,
 }
 
 impl Section {
-    const ALL: [Section; 10] = [
+    const ALL: [Section; 11] = [
         Section::Overview,
         Section::Issues,
         Section::Media,
@@ -35,6 +36,7 @@ impl Section {
         Section::ApiKeys,
         Section::Domains,
         Section::Memberships,
+        Section::Forms,
         Section::Settings,
     ];
 
@@ -49,6 +51,7 @@ impl Section {
             Section::ApiKeys => "API keys",
             Section::Domains => "Custom domains",
             Section::Memberships => "Memberships",
+            Section::Forms => "Forms",
             Section::Settings => "Settings",
         }
     }
@@ -65,6 +68,7 @@ impl Section {
             Section::ApiKeys => "/api_keys",
             Section::Domains => "/custom_domains",
             Section::Memberships => "/memberships",
+            Section::Forms => "/forms",
             Section::Settings => "/settings",
         }
     }

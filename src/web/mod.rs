@@ -6,6 +6,7 @@ mod accounts;
 mod api_keys;
 mod charts;
 mod custom_domains;
+mod forms;
 mod issues;
 mod layout;
 mod memberships;
@@ -390,6 +391,15 @@ fn settings_routes(route: Route) -> Route {
     route
         .at("/newsletters/:id/stats", get(stats::show))
         .at("/newsletters/:id/settings", get(settings::show))
+        .at(
+            "/newsletters/:id/forms",
+            get(forms::list).post(forms::create),
+        )
+        .at(
+            "/newsletters/:id/forms/:fid",
+            get(forms::show).post(forms::update),
+        )
+        .at("/newsletters/:id/forms/:fid/delete", post(forms::delete))
         .at("/newsletters/:id/memberships", get(memberships::show))
         .at(
             "/newsletters/:id/memberships/plan",

@@ -147,6 +147,7 @@ fn dashboard_pages_have_no_axe_violations() {
             ("API keys", format!("{n}/api_keys"), "main table"),
             ("custom domains", format!("{n}/custom_domains"), "main h1"),
             ("memberships", format!("{n}/memberships"), "main h1"),
+            ("forms", format!("{n}/forms"), "#new-form"),
             ("account", "/account".to_string(), "main h1"),
             ("operator", "/operator".to_string(), "#pending table"),
             ("custom domain records", domain.clone(), "table.records"),

@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::support::*;
 
 /// The tables whose ids leave the service (URLs, API answers, webhook payloads, mail links).
-const TABLES: [&str; 10] = [
+const TABLES: [&str; 11] = [
     "newsletters",
     "api_keys",
     "issues",
@@ -21,6 +21,7 @@ const TABLES: [&str; 10] = [
     "webhook_deliveries",
     "custom_domains",
     "subscriber_imports",
+    "signup_forms",
 ];
 
 /// Tables whose ids stay inside the service (or that are never deleted from and show no id):
@@ -429,7 +430,7 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
          applied 0025_newsletter_relays\napplied 0026_send_usage\n\
          applied 0027_media\napplied 0028_issue_edits\napplied 0029_link_reports\n\
          applied 0030_mail_details\napplied 0031_account_changes\napplied 0032_site_pages\napplied 0033_memberships\n\
-         applied 0034_membership_lapses"
+         applied 0034_membership_lapses\napplied 0035_signup_forms"
     );
 
     let conn = rusqlite::Connection::open(&db).unwrap();
@@ -446,8 +447,9 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
         // takes `change_email` too) and 0032 (each newsletter's about page and author and
         // each issue's excerpt and social image, NULL; the `render_content` job it queues to
         // fill the excerpts) and 0033 (the empty membership tables; each issue's visibility,
-        // `public`, and `paid_members_only`, 0; each delivery's `teaser`, 0): the rest is as
-        // 0020 left it.
+        // `public`, and `paid_members_only`, 0; each delivery's `teaser`, 0) and 0035 (the
+        // empty form tables; each subscription request's `tags`, `[]`, and `form_id`, NULL):
+        // the rest is as 0020 left it.
         let copy = app.data_dir().join("before-0022.db");
         conn.execute("VACUUM INTO ?1", [copy.to_str().unwrap()])
             .unwrap();
@@ -483,7 +485,10 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
              DROP TABLE memberships; DROP TABLE reader_links; DROP TABLE reader_sessions;
              ALTER TABLE issues DROP COLUMN visibility;
              ALTER TABLE issues DROP COLUMN paid_members_only;
-             ALTER TABLE deliveries DROP COLUMN teaser;",
+             ALTER TABLE deliveries DROP COLUMN teaser;
+             ALTER TABLE subscription_requests DROP COLUMN form_id;
+             ALTER TABLE subscription_requests DROP COLUMN tags;
+             DROP TABLE used_challenges; DROP TABLE signup_forms;",
         )
         .unwrap();
         let queued = copy

@@ -2,6 +2,7 @@
 //! temporary data directory and talks to it as its clients do (HTTP forms, the REST API, an
 //! SMTP listener, headless Chromium, the CLI).
 
+mod signup_forms;
 mod support;
 
 mod accessibility;

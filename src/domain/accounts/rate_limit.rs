@@ -32,6 +32,10 @@ pub enum Bucket<'a> {
     Subscribe { client: &'a str },
     /// Confirmation mails of the subscribe form to one address.
     SubscribeMail { email: &'a str },
+    /// Confirmation mails of one newsletter to the addresses of one e-mail domain.
+    SubscribeDomain { newsletter_id: i64, domain: &'a str },
+    /// Confirmation mails of one signup form, with or without a solved proof-of-work.
+    FormMail { form_id: i64, proven: bool },
     /// One API key's requests of one class.
     Api { class: ApiClass, key_id: i64 },
     /// Sign-in link requests on newsletters' sites from one client address.
@@ -52,6 +56,11 @@ impl Bucket<'_> {
             }
             Bucket::Subscribe { client } => format!("subscribe:{client}"),
             Bucket::SubscribeMail { email } => format!("subscribe_mail:{}", sha256_hex(email)),
+            Bucket::SubscribeDomain {
+                newsletter_id,
+                domain,
+            } => format!("subscribe_domain:{newsletter_id}:{}", sha256_hex(domain)),
+            Bucket::FormMail { form_id, proven } => format!("form_mail:{form_id}:{proven}"),
             Bucket::Api { class, key_id } => format!("api:{class}:{key_id}"),
             Bucket::ReaderSignIn { client } => format!("reader_sign_in:{client}"),
             Bucket::ReaderMail { email } => format!("reader_mail:{}", sha256_hex(email)),

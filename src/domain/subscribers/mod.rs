@@ -2,6 +2,7 @@
 //! good, bulk create. Every change records its `subscriber.*` event in the same transaction.
 
 pub mod audience;
+pub mod form_guard;
 pub mod import;
 pub mod import_columns;
 pub mod import_lines;
@@ -9,6 +10,7 @@ pub mod memberships;
 pub mod opt_in;
 pub mod personal_data;
 pub mod readers;
+pub mod signup_forms;
 pub mod stripe_events;
 pub mod welcome_mail;
 
@@ -480,6 +482,12 @@ pub(super) struct Valid {
     pub(super) name: Option<String>,
     tags: Vec<String>,
     subscribed_at: Option<Timestamp>,
+}
+
+impl Valid {
+    pub(super) fn tags(&self) -> &[String] {
+        &self.tags
+    }
 }
 
 /// `raw` as an e-mail address, or the `invalid_email` refusal of field `email`.

@@ -10,8 +10,10 @@ use rusqlite::{Connection, OptionalExtension};
 use crate::clock::{self, Timestamp};
 use crate::domain::accounts::rate_limit::{self, Bucket};
 use crate::domain::newsletters::Newsletter;
+use crate::domain::subscribers::form_guard;
+use crate::domain::subscribers::signup_forms::SignupForm;
 use crate::domain::subscribers::{self, NewSubscriber, Status, Subscriber};
-use crate::domain::values::secrets::{random_hex, sha256_hex};
+use crate::domain::values::secrets::{ServerSecret, random_hex, sha256_hex};
 use crate::domain::values::urls::{SiteUrls, host_of};
 use crate::domain::{DomainError, DomainResult, events};
 use crate::store::jobs::{AccountMail, AccountMailKind, queue_account_mail};
@@ -47,68 +49,196 @@ pub fn request(
     client: &str,
 ) -> DomainResult<Requested> {
     newsletter.ensure_writable()?;
-    let name = Some(name.trim().to_string()).filter(|n| !n.is_empty());
-    let valid = subscribers::validate(&NewSubscriber {
-        email: email.to_string(),
-        name,
-        tags: Vec::new(),
-        subscribed_at: None,
-    })?;
+    let valid = valid_request(email, name, Vec::new())?;
     write_tx(conn, |tx| {
         rate_limit::hit(tx, &Bucket::Subscribe { client }, 3600, PER_CLIENT_PER_HOUR)?;
-        const EXISTING: &str =
-            "SELECT status FROM subscribers WHERE newsletter_id = ?1 AND email = ?2";
-        let status: Option<Status> = tx
-            .query_row(EXISTING, (newsletter.id, valid.email.as_str()), |r| {
-                r.get(0)
-            })
-            .optional()?;
-        if status == Some(Status::Active) {
-            return Ok(Requested::AlreadySubscribed);
+        mail_link(tx, urls, newsletter, &valid, None, |_| Ok(()))
+    })
+}
+
+/// A signup form's post, as `site::forms` read it.
+#[derive(Debug, Clone, Default)]
+pub struct FormPost {
+    pub email: String,
+    pub name: String,
+    /// The honeypot's value: people leave it empty.
+    pub honeypot: String,
+    /// The signed time the site showed the form, when it did (`form_guard::started_token`).
+    pub started: String,
+    /// The solved proof-of-work, when the page's script solved it.
+    pub solution: String,
+    pub client: String,
+}
+
+/// What became of a form's post. A bot's post is answered as if it worked, so a script
+/// learns nothing from the answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FormOutcome {
+    Requested(Requested),
+    /// The honeypot was filled or the form came back too fast: nothing done.
+    Dropped,
+}
+
+/// Confirmation mails one form sends per hour without a solved proof-of-work (a post from
+/// a page without JavaScript), and with one (docs/growth.md, "The limits").
+pub const FORM_MAILS_UNPROVEN_PER_HOUR: u32 = 30;
+pub const FORM_MAILS_PROVEN_PER_HOUR: u32 = 300;
+/// Confirmation mails a newsletter sends per hour to the addresses of one e-mail domain:
+/// enough for a newsletter's busiest hour at one big provider (a post that is shared widely
+/// brings many Gmail readers at once), few enough that a flood cannot bury one domain.
+pub const MAILS_PER_DOMAIN_PER_HOUR: u32 = 100;
+/// At most one confirmation mail per address and newsletter within this long; asking
+/// again meanwhile sends nothing (the link mailed first still works).
+pub const ONE_PENDING_MAIL_PER: SignedDuration = clock::days(1);
+
+/// A post of the signup form `form`: the bot checks (`form_guard`), the throttles (per
+/// client, per e-mail domain, per form and whether its proof-of-work was solved, one
+/// pending mail per address a day), then the request and its mail, as [`request`].
+pub fn request_from_form(
+    conn: &mut Connection,
+    (urls, secret): (&SiteUrls, &ServerSecret),
+    newsletter: &Newsletter,
+    form: &SignupForm,
+    post: &FormPost,
+) -> DomainResult<FormOutcome> {
+    newsletter.ensure_writable()?;
+    if !post.honeypot.trim().is_empty()
+        || form_guard::too_fast(secret, &form.public_id, &post.started)
+    {
+        return Ok(FormOutcome::Dropped);
+    }
+    let name = if form.ask_name {
+        post.name.as_str()
+    } else {
+        ""
+    };
+    let valid = valid_request(&post.email, name, form.tags.clone())?;
+    write_tx(conn, |tx| {
+        let client = post.client.as_str();
+        rate_limit::hit(tx, &Bucket::Subscribe { client }, 3600, PER_CLIENT_PER_HOUR)?;
+        let proven = !post.solution.trim().is_empty();
+        if proven {
+            form_guard::use_solution(tx, secret, form, &post.solution)?;
         }
-        if !rate_limit::allow(
-            tx,
-            &Bucket::SubscribeMail {
-                email: valid.email.as_str(),
-            },
-            3600,
-            MAILS_PER_ADDRESS_PER_HOUR,
-        )? {
-            return Ok(Requested::MailCapped);
-        }
-        let token = random_hex(32);
-        let now = clock::now();
-        const UPSERT: &str = "INSERT INTO subscription_requests (newsletter_id, email, name, token_hash, expires_at, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-             ON CONFLICT (newsletter_id, email) DO UPDATE SET name = excluded.name,
-                 token_hash = excluded.token_hash, expires_at = excluded.expires_at, created_at = excluded.created_at";
-        tx.execute(
-            UPSERT,
+        let requested = mail_link(tx, urls, newsletter, &valid, Some(form.id), |tx| {
+            let limit = match proven {
+                true => FORM_MAILS_PROVEN_PER_HOUR,
+                false => FORM_MAILS_UNPROVEN_PER_HOUR,
+            };
+            let bucket = Bucket::FormMail {
+                form_id: form.id,
+                proven,
+            };
+            rate_limit::hit(tx, &bucket, 3600, limit).map(|_| ())
+        })?;
+        Ok(FormOutcome::Requested(requested))
+    })
+}
+
+/// The request's address, name and tags, checked as a create is.
+fn valid_request(email: &str, name: &str, tags: Vec<String>) -> DomainResult<subscribers::Valid> {
+    let name = Some(name.trim().to_string()).filter(|n| !n.is_empty());
+    subscribers::validate(&NewSubscriber {
+        email: email.to_string(),
+        name,
+        tags,
+        subscribed_at: None,
+    })
+}
+
+/// Records the request of `valid` and mails its link, inside the caller's transaction:
+/// nothing for an active subscriber, nor within a day of the last link to the address (nor
+/// past the address's hourly mails across newsletters); else the e-mail domain's throttle,
+/// `throttle` (the form's), and the mail.
+fn mail_link(
+    tx: &Connection,
+    urls: &SiteUrls,
+    newsletter: &Newsletter,
+    valid: &subscribers::Valid,
+    form_id: Option<i64>,
+    throttle: impl FnOnce(&Connection) -> DomainResult<()>,
+) -> DomainResult<Requested> {
+    const EXISTING: &str = "SELECT status FROM subscribers WHERE newsletter_id = ?1 AND email = ?2";
+    let status: Option<Status> = tx
+        .query_row(EXISTING, (newsletter.id, valid.email.as_str()), |r| {
+            r.get(0)
+        })
+        .optional()?;
+    if status == Some(Status::Active) {
+        return Ok(Requested::AlreadySubscribed);
+    }
+    let now = clock::now();
+    const PENDING: &str = "SELECT 1 FROM subscription_requests
+         WHERE newsletter_id = ?1 AND email = ?2 AND created_at > ?3";
+    let pending = tx
+        .query_row(
+            PENDING,
             (
                 newsletter.id,
                 valid.email.as_str(),
-                valid.name.as_deref(),
-                sha256_hex(&token),
-                Timestamp::from(now + LINK_LIFETIME),
-                Timestamp::from(now),
+                Timestamp::from(now - ONE_PENDING_MAIL_PER),
             ),
-        )?;
-        let origin = newsletter.site_origin(urls);
-        let link = format!("{origin}/subscribe/confirm/{token}");
-        queue_account_mail(
-            tx,
-            &AccountMail {
-                to: valid.email.as_str().to_string(),
-                link,
-                kind: AccountMailKind::SubscriptionConfirmation {
-                    newsletter_name: newsletter.name.clone(),
-                    sender: Some(newsletter.sender(&host_of(&origin))),
-                    newsletter_id: Some(newsletter.id),
-                },
+            |_| Ok(()),
+        )
+        .optional()?;
+    if pending.is_some() {
+        return Ok(Requested::MailCapped);
+    }
+    if !rate_limit::allow(
+        tx,
+        &Bucket::SubscribeMail {
+            email: valid.email.as_str(),
+        },
+        3600,
+        MAILS_PER_ADDRESS_PER_HOUR,
+    )? {
+        return Ok(Requested::MailCapped);
+    }
+    let domain = valid.email.domain();
+    rate_limit::hit(
+        tx,
+        &Bucket::SubscribeDomain {
+            newsletter_id: newsletter.id,
+            domain,
+        },
+        3600,
+        MAILS_PER_DOMAIN_PER_HOUR,
+    )?;
+    throttle(tx)?;
+    let token = random_hex(32);
+    const UPSERT: &str = "INSERT INTO subscription_requests (newsletter_id, email, name, token_hash, expires_at, created_at, tags, form_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+         ON CONFLICT (newsletter_id, email) DO UPDATE SET name = excluded.name,
+             token_hash = excluded.token_hash, expires_at = excluded.expires_at,
+             created_at = excluded.created_at, tags = excluded.tags, form_id = excluded.form_id";
+    tx.execute(
+        UPSERT,
+        rusqlite::params![
+            newsletter.id,
+            valid.email.as_str(),
+            valid.name.as_deref(),
+            sha256_hex(&token),
+            Timestamp::from(now + LINK_LIFETIME),
+            Timestamp::from(now),
+            serde_json::to_string(valid.tags()).expect("strings serialise"),
+            form_id,
+        ],
+    )?;
+    let origin = newsletter.site_origin(urls);
+    let link = format!("{origin}/subscribe/confirm/{token}");
+    queue_account_mail(
+        tx,
+        &AccountMail {
+            to: valid.email.as_str().to_string(),
+            link,
+            kind: AccountMailKind::SubscriptionConfirmation {
+                newsletter_name: newsletter.name.clone(),
+                sender: Some(newsletter.sender(&host_of(&origin))),
+                newsletter_id: Some(newsletter.id),
             },
-        )?;
-        Ok(Requested::LinkSent)
-    })
+        },
+    )?;
+    Ok(Requested::LinkSent)
 }
 
 /// Follows a confirmation link of `newsletter_id`'s site: the address becomes an active
@@ -129,16 +259,17 @@ pub fn confirm(conn: &mut Connection, newsletter_id: i64, token: &str) -> Domain
 
 /// The confirmation itself, inside [`confirm`]'s transaction.
 fn activate(tx: &Connection, newsletter_id: i64, token: &str) -> DomainResult<Subscriber> {
-    const FIND: &str = "SELECT id, email, name FROM subscription_requests
+    const FIND: &str = "SELECT id, email, name, tags FROM subscription_requests
          WHERE newsletter_id = ?1 AND token_hash = ?2 AND expires_at > ?3";
-    let (request_id, email, name): (i64, String, Option<String>) = tx
+    let (request_id, email, name, tags): (i64, String, Option<String>, String) = tx
         .query_row(
             FIND,
             (newsletter_id, sha256_hex(token), Timestamp::now()),
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )
         .optional()?
         .ok_or(DomainError::NotFound("subscription request"))?;
+    let tags: Vec<String> = serde_json::from_str(&tags).unwrap_or_default();
     tx.execute(
         "DELETE FROM subscription_requests WHERE id = ?1",
         [request_id],
@@ -146,7 +277,7 @@ fn activate(tx: &Connection, newsletter_id: i64, token: &str) -> DomainResult<Su
     let valid = subscribers::validate(&NewSubscriber {
         email,
         name,
-        tags: Vec::new(),
+        tags,
         subscribed_at: None,
     })?;
     let (subscriber, _created) = subscribers::insert(tx, newsletter_id, &valid)?;

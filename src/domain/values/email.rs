@@ -57,6 +57,13 @@ impl EmailAddress {
         }
     }
 
+    /// The part after the `@`.
+    pub fn domain(&self) -> &str {
+        self.as_str()
+            .rsplit_once('@')
+            .map_or("", |(_, domain)| domain)
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }

@@ -1,0 +1,434 @@
+//! Signup forms that live anywhere (docs/growth.md), through the real binary: a form made in
+//! the dashboard, its snippet posted from another origin without JavaScript (the success
+//! page, the owner's redirect, the form's tags on the confirmed subscriber) and for JSON
+//! (CORS only for the listed origins); the honeypot; the proof-of-work's single use and
+//! expiry (the test clock moved); a flood of 2,000 posts from rotating addresses behind a
+//! trusted proxy, with and without the work solved, sending no more confirmation mails than
+//! the documented limits; and in Chromium, a person on another site subscribing in one step,
+//! with the script and without it.
+
+use std::time::Duration;
+
+use base64::Engine;
+use sha2::{Digest, Sha256};
+
+use crate::support::*;
+
+/// Whatever page `another site` is: the origin the snippet is pasted on.
+const ELSEWHERE: &str = "http://127.0.0.1:9";
+
+/// A form made on the dashboard's Forms page; its public id.
+fn make_form(owner: &Owner, fields: &[(&str, &str)]) -> String {
+    let list = format!("/newsletters/{}/forms", owner.newsletter_id);
+    let page = owner.client.get(&list);
+    page.expect(200);
+    let mut all = vec![
+        ("authenticity_token", page.csrf_token()),
+        ("form[name]", "Blog sidebar".to_string()),
+        ("form[ask_name]", "yes".to_string()),
+        ("form[button_text]", "Join".to_string()),
+        (
+            "form[success_message]",
+            "Almost there: check your inbox.".to_string(),
+        ),
+        ("form[pow_cost]", "1000".to_string()),
+    ];
+    for (k, v) in fields {
+        all.retain(|(key, _)| key != k);
+        all.push((k, v.to_string()));
+    }
+    let pairs: Vec<(&str, &str)> = all.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let created = owner.client.post_form(&list, &pairs);
+    let at = created.redirect();
+    let shown = owner.client.get(&at);
+    shown.expect(200);
+    assert!(shown.body.contains("Snippet"), "{}", shown.body);
+    let start = shown.body.find("/f/").expect("the form's address") + 3;
+    shown.body[start..start + 16].to_string()
+}
+
+/// Posts `fields` to the form as a page elsewhere would (no cookie), with `headers`.
+fn post(
+    app: &App,
+    owner: &Owner,
+    id: &str,
+    fields: &[(&str, &str)],
+    headers: &[(&str, &str)],
+) -> Resp {
+    let body = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(fields)
+        .finish();
+    app.site_client(&owner.subdomain)
+        .request(
+            "POST",
+            &format!("/f/{id}"),
+            headers,
+            Some(("application/x-www-form-urlencoded", body.into_bytes())),
+        )
+        .expect("an answer")
+}
+
+/// A challenge of the form, solved as the ALTCHA widget does: the posted payload.
+fn solved(app: &App, owner: &Owner, id: &str) -> String {
+    let c = app
+        .site_client(&owner.subdomain)
+        .get_with(&format!("/f/{id}/challenge"), &[("Origin", ELSEWHERE)]);
+    c.expect(200);
+    assert_eq!(c.header("Access-Control-Allow-Origin"), Some(ELSEWHERE));
+    let c = c.json();
+    let (salt, challenge) = (
+        c["salt"].as_str().unwrap(),
+        c["challenge"].as_str().unwrap(),
+    );
+    let number = (0..=c["maxnumber"].as_i64().unwrap())
+        .find(|n| hex::encode(Sha256::digest(format!("{salt}{n}"))) == challenge)
+        .expect("a solution");
+    let payload = json!({"algorithm": c["algorithm"], "challenge": challenge, "number": number,
+        "salt": salt, "signature": c["signature"]});
+    base64::engine::general_purpose::STANDARD.encode(payload.to_string())
+}
+
+fn requests(app: &App) -> i64 {
+    app.count("SELECT count(*) FROM subscription_requests")
+}
+
+#[test]
+fn a_pasted_form_subscribes_from_anywhere_with_its_tags_and_keeps_bots_out() {
+    let app = spawn_app();
+    let owner = onboard_paid(&app, "Forms Anywhere");
+    let id = make_form(
+        &owner,
+        &[
+            ("form[tags]", "from-blog, sidebar"),
+            ("form[allowed_origins]", "https://friendly.example"),
+        ],
+    );
+
+    // Without JavaScript: a plain post, the success page, the mail, the tags.
+    let email = unique_email("pasted");
+    let answer = post(
+        &app,
+        &owner,
+        &id,
+        &[("email", &email), ("name", "Ada")],
+        &[("Origin", ELSEWHERE)],
+    );
+    answer.expect(200);
+    assert!(
+        answer.body.contains("Almost there: check your inbox."),
+        "{}",
+        answer.body
+    );
+    let mail = app.smtp.wait_for_message_to(&email, 1);
+    let link = link_containing(&mail.text(), "/subscribe/confirm/").unwrap();
+    let site = app.site_client(&owner.subdomain);
+    let page = site.get(&path_of(&link));
+    site.post_form(
+        &path_of(&link),
+        &[("authenticity_token", &page.csrf_token())],
+    )
+    .expect(200);
+    let listed = owner.get("/subscribers").json();
+    let s = &listed["subscribers"][0];
+    assert_eq!((&s["email"], &s["name"]), (&json!(email), &json!("Ada")));
+    assert_eq!(s["tags"], json!(["from-blog", "sidebar"]));
+
+    // A bad address: the form again with what to fix, nothing recorded.
+    let before = requests(&app);
+    let bad = post(&app, &owner, &id, &[("email", "not-an-address")], &[]);
+    assert_eq!(bad.status, 422, "{}", bad.body);
+    assert!(bad.body.contains("Email is invalid"), "{}", bad.body);
+    assert_eq!(requests(&app), before);
+
+    // The honeypot filled: answered like a person, nothing recorded or mailed.
+    let bot = unique_email("honeypot");
+    let trap = post(
+        &app,
+        &owner,
+        &id,
+        &[("email", &bot), ("website", "http://spam.example")],
+        &[],
+    );
+    trap.expect(200);
+    assert!(trap.body.contains("Almost there"));
+    assert_eq!(requests(&app), before);
+
+    // For JSON: readable from the listed origin only.
+    let listed_origin = post(
+        &app,
+        &owner,
+        &id,
+        &[("email", &unique_email("json"))],
+        &[
+            ("Accept", "application/json"),
+            ("Origin", "https://friendly.example"),
+        ],
+    );
+    listed_origin.expect(200);
+    assert_eq!(listed_origin.json()["ok"], true);
+    assert_eq!(
+        listed_origin.header("Access-Control-Allow-Origin"),
+        Some("https://friendly.example")
+    );
+    let other = post(
+        &app,
+        &owner,
+        &id,
+        &[("email", "bad")],
+        &[
+            ("Accept", "application/json"),
+            ("Origin", "https://stranger.example"),
+        ],
+    );
+    assert_eq!(other.status, 422);
+    assert_eq!(other.header("Access-Control-Allow-Origin"), None);
+    assert!(
+        other.json()["errors"][0]
+            .as_str()
+            .unwrap()
+            .contains("invalid")
+    );
+
+    // With a redirect, a plain post ends on the owner's page.
+    let redirecting = make_form(
+        &owner,
+        &[("form[redirect_url]", "https://example.com/thanks")],
+    );
+    let gone = post(
+        &app,
+        &owner,
+        &redirecting,
+        &[("email", &unique_email("redirect"))],
+        &[],
+    );
+    assert_eq!(gone.status, 303);
+    assert_eq!(gone.header("location"), Some("https://example.com/thanks"));
+    // An unknown form is the site's 404.
+    assert_eq!(
+        post(&app, &owner, "0000000000000000", &[("email", &email)], &[]).status,
+        404
+    );
+}
+
+#[test]
+fn a_solved_challenge_works_once_and_not_after_it_expires() {
+    let app = spawn_app();
+    let owner = onboard_paid(&app, "Forms Challenges");
+    let id = make_form(&owner, &[]);
+    let solution = solved(&app, &owner, &id);
+    let first = post(
+        &app,
+        &owner,
+        &id,
+        &[("email", &unique_email("once")), ("altcha", &solution)],
+        &[],
+    );
+    first.expect(200);
+    let before = requests(&app);
+    let again = post(
+        &app,
+        &owner,
+        &id,
+        &[("email", &unique_email("twice")), ("altcha", &solution)],
+        &[],
+    );
+    assert_eq!(again.status, 422, "{}", again.body);
+    assert!(
+        again.body.contains("could not be checked"),
+        "{}",
+        again.body
+    );
+    // A challenge solved, then posted eleven minutes later: expired.
+    let late = solved(&app, &owner, &id);
+    app.advance_clock(Duration::from_secs(11 * 60));
+    let expired = post(
+        &app,
+        &owner,
+        &id,
+        &[("email", &unique_email("late")), ("altcha", &late)],
+        &[],
+    );
+    assert_eq!(expired.status, 422, "{}", expired.body);
+    assert_eq!(requests(&app), before);
+}
+
+#[test]
+fn a_flood_of_2000_signups_sends_no_more_mail_than_the_limits() {
+    let app = spawn_app_with(&["--trusted-proxy", "127.0.0.1"]);
+    let owner = onboard_paid(&app, "Forms Flood");
+    let id = make_form(&owner, &[]);
+    // 2,000 posts from 2,000 client addresses, to addresses at 100 domains: half without
+    // the work, half solving it.
+    let mut answers = std::collections::HashMap::<u16, usize>::new();
+    for i in 0..2000 {
+        let client = format!("10.{}.{}.{}", i / 65536, (i / 256) % 256, i % 256);
+        let email = format!("bot{i}@domain{}.example", i % 100);
+        let solution = if i >= 1000 {
+            solved(&app, &owner, &id)
+        } else {
+            String::new()
+        };
+        let answer = post(
+            &app,
+            &owner,
+            &id,
+            &[("email", &email), ("altcha", &solution)],
+            &[("X-Forwarded-For", &client)],
+        );
+        *answers.entry(answer.status).or_default() += 1;
+    }
+    // Every confirmation queued is sent; then count what reached the inboxes.
+    wait_for("the confirmation mails", Duration::from_secs(60), || {
+        (app.count(
+            "SELECT count(*) FROM jobs WHERE kind = 'send_mail' AND state IN ('queued', 'running')",
+        ) == 0)
+            .then_some(())
+    });
+    let mailed = app
+        .smtp
+        .messages()
+        .iter()
+        .filter(|m| m.to.iter().any(|to| to.starts_with("bot")))
+        .count();
+    let (unproven, proven) = (30, 300);
+    assert_eq!(
+        mailed as i64,
+        requests(&app),
+        "one mail per recorded request"
+    );
+    assert!(
+        mailed <= unproven + proven,
+        "{mailed} mails; answers {answers:?}"
+    );
+    assert_eq!(
+        mailed,
+        unproven + proven,
+        "the limits, and no fewer: {answers:?}"
+    );
+    assert_eq!(answers.get(&429), Some(&(2000 - mailed)), "{answers:?}");
+}
+
+/// The pages of "another site": the snippet with its script (`/with-script`) and without.
+#[poem::handler]
+fn elsewhere_page(
+    req: &poem::Request,
+    poem::web::Data(snippet): poem::web::Data<&std::sync::Arc<std::sync::Mutex<String>>>,
+) -> poem::Response {
+    let snippet = snippet.lock().unwrap().clone();
+    let shown = match req.uri().path() {
+        "/with-script" => snippet,
+        _ => snippet.lines().next().unwrap_or_default().to_string(),
+    };
+    poem::Response::builder()
+        .content_type("text/html; charset=utf-8")
+        .body(format!(
+            "<!doctype html><html lang=\"en\"><head><title>A blog</title><link rel=\"icon\" href=\"data:,\"></head><body><main><h1>A blog</h1>{shown}</main></body></html>"
+        ))
+}
+
+#[test]
+#[cfg_attr(
+    not(has_chromium),
+    ignore = "needs chromium and chromedriver (apt-get install chromium chromium-driver)"
+)]
+fn a_person_on_another_site_subscribes_in_one_step_with_or_without_the_script() {
+    use crate::support::browser::{Driver, click, fill, runtime, wait_for_text};
+    use poem::EndpointExt;
+    let Some(driver) = Driver::start("signup forms") else {
+        return;
+    };
+    // Bots come from many addresses (through the trusted proxy); the person from loopback.
+    let app = spawn_app_with(&["--trusted-proxy", "127.0.0.1"]);
+    let owner = onboard_paid(&app, "Forms Browser");
+    let snippet = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let port = crate::support::net::serve(
+        poem::Route::new()
+            .at("/with-script", poem::get(elsewhere_page))
+            .at("/without-script", poem::get(elsewhere_page))
+            .data(snippet.clone()),
+    );
+    let blog = format!("http://127.0.0.1:{port}");
+    let id = make_form(&owner, &[("form[allowed_origins]", &blog)]);
+    let page = owner
+        .client
+        .get(&format!("/newsletters/{}/forms", owner.newsletter_id));
+    let form_page = page
+        .body
+        .find(&format!("/newsletters/{}/forms/", owner.newsletter_id))
+        .unwrap();
+    let link: String = page.body[form_page..]
+        .chars()
+        .take_while(|c| *c != '"')
+        .collect();
+    let shown = owner.client.get(&link);
+    let start = shown.body.find("<textarea id=\"snippet-code\"").unwrap();
+    let code = &shown.body[start..];
+    let code = &code[code.find('>').unwrap() + 1..code.find("</textarea>").unwrap()];
+    let code = code
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&amp;", "&");
+    assert!(code.contains(&format!("/f/{id}")), "{code}");
+    *snippet.lock().unwrap() = code;
+
+    runtime().block_on(async {
+        let c = driver.session().await;
+        // Without the script: the form posts as a page does, and the site says what next.
+        let plain = unique_email("plain-person");
+        c.goto(&format!("{blog}/without-script")).await.unwrap();
+        fill(&c, "email", &plain).await;
+        click(&c, "form button[type=submit]").await;
+        wait_for_text(&c, "main", "Almost there: check your inbox.").await;
+        app.smtp.wait_for_message_to(&plain, 1);
+
+        // Bots use up what the form sends without the work solved...
+        for i in 0..40 {
+            let (client, email) = (format!("10.0.0.{i}"), format!("bot{i}@flood{i}.example"));
+            post(
+                &app,
+                &owner,
+                &id,
+                &[("email", &email)],
+                &[("X-Forwarded-For", &client)],
+            );
+        }
+        let refused = post(
+            &app,
+            &owner,
+            &id,
+            &[("email", "one.more@flood.example")],
+            &[("X-Forwarded-For", "10.0.1.1")],
+        );
+        assert_eq!(refused.status, 429, "{}", refused.body);
+        // ...and a person with the script still subscribes in one step, answered in place.
+        let person = unique_email("scripted-person");
+        c.goto(&format!("{blog}/with-script")).await.unwrap();
+        fill(&c, "email", &person).await;
+        click(&c, "form button[type=submit]").await;
+        wait_for_text(
+            &c,
+            ".broadsheet-form-answer",
+            "Almost there: check your inbox.",
+        )
+        .await;
+        assert_eq!(
+            c.current_url().await.unwrap().as_str(),
+            format!("{blog}/with-script"),
+            "answered in the page"
+        );
+        app.smtp.wait_for_message_to(&person, 1);
+        let errors = driver.console_errors(&c).await;
+        assert!(errors.is_empty(), "browser console: {errors:?}");
+
+        // The form's own page on the site, light and dark, on a phone: axe finds nothing.
+        if let Some(axe) = crate::support::axe::Axe::load("signup forms") {
+            let site = format!("http://{}.{}", owner.subdomain, app.public_host);
+            c.goto(&format!("{site}/f/{id}")).await.unwrap();
+            wait_for_text(&c, "main", "Subscribe to Forms Browser").await;
+            let found = crate::accessibility::check(&driver, &axe, &c, "form page").await;
+            assert!(found.is_empty(), "axe-core:\n{}", found.join("\n"));
+        }
+        c.close().await.unwrap();
+    });
+}
