@@ -58,8 +58,25 @@
     line.textContent = text;
   }
 
+  // Where the reader came from (docs/growth.md): the page holding the form (without its query
+  // or fragment, which may hold what is nobody else's business), and the campaign tags of
+  // its address; a value the site already put in the form stays.
+  function came(form) {
+    var given = function (name) {
+      var input = form.querySelector('input[name="' + name + '"]');
+      return input && input.value;
+    };
+    if (!given("referrer")) field(form, "referrer", (location.origin + location.pathname).slice(0, 300));
+    var query = new URLSearchParams(location.search);
+    ["utm_source", "utm_medium", "utm_campaign"].forEach(function (name) {
+      var value = query.get(name);
+      if (value && !given(name)) field(form, name, value.slice(0, 100));
+    });
+  }
+
   function watch(form) {
     var sending = false;
+    came(form);
     form.addEventListener("submit", function (event) {
       if (form.dataset.solved === "yes") return; // the plain post, solution included
       event.preventDefault();

@@ -161,7 +161,9 @@ fn subscriber() -> Value {
         "created_at": AT,
         "updated_at": AT,
         "membership": {"status": "paid", "plan": "paid", "interval": "year",
-                       "until": "2027-11-27T09:00:00.000Z", "since": AT}
+                       "until": "2027-11-27T09:00:00.000Z", "since": AT},
+        "origin": {"source": "form", "referrer": "https://blog.example.com/launch",
+                   "utm_source": "blog", "utm_medium": null, "utm_campaign": "launch"}
     })
 }
 
@@ -227,7 +229,9 @@ examples! {
     NewsletterEnvelope => json!({"data": newsletter()});
     StatsEnvelope => json!({"data": {
         "subscribers": {"total": 1300, "active": 1250, "unsubscribed": 40, "bounced": 10,
-                        "growth_last_30_days": 85},
+                        "growth_last_30_days": 85,
+                        "new_by_source_last_30_days": {"form": 97, "import": 0, "api": 3,
+                                                       "dashboard": 1}},
         "issues": {"total": 12, "sent_last_30_days": 4},
         "engagement": {
             "average_open_rate": 48.2,

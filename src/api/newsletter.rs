@@ -436,6 +436,23 @@ pub struct SubscriberStats {
     pub bounced: i64,
     /// New subscribers minus unsubscribes in the last 30 days.
     pub growth_last_30_days: i64,
+    /// New subscribers of the last 30 days (today and the 29 days before, UTC) by how they
+    /// were added (docs/growth.md). Subscribers added before sources were recorded are in
+    /// none.
+    pub new_by_source_last_30_days: NewBySource,
+}
+
+/// New subscribers by source.
+#[derive(Debug, Object)]
+pub struct NewBySource {
+    /// Confirmed through a signup form or the site's subscribe page.
+    pub form: i64,
+    /// From CSV imports.
+    pub import: i64,
+    /// Created through the API.
+    pub api: i64,
+    /// Added by hand in the dashboard.
+    pub dashboard: i64,
 }
 
 #[derive(Debug, Object)]
@@ -514,6 +531,12 @@ impl From<stats::Stats> for StatsObject {
                 unsubscribed: s.subscribers.unsubscribed,
                 bounced: s.subscribers.bounced,
                 growth_last_30_days: s.subscribers.growth_last_30_days,
+                new_by_source_last_30_days: NewBySource {
+                    form: s.subscribers.new_by_source.form,
+                    import: s.subscribers.new_by_source.import,
+                    api: s.subscribers.new_by_source.api,
+                    dashboard: s.subscribers.new_by_source.dashboard,
+                },
             },
             issues: IssueStats {
                 total: s.issues.total,

@@ -19,6 +19,7 @@ use super::statuses::{BODY, BY_ID, GUARD, RULE, Refusal, WRITES};
 use super::{ApiKeyAuth, Principal, State};
 use crate::domain::DomainError;
 use crate::domain::subscribers::memberships::{self, Membership};
+use crate::domain::subscribers::origin::{Origin, Source};
 use crate::domain::subscribers::personal_data;
 use crate::domain::subscribers::{self, Changes, Filter, GivenFields, NewSubscriber, Subscriber};
 use crate::domain::values::pagination::{Cursor, Page};
@@ -46,6 +47,39 @@ pub struct SubscriberObject {
     pub updated_at: String,
     /// Free, or paid access and how (docs/memberships.md).
     pub membership: MembershipObject,
+    /// How the subscriber was added and where from (docs/growth.md).
+    pub origin: OriginObject,
+}
+
+/// Where a subscriber came from.
+#[derive(Debug, Object)]
+pub struct OriginObject {
+    /// `form` (a signup form or the site's subscribe page, once confirmed), `import`, `api` or
+    /// `dashboard`; null for subscribers added before sources were recorded.
+    #[oai(nullable)]
+    pub source: Option<String>,
+    /// The page the reader subscribed from, when their browser told.
+    #[oai(nullable)]
+    pub referrer: Option<String>,
+    /// The `utm_source` of the address the reader came by.
+    #[oai(nullable)]
+    pub utm_source: Option<String>,
+    #[oai(nullable)]
+    pub utm_medium: Option<String>,
+    #[oai(nullable)]
+    pub utm_campaign: Option<String>,
+}
+
+impl From<Origin> for OriginObject {
+    fn from(o: Origin) -> Self {
+        OriginObject {
+            source: o.source.map(|s| s.as_str().to_string()),
+            referrer: o.referrer,
+            utm_source: o.utm.source,
+            utm_medium: o.utm.medium,
+            utm_campaign: o.utm.campaign,
+        }
+    }
 }
 
 /// A subscriber's membership of the newsletter.
@@ -110,6 +144,7 @@ impl From<Subscriber> for SubscriberObject {
             created_at: s.created_at.to_string(),
             updated_at: s.updated_at.to_string(),
             membership: s.membership.into(),
+            origin: s.origin.into(),
         }
     }
 }
@@ -452,7 +487,9 @@ impl SubscribersApi {
         let nid = p.newsletter_id;
         let (s, created) = state
             .db
-            .run(move |conn| subscribers::create_and_welcome(conn, nid, &input, send_welcome))
+            .run(move |conn| {
+                subscribers::create_and_welcome(conn, nid, &input, Source::Api, send_welcome)
+            })
             .await?;
         Ok(if created {
             CreateResponse::Created(Json(s.into()))

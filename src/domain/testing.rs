@@ -80,6 +80,12 @@ pub fn counter_mismatches(conn: &Connection) -> Vec<String> {
              ) GROUP BY 1, 2",
         ),
         (
+            "newsletter_source_days",
+            "SELECT newsletter_id, day, source, created FROM newsletter_source_days WHERE created != 0",
+            "SELECT newsletter_id, substr(created_at, 1, 10), source, count(*) FROM subscribers
+             WHERE source IS NOT NULL GROUP BY 1, 2, 3",
+        ),
+        (
             "active_change",
             "SELECT newsletter_id, sum(active_change) FROM newsletter_days GROUP BY 1 HAVING sum(active_change) != 0",
             "SELECT newsletter_id, count(*) FROM subscribers WHERE status = 'active' GROUP BY 1",

@@ -21,12 +21,13 @@ use crate::domain::subscribers::form_guard::{
     self, CHALLENGE_FIELD, HONEYPOT_FIELD, STARTED_FIELD,
 };
 use crate::domain::subscribers::opt_in::{self, FormOutcome, FormPost};
+use crate::domain::subscribers::origin::Came;
 use crate::domain::subscribers::signup_forms::{self, SignupForm};
 use crate::http::client::client_address;
 use crate::http::form::FormData;
 use crate::http::headers::Policy;
 use crate::http::public_page::{FOR_AN_HOUR, JAVASCRIPT, asset};
-use crate::http::signup_form::form_markup;
+use crate::http::signup_form::{came_fields, came_from, came_to_page, form_markup};
 use crate::state::AppState;
 
 type State = std::sync::Arc<AppState>;
@@ -68,7 +69,13 @@ fn json_answer(status: StatusCode, body: serde_json::Value) -> Response {
 }
 
 /// The site's page of the form: the form itself, timed, with the script.
-fn form_page(state: &State, site: &Site, form: &SignupForm, problems: &[String]) -> Response {
+fn form_page(
+    state: &State,
+    site: &Site,
+    form: &SignupForm,
+    came: &Came,
+    problems: &[String],
+) -> Response {
     let action = format!("/f/{}", form.public_id);
     let started = form_guard::started_token(&state.secret, &form.public_id);
     let mut page = answer(
@@ -79,7 +86,7 @@ fn form_page(state: &State, site: &Site, form: &SignupForm, problems: &[String])
             @if !problems.is_empty() {
                 ul.errors role="alert" { @for p in problems { li { (p) } } }
             }
-            (form_markup(form, &action, Some(&started)))
+            (form_markup(form, &action, Some(&started), Some(came_fields(came))))
             p.muted { "We will e-mail you a link to confirm. Nothing is sent until you follow it." }
             script src="/forms.js" defer {}
         },
@@ -93,12 +100,13 @@ fn form_page(state: &State, site: &Site, form: &SignupForm, problems: &[String])
 /// `GET /f/:public_id`: the form on the site.
 #[handler]
 pub async fn show(
+    req: &Request,
     Path(public_id): Path<String>,
     Data(state): Data<&State>,
     Data(site): Data<&Site>,
 ) -> SiteResult {
     let form = form_of(state, site, public_id).await?;
-    Ok(form_page(state, site, &form, &[]))
+    Ok(form_page(state, site, &form, &came_to_page(req), &[]))
 }
 
 /// `GET /f/:public_id/challenge`: a new proof-of-work in ALTCHA's format, plus `inline`:
@@ -163,6 +171,7 @@ pub async fn post(
         .header("Accept")
         .is_some_and(|a| a.contains("application/json"));
     let fields = FormData::read(body).await?;
+    let came = came_from(req, &fields);
     let post = FormPost {
         email: fields.get("email").to_string(),
         name: fields.get("name").to_string(),
@@ -170,6 +179,7 @@ pub async fn post(
         started: fields.get(STARTED_FIELD).to_string(),
         solution: fields.get(CHALLENGE_FIELD).to_string(),
         client: client_address(req, state),
+        came: came.clone(),
     };
     let (urls, secret, newsletter, stored) = (
         state.urls.clone(),
@@ -212,7 +222,7 @@ pub async fn post(
             ),
         ),
         false => {
-            let mut page = form_page(state, site, &form, &problems);
+            let mut page = form_page(state, site, &form, &came, &problems);
             page.set_status(StatusCode::UNPROCESSABLE_ENTITY);
             page
         }

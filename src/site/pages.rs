@@ -12,6 +12,7 @@ use crate::domain::content::excerpt;
 use crate::domain::issues::{self, Issue, Visibility};
 use crate::domain::newsletters::site_pages;
 use crate::domain::subscribers::opt_in;
+use crate::domain::subscribers::origin::Came;
 use crate::domain::values::pagination::Page;
 use crate::domain::{DomainError, FieldErrors};
 use crate::http::client::client_address;
@@ -22,6 +23,7 @@ use crate::http::public_page::{
     Meta, Place, Styles, articles, day, issue_document, locked_issue_document, machine_time,
     site_answer, site_page,
 };
+use crate::http::signup_form::{came_fields, came_from, came_to_page};
 use crate::state::AppState;
 use crate::store::StoreError;
 
@@ -134,6 +136,7 @@ pub(super) async fn verified_form(
 fn subscribe_form(
     req: &Request,
     state: &State,
+    came: &Came,
     email: &str,
     name: &str,
     problems: &FieldErrors,
@@ -145,6 +148,7 @@ fn subscribe_form(
         }
         form.subscribe method="post" action="/subscribe" {
             input type="hidden" name=(csrf::FIELD) value=(token);
+            (came_fields(came))
             label { "E-mail address" input type="email" name="email" value=(email) required autocomplete="email" maxlength="254"; }
             label { "Name (optional)" input type="text" name="name" value=(name) autocomplete="name" maxlength="100"; }
             button type="submit" { "Subscribe" }
@@ -174,7 +178,7 @@ pub async fn home(req: &Request, Data(state): Data<&State>, Data(site): Data<&Si
             section.card.subscribe-box aria-labelledby="subscribe" {
                 h2 id="subscribe" { "Subscribe" }
                 p.muted { "New issues by e-mail. Confirm with one click; leave with one click." }
-                (subscribe_form(req, state, "", "", &FieldErrors::new()))
+                (subscribe_form(req, state, &came_to_page(req), "", "", &FieldErrors::new()))
             }
             section aria-labelledby="latest" {
                 h2 id="latest" { "Latest issues" }
@@ -203,7 +207,7 @@ pub async fn subscribe_page(
         html! {
             section.card.subscribe-box {
                 h1 { "Subscribe to " (n.name) }
-                (subscribe_form(req, state, "", "", &FieldErrors::new()))
+                (subscribe_form(req, state, &came_to_page(req), "", "", &FieldErrors::new()))
                 p.muted { "We will e-mail you a link to confirm. Nothing is sent until you follow it." }
             }
             @if let Some(plan) = &plan {
@@ -236,10 +240,14 @@ pub async fn subscribe(
     let (email, name) = (form.get("email").to_string(), form.get("name").to_string());
     let (urls, newsletter) = (state.urls.clone(), site.0.clone());
     let client = client_address(req, state);
+    let came = came_from(req, &form);
     let (e, n) = (email.clone(), name.clone());
     let requested = state
         .db
-        .run(move |conn| opt_in::request(conn, &urls, &newsletter, &e, &n, &client))
+        .run({
+            let came = came.clone();
+            move |conn| opt_in::request(conn, &urls, &newsletter, &e, &n, &client, &came)
+        })
         .await;
     let title = format!("Subscribe to {}", site.0.name);
     match requested {
@@ -263,7 +271,7 @@ pub async fn subscribe(
                 html! {
                     section.card.subscribe-box {
                         h1 { (title) }
-                        (subscribe_form(req, state, &email, &name, &problems))
+                        (subscribe_form(req, state, &came, &email, &name, &problems))
                     }
                 },
             )

@@ -143,6 +143,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0035_signup_forms",
         include_str!("../../migrations/0035_signup_forms.sql"),
     ),
+    (
+        "0036_sources",
+        include_str!("../../migrations/0036_sources.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.

@@ -119,7 +119,7 @@ fn form_page(
             section.panel #preview aria-labelledby="preview-h" {
                 h2 #preview-h { "Preview" }
                 // Shown as readers see it, its fields disabled: nothing to post here.
-                fieldset.form-preview disabled { legend.visually-hidden { "Preview of the form" } (form_markup(form, "#", None)) }
+                fieldset.form-preview disabled { legend.visually-hidden { "Preview of the form" } (form_markup(form, "#", None, None)) }
             }
             section.panel #edit aria-labelledby="edit-h" {
                 h2 #edit-h { "Settings" }

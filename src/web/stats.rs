@@ -13,6 +13,7 @@ use super::time_zones::shown;
 use super::{Ctx, State, WebResult, render};
 use crate::domain::DomainError;
 use crate::domain::reports::stats::{self, DayCount, IssueEngagement, Stats};
+use crate::domain::subscribers::origin::Source;
 use crate::domain::values::time_zones::TimeZoneName;
 
 #[handler]
@@ -73,6 +74,14 @@ fn rate(value: f64) -> String {
     figure(value, "%")
 }
 
+/// The sources of new subscribers as the stats page names them.
+const SOURCES: [(Source, &str); 4] = [
+    (Source::Form, "Signup forms"),
+    (Source::Import, "Imports"),
+    (Source::Api, "API"),
+    (Source::Dashboard, "Added by hand"),
+];
+
 fn numbers(s: &Stats) -> Markup {
     let subscribers = &s.subscribers;
     let growth = subscribers.growth_last_30_days;
@@ -87,6 +96,13 @@ fn numbers(s: &Stats) -> Markup {
             (stat("Bounced", "subscribers.bounced", subscribers.bounced, subscribers.bounced.to_string()))
             (stat("Growth, last 30 days", "subscribers.growth_last_30_days", growth,
                 if growth > 0 { format!("+{growth}") } else { growth.to_string() }))
+        }
+        h3 { "New subscribers by source, last 30 days" }
+        div.stats {
+            @for (source, label) in SOURCES {
+                @let count = subscribers.new_by_source.of(source);
+                (stat(label, &format!("subscribers.new_by_source_last_30_days.{source}"), count, count.to_string()))
+            }
         }
         h2 { "Issues and engagement" }
         div.stats {

@@ -430,7 +430,7 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
          applied 0025_newsletter_relays\napplied 0026_send_usage\n\
          applied 0027_media\napplied 0028_issue_edits\napplied 0029_link_reports\n\
          applied 0030_mail_details\napplied 0031_account_changes\napplied 0032_site_pages\napplied 0033_memberships\n\
-         applied 0034_membership_lapses\napplied 0035_signup_forms"
+         applied 0034_membership_lapses\napplied 0035_signup_forms\napplied 0036_sources"
     );
 
     let conn = rusqlite::Connection::open(&db).unwrap();
@@ -448,7 +448,8 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
         // each issue's excerpt and social image, NULL; the `render_content` job it queues to
         // fill the excerpts) and 0033 (the empty membership tables; each issue's visibility,
         // `public`, and `paid_members_only`, 0; each delivery's `teaser`, 0) and 0035 (the
-        // empty form tables; each subscription request's `tags`, `[]`, and `form_id`, NULL):
+        // empty form tables; each subscription request's `tags`, `[]`, and `form_id`, NULL)
+        // and 0036 (each subscriber's and request's source, referrer and campaign, NULL):
         // the rest is as 0020 left it.
         let copy = app.data_dir().join("before-0022.db");
         conn.execute("VACUUM INTO ?1", [copy.to_str().unwrap()])
@@ -488,7 +489,16 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
              ALTER TABLE deliveries DROP COLUMN teaser;
              ALTER TABLE subscription_requests DROP COLUMN form_id;
              ALTER TABLE subscription_requests DROP COLUMN tags;
-             DROP TABLE used_challenges; DROP TABLE signup_forms;",
+             DROP TABLE used_challenges; DROP TABLE signup_forms;
+             DROP TRIGGER subscribers_source_counted; DROP TRIGGER subscribers_source_moved;
+             DROP TRIGGER subscribers_source_uncounted; DROP TABLE newsletter_source_days;
+             ALTER TABLE subscribers DROP COLUMN source; ALTER TABLE subscribers DROP COLUMN referrer;
+             ALTER TABLE subscribers DROP COLUMN utm_source; ALTER TABLE subscribers DROP COLUMN utm_medium;
+             ALTER TABLE subscribers DROP COLUMN utm_campaign;
+             ALTER TABLE subscription_requests DROP COLUMN referrer;
+             ALTER TABLE subscription_requests DROP COLUMN utm_source;
+             ALTER TABLE subscription_requests DROP COLUMN utm_medium;
+             ALTER TABLE subscription_requests DROP COLUMN utm_campaign;",
         )
         .unwrap();
         let queued = copy

@@ -12,6 +12,7 @@ use std::time::Duration;
 use base64::Engine;
 use sha2::{Digest, Sha256};
 
+use crate::support::http::attribute_after;
 use crate::support::*;
 
 /// Whatever page `another site` is: the origin the snippet is pasted on.
@@ -431,4 +432,189 @@ fn a_person_on_another_site_subscribes_in_one_step_with_or_without_the_script() 
         }
         c.close().await.unwrap();
     });
+}
+
+/// The value of the hidden field `name` on a page, if there is one.
+fn hidden(html: &str, name: &str) -> Option<String> {
+    attribute_after(html, &format!("name=\"{name}\""), "value")
+}
+
+/// Follows the newest confirmation link mailed to `email` (the `n`th mail), on the site.
+fn confirm_nth(app: &App, owner: &Owner, email: &str, n: usize) {
+    let mail = app.smtp.wait_for_message_to(email, n);
+    let path = path_of(&link_containing(&mail.text(), "/subscribe/confirm/").unwrap());
+    let site = app.site_client(&owner.subdomain);
+    let done = site.submit(&path, &path, &[]);
+    done.expect(200);
+    assert!(done.body.contains("You are subscribed"), "{}", done.body);
+}
+
+/// The API's subscriber object of `email`.
+fn subscriber_of(owner: &Owner, email: &str) -> Value {
+    let list = owner.get(&format!("/subscribers?search={email}")).json();
+    list["subscribers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["email"] == email)
+        .unwrap_or_else(|| panic!("{email} is a subscriber: {list}"))
+        .clone()
+}
+
+#[test]
+fn each_subscriber_keeps_where_they_came_from_and_the_stats_count_new_ones_by_source() {
+    let app = spawn_app_with(&["--trusted-proxy", "127.0.0.1"]);
+    let owner = onboard(&app, "Sourced Sheet");
+    let id = make_form(&owner, &[]);
+    let site = app.site_client(&owner.subdomain);
+
+    // The site's subscribe page, reached from a friend's post by a campaign link: its form
+    // carries both, and the confirmed subscriber keeps them.
+    let page = site.get_with(
+        "/subscribe?utm_source=swap&utm_medium=email&utm_campaign=spring",
+        &[("Referer", "https://friend.example/reads")],
+    );
+    page.expect(200);
+    let referrer = hidden(&page.body, "referrer").expect("the referrer, in the form");
+    assert_eq!(referrer, "https://friend.example/reads");
+    let utm: Vec<(String, String)> = ["utm_source", "utm_medium", "utm_campaign"]
+        .iter()
+        .map(|k| {
+            (
+                k.to_string(),
+                hidden(&page.body, k).expect("a campaign tag"),
+            )
+        })
+        .collect();
+    let mut fields = vec![
+        ("authenticity_token".to_string(), page.csrf_token()),
+        ("email".to_string(), "site@example.com".to_string()),
+        ("referrer".to_string(), referrer),
+    ];
+    fields.extend(utm);
+    let pairs: Vec<(&str, &str)> = fields
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    site.post_form("/subscribe", &pairs).expect(200);
+    confirm_nth(&app, &owner, "site@example.com", 1);
+    let s = subscriber_of(&owner, "site@example.com");
+    assert_eq!(
+        s["origin"],
+        json!({"source": "form", "referrer": "https://friend.example/reads",
+               "utm_source": "swap", "utm_medium": "email", "utm_campaign": "spring"})
+    );
+
+    // The snippet posted from a page elsewhere without JavaScript: the browser's Referer is
+    // the page holding the form, and its campaign tags come from that page's address.
+    post(
+        &app,
+        &owner,
+        &id,
+        &[("email", "blog@example.com")],
+        &[(
+            "Referer",
+            "https://blog.example/post?utm_source=blog&utm_campaign=launch",
+        )],
+    )
+    .expect(200);
+    confirm_nth(&app, &owner, "blog@example.com", 1);
+    let s = subscriber_of(&owner, "blog@example.com");
+    assert_eq!(s["origin"]["source"], "form");
+    assert_eq!(s["origin"]["utm_source"], "blog");
+    assert_eq!(s["origin"]["utm_campaign"], "launch");
+    assert_eq!(s["origin"]["utm_medium"], Value::Null);
+
+    // Hostile values never refuse a signup: a referrer that is no web address is dropped, a
+    // tag with a line break too, and markup is shown as text on the subscriber's page.
+    post(
+        &app,
+        &owner,
+        &id,
+        &[
+            ("email", "odd@example.com"),
+            ("referrer", "javascript:alert(1)"),
+            ("utm_source", "<script>alert(1)</script>"),
+            ("utm_medium", "mail\r\nBcc: victim@example.com"),
+            ("utm_campaign", &"c".repeat(500)),
+        ],
+        &[("X-Forwarded-For", "198.51.100.9")],
+    )
+    .expect(200);
+    confirm_nth(&app, &owner, "odd@example.com", 1);
+    let odd = subscriber_of(&owner, "odd@example.com");
+    assert_eq!(odd["origin"]["referrer"], Value::Null);
+    assert_eq!(odd["origin"]["utm_source"], "<script>alert(1)</script>");
+    assert_eq!(odd["origin"]["utm_medium"], Value::Null);
+    assert_eq!(odd["origin"]["utm_campaign"].as_str().unwrap().len(), 100);
+    let shown = owner.client.get(&format!(
+        "/newsletters/{}/subscribers/{}",
+        owner.newsletter_id, odd["id"]
+    ));
+    shown.expect(200);
+    assert!(
+        shown
+            .body
+            .contains("Came by <strong>a signup form</strong>"),
+        "{}",
+        shown.body
+    );
+    assert!(shown.body.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert!(!shown.body.contains("<script>alert(1)"));
+
+    // The API, the dashboard and an import each say so.
+    owner
+        .post("/subscribers", &json!({"email": "api@example.com"}))
+        .expect(201);
+    assert_eq!(
+        subscriber_of(&owner, "api@example.com")["origin"],
+        json!({"source": "api", "referrer": null, "utm_source": null, "utm_medium": null,
+               "utm_campaign": null})
+    );
+    let url = format!("/newsletters/{}/subscribers", owner.newsletter_id);
+    let added = owner
+        .client
+        .submit(&url, &url, &[("subscriber[email]", "hand@example.com")]);
+    assert_eq!(added.redirect(), url);
+    assert_eq!(
+        subscriber_of(&owner, "hand@example.com")["origin"]["source"],
+        "dashboard"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("readers.csv");
+    std::fs::write(&csv, "email\none@example.com\ntwo@example.com\n").unwrap();
+    let (code, out, err) = app.cli(&["import", &owner.subdomain, csv.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        subscriber_of(&owner, "two@example.com")["origin"]["source"],
+        "import"
+    );
+
+    // The stats, in the API and on the dashboard: new subscribers by source. A deleted
+    // subscriber leaves the count, as the growth figure does.
+    let gone = subscriber_of(&owner, "one@example.com")["id"].clone();
+    owner.delete(&format!("/subscribers/{gone}")).expect(204);
+    let expected = json!({"form": 3, "import": 1, "api": 1, "dashboard": 1});
+    let stats = owner.get("/newsletter/stats").json();
+    assert_eq!(
+        stats["data"]["subscribers"]["new_by_source_last_30_days"],
+        expected
+    );
+    let page = owner
+        .client
+        .get(&format!("/newsletters/{}/stats", owner.newsletter_id));
+    page.expect(200);
+    for (source, count) in expected.as_object().unwrap() {
+        let path = format!("subscribers.new_by_source_last_30_days.{source}");
+        let shown = attribute_after(&page.body, &format!("data-stat=\"{path}\""), "data-value");
+        assert_eq!(shown.as_deref(), Some(count.to_string().as_str()), "{path}");
+    }
+
+    // Thirty days on, they have left the window.
+    app.advance_clock(Duration::from_secs(31 * 24 * 3600));
+    let later = owner.get("/newsletter/stats").json();
+    assert_eq!(
+        later["data"]["subscribers"]["new_by_source_last_30_days"],
+        json!({"form": 0, "import": 0, "api": 0, "dashboard": 0})
+    );
 }

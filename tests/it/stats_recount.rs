@@ -332,6 +332,12 @@ fn assert_every_figure_matches_a_recount(
              FROM subscribers"
         ),
     );
+    let by_source = ints(
+        &db,
+        "SELECT coalesce(sum(source = 'form'), 0), coalesce(sum(source = 'import'), 0),
+                coalesce(sum(source = 'api'), 0), coalesce(sum(source = 'dashboard'), 0)
+         FROM subscribers WHERE created_at >= date('now', '-29 days')",
+    );
     let issues = ints(
         &db,
         &format!(
@@ -371,6 +377,8 @@ fn assert_every_figure_matches_a_recount(
         "subscribers": {
             "total": subscribers[0], "active": subscribers[1], "unsubscribed": subscribers[2],
             "bounced": subscribers[3], "growth_last_30_days": subscribers[4],
+            "new_by_source_last_30_days": {"form": by_source[0], "import": by_source[1],
+                                           "api": by_source[2], "dashboard": by_source[3]},
         },
         "issues": {"total": issues[0], "sent_last_30_days": issues[1]},
         "engagement": {

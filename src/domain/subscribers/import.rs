@@ -36,6 +36,7 @@ pub use crate::domain::subscribers::import_columns::{ColumnUse, Columns, Source,
 use crate::domain::subscribers::import_columns::{Parsed, header_error};
 use crate::domain::subscribers::import_lines::Rows;
 use crate::domain::subscribers::memberships::{self, Grant};
+use crate::domain::subscribers::origin::{self, Origin};
 use crate::domain::{DomainError, DomainResult, ErrorCode, FieldErrors, newsletters};
 use crate::store::{StoreError, write_tx};
 
@@ -285,7 +286,12 @@ fn commit(
 ) -> DomainResult<Totals> {
     let bytes_read = batch.bytes_read;
     let after = write_tx(conn, |tx| {
-        let ids = subscribers::insert_checked_ids(tx, newsletter_id, &batch.valids)?;
+        let ids = subscribers::insert_checked_ids(
+            tx,
+            newsletter_id,
+            &batch.valids,
+            &Origin::of(origin::Source::Import),
+        )?;
         let created = ids.iter().flatten().count();
         let existing = ids.len() - created;
         // Only a subscriber the file brings gets its membership: an existing one keeps theirs.
@@ -943,7 +949,7 @@ mod tests {
             email: "old@example.com".into(),
             ..Default::default()
         };
-        subscribers::create(&mut conn, 1, &old).unwrap();
+        subscribers::create(&mut conn, 1, &old, subscribers::origin::Source::Api).unwrap();
         let csv = "\u{feff}Tags,Email Address,extra,Name\n\
                    vip; early ,Ann@Example.com,x,Ann\n\
                    ,not-an-address,x,\n\

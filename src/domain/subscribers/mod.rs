@@ -8,6 +8,7 @@ pub mod import_columns;
 pub mod import_lines;
 pub mod memberships;
 pub mod opt_in;
+pub mod origin;
 pub mod personal_data;
 pub mod readers;
 pub mod signup_forms;
@@ -21,6 +22,7 @@ use serde_json::{Value, json};
 
 use crate::clock::Timestamp;
 use crate::domain::subscribers::memberships::Membership;
+use crate::domain::subscribers::origin::{Origin, Source, Utm};
 use crate::domain::values::email::EmailAddress;
 use crate::domain::values::pagination::{Cursor, Page, invalid_filter};
 use crate::domain::{DomainError, DomainResult, ErrorCode, FieldErrors, events};
@@ -63,6 +65,8 @@ pub struct Subscriber {
     pub updated_at: Timestamp,
     /// Free, or paid access and how (`domain/subscribers/memberships.rs`).
     pub membership: Membership,
+    /// How they were added and where from (`origin.rs`).
+    pub origin: Origin,
 }
 
 impl Subscriber {
@@ -84,7 +88,8 @@ macro_rules! select_subscriber {
         concat!(
             "SELECT s.id, s.newsletter_id, s.email, s.name, s.status, s.subscribed_at, s.unsubscribed_at, s.created_at, s.updated_at, ",
             "(SELECT group_concat(tag, char(10)) FROM (SELECT tag FROM subscriber_tags t WHERE t.subscriber_id = s.id ORDER BY tag)), ",
-            "ms.status, ms.interval, ms.until, ms.access_until, ms.since ",
+            "ms.status, ms.interval, ms.until, ms.access_until, ms.since, ",
+            "s.source, s.referrer, s.utm_source, s.utm_medium, s.utm_campaign ",
             "FROM subscribers s LEFT JOIN memberships ms ON ms.subscriber_id = s.id ", $($tail),+
         )
     };
@@ -106,6 +111,15 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Subscriber> {
             .map(|t| t.split('\n').map(str::to_string).collect())
             .unwrap_or_default(),
         membership: crate::domain::subscribers::memberships::from_joined(row, 10)?,
+        origin: Origin {
+            source: row.get(15)?,
+            referrer: row.get(16)?,
+            utm: Utm {
+                source: row.get(17)?,
+                medium: row.get(18)?,
+                campaign: row.get(19)?,
+            },
+        },
     })
 }
 
@@ -541,6 +555,8 @@ pub(super) fn validate(input: &NewSubscriber) -> DomainResult<Valid> {
 pub(super) struct Inserter<'c> {
     conn: &'c Connection,
     newsletter_id: i64,
+    /// Where everything this inserter adds came from.
+    origin: &'c Origin,
     now: Timestamp,
     announce: bool,
 }
@@ -549,10 +565,15 @@ pub(super) struct Inserter<'c> {
 const INSERT_CHUNK: usize = 1_000;
 
 impl<'c> Inserter<'c> {
-    pub(super) fn new(conn: &'c Connection, newsletter_id: i64) -> DomainResult<Self> {
+    pub(super) fn new(
+        conn: &'c Connection,
+        newsletter_id: i64,
+        origin: &'c Origin,
+    ) -> DomainResult<Self> {
         Ok(Inserter {
             conn,
             newsletter_id,
+            origin,
             now: Timestamp::now(),
             announce: events::wanted(conn, newsletter_id, CREATED)?,
         })
@@ -570,8 +591,10 @@ impl<'c> Inserter<'c> {
 
     fn insert_chunk(&mut self, valids: &[Valid]) -> DomainResult<Vec<Option<i64>>> {
         // Rows are read in array order, so of two equal addresses the first is inserted.
-        const INSERT: &str = "INSERT INTO subscribers (newsletter_id, email, name, created_at)
-             SELECT ?1, value ->> 0, value ->> 1, coalesce(value ->> 2, ?2) FROM json_each(?3) WHERE true
+        const INSERT: &str = "INSERT INTO subscribers (newsletter_id, email, name, created_at,
+                 source, referrer, utm_source, utm_medium, utm_campaign)
+             SELECT ?1, value ->> 0, value ->> 1, coalesce(value ->> 2, ?2), ?4, ?5, ?6, ?7, ?8
+             FROM json_each(?3) WHERE true
              ON CONFLICT (newsletter_id, email) DO NOTHING
              RETURNING id, email";
         const TAGS: &str = "INSERT OR IGNORE INTO subscriber_tags (subscriber_id, tag)
@@ -587,7 +610,17 @@ impl<'c> Inserter<'c> {
         let mut added: HashMap<String, i64> = HashMap::with_capacity(valids.len());
         {
             let mut insert = self.conn.prepare_cached(INSERT)?;
-            let mut returned = insert.query((self.newsletter_id, &self.now, &rows))?;
+            let origin = self.origin;
+            let mut returned = insert.query((
+                self.newsletter_id,
+                &self.now,
+                &rows,
+                origin.source,
+                origin.referrer.as_deref(),
+                origin.utm.source.as_deref(),
+                origin.utm.medium.as_deref(),
+                origin.utm.campaign.as_deref(),
+            ))?;
             while let Some(row) = returned.next()? {
                 added.insert(row.get(1)?, row.get(0)?);
             }
@@ -630,6 +663,7 @@ impl<'c> Inserter<'c> {
             created_at: since,
             updated_at: since,
             membership: Membership::free(),
+            origin: self.origin.clone(),
         }
     }
 }
@@ -641,8 +675,9 @@ pub(super) fn insert(
     conn: &Connection,
     newsletter_id: i64,
     valid: &Valid,
+    origin: &Origin,
 ) -> DomainResult<(Subscriber, bool)> {
-    let mut inserter = Inserter::new(conn, newsletter_id)?;
+    let mut inserter = Inserter::new(conn, newsletter_id, origin)?;
     match inserter.insert_all(std::slice::from_ref(valid))?[0] {
         Some(id) => Ok((inserter.created(id, valid), true)),
         None => {
@@ -659,14 +694,15 @@ fn ensure_open(tx: &Connection, newsletter_id: i64) -> DomainResult<()> {
     crate::domain::newsletters::get(tx, newsletter_id)?.ensure_writable()
 }
 
-/// Adds a subscriber, or returns the existing one with the same address (`false`). No mail
-/// is sent.
+/// Adds a subscriber by `source`, or returns the existing one with the same address
+/// (`false`). No mail is sent.
 pub fn create(
     conn: &mut Connection,
     newsletter_id: i64,
     input: &NewSubscriber,
+    source: Source,
 ) -> DomainResult<(Subscriber, bool)> {
-    create_and_welcome(conn, newsletter_id, input, false)
+    create_and_welcome(conn, newsletter_id, input, source, false)
 }
 
 /// [`create`]; with `send_welcome`, a subscriber added now gets the welcome e-mail
@@ -675,12 +711,13 @@ pub fn create_and_welcome(
     conn: &mut Connection,
     newsletter_id: i64,
     input: &NewSubscriber,
+    source: Source,
     send_welcome: bool,
 ) -> DomainResult<(Subscriber, bool)> {
     let valid = validate(input)?;
     write_tx(conn, |tx| {
         ensure_open(tx, newsletter_id)?;
-        let (subscriber, created) = insert(tx, newsletter_id, &valid)?;
+        let (subscriber, created) = insert(tx, newsletter_id, &valid, &Origin::of(source))?;
         if created && send_welcome {
             queue_welcome(tx, subscriber.id)?;
         }
@@ -723,7 +760,12 @@ pub fn bulk_create(
     }
     write_tx(conn, |tx| {
         ensure_open(tx, newsletter_id)?;
-        import(tx, newsletter_id, entries.iter().cloned().enumerate())
+        import(
+            tx,
+            newsletter_id,
+            entries.iter().cloned().enumerate(),
+            Source::Api,
+        )
     })
 }
 
@@ -734,6 +776,7 @@ pub fn import(
     conn: &Connection,
     newsletter_id: i64,
     entries: impl IntoIterator<Item = (usize, NewSubscriber)>,
+    source: Source,
 ) -> DomainResult<BulkOutcome> {
     let mut outcome = BulkOutcome::default();
     let mut valids = Vec::new();
@@ -743,7 +786,8 @@ pub fn import(
             Err(refused) => outcome.errors.push(refused),
         }
     }
-    (outcome.created, outcome.existing) = insert_checked(conn, newsletter_id, &valids)?;
+    (outcome.created, outcome.existing) =
+        insert_checked(conn, newsletter_id, &valids, &Origin::of(source))?;
     Ok(outcome)
 }
 
@@ -769,8 +813,9 @@ pub(super) fn insert_checked(
     conn: &Connection,
     newsletter_id: i64,
     valids: &[Valid],
+    origin: &Origin,
 ) -> DomainResult<(usize, usize)> {
-    let ids = insert_checked_ids(conn, newsletter_id, valids)?;
+    let ids = insert_checked_ids(conn, newsletter_id, valids, origin)?;
     let created = ids.iter().flatten().count();
     Ok((created, ids.len() - created))
 }
@@ -781,8 +826,9 @@ pub(super) fn insert_checked_ids(
     conn: &Connection,
     newsletter_id: i64,
     valids: &[Valid],
+    origin: &Origin,
 ) -> DomainResult<Vec<Option<i64>>> {
-    Inserter::new(conn, newsletter_id)?.insert_all(valids)
+    Inserter::new(conn, newsletter_id, origin)?.insert_all(valids)
 }
 
 /// What a PATCH may change.
@@ -1051,7 +1097,7 @@ mod tests {
     #[test]
     fn import_counts_repeats_within_and_across_chunks_as_existing() {
         let mut conn = db_with_newsletter();
-        create(&mut conn, 1, &new("stored@x.co")).unwrap();
+        create(&mut conn, 1, &new("stored@x.co"), Source::Api).unwrap();
         let mut entries: Vec<NewSubscriber> = (0..INSERT_CHUNK + 2)
             .map(|i| NewSubscriber {
                 email: format!("r{i}@x.co"),
@@ -1063,7 +1109,7 @@ mod tests {
         entries[INSERT_CHUNK] = new("r2@x.co"); // across the boundary
         entries[INSERT_CHUNK + 1] = new("Stored@x.co"); // already there
         let tx = conn.transaction().unwrap();
-        let outcome = import(&tx, 1, entries.into_iter().enumerate()).unwrap();
+        let outcome = import(&tx, 1, entries.into_iter().enumerate(), Source::Api).unwrap();
         tx.commit().unwrap();
         assert_eq!((outcome.created, outcome.existing), (INSERT_CHUNK - 1, 3));
         let (total, tagged): (i64, i64) = conn
@@ -1083,7 +1129,7 @@ mod tests {
     #[test]
     fn a_cancelled_newsletter_refuses_owner_changes_but_lets_readers_leave() {
         let mut conn = db_with_newsletter();
-        let (kept, _) = create(&mut conn, 1, &new("kept@example.com")).unwrap();
+        let (kept, _) = create(&mut conn, 1, &new("kept@example.com"), Source::Api).unwrap();
         conn.execute(
             "UPDATE newsletters SET status = 'cancelled' WHERE id = 1",
             [],
@@ -1091,7 +1137,7 @@ mod tests {
         .unwrap();
         let refused = |r: DomainResult<()>| matches!(r, Err(DomainError::Rejected(..)));
         assert!(refused(
-            create(&mut conn, 1, &new("new@example.com")).map(|_| ())
+            create(&mut conn, 1, &new("new@example.com"), Source::Api).map(|_| ())
         ));
         assert!(refused(
             bulk_create(&mut conn, 1, &[new("b@example.com")]).map(|_| ())
@@ -1122,17 +1168,17 @@ mod tests {
             tags: vec![" vip ".into(), "vip".into()],
             subscribed_at: None,
         };
-        let (a, created) = create(&mut conn, 1, &input).unwrap();
+        let (a, created) = create(&mut conn, 1, &input, Source::Api).unwrap();
         assert!(created);
         assert_eq!(
             (a.email.as_str(), a.tags.clone()),
             ("ann@example.com", vec!["vip".to_string()])
         );
-        let (b, created) = create(&mut conn, 1, &new("ann@example.com")).unwrap();
+        let (b, created) = create(&mut conn, 1, &new("ann@example.com"), Source::Api).unwrap();
         assert!(!created);
         assert_eq!(a.id, b.id);
         assert!(matches!(
-            create(&mut conn, 1, &new("nope")),
+            create(&mut conn, 1, &new("nope"), Source::Api),
             Err(DomainError::Invalid(ErrorCode::InvalidEmail, _))
         ));
         let kinds: Vec<String> = conn
@@ -1148,7 +1194,7 @@ mod tests {
     #[test]
     fn bulk_counts_created_existing_and_errors() {
         let mut conn = db_with_newsletter();
-        create(&mut conn, 1, &new("old@example.com")).unwrap();
+        create(&mut conn, 1, &new("old@example.com"), Source::Api).unwrap();
         let entries = vec![
             new("a@example.com"),
             new("old@example.com"),
@@ -1180,8 +1226,8 @@ mod tests {
     #[test]
     fn status_tags_filters_and_delete() {
         let mut conn = db_with_newsletter();
-        let (s, _) = create(&mut conn, 1, &new("s@example.com")).unwrap();
-        create(&mut conn, 1, &new("t@example.com")).unwrap();
+        let (s, _) = create(&mut conn, 1, &new("s@example.com"), Source::Api).unwrap();
+        create(&mut conn, 1, &new("t@example.com"), Source::Api).unwrap();
         let changes = Changes {
             status: Some("unsubscribed".into()),
             name: Some(Some("Sam".into())),
@@ -1354,6 +1400,7 @@ mod tests {
                     &mut conn,
                     1,
                     &new(&format!("n{number}-{}@x.co", seen.len())),
+                    Source::Api,
                 )
                 .unwrap();
                 let unseen = before

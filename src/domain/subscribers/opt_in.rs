@@ -11,6 +11,7 @@ use crate::clock::{self, Timestamp};
 use crate::domain::accounts::rate_limit::{self, Bucket};
 use crate::domain::newsletters::Newsletter;
 use crate::domain::subscribers::form_guard;
+use crate::domain::subscribers::origin::{Came, Origin, Source, Utm};
 use crate::domain::subscribers::signup_forms::SignupForm;
 use crate::domain::subscribers::{self, NewSubscriber, Status, Subscriber};
 use crate::domain::values::secrets::{ServerSecret, random_hex, sha256_hex};
@@ -47,12 +48,18 @@ pub fn request(
     email: &str,
     name: &str,
     client: &str,
+    came: &Came,
 ) -> DomainResult<Requested> {
     newsletter.ensure_writable()?;
     let valid = valid_request(email, name, Vec::new())?;
+    let signup = Signup {
+        valid: &valid,
+        origin: &Origin::of_signup(came),
+        form_id: None,
+    };
     write_tx(conn, |tx| {
         rate_limit::hit(tx, &Bucket::Subscribe { client }, 3600, PER_CLIENT_PER_HOUR)?;
-        mail_link(tx, urls, newsletter, &valid, None, |_| Ok(()))
+        mail_link(tx, urls, newsletter, &signup, |_| Ok(()))
     })
 }
 
@@ -68,6 +75,8 @@ pub struct FormPost {
     /// The solved proof-of-work, when the page's script solved it.
     pub solution: String,
     pub client: String,
+    /// The page it was posted from and its campaign tags, as the browser told.
+    pub came: Came,
 }
 
 /// What became of a form's post. A bot's post is answered as if it worked, so a script
@@ -113,6 +122,11 @@ pub fn request_from_form(
         ""
     };
     let valid = valid_request(&post.email, name, form.tags.clone())?;
+    let signup = Signup {
+        valid: &valid,
+        origin: &Origin::of_signup(&post.came),
+        form_id: Some(form.id),
+    };
     write_tx(conn, |tx| {
         let client = post.client.as_str();
         rate_limit::hit(tx, &Bucket::Subscribe { client }, 3600, PER_CLIENT_PER_HOUR)?;
@@ -120,7 +134,7 @@ pub fn request_from_form(
         if proven {
             form_guard::use_solution(tx, secret, form, &post.solution)?;
         }
-        let requested = mail_link(tx, urls, newsletter, &valid, Some(form.id), |tx| {
+        let requested = mail_link(tx, urls, newsletter, &signup, |tx| {
             let limit = match proven {
                 true => FORM_MAILS_PROVEN_PER_HOUR,
                 false => FORM_MAILS_UNPROVEN_PER_HOUR,
@@ -146,7 +160,14 @@ fn valid_request(email: &str, name: &str, tags: Vec<String>) -> DomainResult<sub
     })
 }
 
-/// Records the request of `valid` and mails its link, inside the caller's transaction:
+/// One signup to record: the address, name and tags, where it came from, and by which form.
+struct Signup<'a> {
+    valid: &'a subscribers::Valid,
+    origin: &'a Origin,
+    form_id: Option<i64>,
+}
+
+/// Records the request of `signup` and mails its link, inside the caller's transaction:
 /// nothing for an active subscriber, nor within a day of the last link to the address (nor
 /// past the address's hourly mails across newsletters); else the e-mail domain's throttle,
 /// `throttle` (the form's), and the mail.
@@ -154,10 +175,10 @@ fn mail_link(
     tx: &Connection,
     urls: &SiteUrls,
     newsletter: &Newsletter,
-    valid: &subscribers::Valid,
-    form_id: Option<i64>,
+    signup: &Signup<'_>,
     throttle: impl FnOnce(&Connection) -> DomainResult<()>,
 ) -> DomainResult<Requested> {
+    let valid = signup.valid;
     const EXISTING: &str = "SELECT status FROM subscribers WHERE newsletter_id = ?1 AND email = ?2";
     let status: Option<Status> = tx
         .query_row(EXISTING, (newsletter.id, valid.email.as_str()), |r| {
@@ -206,11 +227,15 @@ fn mail_link(
     )?;
     throttle(tx)?;
     let token = random_hex(32);
-    const UPSERT: &str = "INSERT INTO subscription_requests (newsletter_id, email, name, token_hash, expires_at, created_at, tags, form_id)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+    const UPSERT: &str = "INSERT INTO subscription_requests (newsletter_id, email, name, token_hash, expires_at, created_at, tags, form_id,
+             referrer, utm_source, utm_medium, utm_campaign)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
          ON CONFLICT (newsletter_id, email) DO UPDATE SET name = excluded.name,
              token_hash = excluded.token_hash, expires_at = excluded.expires_at,
-             created_at = excluded.created_at, tags = excluded.tags, form_id = excluded.form_id";
+             created_at = excluded.created_at, tags = excluded.tags, form_id = excluded.form_id,
+             referrer = excluded.referrer, utm_source = excluded.utm_source,
+             utm_medium = excluded.utm_medium, utm_campaign = excluded.utm_campaign";
+    let origin = signup.origin;
     tx.execute(
         UPSERT,
         rusqlite::params![
@@ -221,7 +246,11 @@ fn mail_link(
             Timestamp::from(now + LINK_LIFETIME),
             Timestamp::from(now),
             serde_json::to_string(valid.tags()).expect("strings serialise"),
-            form_id,
+            signup.form_id,
+            origin.referrer,
+            origin.utm.source,
+            origin.utm.medium,
+            origin.utm.campaign,
         ],
     )?;
     let origin = newsletter.site_origin(urls);
@@ -259,13 +288,26 @@ pub fn confirm(conn: &mut Connection, newsletter_id: i64, token: &str) -> Domain
 
 /// The confirmation itself, inside [`confirm`]'s transaction.
 fn activate(tx: &Connection, newsletter_id: i64, token: &str) -> DomainResult<Subscriber> {
-    const FIND: &str = "SELECT id, email, name, tags FROM subscription_requests
+    const FIND: &str =
+        "SELECT id, email, name, tags, referrer, utm_source, utm_medium, utm_campaign
+         FROM subscription_requests
          WHERE newsletter_id = ?1 AND token_hash = ?2 AND expires_at > ?3";
-    let (request_id, email, name, tags): (i64, String, Option<String>, String) = tx
+    let (request_id, email, name, tags, origin): (i64, String, Option<String>, String, Origin) = tx
         .query_row(
             FIND,
             (newsletter_id, sha256_hex(token), Timestamp::now()),
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            |r| {
+                let origin = Origin {
+                    source: Some(Source::Form),
+                    referrer: r.get(4)?,
+                    utm: Utm {
+                        source: r.get(5)?,
+                        medium: r.get(6)?,
+                        campaign: r.get(7)?,
+                    },
+                };
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, origin))
+            },
         )
         .optional()?
         .ok_or(DomainError::NotFound("subscription request"))?;
@@ -280,7 +322,7 @@ fn activate(tx: &Connection, newsletter_id: i64, token: &str) -> DomainResult<Su
         tags,
         subscribed_at: None,
     })?;
-    let (subscriber, _created) = subscribers::insert(tx, newsletter_id, &valid)?;
+    let (subscriber, _created) = subscribers::insert(tx, newsletter_id, &valid, &origin)?;
     if subscriber.status != Status::Unsubscribed {
         return Ok(subscriber);
     }

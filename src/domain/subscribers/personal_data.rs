@@ -236,7 +236,8 @@ mod tests {
             tags: vec!["vip".into()],
             ..Default::default()
         };
-        let (ann, _) = subscribers::create(&mut conn, 1, &new).unwrap();
+        let (ann, _) =
+            subscribers::create(&mut conn, 1, &new, subscribers::origin::Source::Api).unwrap();
         conn.execute_batch(
             "INSERT INTO issues (id, newsletter_id, subject, path, created_at, updated_at)
              VALUES (7, 1, 'First', 'first', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z'),
@@ -312,7 +313,10 @@ mod tests {
                 email: email.into(),
                 ..Default::default()
             };
-            subscribers::create(conn, 1, &new).unwrap().0.id
+            subscribers::create(conn, 1, &new, subscribers::origin::Source::Api)
+                .unwrap()
+                .0
+                .id
         };
         let (ann, bob) = (
             add(&mut conn, "ann@example.com"),

@@ -22,6 +22,7 @@ use super::{Ctx, FormData, State, WebError, WebResult, invalid_fields, render, s
 use crate::domain::newsletters::Newsletter;
 use crate::domain::reports::received::ReceivedPage;
 use crate::domain::subscribers::memberships;
+use crate::domain::subscribers::origin::{Origin, Source};
 use crate::domain::subscribers::personal_data;
 use crate::domain::subscribers::{self, Changes, Filter, NewSubscriber, Status, Subscriber};
 use crate::domain::values::pagination::Page;
@@ -279,7 +280,7 @@ pub async fn create(
     let (nid, input) = (n.id, add.to_new());
     match state
         .db
-        .run(move |conn| subscribers::create(conn, nid, &input))
+        .run(move |conn| subscribers::create(conn, nid, &input, Source::Dashboard))
         .await
     {
         Ok((s, true)) => {
@@ -348,6 +349,7 @@ fn edit_page(
                 @if let Some(at) = s.unsubscribed_at { " · unsubscribed " (shown(at, &ctx.zone())) }
                 " · added " (shown(s.created_at, &ctx.zone()))
             }
+            (origin_line(&s.origin))
             p { a href={ (url) "/export.json" } download { "Download this subscriber's data (JSON)" } " · for a data request: the record, tags, every issue sent and its history" }
             (errors(problems))
             @if can_write {
@@ -523,6 +525,36 @@ pub async fn change(
             }
         }
         other => Err(WebError::BadForm(format!("unknown _method {other:?}"))),
+    }
+}
+
+/// How the subscriber was added and where from; the referrer is shown as text, not a
+/// link: it is what a reader's browser said.
+fn origin_line(origin: &Origin) -> Markup {
+    let Some(source) = origin.source else {
+        return html! {};
+    };
+    let how = match source {
+        Source::Form => "a signup form",
+        Source::Import => "an import",
+        Source::Api => "the API",
+        Source::Dashboard => "the dashboard",
+    };
+    let utm = &origin.utm;
+    let tags: Vec<String> = [
+        ("source", &utm.source),
+        ("medium", &utm.medium),
+        ("campaign", &utm.campaign),
+    ]
+    .into_iter()
+    .filter_map(|(name, value)| value.as_ref().map(|v| format!("{name} {v}")))
+    .collect();
+    html! {
+        p.muted.url #origin {
+            "Came by " strong { (how) }
+            @if let Some(referrer) = &origin.referrer { " · from " (referrer) }
+            @if !tags.is_empty() { " · campaign: " (tags.join(", ")) }
+        }
     }
 }
 
