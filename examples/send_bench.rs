@@ -39,6 +39,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use broadsheet::domain::content::merge_tags::Reader;
 use broadsheet::domain::newsletters::dkim::OperatorKey;
 use broadsheet::mail::dkim::signing_threads;
 
@@ -216,14 +217,19 @@ fn sample_message(data_dir: &Path, issue_id: i64, tracking: bool, port: u16) -> 
     let email =
         broadsheet::mail::render::IssueEmail::new(&issue, &newsletter, "localhost", links, &text);
     let prepared = started.elapsed();
-    let message = email.message(123_456, "reader99999@example.net");
+    let message = email.message(123_456, "reader99999@example.net", &Reader::default());
     assert!(message.dot_free, "the message needs no dot-stuffing");
     let lines = message.bytes.split(|&b| b == b'\n').count();
     // The rendering part of the per-message cost, in this process.
     let rounds = 5000;
     let started = Instant::now();
     let bytes: usize = (0..rounds)
-        .map(|n| email.message(n, "reader99999@example.net").bytes.len())
+        .map(|n| {
+            email
+                .message(n, "reader99999@example.net", &Reader::default())
+                .bytes
+                .len()
+        })
         .sum();
     eprintln!(
         "render: {:.1} ms once per send, then {:.1} us per message ({} bytes, {lines} lines)",

@@ -9,6 +9,7 @@ use poem_openapi::types::{Example, ParseFromJSON};
 use serde_json::{Value, json};
 
 use super::bounces::{BounceReport, BounceResult};
+use super::custom_fields::{FieldChangesBody, FieldList, FieldObject, NewFieldBody};
 use super::issues::{
     AudienceBody, IssueBody, IssueList, IssueObject, PublishResult, ResendResult, ResumeResult,
     SendNowBody, SendNowResult, SendTestBody, SendTestResult,
@@ -163,8 +164,14 @@ fn subscriber() -> Value {
         "membership": {"status": "paid", "plan": "paid", "interval": "year",
                        "until": "2027-11-27T09:00:00.000Z", "since": AT},
         "origin": {"source": "form", "referrer": "https://blog.example.com/launch",
-                   "utm_source": "blog", "utm_medium": null, "utm_campaign": "launch"}
+                   "utm_source": "blog", "utm_medium": null, "utm_campaign": "launch"},
+        "fields": {"first_name": "Robin"}
     })
+}
+
+fn field() -> Value {
+    json!({"id": 3, "name": "first_name", "type": "text", "options": [], "created_at": AT,
+           "updated_at": AT})
 }
 
 fn webhook() -> Value {
@@ -298,12 +305,13 @@ examples! {
         "web_url": "https://tides.broadsheet.example/p/issue-12-spring-tides"
     });
     CreateBody => json!({"email": "reader@example.com", "name": "Robin Reader",
-                         "tags": ["weekly"]});
+                         "tags": ["weekly"], "fields": {"first_name": "Robin"}});
     SubscriberObject => subscriber();
     SubscriberList => json!({"subscribers": [subscriber()],
                              "meta": {"page": 1, "per_page": 25, "has_more": true,
                                       "next_cursor": "2.314"}});
-    UpdateBody => json!({"subscriber": {"name": "Robin R.", "status": "active"}});
+    UpdateBody => json!({"subscriber": {"name": "Robin R.", "status": "active",
+                                        "fields": {"first_name": "Robin"}}});
     TagBody => json!({"tag": "vip"});
     MembershipBody => json!({"membership": {"status": "comped",
                                             "until": "2027-06-30T00:00:00Z"}});
@@ -318,6 +326,10 @@ examples! {
     WebhookCreateBody => json!({"url": "https://example.com/hooks/broadsheet",
                                 "events": ["subscriber.created", "issue.sent"]});
     WebhookUpdateBody => json!({"events": ["subscriber.created"], "enabled": true});
+    FieldObject => field();
+    FieldList => json!({"fields": [field()]});
+    NewFieldBody => json!({"field": {"name": "first_name", "type": "text"}});
+    FieldChangesBody => json!({"field": {"name": "first_name"}});
     WebhookObject => webhook();
     WebhookWithSecret => with_secret();
     WebhookList => json!({"webhook_subscriptions": [webhook()]});

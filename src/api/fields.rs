@@ -22,7 +22,7 @@ use crate::domain::values::web_url::{self, Schemes};
 use crate::domain::{
     delivery::relays, events, events::webhooks, issues, newsletters, newsletters::mail_details,
     newsletters::site_pages, newsletters::site_theme, newsletters::welcome, subscribers,
-    values::email, values::pagination,
+    subscribers::custom_fields, values::email, values::pagination,
 };
 
 /// The schema a field's rule states in the document.
@@ -482,6 +482,19 @@ rules! {
     };
     /// A subscriber's tag.
     Tag => trimmed(subscribers::TAG_MAX, false, Refused::Controls, "");
+    /// A custom field's name. The server takes a lowercase letter, then lowercase letters,
+    /// digits and underscores (422 otherwise), and refuses the subscriber's own details
+    /// (`email`, `name`, ...).
+    CustomFieldName => MetaSchema {
+        min_length: Some(1),
+        max_length: Some(custom_fields::NAME_MAX),
+        pattern: Some("^[a-z][a-z0-9_]*$".into()),
+        ..MetaSchema::new("string")
+    };
+    /// What a custom field holds.
+    CustomFieldType => one_of(custom_fields::FieldType::ALL.iter().map(|t| t.as_str()));
+    /// One option of a `choice` field.
+    ChoiceOption => trimmed(custom_fields::OPTION_MAX, false, Refused::Controls, "");
     /// A subscriber's name; blank is no name.
     SubscriberName => trimmed(subscribers::NAME_MAX, true, Refused::Controls, "");
     /// The statuses an owner may give a subscriber; null leaves it.

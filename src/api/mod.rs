@@ -38,6 +38,7 @@ mod body_errors;
 pub mod bounces;
 mod closed;
 mod common;
+mod custom_fields;
 mod error;
 mod examples;
 mod fields;
@@ -81,6 +82,7 @@ type Apis = closed::Closed<(
     issues::IssuesApi,
     reports::ReportsApi,
     subscribers::SubscribersApi,
+    custom_fields::FieldsApi,
     webhooks::WebhooksApi,
     bounces::BouncesApi,
 )>;
@@ -95,6 +97,7 @@ fn service() -> OpenApiService<Apis, ()> {
             issues::IssuesApi,
             reports::ReportsApi,
             subscribers::SubscribersApi,
+            custom_fields::FieldsApi,
             webhooks::WebhooksApi,
             bounces::BouncesApi,
         )),

@@ -8,7 +8,9 @@ use poem_openapi::registry::{MetaSchema, MetaSchemaRef};
 use poem_openapi::types::MaybeUndefined;
 use poem_openapi::types::{ToJSON, Type};
 use poem_openapi::{ApiResponse, Object, Tags};
+use serde_json::Value;
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 use super::common::parse_id;
 use super::fields::{
@@ -49,6 +51,9 @@ pub struct SubscriberObject {
     pub membership: MembershipObject,
     /// How the subscriber was added and where from (docs/growth.md).
     pub origin: OriginObject,
+    /// Values of the newsletter's custom fields by name (a field without a value is left
+    /// out): strings, numbers and `true`/`false` as the fields' types say.
+    pub fields: BTreeMap<String, Value>,
 }
 
 /// Where a subscriber came from.
@@ -145,6 +150,7 @@ impl From<Subscriber> for SubscriberObject {
             updated_at: s.updated_at.to_string(),
             membership: s.membership.into(),
             origin: s.origin.into(),
+            fields: s.fields,
         }
     }
 }
@@ -181,6 +187,13 @@ pub struct CreateBody {
     /// to one already present). Default `false`: subscribers added through the API get no mail.
     #[oai(nullable)]
     pub send_welcome: Option<bool>,
+    /// Values of the newsletter's custom fields (`GET /fields`) by name, in either form of
+    /// the request: a string for `text`, `date` (`YYYY-MM-DD`) and `choice` (one of its
+    /// options), a number for `number`, `true`/`false` for `boolean`. A name that is no field,
+    /// or a value its type cannot hold, is 422 and adds nothing. Not set on an address
+    /// already present.
+    #[oai(nullable)]
+    pub fields: Option<BTreeMap<String, Value>>,
 }
 
 /// A create names the address at the top or inside the wrapper.
@@ -227,6 +240,10 @@ pub struct UpdateFields {
     /// null (or `""`) clears the name.
     #[oai(nullable)]
     pub name: MaybeUndefined<Field<SubscriberName>>,
+    /// Custom field values to set, by name, as on create; `null` removes a value. Fields not
+    /// named keep theirs.
+    #[oai(nullable)]
+    pub fields: Option<BTreeMap<String, Value>>,
 }
 
 #[derive(Debug, Object)]
@@ -466,6 +483,7 @@ impl SubscribersApi {
     ) -> Result<CreateResponse, Refusal<{ GUARD | BODY | WRITES }>> {
         let Json(OneRequired(body, ..)) = body;
         let send_welcome = body.send_welcome.unwrap_or(false);
+        let values = body.fields.unwrap_or_default();
         let top = SubscriberFields {
             email: Required(body.email),
             name: body.name,
@@ -488,7 +506,14 @@ impl SubscribersApi {
         let (s, created) = state
             .db
             .run(move |conn| {
-                subscribers::create_and_welcome(conn, nid, &input, Source::Api, send_welcome)
+                subscribers::create_and_welcome(
+                    conn,
+                    nid,
+                    &input,
+                    Source::Api,
+                    &values,
+                    send_welcome,
+                )
             })
             .await?;
         Ok(if created {
@@ -524,6 +549,7 @@ impl SubscribersApi {
                 MaybeUndefined::Null => Some(None),
                 MaybeUndefined::Value(v) => Some(Some(v.0)),
             },
+            fields: fields.fields.unwrap_or_default(),
         };
         let s = state
             .db

@@ -170,7 +170,7 @@ pub enum Command {
         long_about = "Write a newsletter's subscribers as CSV to standard output, oldest \
         first, streamed row by row.\n\n\
         Columns: email,name,tags,status,subscribed_at,unsubscribed_at,created_at,membership,membership_until (tags \
-        separated by ;). The file can be given to `broadsheet import` as it is; unsubscribed \
+        separated by ;), then one column per custom field, named as the field (not read by import yet). The file can be given to `broadsheet import` as it is; unsubscribed \
         and bounced rows are skipped there. Cells that a spreadsheet would run as a formula \
         (starting with =, +, - or @) get a leading ', which import removes again.\n\n\
         Exit codes: 0 written, 3 no such newsletter, 1 any other failure."

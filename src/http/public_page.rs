@@ -370,7 +370,7 @@ fn issue_page(
     styles: Styles,
     paywall: Option<Markup>,
 ) -> Markup {
-    let stored = issue.body_html();
+    let stored = issue.page_html();
     let content = without_doubled_title(&stored, &issue.subject);
     let mut page_meta = Meta::of(urls, n, &format!("/p/{}", issue.path), "article");
     let summary = match &paywall {

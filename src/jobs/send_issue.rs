@@ -412,7 +412,12 @@ async fn deliver(
     // Only the lanes hold the queue and the writer's channel now: when they stop, the feed
     // and the writer see it.
     drop((work_rx, writes));
-    let fed = feed(ctx.pool.clone(), issue_id, work_tx, round.clone()).await;
+    let readers = email.full.has_merge_tags()
+        || email
+            .teaser
+            .as_ref()
+            .is_some_and(IssueEmail::has_merge_tags);
+    let fed = feed(ctx.pool.clone(), issue_id, readers, work_tx, round.clone()).await;
     let mut sent = 0;
     for handle in handles {
         sent += handle.await.map_err(|e| e.to_string())?;
@@ -430,10 +435,12 @@ async fn deliver(
 }
 
 /// Reads due deliveries page by page and hands them to the connections, until they run out
-/// or the round ends.
+/// or the round ends; with `readers` (the content has merge tags), each with its reader's
+/// values.
 async fn feed(
     pool: Pool,
     issue_id: i64,
+    readers: bool,
     work: mpsc::Sender<Recipient>,
     round: Arc<Round>,
 ) -> Result<(), String> {
@@ -444,10 +451,11 @@ async fn feed(
             tokio::task::spawn_blocking(move || -> Result<(bool, Vec<Recipient>), String> {
                 let conn = pool.get().map_err(|e| e.to_string())?;
                 let still = sending::still_sending(&conn, issue_id).map_err(|e| e.to_string())?;
-                Ok((
-                    still,
-                    sending::due_batch(&conn, issue_id, after, BATCH).map_err(|e| e.to_string())?,
-                ))
+                let due = match readers {
+                    true => sending::due_batch_with_readers(&conn, issue_id, after, BATCH),
+                    false => sending::due_batch(&conn, issue_id, after, BATCH),
+                };
+                Ok((still, due.map_err(|e| e.to_string())?))
             })
             .await
             .map_err(|e| e.to_string())??;
@@ -675,10 +683,11 @@ impl SendLane {
     async fn send_one(&mut self, recipient: &Recipient) -> (Delivered, Option<String>) {
         // A copy of the send's pre-encoded message with the personal parts filled in: a few
         // microseconds, so it runs right here (see `IssueEmail::message`).
-        let mime = self
-            .email
-            .for_recipient(recipient)
-            .message(recipient.delivery_id, &recipient.email);
+        let mime = self.email.for_recipient(recipient).message(
+            recipient.delivery_id,
+            &recipient.email,
+            &recipient.reader,
+        );
         // The return path names the delivery, so a bounce mailed back to it says whose it is.
         let return_path = self.return_paths.address(recipient.delivery_id);
         let envelope = Envelope {

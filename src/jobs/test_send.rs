@@ -1,13 +1,14 @@
 //! Job kind `send_test` (a test send): one test message of an issue to one address (`domain/issues/test_send.rs`).
 //! The message is the real send's ([`super::send_issue::issue_email`], the newsletter's
 //! transport and DKIM key) under a "[Test] " subject, personalised for the test delivery, so
-//! its links work and count nothing. Nothing is written to the database but the job's own
+//! its links work and count nothing; its merge tags show the values of the subscriber with
+//! the test address, or their fallbacks. Nothing is written to the database but the job's own
 //! row: a test has no delivery, no stats and no event.
 
 use super::send_issue::issue_email;
 use super::{ClaimedJob, Job, JobContext, Outcome};
 use crate::domain::issues::test_send::{TEST_DELIVERY, test_subject};
-use crate::domain::{DomainError, issues, newsletters};
+use crate::domain::{DomainError, issues, newsletters, subscribers};
 use crate::mail::{Commit, Envelope, Lane};
 use crate::store::jobs::{JobKind, TestMail};
 
@@ -30,9 +31,10 @@ impl Job for TestSend {
             .and_then(|conn| {
                 let newsletter = newsletters::get(&conn, mail.newsletter_id)?;
                 let issue = issues::get_as_mailed(&conn, mail.newsletter_id, mail.issue_id)?;
-                Ok((newsletter, issue))
+                let reader = subscribers::merge_reader(&conn, mail.newsletter_id, &mail.to)?;
+                Ok((newsletter, issue, reader))
             });
-        let (newsletter, mut issue) = match found {
+        let (newsletter, mut issue, reader) = match found {
             Ok(found) => found,
             // Deleted since: there is nothing to test any more.
             Err(DomainError::NotFound(_)) => return Outcome::Done,
@@ -46,7 +48,7 @@ impl Job for TestSend {
             Ok(transport) => transport,
             Err(e) => return Outcome::Retry(e.to_string()),
         };
-        let mime = email.message(TEST_DELIVERY, &mail.to);
+        let mime = email.message(TEST_DELIVERY, &mail.to, &reader);
         // A bounce mailed back to this return path names no delivery, so it changes nothing.
         let return_path = ctx.return_paths.address(TEST_DELIVERY);
         let envelope = Envelope {

@@ -17,6 +17,7 @@ use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 use super::smtp::dot_free;
 use super::{Mime, OutgoingMail, qp, seven_bit};
+use crate::domain::content::merge_tags::{self, Part, Reader, Tag};
 use crate::domain::delivery::tracking::Links;
 use crate::domain::issues::Issue;
 use crate::domain::newsletters::Newsletter;
@@ -84,6 +85,10 @@ enum Slot {
     UnsubscribeHtml,
     /// The unsubscribe address in the text part.
     UnsubscribeText,
+    /// The reader's value of merge tag N (of `IssueEmail::tags`), escaped, in the HTML part.
+    MergeHtml(usize),
+    /// The same in the text part.
+    MergeText(usize),
 }
 
 /// One part of a MIME body before it is encoded: text every recipient gets, or a slot.
@@ -171,6 +176,8 @@ fn header(out: &mut Vec<u8>, name: &str, value: &impl Header) {
 /// An issue ready to personalise, built once per send.
 pub struct IssueEmail {
     pieces: Vec<Piece>,
+    /// The content's merge tags, each once (`domain::content::merge_tags`).
+    tags: Vec<Tag>,
     template: Template,
     /// See [`Template::dot_free`].
     template_dot_free: bool,
@@ -250,7 +257,7 @@ impl IssueEmail {
         // The parts of tracked links that do not depend on the recipient, computed once. The
         // mail's own links (the web copy, the site's home) are not the content's: untracked.
         let home = links.site_home();
-        let pieces = split_links(&html)
+        let pieces: Vec<Piece> = split_links(&html)
             .into_iter()
             .map(|piece| match piece {
                 Piece::Link(target) if target == view || target == home => {
@@ -266,9 +273,24 @@ impl IssueEmail {
             })
             .collect();
         let sender = newsletter.sender(&links.host());
+        let mut tags: Vec<Tag> = Vec::new();
+        let html_texts = pieces.iter().filter_map(|p| match p {
+            Piece::Text(t) => Some((t.as_str(), true)),
+            _ => None,
+        });
+        for (text, html) in html_texts.chain([(text.as_str(), false)]) {
+            for part in merge_tags::split(text, html) {
+                if let Part::Tag(tag) = part
+                    && !tags.contains(&tag)
+                {
+                    tags.push(tag);
+                }
+            }
+        }
         let mut email = IssueEmail {
             template_dot_free: false,
             pieces,
+            tags,
             template: Template {
                 bytes: Vec::new(),
                 segments: Vec::new(),
@@ -347,23 +369,25 @@ impl IssueEmail {
             )
         };
         template.fixed(part_head("plain", "quoted-printable").as_bytes());
-        template.body(vec![
-            BodyPiece::Fixed(format!("{}\n-- \nUnsubscribe: ", self.text)),
+        let mut text = self.merged(&self.text, false, Slot::MergeText);
+        text.extend([
+            BodyPiece::Fixed("\n-- \nUnsubscribe: ".into()),
             BodyPiece::Slot(Slot::UnsubscribeText),
             BodyPiece::Fixed("\n".into()),
         ]);
+        template.body(text);
         let mut html = Vec::new();
         for piece in &self.pieces {
             match piece {
                 Piece::Text(text) => match text.split_once(PIXEL_MARK) {
                     Some((before, after)) => {
-                        html.push(BodyPiece::Fixed(before.to_string()));
+                        html.extend(self.merged(before, true, Slot::MergeHtml));
                         if self.links.open_pixel(0).is_some() {
                             html.push(BodyPiece::Slot(Slot::Pixel));
                         }
-                        html.push(BodyPiece::Fixed(after.to_string()));
+                        html.extend(self.merged(after, true, Slot::MergeHtml));
                     }
-                    None => html.push(BodyPiece::Fixed(text.clone())),
+                    None => html.extend(self.merged(text, true, Slot::MergeHtml)),
                 },
                 Piece::Link(target) if target == "{{unsubscribe}}" => {
                     html.push(BodyPiece::Slot(Slot::UnsubscribeHtml))
@@ -385,9 +409,12 @@ impl IssueEmail {
                 .map(|url| pixel_html(&url))
                 .unwrap_or_default(),
             Slot::UnsubscribeHtml => escape_attr(&self.links.unsubscribe(i64::MAX)),
-            Slot::Headers | Slot::UnsubscribeText => String::new(),
+            Slot::Headers | Slot::UnsubscribeText | Slot::MergeHtml(_) | Slot::MergeText(_) => {
+                String::new()
+            }
         };
-        let mut personal_ascii = true;
+        // Readers' values have no known width or alphabet: quoted-printable.
+        let mut personal_ascii = self.tags.is_empty();
         let pieces: Vec<seven_bit::Piece<Slot>> = html
             .iter()
             .map(|piece| match piece {
@@ -423,7 +450,7 @@ impl IssueEmail {
     /// [`IssueEmail::personalise`]'s message, encoded from the send's template. Known to be
     /// dot-free (no SMTP dot-stuffing needed) when the template and the personal parts are,
     /// which the encodings make sure of, so SMTP need not look through every message.
-    pub fn message(&self, delivery_id: i64, to: &str) -> Mime {
+    pub fn message(&self, delivery_id: i64, to: &str, reader: &Reader) -> Mime {
         let unsubscribe = self.links.unsubscribe(delivery_id);
         let encoded = |text: &str| {
             let mut out = Vec::with_capacity(text.len() + 16);
@@ -470,6 +497,12 @@ impl IssueEmail {
             .open_pixel(delivery_id)
             .map(|url| html_encoded(pixel_html(&url)))
             .unwrap_or_default();
+        let values: Vec<String> = self.tags.iter().map(|tag| reader.value(tag)).collect();
+        let merge_html: Vec<Vec<u8>> = values
+            .iter()
+            .map(|v| html_encoded(escape_attr(v)))
+            .collect();
+        let merge_text: Vec<Vec<u8>> = values.iter().map(|v| encoded(v)).collect();
         let personal = [
             &headers,
             &click_prefix,
@@ -486,17 +519,21 @@ impl IssueEmail {
                 Segment::Slot(Slot::Pixel) => personal[2],
                 Segment::Slot(Slot::UnsubscribeHtml) => personal[3],
                 Segment::Slot(Slot::UnsubscribeText) => personal[4],
+                Segment::Slot(Slot::MergeHtml(n)) => &merge_html[*n],
+                Segment::Slot(Slot::MergeText(n)) => &merge_text[*n],
             };
             out.extend_from_slice(bytes);
         }
         Mime {
             bytes: out,
-            dot_free: self.template_dot_free && personal.iter().all(|part| dot_free(part)),
+            dot_free: self.template_dot_free
+                && personal.iter().all(|part| dot_free(part))
+                && merge_html.iter().chain(&merge_text).all(|v| dot_free(v)),
         }
     }
 
     /// The message for one recipient of delivery `delivery_id`.
-    pub fn personalise(&self, delivery_id: i64, to: &str) -> OutgoingMail {
+    pub fn personalise(&self, delivery_id: i64, to: &str, reader: &Reader) -> OutgoingMail {
         let unsubscribe = self.links.unsubscribe(delivery_id);
         let click_prefix = escape_attr(&self.links.click_prefix(delivery_id));
         let mut html = String::with_capacity(
@@ -517,9 +554,12 @@ impl IssueEmail {
                         .open_pixel(delivery_id)
                         .map(|url| pixel_html(&url))
                         .unwrap_or_default();
-                    html.push_str(&text.replace(PIXEL_MARK, &pixel));
+                    let (before, after) = text.split_once(PIXEL_MARK).expect("contains it");
+                    html.push_str(&filled(before, true, reader));
+                    html.push_str(&pixel);
+                    html.push_str(&filled(after, true, reader));
                 }
-                Piece::Text(text) => html.push_str(text),
+                Piece::Text(text) => html.push_str(&filled(text, true, reader)),
                 Piece::Link(target) if target == "{{unsubscribe}}" => {
                     html.push_str(&escape_attr(&unsubscribe))
                 }
@@ -532,7 +572,10 @@ impl IssueEmail {
                 }
             }
         }
-        let text = format!("{}\n-- \nUnsubscribe: {unsubscribe}\n", self.text);
+        let text = format!(
+            "{}\n-- \nUnsubscribe: {unsubscribe}\n",
+            filled(&self.text, false, reader)
+        );
         OutgoingMail {
             from_name: self.from_name.clone(),
             from_email: self.from_email.clone(),
@@ -561,6 +604,42 @@ impl IssueEmail {
             primary_link: None,
         }
     }
+}
+
+impl IssueEmail {
+    /// `text` as body pieces, each merge tag a slot made by `slot` (its index in `tags`).
+    fn merged(&self, text: &str, html: bool, slot: fn(usize) -> Slot) -> Vec<BodyPiece> {
+        if self.tags.is_empty() {
+            return vec![BodyPiece::Fixed(text.to_string())];
+        }
+        merge_tags::split(text, html)
+            .into_iter()
+            .map(|part| match part {
+                Part::Text(t) => BodyPiece::Fixed(t.to_string()),
+                Part::Tag(tag) => {
+                    let n = self.tags.iter().position(|t| *t == tag).expect("collected");
+                    BodyPiece::Slot(slot(n))
+                }
+            })
+            .collect()
+    }
+
+    /// Whether the content has merge tags, so its send reads each reader's values.
+    pub fn has_merge_tags(&self) -> bool {
+        !self.tags.is_empty()
+    }
+}
+
+/// `text` with each merge tag replaced by `reader`'s value (escaped when `html`).
+fn filled(text: &str, html: bool, reader: &Reader) -> String {
+    merge_tags::split(text, html)
+        .into_iter()
+        .map(|part| match part {
+            Part::Text(t) => t.to_string(),
+            Part::Tag(tag) if html => escape_attr(&reader.value(&tag)),
+            Part::Tag(tag) => reader.value(&tag),
+        })
+        .collect()
 }
 
 /// The HTML of a newsletter's e-mail: `top` (the issue's "view in your browser" link), its
@@ -795,10 +874,10 @@ mod tests {
         let secret = crate::domain::values::secrets::ServerSecret::load_or_create(&conn).unwrap();
         let links = Links::new("http://n.localhost", 1, secret, false);
         let email = IssueEmail::new(&issue, &newsletter, "localhost", links, "x");
-        let mail = email.personalise(1, "r@x.co");
+        let mail = email.personalise(1, "r@x.co", &Reader::default());
         let (_, list_id) = mail.headers.iter().find(|(h, _)| h == "List-Id").unwrap();
         assert_eq!(list_id, "\"NewsBcc: all@example.com\" <n.localhost>");
-        let sent = String::from_utf8(email.message(1, "r@x.co").bytes).unwrap();
+        let sent = String::from_utf8(email.message(1, "r@x.co", &Reader::default()).bytes).unwrap();
         let (head, _) = sent.split_once("\r\n\r\n").unwrap();
         assert!(head.contains("\r\nList-Id: \"NewsBcc: all@example.com\" <n.localhost>\r\n"));
         assert!(head.contains("\r\nFeedback-ID: 1:1:broadsheet:localhost\r\n"));
@@ -853,9 +932,12 @@ mod tests {
             primary_link: None,
         };
         let messages = [
-            (email.message(1, "r@x.co").bytes, subject.to_string()),
             (
-                email.personalise(1, "r@x.co").to_mime(),
+                email.message(1, "r@x.co", &Reader::default()).bytes,
+                subject.to_string(),
+            ),
+            (
+                email.personalise(1, "r@x.co", &Reader::default()).to_mime(),
                 subject.to_string(),
             ),
             (welcome_mail.to_mime(), subject.to_string()),
@@ -929,8 +1011,8 @@ mod tests {
             for tracking in [true, false] {
                 let links = Links::new("http://n.localhost", 1, secret.clone(), tracking);
                 let email = IssueEmail::new(&issue, &newsletter, "localhost", links, "x");
-                let mail = email.personalise(7, "r@x.co");
-                let message = email.message(7, "r@x.co");
+                let mail = email.personalise(7, "r@x.co", &Reader::default());
+                let message = email.message(7, "r@x.co", &Reader::default());
                 assert!(message.dot_free);
                 let bytes = message.bytes;
                 let text = String::from_utf8(bytes.clone()).unwrap();
@@ -981,6 +1063,60 @@ mod tests {
                 assert_eq!(html.contains("/c/7/"), tracking);
                 assert!(html.contains("/u/7/"));
             }
+        }
+    }
+
+    #[test]
+    fn merge_tags_fill_each_copy_with_the_readers_values_escaped() {
+        let conn = crate::domain::testing::db_with_newsletter("paid");
+        conn.execute(
+            "INSERT INTO issues (newsletter_id, subject, content_markdown, content_html, path, created_at, updated_at)
+             VALUES (1, 'Hello', 'x',
+                     '<p>Hi {{ name | default: &quot;friend&quot; }}, {{ city | default: &quot;a &amp; b&quot; }}.</p>',
+                     's', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z')",
+            [],
+        )
+        .unwrap();
+        let newsletter = crate::domain::newsletters::get(&conn, 1).unwrap();
+        let issue = crate::domain::issues::get(&conn, 1, 1).unwrap();
+        let secret = crate::domain::values::secrets::ServerSecret::load_or_create(&conn).unwrap();
+        let links = Links::new("http://n.localhost", 1, secret, true);
+        let text = "Hi {{ name | default: \"friend\" }}, {{ city | default: \"a & b\" }}.";
+        let email = IssueEmail::new(&issue, &newsletter, "localhost", links, text);
+        assert!(email.has_merge_tags());
+        let hostile = Reader {
+            name: Some("<script>alert(1)</script>".into()),
+            email: "r@x.co".into(),
+            fields: [("city".to_string(), serde_json::json!(".\r\n.Düsseldorf"))]
+                .into_iter()
+                .collect(),
+        };
+        for (reader, html_shows, text_shows) in [
+            (
+                &hostile,
+                "Hi &lt;script&gt;alert(1)&lt;/script&gt;, .\r\n.Düsseldorf.",
+                "Hi <script>alert(1)</script>, .\r\n.Düsseldorf.",
+            ),
+            (
+                &Reader::default(),
+                "Hi friend, a &amp; b.",
+                "Hi friend, a & b.",
+            ),
+        ] {
+            let mail = email.personalise(7, "r@x.co", reader);
+            let message = email.message(7, "r@x.co", reader);
+            let bytes = message.bytes;
+            let wire = String::from_utf8(bytes.clone()).unwrap();
+            for line in wire.split("\r\n") {
+                assert!(!line.starts_with('.') || !message.dot_free, "{line:?}");
+            }
+            let parsed = mail_parser::MessageParser::default().parse(&bytes).unwrap();
+            let html = parsed.body_html(0).unwrap().replace("\r\n", "\n");
+            assert_eq!(html, mail.html.replace("\r\n", "\n"));
+            assert!(mail.html.contains(html_shows), "{}", mail.html);
+            assert!(!mail.html.contains("<script>"));
+            let body = parsed.body_text(0).unwrap().replace("\r\n", "\n");
+            assert!(body.contains(&text_shows.replace("\r\n", "\n")), "{body}");
         }
     }
 }

@@ -607,7 +607,7 @@ fn feed_document(state: &State, site: &Site, issues: &[Issue]) -> String {
                     updated { (issue.edited_at.or(issue.published_at).unwrap_or(issue.updated_at)) }
                     @if issue.visibility == Visibility::Public {
                         // The page's articles too, as escaped HTML like the body.
-                        content type="html" { (issue.body_html()) (articles(issue).into_string()) }
+                        content type="html" { (issue.page_html()) (articles(issue).into_string()) }
                     } @else {
                         // A members or paid issue: its excerpt only, never its text.
                         summary { (issue.excerpt.as_deref().unwrap_or("")) }

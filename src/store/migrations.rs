@@ -147,6 +147,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0036_sources",
         include_str!("../../migrations/0036_sources.sql"),
     ),
+    (
+        "0037_custom_fields",
+        include_str!("../../migrations/0037_custom_fields.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.

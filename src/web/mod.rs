@@ -6,6 +6,7 @@ mod accounts;
 mod api_keys;
 mod charts;
 mod custom_domains;
+mod fields;
 mod forms;
 mod issues;
 mod layout;
@@ -400,6 +401,11 @@ fn settings_routes(route: Route) -> Route {
             get(forms::show).post(forms::update),
         )
         .at("/newsletters/:id/forms/:fid/delete", post(forms::delete))
+        .at(
+            "/newsletters/:id/fields",
+            get(fields::list).post(fields::create),
+        )
+        .at("/newsletters/:id/fields/:fid/delete", post(fields::delete))
         .at("/newsletters/:id/memberships", get(memberships::show))
         .at(
             "/newsletters/:id/memberships/plan",

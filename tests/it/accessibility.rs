@@ -57,6 +57,17 @@ fn dashboard_pages_have_no_axe_violations() {
     let app = spawn_app();
     // The first account of a fresh install is the operator: its dashboard has /operator.
     let owner = onboard_paid(&app, "Accessible Almanac");
+    // A field of each kind, so the fields page has its table and each subscriber page its
+    // inputs.
+    for field in [
+        json!({"name": "first_name", "type": "text"}),
+        json!({"name": "plan", "type": "choice", "options": ["weekly", "monthly"]}),
+        json!({"name": "vip", "type": "boolean"}),
+    ] {
+        owner
+            .post("/fields", &json!({ "field": field }))
+            .expect(201);
+    }
     let mut readers = Vec::new();
     for (n, tags) in [&["news"][..], &["news", "vip"], &["events"]]
         .into_iter()
@@ -148,6 +159,7 @@ fn dashboard_pages_have_no_axe_violations() {
             ("custom domains", format!("{n}/custom_domains"), "main h1"),
             ("memberships", format!("{n}/memberships"), "main h1"),
             ("forms", format!("{n}/forms"), "#new-form"),
+            ("custom fields", format!("{n}/fields"), "#fields"),
             ("account", "/account".to_string(), "main h1"),
             ("operator", "/operator".to_string(), "#pending table"),
             ("custom domain records", domain.clone(), "table.records"),

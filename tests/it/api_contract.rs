@@ -283,7 +283,9 @@ fn api_contract_every_operation_answers_only_statuses_it_lists() {
 /// The operations with a request body, in an order where each example finds what it needs
 /// (the subscribers an audience names, the issue a test send goes out of), each with the
 /// operation whose answer gives the `{id}` it acts on.
-const EXAMPLE_FLOW: [(&str, Option<&str>); 13] = [
+const EXAMPLE_FLOW: [(&str, Option<&str>); 15] = [
+    ("createField", None),
+    ("updateField", Some("createField")),
     ("createSubscriber", None),
     ("bulkCreateSubscribers", None),
     ("updateSubscriber", Some("createSubscriber")),

@@ -161,6 +161,12 @@ fn exercised_by(component: &str, owner: &Owner) -> Option<(&'static str, Value)>
             json!({"subscriber": {"name": "N", "status": "active"}}),
         ),
         "TagBody" => ("addSubscriberTag", json!({"tag": "t"})),
+        // Each created field is deleted again (`call`), so the same name serves every value.
+        // A change's name and options are the same rules, checked on create.
+        "NewFieldBody" | "NewFieldFields" | "FieldChangesBody" | "FieldChanges" => (
+            "createField",
+            json!({"field": {"name": "rule_field", "type": "choice", "options": ["a"]}}),
+        ),
         "MembershipBody" | "MembershipFields" => (
             "setSubscriberMembership",
             json!({"membership": {"status": "comped", "until": null}}),
@@ -343,6 +349,7 @@ impl Run<'_> {
             _ => match site.operation.as_str() {
                 "updateIssue" => Some(json!({"issue": {"subject": "Still"}})),
                 "updateSubscriber" => Some(json!({"subscriber": {"name": "N"}})),
+                "updateField" => Some(json!({"field": {"name": "renamed"}})),
                 "setSubscriberMembership" => Some(json!({"membership": {"status": "free"}})),
                 "addSubscriberTag" => Some(json!({"tag": "t"})),
                 "sendIssueTest" => Some(json!({"emails": [self.owner.email]})),
@@ -357,6 +364,10 @@ impl Run<'_> {
                 .post("/subscribers", &json!({"email": email, "tags": tags}));
         }
         let resp = self.owner.api(&site.method, &path, body.as_ref());
+        if site.operation == "createField" && resp.status == 201 {
+            let id = resp.json()["id"].as_i64().unwrap();
+            self.owner.delete(&format!("/fields/{id}")).expect(204);
+        }
         if site.operation == "createWebhookSubscription" && resp.status == 201 {
             let id = resp.json()["id"].as_i64().unwrap();
             self.owner

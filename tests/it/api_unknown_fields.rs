@@ -41,6 +41,11 @@ fn objects(
     found: &mut Vec<(String, String, bool)>,
 ) {
     let (schema, name) = resolve(doc, schema);
+    // A map (custom field values by name): its keys are the client's, checked by the server
+    // against the newsletter's fields (422 for an unknown one, `custom_fields.rs`).
+    if schema["additionalProperties"].is_object() {
+        return;
+    }
     match value {
         Value::Object(fields) => {
             found.push((

@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::support::*;
 
 /// The tables whose ids leave the service (URLs, API answers, webhook payloads, mail links).
-const TABLES: [&str; 11] = [
+const TABLES: [&str; 12] = [
     "newsletters",
     "api_keys",
     "issues",
@@ -22,6 +22,7 @@ const TABLES: [&str; 11] = [
     "custom_domains",
     "subscriber_imports",
     "signup_forms",
+    "custom_fields",
 ];
 
 /// Tables whose ids stay inside the service (or that are never deleted from and show no id):
@@ -430,7 +431,7 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
          applied 0025_newsletter_relays\napplied 0026_send_usage\n\
          applied 0027_media\napplied 0028_issue_edits\napplied 0029_link_reports\n\
          applied 0030_mail_details\napplied 0031_account_changes\napplied 0032_site_pages\napplied 0033_memberships\n\
-         applied 0034_membership_lapses\napplied 0035_signup_forms\napplied 0036_sources"
+         applied 0034_membership_lapses\napplied 0035_signup_forms\napplied 0036_sources\napplied 0037_custom_fields"
     );
 
     let conn = rusqlite::Connection::open(&db).unwrap();
@@ -449,7 +450,8 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
         // fill the excerpts) and 0033 (the empty membership tables; each issue's visibility,
         // `public`, and `paid_members_only`, 0; each delivery's `teaser`, 0) and 0035 (the
         // empty form tables; each subscription request's `tags`, `[]`, and `form_id`, NULL)
-        // and 0036 (each subscriber's and request's source, referrer and campaign, NULL):
+        // and 0036 (each subscriber's and request's source, referrer and campaign, NULL)
+        // and 0037 (the empty custom field tables):
         // the rest is as 0020 left it.
         let copy = app.data_dir().join("before-0022.db");
         conn.execute("VACUUM INTO ?1", [copy.to_str().unwrap()])
@@ -498,7 +500,8 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
              ALTER TABLE subscription_requests DROP COLUMN referrer;
              ALTER TABLE subscription_requests DROP COLUMN utm_source;
              ALTER TABLE subscription_requests DROP COLUMN utm_medium;
-             ALTER TABLE subscription_requests DROP COLUMN utm_campaign;",
+             ALTER TABLE subscription_requests DROP COLUMN utm_campaign;
+             DROP TABLE subscriber_field_values; DROP TABLE custom_fields;",
         )
         .unwrap();
         let queued = copy

@@ -27,6 +27,7 @@ mod cli_dents;
 mod cli_import;
 mod content_limits;
 mod custom_domains;
+mod custom_fields;
 mod dash_dents;
 mod dash_issues;
 mod dash_layout;

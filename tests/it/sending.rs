@@ -58,7 +58,7 @@ fn on_the_clock(app: &App, ahead: jiff::SignedDuration) -> String {
     (app.clock_now() + ahead).to_string()
 }
 
-const MARKDOWN: &str = "# Field notes\n\nThis week {{pixel}} **bold** news and a [guide](https://example.org/guide?a=1&b=2).\n\n\
+const MARKDOWN: &str = "# Field notes\n\nThis week {{unsubscribe}} **bold** news and a [guide](https://example.org/guide?a=1&b=2).\n\n\
 <script>alert('x')</script>\n\n<b>raw tag</b>\n\n- one\n- two\n";
 
 fn full_issue(subject: &str) -> Value {
@@ -187,7 +187,7 @@ fn sending_delivers_one_correct_message_to_each_active_subscriber() {
         assert!(!html.contains("<b>raw tag</b>"), "raw HTML passed through");
         assert!(html.contains("&lt;script&gt;"));
         assert!(
-            html.contains("{{pixel}}"),
+            html.contains("{{unsubscribe}}"),
             "text that looks like a placeholder stays text"
         );
         assert!(html.contains("Rust 2024 ships") && html.contains("Edition notes."));

@@ -9,6 +9,7 @@
 pub mod excerpt;
 pub mod markdown_html;
 pub mod markdown_text;
+pub mod merge_tags;
 pub mod render_budget;
 
 use std::time::Duration;

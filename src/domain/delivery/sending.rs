@@ -9,10 +9,12 @@ use jiff::SignedDuration;
 use rusqlite::{Connection, OptionalExtension};
 
 use crate::clock::{self, Timestamp};
+use crate::domain::content::merge_tags::Reader;
 use crate::domain::issues::{self, Issue, Queued, Status, Visibility};
 use crate::domain::newsletters::{self, Newsletter};
 use crate::domain::reports::stats::rate;
 use crate::domain::subscribers::audience::Audience;
+use crate::domain::subscribers::custom_fields::values_from_json;
 use crate::domain::{DomainError, DomainResult, ErrorCode, delivery::tracking, events};
 use crate::store::write_tx;
 
@@ -157,6 +159,9 @@ pub struct Recipient {
     pub email: String,
     /// The excerpt and an upgrade link instead of the issue (a paid issue to a free member).
     pub teaser: bool,
+    /// What the issue's merge tags show this reader; read only for an issue that has some
+    /// ([`due_batch_with_readers`]).
+    pub reader: Reader,
 }
 
 /// Up to `limit` deliveries due now, after delivery id `after`, in id order.
@@ -175,6 +180,40 @@ pub fn due_batch(
             delivery_id: r.get(0)?,
             email: r.get(1)?,
             teaser: r.get(2)?,
+            reader: Reader::default(),
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// [`due_batch`] with each reader's name and custom field values, for an issue whose content
+/// has merge tags: one subscriber row and its values (by primary key) per delivery.
+pub fn due_batch_with_readers(
+    conn: &Connection,
+    issue_id: i64,
+    after: i64,
+    limit: i64,
+) -> DomainResult<Vec<Recipient>> {
+    const SQL: &str = concat!(
+        "SELECT d.id, d.email, d.teaser, s.name, ",
+        crate::subscriber_field_values_json!(),
+        " FROM deliveries d LEFT JOIN subscribers s ON s.id = d.subscriber_id
+         WHERE d.issue_id = ?1 AND d.status = 'pending' AND d.id > ?2
+           AND (d.next_attempt_at IS NULL OR d.next_attempt_at <= ?3)
+         ORDER BY d.id LIMIT ?4"
+    );
+    let mut stmt = conn.prepare_cached(SQL)?;
+    let rows = stmt.query_map((issue_id, after, Timestamp::now(), limit), |r| {
+        let email: String = r.get(1)?;
+        Ok(Recipient {
+            delivery_id: r.get(0)?,
+            teaser: r.get(2)?,
+            reader: Reader {
+                name: r.get(3)?,
+                email: email.clone(),
+                fields: values_from_json(r.get(4)?),
+            },
+            email,
         })
     })?;
     Ok(rows.collect::<Result<_, _>>()?)

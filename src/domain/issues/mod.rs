@@ -11,6 +11,7 @@ use rusqlite::{Connection, OptionalExtension, Row};
 use serde_json::json;
 
 use crate::clock::{self, Timestamp};
+use crate::domain::content::merge_tags;
 use crate::domain::content::{excerpt, plain_paragraphs};
 use crate::domain::newsletters::{self, Frequency, Newsletter};
 use crate::domain::subscribers::audience::{self, Audience, AudienceInput};
@@ -154,6 +155,11 @@ impl Issue {
             Some(html) => Cow::Borrowed(html),
             None => Cow::Owned(plain_paragraphs(&self.content_markdown)),
         }
+    }
+
+    /// [`Issue::body_html`] for the web copy and the feed: merge tags show their fallbacks.
+    pub fn page_html(&self) -> String {
+        crate::domain::content::merge_tags::with_fallbacks(&self.body_html()).into_owned()
     }
 
     /// The public address once published.
@@ -1176,6 +1182,34 @@ pub fn delete(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainResul
     })
 }
 
+/// What is wrong with the merge tags of `markdown`, if anything: the tags that name no
+/// custom field of the newsletter (nor `name` or `email`). The editor shows it and a send
+/// refuses it (docs/growth.md, "Merge tags").
+pub fn merge_tag_problem(
+    conn: &Connection,
+    newsletter_id: i64,
+    markdown: &str,
+) -> DomainResult<Option<String>> {
+    if !markdown.contains("{{") {
+        return Ok(None);
+    }
+    let fields = crate::domain::subscribers::custom_fields::list(conn, newsletter_id)?;
+    let unknown = merge_tags::unknown(markdown, |name| fields.iter().any(|f| f.name == name));
+    if unknown.is_empty() {
+        return Ok(None);
+    }
+    let named: Vec<String> = unknown.iter().map(|n| format!("{{{{ {n} }}}}")).collect();
+    let known: Vec<&str> = merge_tags::OWN
+        .into_iter()
+        .chain(fields.iter().map(|f| f.name.as_str()))
+        .collect();
+    Ok(Some(format!(
+        "has merge tags that name no field: {} (the tags this newsletter has: {})",
+        named.join(", "),
+        known.join(", ")
+    )))
+}
+
 /// The send_now checks, in the decided order: status, paused, subscribers, tier, content.
 /// Returns the number of subscribers in the issue's audience.
 pub fn check_sendable(
@@ -1197,6 +1231,9 @@ pub fn check_sendable(
             ErrorCode::NewsletterPaused,
             "The newsletter is paused; resume it to send",
         ));
+    }
+    if let Some(problem) = merge_tag_problem(conn, newsletter.id, &issue.content_markdown)? {
+        return Err(DomainError::invalid("content_markdown", problem));
     }
     let recipients = audience::count(conn, newsletter.id, &issue.audience)?;
     if recipients == 0 {

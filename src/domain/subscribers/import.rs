@@ -32,6 +32,7 @@ use rusqlite::{Connection, OptionalExtension, Row};
 
 use crate::clock::{self, Timestamp};
 use crate::domain::subscribers;
+use crate::domain::subscribers::custom_fields;
 pub use crate::domain::subscribers::import_columns::{ColumnUse, Columns, Source, TAG_SEPARATOR};
 use crate::domain::subscribers::import_columns::{Parsed, header_error};
 use crate::domain::subscribers::import_lines::Rows;
@@ -396,11 +397,17 @@ fn escape_formula(text: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
-/// Writes the newsletter's subscribers as CSV (header [`EXPORT_HEADER`], oldest first) to
-/// `out`, row by row; returns how many were written.
+/// Writes the newsletter's subscribers as CSV (header [`EXPORT_HEADER`], then a column per
+/// custom field named as the field; oldest first) to `out`, row by row; returns how many
+/// were written.
 pub fn export_csv<W: Write>(conn: &Connection, newsletter_id: i64, out: W) -> DomainResult<u64> {
+    let fields = custom_fields::list(conn, newsletter_id)?;
     let mut writer = WriterBuilder::new().from_writer(out);
-    writer.write_record(EXPORT_HEADER).map_err(csv_error)?;
+    let header = EXPORT_HEADER
+        .iter()
+        .copied()
+        .chain(fields.iter().map(|f| f.name.as_str()));
+    writer.write_record(header).map_err(csv_error)?;
     let mut count = 0;
     subscribers::for_each(conn, newsletter_id, |s| {
         let tags = s.tags.join(&TAG_SEPARATOR.to_string());
@@ -410,18 +417,27 @@ pub fn export_csv<W: Write>(conn: &Connection, newsletter_id: i64, out: W) -> Do
             .until
             .filter(|_| s.membership.has_paid_access())
             .map(|at| at.to_string());
+        let values: Vec<String> = fields
+            .iter()
+            .map(|f| match s.fields.get(&f.name) {
+                Some(serde_json::Value::String(v)) => escape_formula(v).into_owned(),
+                Some(other) => other.to_string(),
+                None => String::new(),
+            })
+            .collect();
+        let own = [
+            escape_formula(&s.email).into_owned(),
+            escape_formula(s.name.as_deref().unwrap_or("")).into_owned(),
+            escape_formula(&tags).into_owned(),
+            s.status.as_str().to_string(),
+            s.subscribed_at.to_string(),
+            unsubscribed_at.unwrap_or_default(),
+            s.created_at.to_string(),
+            s.membership.status.as_str().to_string(),
+            member_until.unwrap_or_default(),
+        ];
         writer
-            .write_record([
-                escape_formula(&s.email).as_ref(),
-                escape_formula(s.name.as_deref().unwrap_or("")).as_ref(),
-                escape_formula(&tags).as_ref(),
-                s.status.as_str(),
-                &s.subscribed_at.to_string(),
-                unsubscribed_at.as_deref().unwrap_or(""),
-                &s.created_at.to_string(),
-                s.membership.status.as_str(),
-                member_until.as_deref().unwrap_or(""),
-            ])
+            .write_record(own.iter().chain(&values))
             .map_err(csv_error)?;
         count += 1;
         Ok(())

@@ -2,6 +2,7 @@
 //! good, bulk create. Every change records its `subscriber.*` event in the same transaction.
 
 pub mod audience;
+pub mod custom_fields;
 pub mod form_guard;
 pub mod import;
 pub mod import_columns;
@@ -21,6 +22,7 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde_json::{Value, json};
 
 use crate::clock::Timestamp;
+use crate::domain::content::merge_tags::Reader;
 use crate::domain::subscribers::memberships::Membership;
 use crate::domain::subscribers::origin::{Origin, Source, Utm};
 use crate::domain::values::email::EmailAddress;
@@ -67,6 +69,8 @@ pub struct Subscriber {
     pub membership: Membership,
     /// How they were added and where from (`origin.rs`).
     pub origin: Origin,
+    /// Their values of the newsletter's custom fields, by name (`custom_fields.rs`).
+    pub fields: custom_fields::Values,
 }
 
 impl Subscriber {
@@ -89,7 +93,8 @@ macro_rules! select_subscriber {
             "SELECT s.id, s.newsletter_id, s.email, s.name, s.status, s.subscribed_at, s.unsubscribed_at, s.created_at, s.updated_at, ",
             "(SELECT group_concat(tag, char(10)) FROM (SELECT tag FROM subscriber_tags t WHERE t.subscriber_id = s.id ORDER BY tag)), ",
             "ms.status, ms.interval, ms.until, ms.access_until, ms.since, ",
-            "s.source, s.referrer, s.utm_source, s.utm_medium, s.utm_campaign ",
+            "s.source, s.referrer, s.utm_source, s.utm_medium, s.utm_campaign, ",
+            $crate::subscriber_field_values_json!(), " ",
             "FROM subscribers s LEFT JOIN memberships ms ON ms.subscriber_id = s.id ", $($tail),+
         )
     };
@@ -120,6 +125,7 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Subscriber> {
                 campaign: row.get(19)?,
             },
         },
+        fields: custom_fields::values_from_json(row.get(20)?),
     })
 }
 
@@ -142,6 +148,24 @@ fn find_by_email(
         .prepare_cached(SQL)?
         .query_row((newsletter_id, email), from_row)
         .optional()?)
+}
+
+/// What an issue's merge tags show a message to `email`: the values of the newsletter's
+/// subscriber with that address, or only the address (every other tag its fallback) when
+/// none has it, as for a test send to an editor.
+pub fn merge_reader(conn: &Connection, newsletter_id: i64, email: &str) -> DomainResult<Reader> {
+    let found = find_by_email(conn, newsletter_id, &email.trim().to_lowercase())?;
+    Ok(match found {
+        Some(s) => Reader {
+            name: s.name,
+            email: s.email,
+            fields: s.fields,
+        },
+        None => Reader {
+            email: email.to_string(),
+            ..Reader::default()
+        },
+    })
 }
 
 /// List filters as the API receives them.
@@ -664,6 +688,7 @@ impl<'c> Inserter<'c> {
             updated_at: since,
             membership: Membership::free(),
             origin: self.origin.clone(),
+            fields: custom_fields::Values::new(),
         }
     }
 }
@@ -702,7 +727,14 @@ pub fn create(
     input: &NewSubscriber,
     source: Source,
 ) -> DomainResult<(Subscriber, bool)> {
-    create_and_welcome(conn, newsletter_id, input, source, false)
+    create_and_welcome(
+        conn,
+        newsletter_id,
+        input,
+        source,
+        &Default::default(),
+        false,
+    )
 }
 
 /// [`create`]; with `send_welcome`, a subscriber added now gets the welcome e-mail
@@ -712,12 +744,18 @@ pub fn create_and_welcome(
     newsletter_id: i64,
     input: &NewSubscriber,
     source: Source,
+    fields: &custom_fields::Values,
     send_welcome: bool,
 ) -> DomainResult<(Subscriber, bool)> {
     let valid = validate(input)?;
     write_tx(conn, |tx| {
         ensure_open(tx, newsletter_id)?;
-        let (subscriber, created) = insert(tx, newsletter_id, &valid, &Origin::of(source))?;
+        custom_fields::check_values(tx, newsletter_id, fields)?;
+        let (mut subscriber, created) = insert(tx, newsletter_id, &valid, &Origin::of(source))?;
+        if created && !fields.is_empty() {
+            custom_fields::set_values(tx, newsletter_id, subscriber.id, fields)?;
+            subscriber.fields = get(tx, newsletter_id, subscriber.id)?.fields;
+        }
         if created && send_welcome {
             queue_welcome(tx, subscriber.id)?;
         }
@@ -837,6 +875,8 @@ pub struct Changes {
     pub status: Option<String>,
     /// `Some(None)` clears the name.
     pub name: Option<Option<String>>,
+    /// Custom field values to set (`null` removes one); fields not named stay.
+    pub fields: custom_fields::Values,
 }
 
 pub fn update(
@@ -872,6 +912,7 @@ pub fn update(
             const NAME: &str = "UPDATE subscribers SET name = ?2, changed_at = ?3 WHERE id = ?1";
             tx.execute(NAME, (id, name, &now))?;
         }
+        custom_fields::set_values(tx, newsletter_id, id, &changes.fields)?;
         changed(tx, before)
     })
 }
@@ -917,8 +958,19 @@ pub fn set_status(
 /// Re-reads the subscriber and fires `subscriber.updated` when anything changed.
 fn changed(conn: &Connection, before: Subscriber) -> DomainResult<Subscriber> {
     let after = get(conn, before.newsletter_id, before.id)?;
-    let same = (&after.email, &after.name, after.status, &after.tags)
-        == (&before.email, &before.name, before.status, &before.tags);
+    let same = (
+        &after.email,
+        &after.name,
+        after.status,
+        &after.tags,
+        &after.fields,
+    ) == (
+        &before.email,
+        &before.name,
+        before.status,
+        &before.tags,
+        &before.fields,
+    );
     if !same {
         events::record(
             conn,
@@ -1231,6 +1283,7 @@ mod tests {
         let changes = Changes {
             status: Some("unsubscribed".into()),
             name: Some(Some("Sam".into())),
+            ..Default::default()
         };
         let s = update(&mut conn, 1, s.id, &changes).unwrap();
         assert_eq!(s.status, Status::Unsubscribed);
@@ -1242,7 +1295,7 @@ mod tests {
                 s.id,
                 &Changes {
                     status: Some("bounced".into()),
-                    name: None
+                    ..Default::default()
                 }
             )
             .is_err()

@@ -309,7 +309,7 @@ fn form_page(
                     "Content (Markdown)"
                     textarea.markdown name="issue[content_markdown]" rows="14" spellcheck="true" { (form.content_markdown) }
                 }
-                p.muted { "GitHub-flavoured Markdown: **bold**, _italic_, [links](https://…), lists, tables. HTML you type is shown as text." }
+                p.muted { "GitHub-flavoured Markdown: **bold**, _italic_, [links](https://…), lists, tables. HTML you type is shown as text. Merge tags put each reader's own details in their copy: " code { "{{ name | default: \"friend\" }}" } ", " code { "{{ email }}" } " or a custom field's name." }
                 label {
                     "Picture for link previews (optional; the first image of the content when empty)"
                     input type="url" name="issue[social_image_url]" value=(form.social_image_url) maxlength=(issues::URL_MAX) placeholder="https://…" autocomplete="off";
@@ -429,9 +429,19 @@ pub async fn edit_form(
         return see_other(&issue_url(n.id, issue.id));
     }
     let form = IssueForm::from_issue(&issue, &ctx.zone());
+    // Tags that name no field show before anything is sent (a send refuses them).
+    let (nid, markdown) = (n.id, issue.content_markdown.clone());
+    let problem = state
+        .db
+        .run(move |conn| issues::merge_tag_problem(conn, nid, &markdown))
+        .await?;
+    let mut found = FieldErrors::new();
+    if let Some(problem) = problem {
+        found.add("content_markdown", problem);
+    }
     render(
         StatusCode::OK,
-        form_page(&ctx, &n, Some(&issue), &form, &FieldErrors::new(), None),
+        form_page(&ctx, &n, Some(&issue), &form, &found, None),
     )
 }
 

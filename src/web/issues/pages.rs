@@ -11,6 +11,7 @@ use super::test_send::{self, AskedFrom};
 use super::{issue_url, list_url, problems, render, viewed};
 use crate::clock::{self, Timestamp};
 use crate::domain::content;
+use crate::domain::content::merge_tags::Reader;
 use crate::domain::delivery::sending::{self, Report};
 use crate::domain::delivery::tracking::Links;
 use crate::domain::issues::{self, Issue, Status};
@@ -425,6 +426,9 @@ fn with_base(document: &str, origin: &str) -> String {
     document.replacen("<head>", &base, 1)
 }
 
+/// The address the e-mail preview is made out to; merge tags show their fallbacks.
+const PREVIEW_READER: &str = "subscriber@example.com";
+
 /// The two documents of an issue's previews: the e-mail a subscriber receives (its HTML
 /// with the newsletter's site as base) and the public web page, ready for a sandboxed
 /// frame's `srcdoc`. It renders the text part within the budget: call it on a blocking
@@ -440,7 +444,14 @@ pub(super) fn preview_documents(
     let text = content::plain_text(&issue.content_markdown)?
         .unwrap_or_else(|| issue.content_markdown.clone());
     let mut mail = IssueEmail::new(issue, n, state.urls.public_host_name(), links, &text)
-        .personalise(0, "subscriber@example.com");
+        .personalise(
+            0,
+            PREVIEW_READER,
+            &Reader {
+                email: PREVIEW_READER.to_string(),
+                ..Reader::default()
+            },
+        );
     mail.html = with_base(&mail.html, &origin);
     let mut on_web = issue.clone();
     on_web.published_at = on_web.published_at.or_else(|| Some(Timestamp::now()));

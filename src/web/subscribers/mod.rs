@@ -21,6 +21,7 @@ use super::time_zones::shown;
 use super::{Ctx, FormData, State, WebError, WebResult, invalid_fields, render, see_other};
 use crate::domain::newsletters::Newsletter;
 use crate::domain::reports::received::ReceivedPage;
+use crate::domain::subscribers::custom_fields::{CustomField, FieldType, TEXT_MAX};
 use crate::domain::subscribers::memberships;
 use crate::domain::subscribers::origin::{Origin, Source};
 use crate::domain::subscribers::personal_data;
@@ -28,6 +29,7 @@ use crate::domain::subscribers::{self, Changes, Filter, NewSubscriber, Status, S
 use crate::domain::values::pagination::Page;
 use crate::domain::values::time_zones::local_to_rfc3339;
 use crate::domain::{DomainError, FieldErrors};
+use crate::web::fields::fields_of;
 
 pub use import::{discard_import, import_form, refused_csv, show_import, start_import, upload_csv};
 
@@ -175,7 +177,8 @@ fn list_page(
             p.muted {
                 (listing.active) " active · "
                 a href={ (url) "/import" } { "Import CSV" } " · "
-                a href={ (url) "/export.csv" } download { "Export CSV" }
+                a href={ (url) "/export.csv" } download { "Export CSV" } " · "
+                a href={ "/newsletters/" (n.id) "/fields" } { "Custom fields" }
             }
             form.filters method="get" action=(url) role="search" {
                 label { "E-mail contains"
@@ -323,6 +326,8 @@ async fn subscriber_of(
 struct EditForm {
     name: String,
     status: String,
+    /// The newsletter's custom fields, each with its value as text (empty: none).
+    fields: Vec<(CustomField, String)>,
 }
 
 fn edit_page(
@@ -357,6 +362,7 @@ fn edit_page(
                     (csrf_field(ctx))
                     input type="hidden" name="_method" value="patch";
                     (field("Name", "text", "subscriber[name]", &form.name, "off", false))
+                    @for (custom, value) in &form.fields { (field_input(custom, value)) }
                     label { "Status"
                         select name="subscriber[status]" {
                             @if s.status == Status::Bounced {
@@ -425,10 +431,52 @@ fn edit_page(
     )
 }
 
-fn stored_form(s: &Subscriber) -> EditForm {
+fn stored_form(s: &Subscriber, fields: Vec<CustomField>) -> EditForm {
+    let text = |field: &CustomField| match s.fields.get(&field.name) {
+        Some(serde_json::Value::String(v)) => v.clone(),
+        Some(serde_json::Value::Bool(b)) => if *b { "yes" } else { "no" }.to_string(),
+        Some(other) => other.to_string(),
+        None => String::new(),
+    };
     EditForm {
         name: s.name.clone().unwrap_or_default(),
         status: s.status.as_str().to_string(),
+        fields: fields
+            .into_iter()
+            .map(|f| {
+                let value = text(&f);
+                (f, value)
+            })
+            .collect(),
+    }
+}
+
+/// The input of one custom field on the subscriber's form, by its type.
+fn field_input(field: &CustomField, value: &str) -> Markup {
+    let name = format!("fields[{}]", field.name);
+    html! {
+        label {
+            (field.name)
+            @match field.field_type {
+                FieldType::Text => input type="text" name=(name) value=(value) maxlength=(TEXT_MAX) autocomplete="off";,
+                FieldType::Number => input type="number" step="any" name=(name) value=(value);,
+                FieldType::Date => input type="date" name=(name) value=(value);,
+                FieldType::Boolean => select name=(name) {
+                    option value="" selected[value.is_empty()] { "—" }
+                    option value="yes" selected[value == "yes"] { "yes" }
+                    option value="no" selected[value == "no"] { "no" }
+                },
+                FieldType::Choice => select name=(name) {
+                    option value="" selected[value.is_empty()] { "—" }
+                    @for option in &field.options {
+                        option value=(option) selected[value == option] { (option) }
+                    }
+                    @if !value.is_empty() && !field.options.iter().any(|o| o == value) {
+                        option value=(value) selected { (value) " (no longer listed)" }
+                    }
+                },
+            }
+        }
     }
 }
 
@@ -457,7 +505,7 @@ pub async fn show(
             &ctx,
             &n,
             &s,
-            &stored_form(&s),
+            &stored_form(&s, fields_of(state, &n).await?),
             &FieldErrors::new(),
             &received,
         ),
@@ -503,14 +551,28 @@ pub async fn change(
             see_other(&base(&n))
         }
         "patch" => {
+            let fields = fields_of(state, &n).await?;
             let submitted = EditForm {
                 name: form.get("subscriber[name]").to_string(),
                 status: form.get("subscriber[status]").to_string(),
+                fields: fields
+                    .into_iter()
+                    .map(|f| {
+                        let value = form.get(&format!("fields[{}]", f.name)).to_string();
+                        (f, value)
+                    })
+                    .collect(),
             };
             let changes = Changes {
                 // Keeping the current status (even bounced) is no change.
                 status: (submitted.status != s.status.as_str()).then(|| submitted.status.clone()),
                 name: Some(Some(submitted.name.clone()).filter(|n| !n.trim().is_empty())),
+                // Each field as typed; an empty one removes the value.
+                fields: submitted
+                    .fields
+                    .iter()
+                    .map(|(f, v)| (f.name.clone(), serde_json::Value::String(v.clone())))
+                    .collect(),
             };
             match state
                 .db
@@ -591,7 +653,17 @@ pub async fn change_membership(
             );
             see_other(&format!("{}/{}#membership", base(&n), sid))
         }
-        Err(e) => refused(&ctx, state, &n, &s, &stored_form(&s), e).await,
+        Err(e) => {
+            refused(
+                &ctx,
+                state,
+                &n,
+                &s,
+                &stored_form(&s, fields_of(state, &n).await?),
+                e,
+            )
+            .await
+        }
     }
 }
 
@@ -624,7 +696,17 @@ pub async fn change_tags(
             ctx.notice_next(req, &format!("Tag {label:?} {done}."));
             see_other(&format!("{}/{}", base(&n), sid))
         }
-        Err(e) => refused(&ctx, state, &n, &s, &stored_form(&s), e).await,
+        Err(e) => {
+            refused(
+                &ctx,
+                state,
+                &n,
+                &s,
+                &stored_form(&s, fields_of(state, &n).await?),
+                e,
+            )
+            .await
+        }
     }
 }
 
