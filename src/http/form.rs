@@ -43,6 +43,11 @@ impl FormData {
             .unwrap_or("")
     }
 
+    /// Every field as posted, in order.
+    pub fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
     /// Every value of `name`, in order.
     pub fn all(&self, name: &str) -> Vec<String> {
         self.0

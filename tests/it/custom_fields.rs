@@ -69,6 +69,13 @@ fn fields_are_defined_set_by_type_and_refused_when_unknown_or_unfit() {
                "plan": "weekly"})
     );
     let id = ann["id"].as_i64().unwrap();
+    // Creating an address already there answers the record unchanged: its values too.
+    let again = owner.post(
+        "/subscribers",
+        &json!({"email": "ann@example.com", "fields": {"first_name": "Other"}}),
+    );
+    again.expect(200);
+    assert_eq!(again.json()["fields"], ann["fields"]);
     assert_eq!(
         owner.get(&format!("/subscribers/{id}")).json()["fields"],
         ann["fields"]
@@ -250,6 +257,10 @@ fn merge_tags_give_each_reader_their_own_values_safely_and_unknown_tags_stop_the
         "{}",
         page.body
     );
+    // The archive's excerpt too.
+    let archive = app.site_client(&owner.subdomain).get("/archive");
+    assert!(archive.body.contains("Hi friend!"), "{}", archive.body);
+    assert!(!archive.body.contains("{{"), "{}", archive.body);
 
     // A tag that names no field: the editor says so, and a send is refused, sending nothing.
     let bad_id = approved(&owner, "Typo", "Hi {{ frist_name | default: \"friend\" }}");
@@ -364,6 +375,52 @@ fn the_dashboard_defines_fields_and_sets_a_subscribers_values() {
         ],
     );
     assert_eq!(saved.redirect(), url);
+
+    // A page shown before a field was added posts only the fields it showed: the new
+    // field's value stays. One shown before a field was deleted is refused by name.
+    let stale = owner.client.get(&url);
+    let token = stale.csrf_token();
+    let city = define(&owner, json!({"name": "city", "type": "text"}));
+    owner
+        .patch(
+            &format!("/subscribers/{sid}"),
+            &json!({"subscriber": {"fields": {"city": "Oslo"}}}),
+        )
+        .expect(200);
+    let resaved = owner.client.post_form(
+        &url,
+        &[
+            ("authenticity_token", token.as_str()),
+            ("_method", "patch"),
+            ("subscriber[name]", "Ann"),
+            ("subscriber[status]", "active"),
+            ("fields[first_name]", "Ann"),
+            ("fields[age]", "41"),
+            ("fields[plan]", "weekly"),
+        ],
+    );
+    assert_eq!(resaved.redirect(), url);
+    assert_eq!(
+        owner.get(&format!("/subscribers/{sid}")).json()["fields"]["city"],
+        "Oslo"
+    );
+    let gone = owner.client.submit(
+        &url,
+        &url,
+        &[
+            ("_method", "patch"),
+            ("subscriber[name]", "Ann"),
+            ("subscriber[status]", "active"),
+            ("fields[shoe_size]", "42"),
+        ],
+    );
+    gone.expect(422);
+    assert!(
+        gone.body.contains("is not a field of this newsletter"),
+        "{}",
+        gone.body
+    );
+    owner.delete(&format!("/fields/{}", city["id"])).expect(204);
     assert_eq!(
         owner.get(&format!("/subscribers/{sid}")).json()["fields"],
         json!({"first_name": "Ann", "age": 41, "plan": "weekly"})

@@ -451,7 +451,7 @@ fn confirm_nth(app: &App, owner: &Owner, email: &str, n: usize) {
 
 /// The API's subscriber object of `email`.
 fn subscriber_of(owner: &Owner, email: &str) -> Value {
-    let list = owner.get(&format!("/subscribers?search={email}")).json();
+    let list = owner.get("/subscribers?per_page=100").json();
     list["subscribers"]
         .as_array()
         .unwrap()

@@ -10,9 +10,12 @@ pub const DESCRIPTION_MAX: usize = 160;
 pub const EXCERPT_MAX: usize = 240;
 
 /// An issue's excerpt for its archive entry: the opening words of its HTML after a heading it
-/// may open with (the title the archive shows already), at most [`EXCERPT_MAX`] characters.
+/// may open with (the title the archive shows already), at most [`EXCERPT_MAX`] characters;
+/// merge tags as their fallbacks, since an excerpt has no one reader (the archive, link
+/// previews, a paid issue's teaser).
 pub fn opening_words(html: &str) -> String {
-    text_of_html(after_leading_heading(html), EXCERPT_MAX)
+    let html = super::merge_tags::with_fallbacks(html);
+    text_of_html(after_leading_heading(&html), EXCERPT_MAX)
 }
 
 /// `html` past the heading element (`<h1>` to `<h6>`) it starts with, if it starts with one.

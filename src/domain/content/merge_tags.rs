@@ -114,14 +114,6 @@ pub fn unknown<'a>(markdown: &str, fields: impl Fn(&str) -> bool + 'a) -> Vec<St
     unknown
 }
 
-/// Whether `markdown` has a tag at all (most issues have none, and their sends read no
-/// values).
-pub fn any(markdown: &str) -> bool {
-    split(markdown, false)
-        .iter()
-        .any(|part| matches!(part, Part::Tag(_)))
-}
-
 /// Rendered HTML with each tag as its fallback, for the web copy and the feed, where there
 /// is no one reader: linear in the text, and borrowed when it has no tag.
 pub fn with_fallbacks(html: &str) -> std::borrow::Cow<'_, str> {
@@ -157,21 +149,22 @@ impl Reader {
         let own = match tag.name.as_str() {
             "name" => self.name.clone(),
             "email" => Some(self.email.clone()).filter(|e| !e.is_empty()),
-            name => self.fields.get(name).and_then(shown),
+            name => self.fields.get(name).map(value_text),
         };
         own.filter(|v| !v.trim().is_empty())
             .unwrap_or_else(|| tag.fallback.clone())
     }
 }
 
-/// A field's value as text in a mail: yes/no for a boolean.
-fn shown(value: &Value) -> Option<String> {
+/// A custom field's value as people read it, in a mail, a form or a CSV cell: a string as
+/// it is, a number as written, yes/no for a boolean (which the fields take back as given).
+pub fn value_text(value: &Value) -> String {
     match value {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Bool(true) => Some("yes".into()),
-        Value::Bool(false) => Some("no".into()),
-        _ => None,
+        Value::String(s) => s.clone(),
+        Value::Bool(true) => "yes".into(),
+        Value::Bool(false) => "no".into(),
+        Value::Null => String::new(),
+        other => other.to_string(),
     }
 }
 

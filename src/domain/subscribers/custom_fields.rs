@@ -343,6 +343,35 @@ fn number(n: Option<f64>) -> Result<SqlValue, String> {
     }
 }
 
+/// `given` checked against the newsletter's fields: each field's id and what to store
+/// (`None`: remove the value), or every problem under `fields.<key>` (an unknown field, a
+/// value its type cannot hold).
+fn checked(
+    conn: &Connection,
+    newsletter_id: i64,
+    given: &Values,
+) -> DomainResult<Vec<(i64, Option<SqlValue>)>> {
+    if given.is_empty() {
+        return Ok(Vec::new());
+    }
+    let fields = list(conn, newsletter_id)?;
+    let mut errors = FieldErrors::new();
+    let mut writes = Vec::with_capacity(given.len());
+    for (key, value) in given {
+        let checked = fields
+            .iter()
+            .find(|f| f.name == *key)
+            .ok_or_else(|| "is not a field of this newsletter".to_string())
+            .and_then(|field| Ok((field.id, stored_value(field, value)?)));
+        match checked {
+            Ok(write) => writes.push(write),
+            Err(message) => errors.add(&format!("fields.{key}"), message),
+        }
+    }
+    errors.into_result()?;
+    Ok(writes)
+}
+
 /// Sets the given values of one subscriber inside the caller's transaction: each key must
 /// name a field of the newsletter (else 422 under `fields.<key>`), each value fit its type;
 /// `null` or an empty string removes the value. Nothing is written unless all fit.
@@ -352,31 +381,12 @@ pub fn set_values(
     subscriber_id: i64,
     given: &Values,
 ) -> DomainResult<()> {
-    if given.is_empty() {
-        return Ok(());
-    }
-    let fields = list(tx, newsletter_id)?;
-    let mut errors = FieldErrors::new();
-    let mut writes: Vec<(i64, Option<SqlValue>)> = Vec::with_capacity(given.len());
-    for (key, value) in given {
-        match fields.iter().find(|f| f.name == *key) {
-            None => errors.add(
-                &format!("fields.{key}"),
-                "is not a field of this newsletter",
-            ),
-            Some(field) => match stored_value(field, value) {
-                Ok(stored) => writes.push((field.id, stored)),
-                Err(message) => errors.add(&format!("fields.{key}"), message),
-            },
-        }
-    }
-    errors.into_result()?;
     const SET: &str = "INSERT INTO subscriber_field_values (subscriber_id, field_id, value)
          VALUES (?1, ?2, ?3)
          ON CONFLICT (subscriber_id, field_id) DO UPDATE SET value = excluded.value";
     const CLEAR: &str =
         "DELETE FROM subscriber_field_values WHERE subscriber_id = ?1 AND field_id = ?2";
-    for (field_id, value) in writes {
+    for (field_id, value) in checked(tx, newsletter_id, given)? {
         match value {
             Some(value) => tx
                 .prepare_cached(SET)?
@@ -391,26 +401,8 @@ pub fn set_values(
 
 /// Checks `given` against the newsletter's fields without writing: the problems a
 /// [`set_values`] would report, for a create that has no subscriber yet.
-pub fn check_values(tx: &Connection, newsletter_id: i64, given: &Values) -> DomainResult<()> {
-    if given.is_empty() {
-        return Ok(());
-    }
-    let fields = list(tx, newsletter_id)?;
-    let mut errors = FieldErrors::new();
-    for (key, value) in given {
-        match fields.iter().find(|f| f.name == *key) {
-            None => errors.add(
-                &format!("fields.{key}"),
-                "is not a field of this newsletter",
-            ),
-            Some(field) => {
-                if let Err(message) = stored_value(field, value) {
-                    errors.add(&format!("fields.{key}"), message);
-                }
-            }
-        }
-    }
-    errors.into_result()
+pub fn check_values(conn: &Connection, newsletter_id: i64, given: &Values) -> DomainResult<()> {
+    checked(conn, newsletter_id, given).map(|_| ())
 }
 
 /// The SQL expression giving a subscriber's values as a JSON object, for `s.id`: booleans

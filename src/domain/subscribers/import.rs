@@ -31,6 +31,7 @@ use csv::{ByteRecord, WriterBuilder};
 use rusqlite::{Connection, OptionalExtension, Row};
 
 use crate::clock::{self, Timestamp};
+use crate::domain::content::merge_tags::value_text;
 use crate::domain::subscribers;
 use crate::domain::subscribers::custom_fields;
 pub use crate::domain::subscribers::import_columns::{ColumnUse, Columns, Source, TAG_SEPARATOR};
@@ -419,10 +420,9 @@ pub fn export_csv<W: Write>(conn: &Connection, newsletter_id: i64, out: W) -> Do
             .map(|at| at.to_string());
         let values: Vec<String> = fields
             .iter()
-            .map(|f| match s.fields.get(&f.name) {
-                Some(serde_json::Value::String(v)) => escape_formula(v).into_owned(),
-                Some(other) => other.to_string(),
-                None => String::new(),
+            .map(|f| {
+                let value = s.fields.get(&f.name).map(value_text).unwrap_or_default();
+                escape_formula(&value).into_owned()
             })
             .collect();
         let own = [

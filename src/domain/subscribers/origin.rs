@@ -73,9 +73,9 @@ impl Origin {
         let from_referrer = |key: &str| -> Option<String> {
             let url = url::Url::parse(referrer.as_deref()?).ok()?;
             let value = url.query_pairs().find(|(k, _)| k == key)?.1.into_owned();
-            clean_tag(&value)
+            campaign_tag(&value)
         };
-        let tag = |posted: &str, key: &str| clean_tag(posted).or_else(|| from_referrer(key));
+        let tag = |posted: &str, key: &str| campaign_tag(posted).or_else(|| from_referrer(key));
         Origin {
             source: Some(Source::Form),
             utm: Utm {
@@ -90,7 +90,7 @@ impl Origin {
 
 /// A campaign tag fit to keep: trimmed, one line without control characters, at most
 /// [`UTM_MAX`] characters (cut there); `None` when empty or not one line.
-fn clean_tag(raw: &str) -> Option<String> {
+fn campaign_tag(raw: &str) -> Option<String> {
     let text = raw.trim();
     if text.is_empty() || text.chars().any(|c| Refused::Controls.refuses(c)) {
         return None;

@@ -19,6 +19,7 @@ use super::layout::{
 use super::newsletters::{owned, owned_post, parse_id};
 use super::time_zones::shown;
 use super::{Ctx, FormData, State, WebError, WebResult, invalid_fields, render, see_other};
+use crate::domain::content::merge_tags::value_text;
 use crate::domain::newsletters::Newsletter;
 use crate::domain::reports::received::ReceivedPage;
 use crate::domain::subscribers::custom_fields::{CustomField, FieldType, TEXT_MAX};
@@ -432,11 +433,11 @@ fn edit_page(
 }
 
 fn stored_form(s: &Subscriber, fields: Vec<CustomField>) -> EditForm {
-    let text = |field: &CustomField| match s.fields.get(&field.name) {
-        Some(serde_json::Value::String(v)) => v.clone(),
-        Some(serde_json::Value::Bool(b)) => if *b { "yes" } else { "no" }.to_string(),
-        Some(other) => other.to_string(),
-        None => String::new(),
+    let text = |field: &CustomField| {
+        s.fields
+            .get(&field.name)
+            .map(value_text)
+            .unwrap_or_default()
     };
     EditForm {
         name: s.name.clone().unwrap_or_default(),
@@ -449,6 +450,16 @@ fn stored_form(s: &Subscriber, fields: Vec<CustomField>) -> EditForm {
             })
             .collect(),
     }
+}
+
+/// The custom field values a subscriber's form posted (`fields[<name>]`), by name.
+fn posted_fields(form: &FormData) -> std::collections::BTreeMap<String, String> {
+    form.pairs()
+        .filter_map(|(key, value)| {
+            let name = key.strip_prefix("fields[")?.strip_suffix(']')?;
+            Some((name.to_string(), value.to_string()))
+        })
+        .collect()
 }
 
 /// The input of one custom field on the subscriber's form, by its type.
@@ -551,15 +562,18 @@ pub async fn change(
             see_other(&base(&n))
         }
         "patch" => {
-            let fields = fields_of(state, &n).await?;
+            // Only the fields the page showed: a field added since keeps its values, and
+            // one renamed or deleted since is refused by name.
+            let posted = posted_fields(&form);
             let submitted = EditForm {
                 name: form.get("subscriber[name]").to_string(),
                 status: form.get("subscriber[status]").to_string(),
-                fields: fields
+                fields: fields_of(state, &n)
+                    .await?
                     .into_iter()
-                    .map(|f| {
-                        let value = form.get(&format!("fields[{}]", f.name)).to_string();
-                        (f, value)
+                    .filter_map(|f| {
+                        let value = posted.get(&f.name)?.clone();
+                        Some((f, value))
                     })
                     .collect(),
             };
@@ -568,10 +582,9 @@ pub async fn change(
                 status: (submitted.status != s.status.as_str()).then(|| submitted.status.clone()),
                 name: Some(Some(submitted.name.clone()).filter(|n| !n.trim().is_empty())),
                 // Each field as typed; an empty one removes the value.
-                fields: submitted
-                    .fields
-                    .iter()
-                    .map(|(f, v)| (f.name.clone(), serde_json::Value::String(v.clone())))
+                fields: posted
+                    .into_iter()
+                    .map(|(name, v)| (name, serde_json::Value::String(v)))
                     .collect(),
             };
             match state
