@@ -9,15 +9,22 @@
 (function () {
   "use strict";
 
-  // What counts for the audience.
-  var CHOICES = ["tags", "exclude_tags", "mailed_to"];
+  // What counts for the audience: the tag boxes, who gets a paid issue by mail, and the
+  // field condition's field, comparison and value.
+  var CHOICES = ["tags", "exclude_tags", "mailed_to", "field_name", "field_op", "field_value"];
 
-  // The ticked boxes of `form` (and, for a paid issue, who gets it by mail) as a query:
-  // tags=…&exclude_tags=…&mailed_to=….
+  function isBox(input) {
+    return input.type === "checkbox" || input.type === "radio";
+  }
+
+  // The ticked boxes and the field condition of `form` as a query:
+  // tags=…&exclude_tags=…&mailed_to=…&field_name=…&field_op=…&field_value=….
   function ticked(form) {
     var params = new URLSearchParams();
-    form.querySelectorAll("input:checked").forEach(function (box) {
-      if (CHOICES.indexOf(box.name) >= 0) params.append(box.name, box.value);
+    form.querySelectorAll("input, select").forEach(function (input) {
+      if (CHOICES.indexOf(input.name) < 0 || input.type === "hidden") return;
+      if (isBox(input) && !input.checked) return;
+      params.append(input.name, input.value);
     });
     return params.toString();
   }
@@ -34,11 +41,20 @@
       var mailing = form.querySelector('input[name="named_mailed_to"]');
       if (mailing) mailing.value = answer.mailed_to;
       form
-        .querySelectorAll('input[name="named_tags"], input[name="named_exclude_tags"]')
+        .querySelectorAll(
+          'input[name="named_tags"], input[name="named_exclude_tags"], input[name^="named_field_"]'
+        )
         .forEach(function (field) {
           field.remove();
         });
-      [["named_tags", answer.tags], ["named_exclude_tags", answer.exclude_tags]].forEach(
+      var condition = answer.field;
+      [
+        ["named_tags", answer.tags],
+        ["named_exclude_tags", answer.exclude_tags],
+        ["named_field_name", condition ? [condition.name] : []],
+        ["named_field_op", condition ? [condition.op] : []],
+        ["named_field_value", condition ? [condition.value] : []],
+      ].forEach(
         function (list) {
           list[1].forEach(function (tag) {
             var field = document.createElement("input");
@@ -108,13 +124,21 @@
     form.addEventListener("change", function (event) {
       if (CHOICES.indexOf(event.target.name) >= 0) count();
     });
-    // A page shown again with boxes the browser restored: count what is ticked.
-    var restored = Array.prototype.some.call(
-      form.querySelectorAll('input[type="checkbox"], input[type="radio"]'),
-      function (box) {
-        return box.checked !== box.defaultChecked;
-      }
-    );
+    // A page shown again with boxes (or a condition) the browser restored: count what is
+    // chosen.
+    var restored =
+      Array.prototype.some.call(
+        form.querySelectorAll('input[type="checkbox"], input[type="radio"]'),
+        function (box) {
+          return box.checked !== box.defaultChecked;
+        }
+      ) ||
+      Array.prototype.some.call(form.querySelectorAll('input[name="field_value"]'), function (input) {
+        return input.value !== input.defaultValue;
+      }) ||
+      Array.prototype.some.call(form.querySelectorAll("select option"), function (option) {
+        return option.selected !== option.defaultSelected;
+      });
     if (restored) count();
   }
 

@@ -12,13 +12,15 @@
 //! temporary WAL database: subscribers with two tags each, `vip` on one in twenty (`reader`
 //! on the others) and one of a hundred `group-N`; 3% are not active. Each count is made once
 //! to warm the cache and then 5 times, printing min / median / max in milliseconds and the
-//! count, checked against a plain recount. Then the recipients of three sends are recorded
-//! (everyone, one tag, a tag less another) and timed once each.
+//! count, checked against a plain recount. Every subscriber also has a custom field `age` (a
+//! number, `id % 80`): segments by it are read along the field's value index. Then the
+//! recipients of four sends are recorded (everyone, one tag, a tag less another, a field
+//! segment) and timed once each.
 
 use std::time::Instant;
 
 use broadsheet::domain::delivery::sending;
-use broadsheet::domain::subscribers::audience::{self, Audience};
+use broadsheet::domain::subscribers::audience::{self, Audience, FieldCondition, FieldOp};
 use rusqlite::Connection;
 
 fn fill(conn: &Connection, subscribers: i64) {
@@ -37,19 +39,38 @@ fn fill(conn: &Connection, subscribers: i64) {
          SELECT id, iif(id % 20 = 0, 'vip', 'reader') FROM subscribers
          UNION ALL SELECT id, 'group-' || (id % 100) FROM subscribers";
     conn.execute(TAGS, []).unwrap();
+    const FIELD: &str =
+        "INSERT INTO custom_fields (newsletter_id, name, type, created_at, updated_at)
+         VALUES (1, 'age', 'number', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z');
+         INSERT INTO subscriber_field_values (subscriber_id, field_id, value)
+         SELECT id, 1, id % 80 FROM subscribers;";
+    conn.execute_batch(FIELD).unwrap();
 }
 
-/// The same count the slow way: every active subscriber checked against both lists.
+/// The same count the slow way: every active subscriber checked against both lists and
+/// the `age` condition.
 fn recount(conn: &Connection, a: &Audience) -> i64 {
     const SQL: &str =
         "SELECT count(*) FROM subscribers s WHERE s.newsletter_id = 1 AND s.status = 'active'
            AND (?1 = '[]' OR EXISTS (SELECT 1 FROM subscriber_tags t, json_each(?1) j
                 WHERE t.subscriber_id = s.id AND t.tag = j.value))
            AND NOT EXISTS (SELECT 1 FROM subscriber_tags t, json_each(?2) j
-                WHERE t.subscriber_id = s.id AND t.tag = j.value)";
+                WHERE t.subscriber_id = s.id AND t.tag = j.value)
+           AND (?3 = '' OR EXISTS (SELECT 1 FROM subscriber_field_values v
+                WHERE v.subscriber_id = s.id AND v.field_id = 1
+                  AND CASE ?3 WHEN 'equals' THEN v.value = ?4 WHEN 'before' THEN v.value < ?4
+                      ELSE v.value > ?4 END))";
     let json = |tags: &[String]| serde_json::to_string(tags).unwrap();
-    conn.query_row(SQL, (json(&a.tags), json(&a.exclude_tags)), |r| r.get(0))
-        .unwrap()
+    let (op, value) = a
+        .field
+        .as_ref()
+        .map_or(("", 0), |c| (c.op.as_str(), c.value.as_i64().unwrap()));
+    conn.query_row(
+        SQL,
+        (json(&a.tags), json(&a.exclude_tags), op, value),
+        |r| r.get(0),
+    )
+    .unwrap()
 }
 
 fn audience(tags: &[&str], exclude_tags: &[&str]) -> Audience {
@@ -57,7 +78,20 @@ fn audience(tags: &[&str], exclude_tags: &[&str]) -> Audience {
     Audience {
         tags: list(tags),
         exclude_tags: list(exclude_tags),
-        paid_only: false,
+        ..Default::default()
+    }
+}
+
+/// `audience` with the condition `age <op> value`.
+fn by_age(tags: &[&str], op: FieldOp, value: i64) -> Audience {
+    Audience {
+        field: Some(FieldCondition {
+            field_id: 1,
+            name: "age".into(),
+            op,
+            value: value.into(),
+        }),
+        ..audience(tags, &[])
     }
 }
 
@@ -108,6 +142,13 @@ fn main() {
             "tags group-0..49 (half) less [vip]",
             audience(&half, &["vip"]),
         ),
+        ("field age = 33 (1 in 80)", by_age(&[], FieldOp::Equals, 33)),
+        ("field age > 69 (1 in 8)", by_age(&[], FieldOp::After, 69)),
+        ("field age < 40 (half)", by_age(&[], FieldOp::Before, 40)),
+        (
+            "tags [vip] and field age > 69",
+            by_age(&["vip"], FieldOp::After, 69),
+        ),
     ];
     println!(
         "\n| audience | count | wall ms, median (min-max) of 5 | CPU ms, median |\n|---|---|---|---|"
@@ -131,7 +172,10 @@ fn main() {
     }
 
     println!("\n| send's recipients recorded | deliveries | wall ms | CPU ms |\n|---|---|---|---|");
-    for (k, (name, a)) in [&cases[0], &cases[1], &cases[4]].into_iter().enumerate() {
+    for (k, (name, a)) in [&cases[0], &cases[1], &cases[4], &cases[7]]
+        .into_iter()
+        .enumerate()
+    {
         const ISSUE: &str = "INSERT INTO issues (newsletter_id, subject, content_markdown, content_html, status, path, created_at, updated_at)
              VALUES (1, 'Bench', 'x', '<p>x</p>', 'sending', ?1, '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z')";
         conn.execute(ISSUE, [format!("bench-{k}")]).unwrap();

@@ -7,7 +7,7 @@ use poem_openapi::{ApiResponse, Object, Tags};
 
 use super::common::parse_id;
 use super::fields::{ChoiceOption, CustomFieldName, CustomFieldType, Field, Id};
-use super::statuses::{BODY, BY_ID, GUARD, Refusal, WRITES};
+use super::statuses::{BODY, BY_ID, GUARD, RULE, Refusal, WRITES};
 use super::{ApiKeyAuth, Principal, State};
 use crate::domain::subscribers::custom_fields::{self, CustomField, FieldInput};
 
@@ -208,8 +208,9 @@ impl FieldsApi {
 
     /// Deletes a custom field.
     ///
-    /// Every subscriber's value of it goes too; merge tags naming it then show their
-    /// fallback.
+    /// Every subscriber's value of it goes too (the field is gone at once; its values are
+    /// deleted in the background); merge tags naming it then show their fallback. A field
+    /// the audience of an issue not yet sent names is refused (422 `invalid_state`).
     #[oai(path = "/fields/:id", method = "delete", operation_id = "deleteField")]
     async fn delete(
         &self,
@@ -217,7 +218,7 @@ impl FieldsApi {
         id: Path<Field<Id>>,
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
-    ) -> Result<DeletedResponse, Refusal<{ GUARD | BY_ID | WRITES }>> {
+    ) -> Result<DeletedResponse, Refusal<{ GUARD | BY_ID | RULE | WRITES }>> {
         let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
         state
             .db

@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use super::bounces::{BounceReport, BounceResult};
 use super::custom_fields::{FieldChangesBody, FieldList, FieldObject, NewFieldBody};
 use super::issues::{
-    AudienceBody, IssueBody, IssueList, IssueObject, PublishResult, ResendResult, ResumeResult,
-    SendNowBody, SendNowResult, SendTestBody, SendTestResult,
+    AudienceBody, FieldConditionObject, IssueBody, IssueList, IssueObject, PublishResult,
+    ResendResult, ResumeResult, SendNowBody, SendNowResult, SendTestBody, SendTestResult,
 };
 use super::newsletter::{NewsletterEnvelope, NewsletterPatch, StatsEnvelope};
 use super::reports::IssueStatsEnvelope;
@@ -165,7 +165,8 @@ fn subscriber() -> Value {
                        "until": "2027-11-27T09:00:00.000Z", "since": AT},
         "origin": {"source": "form", "referrer": "https://blog.example.com/launch",
                    "utm_source": "blog", "utm_medium": null, "utm_campaign": "launch"},
-        "fields": {"first_name": "Robin"}
+        "fields": {"first_name": "Robin"},
+        "paused_until": null
     })
 }
 
@@ -287,8 +288,9 @@ examples! {
     IssueObject => issue("approved", true);
     IssueList => json!({"issues": [issue("draft", false)],
                         "meta": {"page": 1, "per_page": 25, "has_more": false}});
-    AudienceBody => json!({"tags": ["weekly"], "exclude_tags": ["vip"]});
-    SendNowBody => json!({"tags": ["weekly"], "exclude_tags": ["vip"], "publish": false});
+    AudienceBody => json!({"tags": ["weekly"], "exclude_tags": ["vip"], "field": {"name": "first_name", "op": "equals", "value": "Robin"}});
+    FieldConditionObject => json!({"name": "age", "op": "after", "value": 30});
+    SendNowBody => json!({"tags": ["weekly"], "exclude_tags": ["vip"], "field": {"name": "first_name", "op": "equals", "value": "Ben"}, "publish": false});
     SendNowResult => json!({"message": "Issue queued for sending to 1250 subscriber(s)",
                             "issue": issue("approved", false), "subscribers": 1250});
     SendTestBody => json!({"emails": ["editor@example.com"]});
@@ -316,8 +318,8 @@ examples! {
     MembershipBody => json!({"membership": {"status": "comped",
                                             "until": "2027-06-30T00:00:00Z"}});
     BulkBody => json!({"subscribers": [
-        {"email": "ana@example.com", "name": "Ana"},
-        {"email": "ben@example.com", "tags": ["weekly"]}
+        {"email": "ana@example.com", "name": "Ana", "fields": {"first_name": "Ana"}},
+        {"email": "ben@example.com", "tags": ["weekly"], "fields": {"first_name": "Ben"}}
     ]});
     BulkResult => json!({"created": 1, "existing": 1, "errors": [
         {"index": 2, "email": "not-an-address", "code": "invalid_email",

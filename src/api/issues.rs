@@ -6,6 +6,7 @@ use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
 use poem_openapi::types::MaybeUndefined;
 use poem_openapi::{ApiResponse, Object, Tags};
+use serde_json::Value;
 
 use super::common::{ListMeta, parse_id};
 use super::fields::{
@@ -19,7 +20,7 @@ use crate::domain::delivery::sending;
 use crate::domain::issues::test_send;
 use crate::domain::issues::{self, ArticleInput, Issue, IssueInput, Status};
 use crate::domain::newsletters;
-use crate::domain::subscribers::audience::{Audience, AudienceInput};
+use crate::domain::subscribers::audience::{Audience, AudienceInput, FieldConditionInput};
 use crate::domain::values::pagination::Page;
 use crate::domain::{DomainError, DomainResult};
 
@@ -105,13 +106,30 @@ pub struct IssueObject {
     pub paid_members_only: bool,
 }
 
-/// An issue's audience (a segment of the subscribers, by tag).
+/// An issue's audience (a segment of the subscribers, by tag and by a custom field).
 #[derive(Debug, Object)]
 pub struct AudienceObject {
     /// Subscribers having any of these tags; empty: every active subscriber.
     pub tags: Vec<String>,
     /// Subscribers having any of these tags are left out.
     pub exclude_tags: Vec<String>,
+    /// Only subscribers whose custom field meets this condition; null: no condition.
+    #[oai(nullable)]
+    pub field: Option<FieldConditionObject>,
+}
+
+/// A segment's condition on a custom field (`GET /fields`): subscribers without a value of
+/// the field are not in the segment.
+#[derive(Debug, Object)]
+#[oai(example)]
+pub struct FieldConditionObject {
+    /// The field's name.
+    pub name: String,
+    /// `equals`; `before` or `after` (less or more than) for `number` and `date` fields.
+    pub op: String,
+    /// A value of the field's type: a string for `text`, `date` (`YYYY-MM-DD`) and
+    /// `choice`, a number for `number`, `true`/`false` for `boolean`.
+    pub value: Value,
 }
 
 impl From<Audience> for AudienceObject {
@@ -119,6 +137,11 @@ impl From<Audience> for AudienceObject {
         AudienceObject {
             tags: a.tags,
             exclude_tags: a.exclude_tags,
+            field: a.field.map(|c| FieldConditionObject {
+                name: c.name,
+                op: c.op.as_str().to_string(),
+                value: c.value,
+            }),
         }
     }
 }
@@ -134,10 +157,15 @@ pub struct AudienceBody {
     /// Leave out subscribers having any of these tags (at most 20 different ones).
     #[oai(nullable)]
     pub exclude_tags: Option<Vec<Field<Tag>>>,
+    /// Only subscribers whose custom field meets this condition; null or absent: none. A
+    /// name that is no field, a comparison the field's type has not, or a value it cannot
+    /// hold is 422.
+    #[oai(nullable)]
+    pub field: Option<FieldConditionObject>,
 }
 
 impl AudienceBody {
-    /// `None` when neither list was given.
+    /// `None` when nothing was given.
     fn input(self) -> Option<AudienceInput> {
         let strings = |list: Option<Vec<Field<Tag>>>| {
             list.unwrap_or_default()
@@ -145,9 +173,15 @@ impl AudienceBody {
                 .map(String::from)
                 .collect()
         };
-        (self.tags.is_some() || self.exclude_tags.is_some()).then(|| AudienceInput {
+        let given = self.tags.is_some() || self.exclude_tags.is_some() || self.field.is_some();
+        given.then(|| AudienceInput {
             tags: strings(self.tags),
             exclude_tags: strings(self.exclude_tags),
+            field: self.field.map(|c| FieldConditionInput {
+                name: c.name,
+                op: c.op,
+                value: c.value,
+            }),
         })
     }
 }
@@ -164,6 +198,10 @@ pub struct SendNowBody {
     /// Leave out subscribers having any of these tags (at most 20 different ones).
     #[oai(nullable)]
     pub exclude_tags: Option<Vec<Field<Tag>>>,
+    /// Only subscribers whose custom field meets this condition (as in an issue's
+    /// `audience.field`).
+    #[oai(nullable)]
+    pub field: Option<FieldConditionObject>,
     /// Publish the issue on the site when the send completes. Absent or null: a send to
     /// every active subscriber follows the newsletter's `publish_on_send`; a send to a
     /// segment (tags or exclude_tags) is not published.
@@ -683,6 +721,7 @@ impl IssuesApi {
                 audience: AudienceBody {
                     tags: body.tags,
                     exclude_tags: body.exclude_tags,
+                    field: body.field,
                 }
                 .input(),
                 approve_draft: false,

@@ -54,6 +54,10 @@ pub struct SubscriberObject {
     /// Values of the newsletter's custom fields by name (a field without a value is left
     /// out): strings, numbers and `true`/`false` as the fields' types say.
     pub fields: BTreeMap<String, Value>,
+    /// Until when the reader paused their mail from their preferences (sends leave them out
+    /// until then); null when no pause runs.
+    #[oai(nullable)]
+    pub paused_until: Option<String>,
 }
 
 /// Where a subscriber came from.
@@ -151,6 +155,7 @@ impl From<Subscriber> for SubscriberObject {
             membership: s.membership.into(),
             origin: s.origin.into(),
             fields: s.fields,
+            paused_until: s.paused_until.map(|at| at.to_string()),
         }
     }
 }
@@ -165,6 +170,10 @@ pub struct SubscriberFields {
     /// Tags of 1-50 characters; a tag given twice counts once; at most 100 different ones.
     #[oai(nullable)]
     pub tags: Option<Vec<Field<Tag>>>,
+    /// Values of the newsletter's custom fields by name, as in a create's top-level `fields`
+    /// (which a wrapper's `fields` replaces). Set only on a subscriber this request adds.
+    #[oai(nullable)]
+    pub fields: Option<BTreeMap<String, Value>>,
 }
 
 /// `{email, name?, tags?}`, or the same inside `{"subscriber": {...}}`; `send_welcome` beside
@@ -483,11 +492,12 @@ impl SubscribersApi {
     ) -> Result<CreateResponse, Refusal<{ GUARD | BODY | WRITES }>> {
         let Json(OneRequired(body, ..)) = body;
         let send_welcome = body.send_welcome.unwrap_or(false);
-        let values = body.fields.unwrap_or_default();
+        let mut values = body.fields.unwrap_or_default();
         let top = SubscriberFields {
             email: Required(body.email),
             name: body.name,
             tags: body.tags,
+            fields: None,
         };
         let input = match body.subscriber {
             MaybeUndefined::Undefined => NewSubscriber::from(top),
@@ -498,7 +508,10 @@ impl SubscribersApi {
                 )
                 .into());
             }
-            MaybeUndefined::Value(inner) => {
+            MaybeUndefined::Value(mut inner) => {
+                if let Some(wrapped) = inner.fields.take() {
+                    values = wrapped;
+                }
                 NewSubscriber::from_both_forms(top.into(), inner.into())?
             }
         };
@@ -670,7 +683,9 @@ impl SubscribersApi {
     ///
     /// Each entry is checked on its own: the answer counts those created and those already present,
     /// and lists the refused entries by position, so a request with entries that break the schema
-    /// still answers 200 and creates the valid ones. More than 1000 entries are refused whole (422).
+    /// still answers 200 and creates the valid ones. An entry's `fields` are set on a subscriber
+    /// it adds; a value that does not fit its field, or a name that is no field, refuses that
+    /// entry. More than 1000 entries are refused whole (422).
     /// Counts in the bulk rate-limit bucket; sends no mail.
     #[oai(
         path = "/subscribers/bulk_create",
@@ -685,7 +700,15 @@ impl SubscribersApi {
         Data(state): Data<&State>,
     ) -> Result<BulkResponse, Refusal<{ GUARD | BODY | WRITES }>> {
         let nid = p.newsletter_id;
-        let entries: Vec<NewSubscriber> = body.0.subscribers.into_iter().map(Into::into).collect();
+        let entries: Vec<_> = body
+            .0
+            .subscribers
+            .into_iter()
+            .map(|mut entry| {
+                let values = entry.fields.take().unwrap_or_default();
+                (NewSubscriber::from(entry), values)
+            })
+            .collect();
         let outcome = state
             .db
             .run(move |conn| subscribers::bulk_create(conn, nid, &entries))

@@ -84,7 +84,7 @@ impl FieldErrors {
 
 /// "password_confirmation" -> "Password confirmation"; "relay.limits.per_day" -> "Relay limits
 /// per day".
-fn humanize(field: &str) -> String {
+pub fn humanize(field: &str) -> String {
     let text = field.replace(['_', '.'], " ");
     let mut chars = text.chars();
     match chars.next() {

@@ -7,9 +7,10 @@ use maud::{Markup, html};
 
 use poem::Request;
 
+use crate::domain::subscribers::custom_fields::FieldType;
 use crate::domain::subscribers::form_guard::{HONEYPOT_FIELD, STARTED_FIELD};
 use crate::domain::subscribers::origin::Came;
-use crate::domain::subscribers::signup_forms::SignupForm;
+use crate::domain::subscribers::signup_forms::{FormField, SignupForm};
 use crate::http::form::FormData;
 
 /// The hidden fields that carry where a signup came from: the referring page, then the
@@ -78,6 +79,7 @@ pub fn form_markup(
             @if form.ask_name {
                 label { "Name (optional) " input type="text" name="name" autocomplete="name" maxlength="100"; }
             }
+            @for asked in &form.fields { (field_input(asked)) }
             // The honeypot: hidden from people (and from screen readers), filled by bots.
             div hidden {
                 label { "Leave this empty " input type="text" name=(HONEYPOT_FIELD) tabindex="-1" autocomplete="off"; }
@@ -89,6 +91,49 @@ pub fn form_markup(
             button type="submit" { (form.button_text) }
         }
     }
+}
+
+/// The name of the input of a custom field: `fields[first_name]`.
+pub const FIELD_PREFIX: &str = "fields[";
+
+/// The input of one custom field the form asks for, by its type.
+fn field_input(asked: &FormField) -> Markup {
+    let field = &asked.field;
+    let name = format!("{FIELD_PREFIX}{}]", field.name);
+    let label = match asked.required {
+        true => field.label(),
+        false => format!("{} (optional)", field.label()),
+    };
+    let required = asked.required;
+    html! {
+        @match field.field_type {
+            FieldType::Boolean => label.check {
+                input type="checkbox" name=(name) value="yes" required[required];
+                " " (field.label())
+            },
+            FieldType::Choice => label {
+                (label) " "
+                select name=(name) required[required] {
+                    option value="" { "Choose…" }
+                    @for option in &field.options { option value=(option) { (option) } }
+                }
+            },
+            FieldType::Number => label { (label) " " input type="number" step="any" name=(name) required[required]; },
+            FieldType::Date => label { (label) " " input type="date" name=(name) required[required]; },
+            FieldType::Text => label { (label) " " input type="text" name=(name) maxlength="500" required[required]; },
+        }
+    }
+}
+
+/// The custom field values of a form's post: each `fields[<name>]` as the name and its text.
+pub fn posted_fields(fields: &FormData) -> Vec<(String, String)> {
+    fields
+        .pairs()
+        .filter_map(|(key, value)| {
+            let name = key.strip_prefix(FIELD_PREFIX)?.strip_suffix(']')?;
+            Some((name.to_string(), value.to_string()))
+        })
+        .collect()
 }
 
 /// The snippet to paste: the form, then the optional script from `site_origin`.

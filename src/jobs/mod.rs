@@ -3,6 +3,7 @@
 //! [`registry`]); failures are retried with backoff, and jobs a crash interrupted are picked
 //! up again at start. The domain records jobs through `store::jobs`, never through here.
 
+pub mod delete_field_values;
 pub mod deliver_webhook;
 pub mod import_subscribers;
 pub mod prune_webhook_log;
@@ -296,6 +297,32 @@ pub fn periodic_batches(
                 eprintln!("jobs: {kind}: {e}; trying again at the next run");
                 return Outcome::Again(clock::now() + every);
             }
+        }
+    }
+}
+
+/// Runs `batch` (one short transaction, true while more is left) until it is done; stops
+/// between batches when the service stops, and the next start goes on where it was.
+pub fn until_done(
+    ctx: &JobContext,
+    batch: impl Fn(&mut rusqlite::Connection) -> Result<bool, crate::domain::DomainError>,
+) -> Outcome {
+    loop {
+        if ctx.stop.requested() {
+            return Outcome::Again(clock::now());
+        }
+        let done = ctx
+            .pool
+            .get()
+            .map_err(|e| crate::domain::DomainError::Store(crate::store::StoreError::from(e)))
+            .and_then(|mut conn| batch(&mut conn));
+        match done {
+            Ok(true) => {}
+            Ok(false) => return Outcome::Done,
+            Err(crate::domain::DomainError::Store(e)) if passes_by_itself(&e) => {
+                return Outcome::Blocked(e.to_string());
+            }
+            Err(e) => return Outcome::Retry(e.to_string()),
         }
     }
 }

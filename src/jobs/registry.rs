@@ -2,6 +2,7 @@
 //! its file under `jobs/` and a line here.
 
 use super::Job;
+use super::delete_field_values::DeleteFieldValues;
 use super::deliver_webhook::DeliverWebhook;
 use super::import_subscribers::ImportSubscribers;
 use super::prune_webhook_log::PruneWebhookLog;
@@ -26,6 +27,7 @@ pub static JOBS: &[&dyn Job] = &[
     &TestSend,
     &PurgeAccount,
     &TellMembershipLapses,
+    &DeleteFieldValues,
 ];
 
 /// The job that runs rows of `kind` (as the `jobs.kind` column names it); `None` for a kind

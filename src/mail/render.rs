@@ -371,7 +371,7 @@ impl IssueEmail {
         template.fixed(part_head("plain", "quoted-printable").as_bytes());
         let mut text = self.merged(&self.text, false, Slot::MergeText);
         text.extend([
-            BodyPiece::Fixed("\n-- \nUnsubscribe: ".into()),
+            BodyPiece::Fixed(format!("\n-- \n{FOOTER_LINK}: ")),
             BodyPiece::Slot(Slot::UnsubscribeText),
             BodyPiece::Fixed("\n".into()),
         ]);
@@ -573,7 +573,7 @@ impl IssueEmail {
             }
         }
         let text = format!(
-            "{}\n-- \nUnsubscribe: {unsubscribe}\n",
+            "{}\n-- \n{FOOTER_LINK}: {unsubscribe}\n",
             filled(&self.text, false, reader)
         );
         OutgoingMail {
@@ -642,6 +642,10 @@ fn filled(text: &str, html: bool, reader: &Reader) -> String {
         .collect()
 }
 
+/// The words of the footer's link in every mail: it leads to the page where a reader
+/// unsubscribes, or opens their preferences instead (docs/growth.md, "The preference centre").
+const FOOTER_LINK: &str = "Unsubscribe or change your preferences";
+
 /// The HTML of a newsletter's e-mail: `top` (the issue's "view in your browser" link), its
 /// name as masthead linking its site at `home`, `subject` as title, `content`, the footer
 /// with the postal address and the unsubscribe link `unsubscribe`, then `tail`.
@@ -671,7 +675,7 @@ fn frame(
                     (content)
                     p.footer {
                         "You receive " a href=(home) { (newsletter.name) } " because you subscribed. "
-                        a href=(unsubscribe) { "Unsubscribe" }
+                        a href=(unsubscribe) { (FOOTER_LINK) }
                         @for line in newsletter.mail.postal_lines() {
                             br; (line)
                         }
@@ -788,7 +792,7 @@ pub fn welcome(welcome: &Welcome<'_>) -> OutgoingMail {
         PreEscaped(""),
     );
     let text = format!(
-        "{}\nPast issues are on the site: {home}\n{}\n-- \nUnsubscribe: {unsubscribe}\n",
+        "{}\nPast issues are on the site: {home}\n{}\n-- \n{FOOTER_LINK}: {unsubscribe}\n",
         text_part(subject, body_text),
         postal_text(newsletter),
     );

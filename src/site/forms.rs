@@ -27,7 +27,7 @@ use crate::http::client::client_address;
 use crate::http::form::FormData;
 use crate::http::headers::Policy;
 use crate::http::public_page::{FOR_AN_HOUR, JAVASCRIPT, asset};
-use crate::http::signup_form::{came_fields, came_from, came_to_page, form_markup};
+use crate::http::signup_form::{came_fields, came_from, came_to_page, form_markup, posted_fields};
 use crate::state::AppState;
 
 type State = std::sync::Arc<AppState>;
@@ -175,6 +175,7 @@ pub async fn post(
     let post = FormPost {
         email: fields.get("email").to_string(),
         name: fields.get("name").to_string(),
+        fields: posted_fields(&fields),
         honeypot: fields.get(HONEYPOT_FIELD).to_string(),
         started: fields.get(STARTED_FIELD).to_string(),
         solution: fields.get(CHALLENGE_FIELD).to_string(),

@@ -6,6 +6,7 @@ mod error;
 mod forms;
 mod media;
 mod pages;
+mod preferences;
 mod readers;
 mod tracking;
 
@@ -63,6 +64,7 @@ pub fn routes() -> impl Endpoint<Output = Response> {
             get(tracking::unsubscribe_page).post(tracking::unsubscribe),
         )
         .at("/u/:delivery/:sig/resubscribe", post(tracking::resubscribe))
+        .at("/u/:delivery/:sig/preferences", post(tracking::preferences))
         .at("/signin", get(readers::sign_in_page).post(readers::sign_in))
         .at(
             "/signin/:token",
@@ -78,6 +80,10 @@ pub fn routes() -> impl Endpoint<Output = Response> {
             get(readers::email_link_page).post(readers::follow_email_link),
         )
         .at("/account/unsubscribe", post(readers::unsubscribe))
+        .at("/account/name", post(preferences::save))
+        .at("/account/topics", post(preferences::save))
+        .at("/account/pause", post(preferences::save))
+        .at("/account/resume", post(preferences::save))
         .at("/stripe/webhook", post(readers::stripe_webhook))
         .at("/o/:delivery/:file", get(tracking::open_pixel))
         .at("/c/:delivery/:sig", get(tracking::click))

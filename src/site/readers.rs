@@ -18,6 +18,7 @@ use crate::domain::delivery::tracking::unsubscribe_subscriber;
 use crate::domain::issues::{Issue, Visibility};
 use crate::domain::newsletters::paid_plans::{self, Plan};
 use crate::domain::subscribers::memberships::{MemberStatus, Membership};
+use crate::domain::subscribers::preferences;
 use crate::domain::subscribers::readers::{self, Reader};
 use crate::domain::subscribers::stripe_events::{self, Applied, Event};
 use crate::http::client::client_address;
@@ -263,11 +264,16 @@ pub async fn follow_link(
         readers::sign_in(conn, nid, &token)
     })
     .await?;
-    req.cookie().add(cookie(state, SESSION_COOKIE, &session));
+    start_session(req, state, &session);
     Ok(see_other("/account"))
 }
 
-fn see_other(to: &str) -> Response {
+/// Sets the cookie of the reader session `session` on the answer to `req`.
+pub(super) fn start_session(req: &Request, state: &State, session: &str) {
+    req.cookie().add(cookie(state, SESSION_COOKIE, session));
+}
+
+pub(super) fn see_other(to: &str) -> Response {
     Response::builder()
         .status(StatusCode::SEE_OTHER)
         .header("Location", to)
@@ -286,7 +292,7 @@ async fn signed_in(req: &Request, state: &State, site: &Site) -> Result<Reader, 
 
 /// A form of the account page, posted: the signed-in reader and the form once its token
 /// fits; else the answer (sign in first, or the form's refusal).
-async fn reader_post(
+pub(super) async fn reader_post(
     req: &Request,
     state: &State,
     site: &Site,
@@ -341,6 +347,8 @@ fn membership_words(m: &Membership, site: &Site) -> String {
 #[derive(Deserialize)]
 pub struct AccountQuery {
     upgraded: Option<String>,
+    /// Back from a saved preference.
+    saved: Option<String>,
 }
 
 #[handler]
@@ -355,14 +363,16 @@ pub async fn account(
         Err(response) => return Ok(response),
     };
     let plan = offer(state, site).await?;
-    let has_customer = {
-        let r = reader.clone();
+    let (has_customer, topics) = {
+        let (r, nid) = (reader.clone(), site.0.id);
         state
             .db
-            .run(move |conn| readers::stripe_customer(conn, &r))
+            .run(move |conn| {
+                let customer = readers::stripe_customer(conn, &r)?;
+                Ok::<_, DomainError>((customer.is_some(), preferences::topics(conn, nid)?))
+            })
             .await
-            .map_err(|e| SiteError::domain(e, site, "reading a membership"))?
-            .is_some()
+            .map_err(|e| SiteError::domain(e, site, "reading a reader's account"))?
     };
     let m = reader.membership();
     let token = csrf_token(req, state);
@@ -372,6 +382,9 @@ pub async fn account(
         site,
         "Your account",
         html! {
+            @if query.saved.is_some() {
+                p role="status" { "Saved." }
+            }
             @if query.upgraded.is_some() && !m.has_paid_access() {
                 p role="status" { "Thank you! Stripe is confirming your payment; this page shows it in a moment. " a href="/account" { "Reload" } }
             }
@@ -404,6 +417,7 @@ pub async fn account(
                     button.secondary type="submit" { "Manage billing" }
                 }
             }
+            (super::preferences::sections(req, state, site, &reader, &topics))
             h2 { "Your address" }
             form.stack method="post" action="/account/email" {
                 input type="hidden" name=(csrf::FIELD) value=(token);

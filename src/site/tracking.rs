@@ -82,6 +82,7 @@ async fn checked_leaving(state: &State, site: &Site, raw_id: &str, sig: &str) ->
 
 #[handler]
 pub async fn unsubscribe_page(
+    req: &Request,
     Path((delivery, sig)): Path<(String, String)>,
     Data(state): Data<&State>,
     Data(site): Data<&Site>,
@@ -101,8 +102,55 @@ pub async fn unsubscribe_page(
                 button type="submit" { "Unsubscribe" }
             }
             p.muted { "Its issues stay on this site: " a href="/archive" { "the archive" } " is open to everyone." }
+            (super::preferences::offer(req, state, site, &format!("/u/{delivery}/{sig}")))
         },
     ))
+}
+
+/// "Open my preferences" on the unsubscribe page: the signed link names the reader, the
+/// site's CSRF token shows the button was pressed on its page; they are signed in to their
+/// account page (docs/growth.md, "The preference centre").
+#[handler]
+pub async fn preferences(
+    req: &Request,
+    Path((delivery, sig)): Path<(String, String)>,
+    body: Body,
+    Data(state): Data<&State>,
+    Data(site): Data<&Site>,
+) -> SiteResult {
+    match pressed_for(req, (state, site), body, (&delivery, &sig)).await? {
+        Some(id) => super::preferences::open_for(req, state, site, id).await,
+        None => Ok(test_unsubscribe_page(state, site)),
+    }
+}
+
+/// The subscriber a button of the unsubscribe page was pressed for: the form's CSRF token
+/// fits, and the signed link names them (`None`: the link of a test send).
+async fn pressed_for(
+    req: &Request,
+    (state, site): (&State, &Site),
+    body: Body,
+    (delivery, sig): (&str, &str),
+) -> Result<Option<i64>, SiteError> {
+    super::pages::verified_form(
+        req,
+        state,
+        body,
+        "Please follow the link in the e-mail again.",
+    )
+    .await?;
+    let Some(leaving) = checked_leaving(state, site, delivery, sig).await else {
+        return Err(SiteError::NotFound);
+    };
+    state
+        .db
+        .run(move |conn| match leaving {
+            Leaving::Delivery(id) => tracking::recipient(conn, id).map(Some),
+            Leaving::Subscriber(id) => Ok(Some(id)),
+            Leaving::Test => Ok(None),
+        })
+        .await
+        .map_err(|e: DomainError| SiteError::domain(e, site, "reading an unsubscribe link"))
 }
 
 /// The "Subscribe again" form of the page a reader sees after leaving, posting to the same
@@ -165,32 +213,16 @@ pub async fn resubscribe(
     Data(state): Data<&State>,
     Data(site): Data<&Site>,
 ) -> SiteResult {
-    super::pages::verified_form(
-        req,
-        state,
-        body,
-        "Please follow the link in the e-mail again.",
-    )
-    .await?;
-    let Some(leaving) = checked_leaving(state, site, &delivery, &sig).await else {
-        return Err(SiteError::NotFound);
+    let Some(subscriber_id) = pressed_for(req, (state, site), body, (&delivery, &sig)).await?
+    else {
+        return Ok(test_unsubscribe_page(state, site));
     };
     let newsletter_id = site.0.id;
     let subscriber = state
         .db
-        .run(move |conn| {
-            let subscriber_id = match leaving {
-                Leaving::Delivery(id) => tracking::recipient(conn, id)?,
-                Leaving::Subscriber(id) => id,
-                Leaving::Test => return Ok(None),
-            };
-            tracking::resubscribe(conn, newsletter_id, subscriber_id).map(Some)
-        })
+        .run(move |conn| tracking::resubscribe(conn, newsletter_id, subscriber_id))
         .await
-        .map_err(|e: DomainError| SiteError::domain(e, site, "subscribing again"))?;
-    let Some(subscriber) = subscriber else {
-        return Ok(test_unsubscribe_page(state, site));
-    };
+        .map_err(|e| SiteError::domain(e, site, "subscribing again"))?;
     Ok(match subscriber.status {
         subscribers::Status::Active => answer(
             state,

@@ -36,6 +36,8 @@ pub enum JobKind {
     PurgeAccount,
     /// Records `member.downgraded` when paid access ends by its date; periodic.
     TellMembershipLapses,
+    /// Deletes a deleted custom field's values in short batches, then the field.
+    DeleteFieldValues,
 }
 
 impl JobKind {
@@ -50,6 +52,7 @@ impl JobKind {
         JobKind::SendTest,
         JobKind::PurgeAccount,
         JobKind::TellMembershipLapses,
+        JobKind::DeleteFieldValues,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -64,6 +67,7 @@ impl JobKind {
             JobKind::SendTest => "send_test",
             JobKind::PurgeAccount => "purge_account",
             JobKind::TellMembershipLapses => "tell_membership_lapses",
+            JobKind::DeleteFieldValues => "delete_field_values",
         }
     }
 
@@ -80,7 +84,7 @@ impl JobKind {
             JobKind::SendIssue => 1_000_000,
             JobKind::DeliverWebhook => 1_000,
             // Gives up only on what will not pass by itself, and then it is run again by hand.
-            JobKind::PurgeAccount => 1_000,
+            JobKind::PurgeAccount | JobKind::DeleteFieldValues => 1_000,
             _ => 5,
         }
     }
@@ -107,6 +111,21 @@ pub struct AccountPurge {
 /// Queues the purge of a deleted account's data.
 pub fn queue_account_purge(conn: &Connection, user_id: i64) -> Result<i64, StoreError> {
     queue(conn, JobKind::PurgeAccount, &AccountPurge { user_id })
+}
+
+/// Payload of a `delete_field_values` job.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct FieldDeletion {
+    pub field_id: i64,
+}
+
+/// Queues the deletion of a deleted custom field's values.
+pub fn queue_field_deletion(conn: &Connection, field_id: i64) -> Result<i64, StoreError> {
+    queue(
+        conn,
+        JobKind::DeleteFieldValues,
+        &FieldDeletion { field_id },
+    )
 }
 
 /// Payload of a `deliver_webhook` job.

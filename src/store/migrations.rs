@@ -151,6 +151,18 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0037_custom_fields",
         include_str!("../../migrations/0037_custom_fields.sql"),
     ),
+    (
+        "0038_field_segments",
+        include_str!("../../migrations/0038_field_segments.sql"),
+    ),
+    (
+        "0039_form_fields",
+        include_str!("../../migrations/0039_form_fields.sql"),
+    ),
+    (
+        "0040_preferences",
+        include_str!("../../migrations/0040_preferences.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.

@@ -13,8 +13,10 @@ use super::newsletters::{owned, owned_post, parse_id};
 use super::{Ctx, FormData, State, WebResult, invalid_fields, render, see_other};
 use crate::domain::FieldErrors;
 use crate::domain::newsletters::Newsletter;
+use crate::domain::subscribers::custom_fields::{self, CustomField};
 use crate::domain::subscribers::signup_forms::{
-    self, BUTTON_MAX, FormInput, MESSAGE_MAX, NAME_MAX, POW_COST_MAX, POW_COST_MIN, SignupForm,
+    self, BUTTON_MAX, FieldUse, FormInput, MESSAGE_MAX, NAME_MAX, POW_COST_MAX, POW_COST_MIN,
+    SignupForm,
 };
 use crate::http::signup_form::{form_markup, snippet};
 
@@ -37,17 +39,53 @@ fn typed(form: &FormData) -> FormInput {
         redirect_url: form.get("form[redirect_url]").to_string(),
         allowed_origins: form.get("form[allowed_origins]").to_string(),
         pow_cost: form.get("form[pow_cost]").to_string(),
+        // `form[fields][<id>]`: only the fields the page showed.
+        fields: form
+            .pairs()
+            .filter_map(|(key, value)| {
+                let id = key.strip_prefix("form[fields][")?.strip_suffix(']')?;
+                Some((id.parse().ok()?, value.to_string()))
+            })
+            .collect(),
     }
 }
 
-/// The form's fields, filled with `typed`, posting to `action`.
-fn fields(ctx: &Ctx, action: &str, typed: &FormInput, button: &str) -> Markup {
+/// The form's fields, filled with `typed`, posting to `action`; one choice per custom field
+/// of the newsletter (`available`).
+fn fields(
+    ctx: &Ctx,
+    action: &str,
+    (typed, available): (&FormInput, &[CustomField]),
+    button: &str,
+) -> Markup {
     html! {
         form.stack method="post" action=(action) {
             (csrf_field(ctx))
             label { "Name (only you see it)" input type="text" name="form[name]" value=(typed.name) required maxlength=(NAME_MAX); }
             label.check { input type="checkbox" name="form[ask_name]" value="yes" checked[typed.ask_name]; "Ask for a name (optional to fill)" }
             label { "Tags given to those who subscribe (separated by commas)" input type="text" name="form[tags]" value=(typed.tags) autocomplete="off"; }
+            @if !available.is_empty() {
+                fieldset.form-fields {
+                    legend { "Custom fields on the form" }
+                    @for field in available {
+                        @let usage = typed.use_of(field.id);
+                        label {
+                            (field.name) " (" (field.field_type.as_str()) ")"
+                            select name={ "form[fields][" (field.id) "]" } {
+                                @for each in FieldUse::ALL {
+                                    option value=(each.as_str()) selected[each.as_str() == usage] {
+                                        @match each {
+                                            FieldUse::Off => "Not asked",
+                                            FieldUse::Optional => "Asked, optional",
+                                            FieldUse::Required => "Asked, required",
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
             label { "Button" input type="text" name="form[button_text]" value=(typed.button_text) required maxlength=(BUTTON_MAX); }
             label { "Success message" textarea name="form[success_message]" rows="2" maxlength=(MESSAGE_MAX) required { (typed.success_message) } }
             label { "Or send people to this page after they subscribe (optional; forms without JavaScript)" input type="url" name="form[redirect_url]" value=(typed.redirect_url) placeholder="https://example.com/thanks" autocomplete="off"; }
@@ -61,7 +99,7 @@ fn fields(ctx: &Ctx, action: &str, typed: &FormInput, button: &str) -> Markup {
 fn list_page(
     ctx: &Ctx,
     n: &Newsletter,
-    forms: &[SignupForm],
+    (forms, available): (&[SignupForm], &[CustomField]),
     typed: &FormInput,
     problems: &FieldErrors,
 ) -> Markup {
@@ -85,7 +123,7 @@ fn list_page(
             section.panel #new-form aria-labelledby="new-form-h" {
                 h2 #new-form-h { "New form" }
                 (errors(problems))
-                (fields(ctx, &list_url(n), typed, "Create the form"))
+                (fields(ctx, &list_url(n), (typed, available), "Create the form"))
             }
         },
     )
@@ -95,7 +133,7 @@ fn form_page(
     ctx: &Ctx,
     state: &State,
     n: &Newsletter,
-    form: &SignupForm,
+    (form, available): (&SignupForm, &[CustomField]),
     typed: &FormInput,
     problems: &FieldErrors,
 ) -> Markup {
@@ -124,7 +162,7 @@ fn form_page(
             section.panel #edit aria-labelledby="edit-h" {
                 h2 #edit-h { "Settings" }
                 (errors(problems))
-                (fields(ctx, &form_url(n, form), typed, "Save the form"))
+                (fields(ctx, &form_url(n, form), (typed, available), "Save the form"))
             }
             form method="post" action={ (form_url(n, form)) "/delete" } {
                 (csrf_field(ctx))
@@ -135,19 +173,34 @@ fn form_page(
     )
 }
 
-async fn forms_of(state: &State, n: &Newsletter) -> Result<Vec<SignupForm>, super::WebError> {
+/// The newsletter's forms and custom fields.
+async fn forms_of(
+    state: &State,
+    n: &Newsletter,
+) -> Result<(Vec<SignupForm>, Vec<CustomField>), super::WebError> {
     let nid = n.id;
     Ok(state
         .db
-        .run(move |conn| signup_forms::list(conn, nid))
+        .run(move |conn| {
+            let forms = signup_forms::list(conn, nid)?;
+            Ok::<_, crate::domain::DomainError>((forms, custom_fields::list(conn, nid)?))
+        })
         .await?)
 }
 
-async fn form_of(state: &State, n: &Newsletter, fid: &str) -> Result<SignupForm, super::WebError> {
+/// One form of the newsletter and the newsletter's custom fields.
+async fn form_of(
+    state: &State,
+    n: &Newsletter,
+    fid: &str,
+) -> Result<(SignupForm, Vec<CustomField>), super::WebError> {
     let (nid, fid) = (n.id, parse_id(fid)?);
     Ok(state
         .db
-        .run(move |conn| signup_forms::get(conn, nid, fid))
+        .run(move |conn| {
+            let form = signup_forms::get(conn, nid, fid)?;
+            Ok::<_, crate::domain::DomainError>((form, custom_fields::list(conn, nid)?))
+        })
         .await?)
 }
 
@@ -156,13 +209,13 @@ async fn form_of(state: &State, n: &Newsletter, fid: &str) -> Result<SignupForm,
 pub async fn list(req: &Request, Path(id): Path<String>, Data(state): Data<&State>) -> WebResult {
     let ctx = Ctx::load(req, state).await?;
     let n = owned(&ctx, state, &id).await?;
-    let forms = forms_of(state, &n).await?;
+    let (forms, available) = forms_of(state, &n).await?;
     render(
         StatusCode::OK,
         list_page(
             &ctx,
             &n,
-            &forms,
+            (&forms, &available),
             &FormInput::new_form(),
             &FieldErrors::new(),
         ),
@@ -194,10 +247,10 @@ pub async fn create(
         }
         Err(e) => {
             let problems = invalid_fields(e)?;
-            let forms = forms_of(state, &n).await?;
+            let (forms, available) = forms_of(state, &n).await?;
             render(
                 StatusCode::UNPROCESSABLE_ENTITY,
-                list_page(&ctx, &n, &forms, &input, &problems),
+                list_page(&ctx, &n, (&forms, &available), &input, &problems),
             )
         }
     }
@@ -212,11 +265,18 @@ pub async fn show(
 ) -> WebResult {
     let ctx = Ctx::load(req, state).await?;
     let n = owned(&ctx, state, &id).await?;
-    let form = form_of(state, &n, &fid).await?;
+    let (form, available) = form_of(state, &n, &fid).await?;
     let typed = FormInput::of(&form);
     render(
         StatusCode::OK,
-        form_page(&ctx, state, &n, &form, &typed, &FieldErrors::new()),
+        form_page(
+            &ctx,
+            state,
+            &n,
+            (&form, &available),
+            &typed,
+            &FieldErrors::new(),
+        ),
     )
 }
 
@@ -229,7 +289,7 @@ pub async fn update(
     Data(state): Data<&State>,
 ) -> WebResult {
     let (posted, ctx, n) = owned_post(req, state, &id, body).await?;
-    let form = form_of(state, &n, &fid).await?;
+    let (form, available) = form_of(state, &n, &fid).await?;
     let (nid, form_id, input) = (n.id, form.id, typed(&posted));
     let given = input.clone();
     match state
@@ -245,7 +305,7 @@ pub async fn update(
             let problems = invalid_fields(e)?;
             render(
                 StatusCode::UNPROCESSABLE_ENTITY,
-                form_page(&ctx, state, &n, &form, &input, &problems),
+                form_page(&ctx, state, &n, (&form, &available), &input, &problems),
             )
         }
     }
@@ -260,7 +320,7 @@ pub async fn delete(
     Data(state): Data<&State>,
 ) -> WebResult {
     let (_, ctx, n) = owned_post(req, state, &id, body).await?;
-    let form = form_of(state, &n, &fid).await?;
+    let (form, _) = form_of(state, &n, &fid).await?;
     let (nid, form_id) = (n.id, form.id);
     state
         .db

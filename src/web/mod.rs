@@ -21,6 +21,7 @@ mod settings;
 mod stats;
 mod subscribers;
 mod time_zones;
+mod topics;
 mod webhooks;
 
 use std::sync::Arc;
@@ -406,6 +407,10 @@ fn settings_routes(route: Route) -> Route {
             get(fields::list).post(fields::create),
         )
         .at("/newsletters/:id/fields/:fid/delete", post(fields::delete))
+        .at(
+            "/newsletters/:id/topics",
+            get(topics::show).post(topics::save),
+        )
         .at("/newsletters/:id/memberships", get(memberships::show))
         .at(
             "/newsletters/:id/memberships/plan",

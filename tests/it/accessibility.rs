@@ -160,6 +160,12 @@ fn dashboard_pages_have_no_axe_violations() {
             ("memberships", format!("{n}/memberships"), "main h1"),
             ("forms", format!("{n}/forms"), "#new-form"),
             ("custom fields", format!("{n}/fields"), "#fields"),
+            ("topics", format!("{n}/topics"), "main h1"),
+            (
+                "send page with a field condition",
+                format!("{issue_path}/send"),
+                "select[name=field_name]",
+            ),
             ("account", "/account".to_string(), "main h1"),
             ("operator", "/operator".to_string(), "#pending table"),
             ("custom domain records", domain.clone(), "table.records"),

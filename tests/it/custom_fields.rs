@@ -2,6 +2,8 @@
 //! the API, set on subscribers by type (an unknown field or a value its type cannot hold is
 //! 422 and changes nothing), shown on the subscriber object, renamed and deleted.
 
+use std::time::Duration;
+
 use crate::support::*;
 
 fn define(owner: &Owner, field: Value) -> Value {
@@ -457,4 +459,170 @@ fn the_dashboard_defines_fields_and_sets_a_subscribers_values() {
         owner.get(&format!("/subscribers/{sid}")).json()["fields"],
         json!({"first_name": "Ann", "age": 41})
     );
+}
+
+/// The page `import_page` once its import has finished.
+fn finished_import(owner: &Owner, import_page: &str) -> Resp {
+    owner
+        .client
+        .submit(import_page, &format!("{import_page}/start"), &[])
+        .expect(303);
+    wait_for("the import to finish", Duration::from_secs(60), || {
+        let page = owner.client.get(import_page);
+        page.body.contains("Import finished").then_some(page)
+    })
+}
+
+#[test]
+fn field_values_come_in_through_bulk_create_and_csv_import_checked_by_type() {
+    let app = spawn_app();
+    let owner = onboard(&app, "Imported Fields");
+    define(&owner, json!({"name": "first_name", "type": "text"}));
+    define(&owner, json!({"name": "age", "type": "number"}));
+    define(&owner, json!({"name": "vip", "type": "boolean"}));
+    define(
+        &owner,
+        json!({"name": "plan", "type": "choice", "options": ["weekly", "monthly"]}),
+    );
+    owner
+        .post(
+            "/subscribers",
+            &json!({"email": "kept@example.com", "fields": {"first_name": "Kept"}}),
+        )
+        .expect(201);
+
+    // Bulk create: each entry's values are checked on their own.
+    let bulk = owner.post(
+        "/subscribers/bulk_create",
+        &json!({"subscribers": [
+            {"email": "ann@example.com", "fields": {"first_name": "Ann", "age": 41, "vip": true}},
+            {"email": "bad@example.com", "fields": {"age": "many"}},
+            {"email": "odd@example.com", "fields": {"shoe_size": 42}},
+            {"email": "kept@example.com", "fields": {"first_name": "Changed"}},
+        ]}),
+    );
+    bulk.expect(200);
+    let outcome = bulk.json();
+    assert_eq!(
+        (outcome["created"].clone(), outcome["existing"].clone()),
+        (json!(1), json!(1))
+    );
+    let refused: Vec<(i64, String)> = outcome["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["index"].as_i64().unwrap(),
+                e["message"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(refused.len(), 2, "{outcome}");
+    assert_eq!(refused[0].0, 1);
+    assert!(refused[0].1.contains("must be a number"), "{refused:?}");
+    assert_eq!(refused[1].0, 2);
+    assert!(refused[1].1.contains("is not a field"), "{refused:?}");
+    assert!(api_subscriber(&owner, "bad@example.com").is_none());
+    assert_eq!(
+        api_subscriber(&owner, "ann@example.com").unwrap()["fields"],
+        json!({"first_name": "Ann", "age": 41, "vip": true})
+    );
+    assert_eq!(
+        api_subscriber(&owner, "kept@example.com").unwrap()["fields"],
+        json!({"first_name": "Kept"}),
+        "an address already there keeps its values"
+    );
+
+    // A header naming a field twice is refused before anything waits.
+    let twice = upload(
+        &owner,
+        "twice.csv",
+        b"email,first_name,First_Name\na@example.com,A,B\n",
+    );
+    twice.expect(422);
+    assert!(
+        twice.body.contains("two columns for the field first_name"),
+        "{}",
+        twice.body
+    );
+
+    // A CSV file: columns named as fields fill them, by type, hostile text kept as text.
+    let csv = "email,First_Name,age,vip,plan,Shoe size\n\
+               cara@example.com,\"<b>Cara</b>\",29,yes,monthly,40\n\
+               dan@example.com,Dan,forty,no,weekly,41\n\
+               eve@example.com,Eve,33,maybe,weekly,42\n\
+               fay@example.com,Fay,,,daily,43\n\
+               kept@example.com,Imported,50,yes,weekly,44\n\
+               gus@example.com,,,,,45\n";
+    let import_page = upload(&owner, "fields.csv", csv.as_bytes()).redirect();
+    let preview = owner.client.get(&import_page);
+    preview.expect(200);
+    for expected in [
+        "<code>First_Name</code> → the custom field first_name (text), for new subscribers",
+        "<code>age</code> → the custom field age (number), for new subscribers",
+        "<code>Shoe size</code> → ignored",
+        "age must be a number",
+    ] {
+        assert!(
+            preview.body.contains(expected),
+            "preview lacks {expected:?}:\n{}",
+            preview.body
+        );
+    }
+    let done = finished_import(&owner, &import_page);
+    for expected in [
+        "<td>3</td><td>dan@example.com</td><td>age must be a number</td>",
+        "<td>4</td><td>eve@example.com</td><td>vip must be true or false</td>",
+        "<td>5</td><td>fay@example.com</td><td>plan must be one of weekly, monthly</td>",
+    ] {
+        assert!(
+            done.body.contains(expected),
+            "result lacks {expected:?}:\n{}",
+            done.body
+        );
+    }
+    assert_eq!(
+        api_subscriber(&owner, "cara@example.com").unwrap()["fields"],
+        json!({"first_name": "<b>Cara</b>", "age": 29, "vip": true, "plan": "monthly"})
+    );
+    assert_eq!(
+        api_subscriber(&owner, "gus@example.com").unwrap()["fields"],
+        json!({})
+    );
+    assert!(api_subscriber(&owner, "dan@example.com").is_none());
+    assert_eq!(
+        api_subscriber(&owner, "kept@example.com").unwrap()["fields"],
+        json!({"first_name": "Kept"}),
+        "an import adds values to the subscribers it brings only"
+    );
+
+    // What the export writes, another newsletter with the same fields reads back.
+    let exported = owner.client.get(&format!(
+        "/newsletters/{}/subscribers/export.csv",
+        owner.newsletter_id
+    ));
+    exported.expect(200);
+    let other = onboard(&app, "Second Fields");
+    define(&other, json!({"name": "first_name", "type": "text"}));
+    define(&other, json!({"name": "age", "type": "number"}));
+    define(&other, json!({"name": "vip", "type": "boolean"}));
+    define(
+        &other,
+        json!({"name": "plan", "type": "choice", "options": ["weekly", "monthly"]}),
+    );
+    let page = upload(&other, "export.csv", exported.body.as_bytes()).redirect();
+    finished_import(&other, &page);
+    for email in [
+        "ann@example.com",
+        "cara@example.com",
+        "kept@example.com",
+        "gus@example.com",
+    ] {
+        assert_eq!(
+            api_subscriber(&other, email).unwrap()["fields"],
+            api_subscriber(&owner, email).unwrap()["fields"],
+            "{email}"
+        );
+    }
 }

@@ -19,23 +19,6 @@ fn listed(body: &str, nid: i64) -> usize {
         .count()
 }
 
-/// The subscriber with `email`, through the API.
-fn api_subscriber(owner: &Owner, email: &str) -> Option<Value> {
-    for page in 1.. {
-        let list = owner
-            .get(&format!("/subscribers?per_page=100&page={page}"))
-            .json();
-        let rows = list["subscribers"].as_array().unwrap();
-        if let Some(found) = rows.iter().find(|s| s["email"] == email) {
-            return Some(found.clone());
-        }
-        if list["meta"]["has_more"] != true {
-            break;
-        }
-    }
-    None
-}
-
 fn api_count(owner: &Owner) -> usize {
     let mut total = 0;
     for page in 1.. {

@@ -431,7 +431,8 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
          applied 0025_newsletter_relays\napplied 0026_send_usage\n\
          applied 0027_media\napplied 0028_issue_edits\napplied 0029_link_reports\n\
          applied 0030_mail_details\napplied 0031_account_changes\napplied 0032_site_pages\napplied 0033_memberships\n\
-         applied 0034_membership_lapses\napplied 0035_signup_forms\napplied 0036_sources\napplied 0037_custom_fields"
+         applied 0034_membership_lapses\napplied 0035_signup_forms\napplied 0036_sources\napplied 0037_custom_fields\n\
+         applied 0038_field_segments\napplied 0039_form_fields\napplied 0040_preferences"
     );
 
     let conn = rusqlite::Connection::open(&db).unwrap();
@@ -451,7 +452,9 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
         // `public`, and `paid_members_only`, 0; each delivery's `teaser`, 0) and 0035 (the
         // empty form tables; each subscription request's `tags`, `[]`, and `form_id`, NULL)
         // and 0036 (each subscriber's and request's source, referrer and campaign, NULL)
-        // and 0037 (the empty custom field tables):
+        // and 0037 (the empty custom field tables) and 0038 (the empty field conditions of
+        // audiences, and each field's `deleted_at`) and 0039 (each form's and request's
+        // `fields` and `field_values`, `[]`) and 0040 (the empty pauses and topics):
         // the rest is as 0020 left it.
         let copy = app.data_dir().join("before-0022.db");
         conn.execute("VACUUM INTO ?1", [copy.to_str().unwrap()])
@@ -489,6 +492,7 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
              ALTER TABLE issues DROP COLUMN visibility;
              ALTER TABLE issues DROP COLUMN paid_members_only;
              ALTER TABLE deliveries DROP COLUMN teaser;
+             ALTER TABLE signup_forms DROP COLUMN fields;
              ALTER TABLE subscription_requests DROP COLUMN form_id;
              ALTER TABLE subscription_requests DROP COLUMN tags;
              DROP TABLE used_challenges; DROP TABLE signup_forms;
@@ -501,6 +505,9 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
              ALTER TABLE subscription_requests DROP COLUMN utm_source;
              ALTER TABLE subscription_requests DROP COLUMN utm_medium;
              ALTER TABLE subscription_requests DROP COLUMN utm_campaign;
+             DROP TABLE issue_audience_fields;
+             ALTER TABLE subscription_requests DROP COLUMN field_values;
+             DROP TABLE subscriber_pauses; DROP TABLE newsletter_topics;
              DROP TABLE subscriber_field_values; DROP TABLE custom_fields;",
         )
         .unwrap();

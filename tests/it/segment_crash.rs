@@ -122,7 +122,7 @@ fn segment_crash_kill_9_midway_reaches_the_audience_once_and_nobody_else() {
     let n = audience.len() as i64;
     assert_eq!(
         sent["audience"],
-        json!({"tags": ["news"], "exclude_tags": ["vip"]})
+        json!({"tags": ["news"], "exclude_tags": ["vip"], "field": null})
     );
     assert_eq!(sent["recipients"], n);
     assert_eq!(sent["delivery"]["recipients"], n, "{}", sent["delivery"]);

@@ -132,7 +132,7 @@ fn segments_send_now_reaches_any_of_the_tags_and_none_of_the_excluded() {
     let sent = wait_status(&owner, id, "sent", Duration::from_secs(20));
     assert_eq!(
         sent["audience"],
-        json!({"tags": ["events", "news"], "exclude_tags": ["vip"]})
+        json!({"tags": ["events", "news"], "exclude_tags": ["vip"], "field": null})
     );
     assert_eq!(sent["recipients"], 2);
     assert_eq!(sent["delivery"]["recipients"], 2);
@@ -174,7 +174,10 @@ fn segments_send_now_reaches_any_of_the_tags_and_none_of_the_excluded() {
     resp.expect(200);
     assert_eq!(resp.json()["subscribers"], 4);
     let sent = wait_status(&owner, id, "sent", Duration::from_secs(20));
-    assert_eq!(sent["audience"], json!({"tags": [], "exclude_tags": []}));
+    assert_eq!(
+        sent["audience"],
+        json!({"tags": [], "exclude_tags": [], "field": null})
+    );
     assert_eq!(sent["recipients"], 4);
     assert_eq!(received(&app, &all, "Everyone").len(), 4);
 
@@ -235,7 +238,10 @@ fn segments_bad_audiences_are_refused_and_change_nothing() {
 
     let shown = issue(&owner, id);
     assert_eq!(shown["status"], "approved");
-    assert_eq!(shown["audience"], json!({"tags": [], "exclude_tags": []}));
+    assert_eq!(
+        shown["audience"],
+        json!({"tags": [], "exclude_tags": [], "field": null})
+    );
     assert_eq!(shown["recipients"], Value::Null);
     assert_eq!(jobs(), jobs_before, "no send was queued");
     assert_eq!(
@@ -255,7 +261,7 @@ fn segments_bad_audiences_are_refused_and_change_nothing() {
     assert!(resp.json()["error"]["details"]["audience.tags"].is_array());
     assert_eq!(
         issue(&owner, id)["audience"],
-        json!({"tags": [], "exclude_tags": []})
+        json!({"tags": [], "exclude_tags": [], "field": null})
     );
 }
 
@@ -277,7 +283,7 @@ fn segments_scheduled_issue_sends_to_its_recorded_audience() {
     let id = created["id"].as_i64().unwrap();
     assert_eq!(
         created["audience"],
-        json!({"tags": ["events", "vip"], "exclude_tags": []})
+        json!({"tags": ["events", "vip"], "exclude_tags": [], "field": null})
     );
     assert_eq!(created["recipients"], Value::Null);
     // Narrowed while it waits: recorded for the scheduled send.
@@ -311,7 +317,7 @@ fn segments_scheduled_issue_sends_to_its_recorded_audience() {
     cleared.expect(200);
     assert_eq!(
         cleared.json()["audience"],
-        json!({"tags": [], "exclude_tags": []})
+        json!({"tags": [], "exclude_tags": [], "field": null})
     );
     // An empty body sends to the recorded audience (everyone now).
     let resp = owner.post(&format!("/issues/{id}/send_now"), &json!({}));
@@ -467,7 +473,7 @@ fn segments_dashboard_send_takes_the_ticks_it_was_labelled_for_or_reviews() {
     assert_eq!(issue(&owner, id)["status"], "approved");
     assert_eq!(
         issue(&owner, id)["audience"],
-        json!({"tags": [], "exclude_tags": []}),
+        json!({"tags": [], "exclude_tags": [], "field": null}),
         "nothing recorded either"
     );
 
@@ -693,7 +699,7 @@ fn segments_dashboard_schedules_with_an_audience() {
     assert_eq!(shown["status"], "scheduled");
     assert_eq!(
         shown["audience"],
-        json!({"tags": ["news"], "exclude_tags": ["vip"]})
+        json!({"tags": ["news"], "exclude_tags": ["vip"], "field": null})
     );
     let page = owner.client.get(&url);
     assert!(

@@ -238,7 +238,7 @@ fn send_audience_in_chromium_schedules_the_ticked_tags() {
     assert_eq!(shown["status"], "scheduled");
     assert_eq!(
         shown["audience"],
-        json!({"tags": ["news"], "exclude_tags": ["vip"]})
+        json!({"tags": ["news"], "exclude_tags": ["vip"], "field": null})
     );
     app.advance_clock(Duration::from_secs(2 * 3600));
     r.assert_sent_to((&app, &owner), (id, "Scheduled for the news"), &[&r.news]);

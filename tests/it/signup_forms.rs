@@ -618,3 +618,132 @@ fn each_subscriber_keeps_where_they_came_from_and_the_stats_count_new_ones_by_so
         json!({"form": 0, "import": 0, "api": 0, "dashboard": 0})
     );
 }
+
+#[test]
+fn a_form_asks_for_custom_fields_and_a_confirmed_reader_gets_their_values() {
+    let app = spawn_app();
+    let owner = onboard_paid(&app, "Fielded Forms");
+    let define = |field: Value| -> i64 {
+        let resp = owner.post("/fields", &json!({ "field": field }));
+        resp.expect(201);
+        resp.json()["id"].as_i64().unwrap()
+    };
+    let first = define(json!({"name": "first_name", "type": "text"}));
+    let age = define(json!({"name": "age", "type": "number"}));
+    let topic = define(json!({"name": "topic", "type": "choice", "options": ["rust", "go"]}));
+    let consent = define(json!({"name": "consent", "type": "boolean"}));
+    let unasked = define(json!({"name": "score", "type": "number"}));
+    let uses = [
+        (format!("form[fields][{first}]"), "required"),
+        (format!("form[fields][{age}]"), "optional"),
+        (format!("form[fields][{topic}]"), "optional"),
+        (format!("form[fields][{consent}]"), "required"),
+        (format!("form[fields][{unasked}]"), "off"),
+    ];
+    let uses: Vec<(&str, &str)> = uses.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    let id = make_form(&owner, &uses);
+
+    // The form asks for each by its type, required ones marked so.
+    let page = app.site_client(&owner.subdomain).get(&format!("/f/{id}"));
+    page.expect(200);
+    for expected in [
+        "First name <input type=\"text\" name=\"fields[first_name]\" maxlength=\"500\" required>",
+        "Age (optional) <input type=\"number\" step=\"any\" name=\"fields[age]\">",
+        "<select name=\"fields[topic]\"><option value=\"\">Choose…</option><option value=\"rust\">rust</option>",
+        "<input type=\"checkbox\" name=\"fields[consent]\" value=\"yes\" required> Consent",
+    ] {
+        assert!(
+            page.body.contains(expected),
+            "{expected:?} not in:\n{}",
+            page.body
+        );
+    }
+    assert!(!page.body.contains("fields[score]"), "{}", page.body);
+
+    // Missing and unfit values: the form again saying each, nothing recorded.
+    let email = unique_email("fielded");
+    let before = requests(&app);
+    let bad = post(
+        &app,
+        &owner,
+        &id,
+        &[
+            ("email", &email),
+            ("fields[age]", "many"),
+            ("fields[topic]", "java"),
+        ],
+        &[],
+    );
+    assert_eq!(bad.status, 422, "{}", bad.body);
+    for problem in [
+        "First name can&#39;t be blank",
+        "Age must be a number",
+        "Topic must be one of rust, go",
+        "Consent must be ticked",
+    ] {
+        assert!(
+            bad.body.contains(problem) || bad.body.contains(&problem.replace("&#39;", "'")),
+            "{problem:?} not in:\n{}",
+            bad.body
+        );
+    }
+    assert_eq!(requests(&app), before);
+
+    // A good post, hostile text kept as text; a field the form does not ask is not read.
+    let good = post(
+        &app,
+        &owner,
+        &id,
+        &[
+            ("email", &email),
+            ("fields[first_name]", "<b>Zoe</b>"),
+            ("fields[age]", "33"),
+            ("fields[topic]", "rust"),
+            ("fields[consent]", "yes"),
+            ("fields[score]", "99"),
+        ],
+        &[],
+    );
+    good.expect(200);
+    confirm_nth(&app, &owner, &email, 1);
+    assert_eq!(
+        subscriber_of(&owner, &email)["fields"],
+        json!({"first_name": "<b>Zoe</b>", "age": 33, "topic": "rust", "consent": true})
+    );
+
+    // The settings show each field's use; a field deleted since the page was shown is refused.
+    let form_id: i64 = app
+        .db()
+        .query_row(
+            "SELECT id FROM signup_forms WHERE public_id = ?1",
+            [&id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let at = format!("/newsletters/{}/forms/{form_id}", owner.newsletter_id);
+    let settings = owner.client.get(&at);
+    assert!(
+        settings.body.contains(&format!("name=\"form[fields][{first}]\"><option value=\"off\">Not asked</option><option value=\"optional\">Asked, optional</option><option value=\"required\" selected>")),
+        "{}",
+        settings.body
+    );
+    owner.delete(&format!("/fields/{unasked}")).expect(204);
+    let stale = owner.client.submit(
+        &at,
+        &at,
+        &[
+            ("form[name]", "Blog sidebar"),
+            ("form[button_text]", "Join"),
+            ("form[success_message]", "Almost there: check your inbox."),
+            ("form[pow_cost]", "1000"),
+            (&format!("form[fields][{unasked}]"), "optional"),
+        ],
+    );
+    stale.expect(422);
+    assert!(stale.body.contains("no longer there"), "{}", stale.body);
+    // A deleted field is no longer asked.
+    owner.delete(&format!("/fields/{age}")).expect(204);
+    let page = app.site_client(&owner.subdomain).get(&format!("/f/{id}"));
+    assert!(!page.body.contains("fields[age]"), "{}", page.body);
+    assert!(page.body.contains("fields[first_name]"));
+}

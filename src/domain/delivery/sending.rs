@@ -13,7 +13,9 @@ use crate::domain::content::merge_tags::Reader;
 use crate::domain::issues::{self, Issue, Queued, Status, Visibility};
 use crate::domain::newsletters::{self, Newsletter};
 use crate::domain::reports::stats::rate;
-use crate::domain::subscribers::audience::Audience;
+use crate::domain::subscribers::audience::{
+    FieldCondition, FieldSegmentSql, field_segment_params, field_segment_sql,
+};
 use crate::domain::subscribers::custom_fields::values_from_json;
 use crate::domain::{DomainError, DomainResult, ErrorCode, delivery::tracking, events};
 use crate::store::write_tx;
@@ -94,7 +96,9 @@ fn record_recipients(conn: &Connection, issue: &Issue, now: &Timestamp) -> Domai
          SELECT ?1, id, email, ?2, ?4 AND NOT EXISTS (SELECT 1 FROM memberships m
                 WHERE m.subscriber_id = subscribers.id AND m.status != 'free'
                   AND (m.access_until IS NULL OR m.access_until > ?2))
-         FROM subscribers WHERE newsletter_id = ?3 AND status = 'active' ORDER BY id";
+         FROM subscribers WHERE newsletter_id = ?3 AND status = 'active'
+           AND NOT EXISTS (SELECT 1 FROM subscriber_pauses z WHERE z.subscriber_id = subscribers.id AND z.until > ?2)
+         ORDER BY id";
     const AUDIENCE: &str =
         "INSERT OR IGNORE INTO deliveries (issue_id, subscriber_id, email, created_at, teaser)
          SELECT ?1, s.id, s.email, ?2, ?6 AND NOT EXISTS (SELECT 1 FROM memberships m
@@ -105,6 +109,7 @@ fn record_recipients(conn: &Connection, issue: &Issue, now: &Timestamp) -> Domai
                 WHERE t.subscriber_id = s.id AND +t.tag IN (SELECT value FROM json_each(?4))))
            AND NOT EXISTS (SELECT 1 FROM subscriber_tags x
                 WHERE x.subscriber_id = s.id AND +x.tag IN (SELECT value FROM json_each(?5)))
+           AND NOT EXISTS (SELECT 1 FROM subscriber_pauses z WHERE z.subscriber_id = s.id AND z.until > ?2)
          ORDER BY s.id";
     // Along the members' rows: a paid send reads them, not the list.
     const PAID_MEMBERS: &str = "INSERT OR IGNORE INTO deliveries (issue_id, subscriber_id, email, created_at)
@@ -115,8 +120,12 @@ fn record_recipients(conn: &Connection, issue: &Issue, now: &Timestamp) -> Domai
                 WHERE t.subscriber_id = s.id AND +t.tag IN (SELECT value FROM json_each(?4))))
            AND NOT EXISTS (SELECT 1 FROM subscriber_tags x
                 WHERE x.subscriber_id = s.id AND +x.tag IN (SELECT value FROM json_each(?5)))
+           AND NOT EXISTS (SELECT 1 FROM subscriber_pauses z WHERE z.subscriber_id = s.id AND z.until > ?2)
          ORDER BY s.id";
     let teasers = issue.visibility == Visibility::Paid && !issue.audience.paid_only;
+    if let Some(condition) = &issue.audience.field {
+        return record_field_segment(conn, issue, condition, now, teasers);
+    }
     if issue.audience.is_everyone() {
         conn.execute(EVERYONE, (issue.id, now, issue.newsletter_id, teasers))?;
     } else {
@@ -141,6 +150,48 @@ fn record_recipients(conn: &Connection, issue: &Issue, now: &Timestamp) -> Domai
             )?;
         }
     }
+    Ok(())
+}
+
+/// [`record_recipients`] for an audience with a field condition: the rows its count reads
+/// (`audience::field_segment`), a teaser for those without paid access when `teasers`.
+fn record_field_segment(
+    conn: &Connection,
+    issue: &Issue,
+    condition: &FieldCondition,
+    now: &Timestamp,
+    teasers: bool,
+) -> DomainResult<()> {
+    macro_rules! insert {
+        ($drive:ident, $op:literal) => {
+            concat!(
+                "INSERT OR IGNORE INTO deliveries (issue_id, subscriber_id, email, created_at, teaser)
+                 SELECT ?8, s.id, s.email, ?7, ?9 AND NOT EXISTS (SELECT 1 FROM memberships p
+                        WHERE p.subscriber_id = s.id AND p.status != 'free'
+                          AND (p.access_until IS NULL OR p.access_until > ?7)) FROM",
+                crate::field_segment!($drive, $op),
+                " ORDER BY s.id"
+            )
+        };
+    }
+    const SQL: FieldSegmentSql = [
+        [
+            insert!(by_values, "="),
+            insert!(by_values, "<"),
+            insert!(by_values, ">"),
+        ],
+        [
+            insert!(by_list, "="),
+            insert!(by_list, "<"),
+            insert!(by_list, ">"),
+        ],
+    ];
+    let sql = field_segment_sql(conn, issue.newsletter_id, condition, &SQL)?;
+    let (n, tags, except, field, value, paid_only, at) =
+        field_segment_params(issue.newsletter_id, &issue.audience, condition, now);
+    conn.prepare_cached(sql)?.execute((
+        n, tags, except, field, value, paid_only, at, issue.id, teasers,
+    ))?;
     Ok(())
 }
 
@@ -432,25 +483,18 @@ fn counts(conn: &Connection, issue_id: i64) -> DomainResult<(Progress, [i64; 3])
 /// (`issues::check_sendable`), over the issue's recorded audience. `None` for any other
 /// issue. The window is short: the send job records the rows when it starts.
 fn planned_recipients(conn: &Connection, issue_id: i64) -> DomainResult<Option<i64>> {
-    const QUEUED: &str = "SELECT newsletter_id,
-           (SELECT group_concat(tag, char(10)) FROM issue_audience_tags WHERE issue_id = ?1 AND excluded = 0),
-           (SELECT group_concat(tag, char(10)) FROM issue_audience_tags WHERE issue_id = ?1 AND excluded = 1)
-         FROM issues WHERE id = ?1 AND status = 'sending' AND recipients_at IS NULL";
-    let Some((newsletter_id, audience)) = conn
-        .query_row(QUEUED, [issue_id], |r| {
-            Ok((
-                r.get::<_, i64>(0)?,
-                Audience::from_lines(r.get(1)?, r.get(2)?),
-            ))
-        })
+    const QUEUED: &str = "SELECT newsletter_id FROM issues WHERE id = ?1 AND status = 'sending' AND recipients_at IS NULL";
+    let Some(newsletter_id) = conn
+        .query_row(QUEUED, [issue_id], |r| r.get::<_, i64>(0))
         .optional()?
     else {
         return Ok(None);
     };
+    let issue = crate::domain::issues::get(conn, newsletter_id, issue_id)?;
     Ok(Some(crate::domain::subscribers::audience::count(
         conn,
         newsletter_id,
-        &audience,
+        &issue.audience,
     )?))
 }
 

@@ -247,7 +247,8 @@ macro_rules! select_issue {
             "(SELECT group_concat(tag, char(10)) FROM (SELECT tag FROM issue_audience_tags WHERE issue_id = i.id AND excluded = 0 ORDER BY tag)), ",
             "(SELECT group_concat(tag, char(10)) FROM (SELECT tag FROM issue_audience_tags WHERE issue_id = i.id AND excluded = 1 ORDER BY tag)), ",
             "CASE WHEN i.recipients_at IS NULL THEN NULL ELSE coalesce((SELECT c.total FROM issue_counts c WHERE c.issue_id = i.id), 0) END, ",
-            "i.edited_at, i.excerpt, i.social_image_url, i.visibility, i.paid_members_only",
+            "i.edited_at, i.excerpt, i.social_image_url, i.visibility, i.paid_members_only, ",
+            crate::stored_field_json!(),
             " FROM issues i ", $($tail),+
         )
     };
@@ -272,7 +273,7 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Issue> {
         articles: Vec::new(),
         relay_down_since: row.get(13)?,
         send_resumes_at: row.get(14)?,
-        audience: Audience::from_lines(row.get(16)?, row.get(17)?),
+        audience: Audience::from_stored(row.get(16)?, row.get(17)?, row.get(24)?),
         recipients: row.get(18)?,
         edited_at: row.get(19)?,
         excerpt: row.get(20)?,
@@ -1160,8 +1161,8 @@ fn set_audience(
     chosen: Option<&Audience>,
 ) -> DomainResult<()> {
     if let Some(chosen) = chosen {
-        audience::check_known(conn, newsletter_id, chosen, "audience.")?;
-        audience::store(conn, id, chosen)?;
+        let known = audience::check_known(conn, newsletter_id, chosen, "audience.")?;
+        audience::store(conn, id, &known)?;
     }
     Ok(())
 }
@@ -1936,8 +1937,7 @@ mod tests {
         let newsletter = newsletters::get(&conn, 1).unwrap();
         let segment = Audience {
             tags: vec!["news".into()],
-            exclude_tags: Vec::new(),
-            paid_only: false,
+            ..Default::default()
         };
         assert!(publishes_by_default(&newsletter, &Audience::default()));
         assert!(!publishes_by_default(&newsletter, &segment));

@@ -12,7 +12,8 @@ use serde_json::Value;
 
 use crate::clock::Timestamp;
 use crate::domain::values::text_pattern::Refused;
-use crate::domain::{DomainError, DomainResult, FieldErrors, clean_line};
+use crate::domain::{DomainError, DomainResult, ErrorCode, FieldErrors, clean_line};
+use crate::store::{jobs, write_tx};
 
 crate::string_enum!(
     /// What a field holds.
@@ -47,6 +48,13 @@ pub struct CustomField {
     pub options: Vec<String>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+}
+
+impl CustomField {
+    /// The field's name as a form's label and a message say it: `first_name` is "First name".
+    pub fn label(&self) -> String {
+        crate::domain::humanize(&self.name)
+    }
 }
 
 /// A field as a door gives it, not yet checked. On an update, `None` keeps what is stored.
@@ -84,7 +92,7 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<CustomField> {
 
 /// The newsletter's fields, oldest first (at most [`FIELDS_MAX`]).
 pub fn list(conn: &Connection, newsletter_id: i64) -> DomainResult<Vec<CustomField>> {
-    const SQL: &str = select_field!("WHERE newsletter_id = ?1 ORDER BY id");
+    const SQL: &str = select_field!("WHERE newsletter_id = ?1 AND deleted_at IS NULL ORDER BY id");
     let fields = conn
         .prepare_cached(SQL)?
         .query_map([newsletter_id], from_row)?
@@ -93,7 +101,7 @@ pub fn list(conn: &Connection, newsletter_id: i64) -> DomainResult<Vec<CustomFie
 }
 
 pub fn get(conn: &Connection, newsletter_id: i64, id: i64) -> DomainResult<CustomField> {
-    const SQL: &str = select_field!("WHERE newsletter_id = ?1 AND id = ?2");
+    const SQL: &str = select_field!("WHERE newsletter_id = ?1 AND id = ?2 AND deleted_at IS NULL");
     conn.query_row(SQL, (newsletter_id, id), from_row)
         .optional()?
         .ok_or(DomainError::NotFound("field"))
@@ -214,7 +222,8 @@ pub fn create(
     input: &FieldInput,
 ) -> DomainResult<CustomField> {
     let (name, field_type, options) = check(input, None)?;
-    const COUNT: &str = "SELECT count(*) FROM custom_fields WHERE newsletter_id = ?1";
+    const COUNT: &str =
+        "SELECT count(*) FROM custom_fields WHERE newsletter_id = ?1 AND deleted_at IS NULL";
     let fields: i64 = conn.query_row(COUNT, [newsletter_id], |r| r.get(0))?;
     if fields >= FIELDS_MAX {
         return Err(DomainError::invalid(
@@ -274,17 +283,53 @@ pub fn update(
     get(conn, newsletter_id, id)
 }
 
-/// Deletes a field and every subscriber's value of it.
-pub fn delete(conn: &Connection, newsletter_id: i64, id: i64) -> DomainResult<()> {
-    const DELETE: &str = "DELETE FROM custom_fields WHERE newsletter_id = ?1 AND id = ?2";
-    match conn.execute(DELETE, (newsletter_id, id))? {
-        0 => Err(DomainError::NotFound("field")),
-        _ => Ok(()),
-    }
+/// Deletes a field: it is gone at once for every reader (its name free again), and its
+/// values are deleted in short batches by the `delete_field_values` job. A field that the
+/// audience of an issue not yet sent names is refused: the audience would change under it.
+pub fn delete(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainResult<CustomField> {
+    const USED: &str =
+        "SELECT i.subject FROM issue_audience_fields a JOIN issues i ON i.id = a.issue_id
+         WHERE a.field_id = ?1 AND i.recipients_at IS NULL LIMIT 1";
+    const HIDE: &str = "UPDATE custom_fields SET deleted_at = ?2, name = '#' || id WHERE id = ?1";
+    write_tx(conn, |tx| {
+        let field = get(tx, newsletter_id, id)?;
+        if let Some(subject) = tx
+            .query_row(USED, [id], |r| r.get::<_, String>(0))
+            .optional()?
+        {
+            return Err(DomainError::rejected(
+                ErrorCode::InvalidState,
+                format!(
+                    "The field {} chooses the audience of “{subject}”, not yet sent: change that audience first.",
+                    field.name
+                ),
+            ));
+        }
+        tx.execute(HIDE, (id, Timestamp::now()))?;
+        jobs::queue_field_deletion(tx, id)?;
+        Ok(field)
+    })
+}
+
+/// Deletes up to `batch` values of deleted field `field_id`, then, when none are left, the
+/// field's row; true while more may be left. Each call is one short transaction.
+pub fn delete_values_batch(conn: &mut Connection, field_id: i64, batch: i64) -> DomainResult<bool> {
+    const VALUES: &str =
+        "DELETE FROM subscriber_field_values WHERE field_id = ?1 AND subscriber_id IN (
+         SELECT subscriber_id FROM subscriber_field_values WHERE field_id = ?1 LIMIT ?2)";
+    const FIELD: &str = "DELETE FROM custom_fields WHERE id = ?1 AND deleted_at IS NOT NULL";
+    write_tx(conn, |tx| {
+        let deleted = tx.execute(VALUES, (field_id, batch))?;
+        if (deleted as i64) < batch {
+            tx.execute(FIELD, [field_id])?;
+            return Ok(false);
+        }
+        Ok(true)
+    })
 }
 
 /// `value` checked as a value of `field`: what is stored, or why not. `null` is no value.
-fn stored_value(field: &CustomField, value: &Value) -> Result<Option<SqlValue>, String> {
+pub(super) fn stored_value(field: &CustomField, value: &Value) -> Result<Option<SqlValue>, String> {
     let kind = field.field_type;
     let text = value.as_str().map(str::trim);
     Ok(Some(match (kind, value) {
@@ -354,7 +399,15 @@ fn checked(
     if given.is_empty() {
         return Ok(Vec::new());
     }
-    let fields = list(conn, newsletter_id)?;
+    checked_against(&list(conn, newsletter_id)?, given)
+        .map_err(|errors| DomainError::Invalid(ErrorCode::ValidationError, errors))
+}
+
+/// [`checked`] against `fields` already read (a bulk create checks many entries with one list).
+pub(super) fn checked_against(
+    fields: &[CustomField],
+    given: &Values,
+) -> Result<Vec<(i64, Option<SqlValue>)>, FieldErrors> {
     let mut errors = FieldErrors::new();
     let mut writes = Vec::with_capacity(given.len());
     for (key, value) in given {
@@ -368,8 +421,10 @@ fn checked(
             Err(message) => errors.add(&format!("fields.{key}"), message),
         }
     }
-    errors.into_result()?;
-    Ok(writes)
+    match errors.is_empty() {
+        true => Ok(writes),
+        false => Err(errors),
+    }
 }
 
 /// Sets the given values of one subscriber inside the caller's transaction: each key must
@@ -399,6 +454,23 @@ pub fn set_values(
     Ok(())
 }
 
+/// Sets values already checked by [`stored_value`] (an import's, a form's) on a subscriber,
+/// inside the caller's transaction; a field deleted since it was read is passed over.
+pub(super) fn put_values(
+    tx: &Connection,
+    subscriber_id: i64,
+    values: &[(i64, SqlValue)],
+) -> DomainResult<()> {
+    const ADD: &str = "INSERT INTO subscriber_field_values (subscriber_id, field_id, value)
+         SELECT ?1, id, ?3 FROM custom_fields WHERE id = ?2 AND deleted_at IS NULL
+         ON CONFLICT (subscriber_id, field_id) DO UPDATE SET value = excluded.value";
+    for (field_id, value) in values {
+        tx.prepare_cached(ADD)?
+            .execute((subscriber_id, field_id, value))?;
+    }
+    Ok(())
+}
+
 /// Checks `given` against the newsletter's fields without writing: the problems a
 /// [`set_values`] would report, for a create that has no subscriber yet.
 pub fn check_values(conn: &Connection, newsletter_id: i64, given: &Values) -> DomainResult<()> {
@@ -411,7 +483,8 @@ pub fn check_values(conn: &Connection, newsletter_id: i64, given: &Values) -> Do
 macro_rules! subscriber_field_values_json {
     () => {
         "(SELECT json_group_object(f.name, CASE f.type WHEN 'boolean' THEN json(CASE v.value WHEN 1 THEN 'true' ELSE 'false' END) ELSE v.value END)
-          FROM subscriber_field_values v JOIN custom_fields f ON f.id = v.field_id WHERE v.subscriber_id = s.id)"
+          FROM subscriber_field_values v JOIN custom_fields f ON f.id = v.field_id
+          WHERE v.subscriber_id = s.id AND f.deleted_at IS NULL)"
     };
 }
 

@@ -176,6 +176,7 @@ mod tests {
             allowed_origins: vec![],
             pow_cost: cost,
             created_at: Timestamp::now(),
+            fields: vec![],
         }
     }
 

@@ -33,11 +33,11 @@ use rusqlite::{Connection, OptionalExtension, Row};
 use crate::clock::{self, Timestamp};
 use crate::domain::content::merge_tags::value_text;
 use crate::domain::subscribers;
-use crate::domain::subscribers::custom_fields;
+use crate::domain::subscribers::custom_fields::{self, CustomField};
 pub use crate::domain::subscribers::import_columns::{ColumnUse, Columns, Source, TAG_SEPARATOR};
-use crate::domain::subscribers::import_columns::{Parsed, header_error};
+use crate::domain::subscribers::import_columns::{Extras, Parsed, header_error};
 use crate::domain::subscribers::import_lines::Rows;
-use crate::domain::subscribers::memberships::{self, Grant};
+use crate::domain::subscribers::memberships;
 use crate::domain::subscribers::origin::{self, Origin};
 use crate::domain::{DomainError, DomainResult, ErrorCode, FieldErrors, newsletters};
 use crate::store::{StoreError, write_tx};
@@ -143,17 +143,17 @@ fn csv_error(e: csv::Error) -> DomainError {
     }
 }
 
-fn read_header<R: Read>(reader: &mut Rows<R>) -> DomainResult<Columns> {
+fn read_header<R: Read>(reader: &mut Rows<R>, fields: &[CustomField]) -> DomainResult<Columns> {
     let mut record = ByteRecord::new();
     if reader.next(&mut record).map_err(csv_error)?.is_none() {
         record.clear();
     }
-    Columns::parse(&record)
+    Columns::parse(&record, fields)
 }
 
-/// Checks the header of `input` alone.
-pub fn check_header<R: Read>(input: R) -> DomainResult<Columns> {
-    read_header(&mut reader(input))
+/// Checks the header of `input` alone, with the newsletter's custom `fields`.
+pub fn check_header<R: Read>(input: R, fields: &[CustomField]) -> DomainResult<Columns> {
+    read_header(&mut reader(input), fields)
 }
 
 /// A batch of rows read and checked, to be committed together.
@@ -161,8 +161,8 @@ pub fn check_header<R: Read>(input: R) -> DomainResult<Columns> {
 struct Batch {
     rows: u64,
     valids: Vec<subscribers::Valid>,
-    /// The paid access the file gives, by index into `valids`.
-    grants: Vec<(usize, Grant)>,
+    /// What else the file gives (paid access, field values), by index into `valids`.
+    extras: Vec<(usize, Extras)>,
     skipped: u64,
     /// Refused rows, in the order of the file.
     refused: Vec<RowError>,
@@ -195,7 +195,8 @@ pub fn import_csv<R: Read + Send>(
 ) -> DomainResult<Totals> {
     newsletters::get(conn, newsletter_id)?.ensure_writable()?;
     let mut reader = reader(input);
-    let columns = read_header(&mut reader)?;
+    let fields = custom_fields::list(conn, newsletter_id)?;
+    let columns = read_header(&mut reader, &fields)?;
     observer.columns(&columns);
     let mut totals = resume;
     let mut record = ByteRecord::new();
@@ -249,10 +250,10 @@ fn read_batch<R: Read>(
         };
         batch.rows += 1;
         let refused = match columns.read(record) {
-            Parsed::Entry(entry, grant) => match subscribers::check(line as usize, entry)? {
+            Parsed::Entry(entry, extras) => match subscribers::check(line as usize, entry)? {
                 Ok(valid) => {
-                    if let Some(grant) = grant {
-                        batch.grants.push((batch.valids.len(), grant));
+                    if !extras.is_empty() {
+                        batch.extras.push((batch.valids.len(), extras));
                     }
                     batch.valids.push(valid);
                     continue;
@@ -296,11 +297,14 @@ fn commit(
         )?;
         let created = ids.iter().flatten().count();
         let existing = ids.len() - created;
-        // Only a subscriber the file brings gets its membership: an existing one keeps theirs.
-        for (at, grant) in &batch.grants {
-            if let Some(id) = ids[*at] {
+        // Only a subscriber the file brings gets its membership and field values: an
+        // existing one keeps theirs.
+        for (at, extras) in &batch.extras {
+            let Some(id) = ids[*at] else { continue };
+            if let Some(grant) = &extras.grant {
                 memberships::grant(tx, newsletter_id, id, grant)?;
             }
+            custom_fields::put_values(tx, id, &extras.values)?;
         }
         let refused = batch.refused.len() as u64;
         let kept = ERRORS_KEPT.saturating_sub(before.error_count as usize);
@@ -339,10 +343,10 @@ pub struct Preview {
     pub rows: Vec<PreviewRow>,
 }
 
-/// Reads the header and up to `limit` rows of `input`.
-pub fn preview<R: Read>(input: R, limit: usize) -> DomainResult<Preview> {
+/// Reads the header and up to `limit` rows of `input`, with the newsletter's custom `fields`.
+pub fn preview<R: Read>(input: R, fields: &[CustomField], limit: usize) -> DomainResult<Preview> {
     let mut reader = reader(input);
-    let columns = read_header(&mut reader)?;
+    let columns = read_header(&mut reader, fields)?;
     let mut rows = Vec::new();
     let mut record = ByteRecord::new();
     while rows.len() < limit {
@@ -379,6 +383,18 @@ pub fn preview<R: Read>(input: R, limit: usize) -> DomainResult<Preview> {
         });
     }
     Ok(Preview { columns, rows })
+}
+
+/// The [`preview`] of a stored upload: its file's header and first rows, read with the
+/// newsletter's custom fields as they are now. A file that cannot be read is the outer error.
+pub fn preview_upload(
+    conn: &Connection,
+    upload: &Upload,
+    limit: usize,
+) -> DomainResult<DomainResult<Preview>> {
+    let file = File::open(upload_path(conn, upload)?).map_err(StoreError::from)?;
+    let fields = custom_fields::list(conn, upload.newsletter_id)?;
+    Ok(preview(file, &fields, limit))
 }
 
 fn cell_text(record: &ByteRecord, at: usize) -> String {
@@ -628,7 +644,8 @@ pub fn record_upload(
                     "The file is empty: its first line must be a header such as email,name,tags.",
                 ));
             }
-            check_header(File::open(&path).map_err(StoreError::from)?)?;
+            let fields = custom_fields::list(conn, newsletter_id)?;
+            check_header(File::open(&path).map_err(StoreError::from)?, &fields)?;
             Ok(meta.len())
         });
     let size = match checked {
@@ -1031,7 +1048,7 @@ mod tests {
             ("mail,name\n", "no email column (found: mail, name)"),
             ("email,E-mail\n", "two e-mail address columns"),
         ] {
-            let message = check_header(csv.as_bytes()).unwrap_err().to_string();
+            let message = check_header(csv.as_bytes(), &[]).unwrap_err().to_string();
             assert!(message.contains(expect), "{csv:?}: {message}");
         }
         let mut conn = db();
@@ -1130,7 +1147,7 @@ mod tests {
     #[test]
     fn preview_shows_columns_and_row_problems() {
         let csv = "email,name,shoe size\nok@example.com,Ok,42\nnope,,\nleft@example.com,,\n";
-        let preview = preview(csv.as_bytes(), 2).unwrap();
+        let preview = preview(csv.as_bytes(), &[], 2).unwrap();
         let uses: Vec<ColumnUse> = preview.columns.header.iter().map(|(_, u)| *u).collect();
         assert_eq!(
             uses,
@@ -1152,7 +1169,7 @@ mod tests {
         let lines: Vec<u64> = totals.errors.iter().map(|e| e.line).collect();
         assert_eq!(lines, [3, 5, 7]);
         assert_eq!(totals.created, 2);
-        let preview = preview(csv.as_bytes(), 10).unwrap();
+        let preview = preview(csv.as_bytes(), &[], 10).unwrap();
         let lines: Vec<u64> = preview.rows.iter().map(|r| r.line).collect();
         assert_eq!(lines, [2, 3, 5, 7, 8]);
     }

@@ -12,7 +12,10 @@
 
 use csv::{ByteRecord, ReaderBuilder, StringRecord};
 
+use rusqlite::types::Value as SqlValue;
+
 use crate::clock::{self, Timestamp};
+use crate::domain::subscribers::custom_fields::{self, CustomField};
 use crate::domain::subscribers::memberships::Grant;
 use crate::domain::subscribers::{NewSubscriber, Status};
 use crate::domain::{DomainError, DomainResult, ErrorCode, FieldErrors};
@@ -74,6 +77,8 @@ pub enum ColumnUse {
     Membership,
     /// Until when paid access lasts (Broadsheet's `membership_until`, Substack's `expiry`).
     MembershipUntil,
+    /// A custom field of the newsletter, by the header naming it exactly (any case).
+    Field,
     Ignored,
 }
 
@@ -127,6 +132,7 @@ impl ColumnUse {
             ColumnUse::EmailDisabled => "email disabled",
             ColumnUse::Membership => "membership",
             ColumnUse::MembershipUntil => "membership until",
+            ColumnUse::Field => "custom field",
             ColumnUse::Ignored => "ignored",
         }
     }
@@ -157,13 +163,21 @@ pub struct Columns {
     /// The date columns, the one that wins first.
     dates: Vec<usize>,
     left: Vec<usize>,
+    /// The custom field each [`ColumnUse::Field`] column fills.
+    fields: Vec<(usize, CustomField)>,
 }
 
 impl Columns {
     /// Reads the header record; refuses a file whose first line does not name an email column.
-    pub(in crate::domain) fn parse(record: &ByteRecord) -> DomainResult<Columns> {
-        let mut header = Vec::new();
+    /// A column named as one of the newsletter's `fields` (exactly, in any case: `first_name`,
+    /// as the export writes it) fills that field, before any meaning of its own.
+    pub(in crate::domain) fn parse(
+        record: &ByteRecord,
+        fields: &[CustomField],
+    ) -> DomainResult<Columns> {
+        let mut header: Vec<(String, ColumnUse)> = Vec::new();
         let mut keys = Vec::new();
+        let mut filled: Vec<(usize, CustomField)> = Vec::new();
         for (i, raw) in record.iter().enumerate() {
             let text = std::str::from_utf8(raw).map_err(|_| {
                 header_error("The first line is not UTF-8 text: save the file as CSV (UTF-8).")
@@ -176,7 +190,21 @@ impl Columns {
             };
             let text = text.trim().to_string();
             keys.push(key(&text));
-            header.push((text, ColumnUse::of(keys.last().expect("just pushed"))));
+            let field = fields.iter().find(|f| f.name.eq_ignore_ascii_case(&text));
+            let usage = match field {
+                Some(field) => {
+                    if let Some((first, _)) = filled.iter().find(|(_, f)| f.id == field.id) {
+                        return Err(header_error(format!(
+                            "The header has two columns for the field {} ({:?} and {text:?}); keep one.",
+                            field.name, header[*first].0
+                        )));
+                    }
+                    filled.push((i, field.clone()));
+                    ColumnUse::Field
+                }
+                None => ColumnUse::of(keys.last().expect("just pushed")),
+            };
+            header.push((text, usage));
         }
         let find = |wanted: ColumnUse| -> DomainResult<Option<usize>> {
             let mut at = header.iter().enumerate().filter(|(_, (_, u))| *u == wanted);
@@ -212,6 +240,7 @@ impl Columns {
             membership_until: find(ColumnUse::MembershipUntil)?,
             dates: all(ColumnUse::SubscribedAt),
             left: all(ColumnUse::LeftAt),
+            fields: filled,
             header,
         })
     }
@@ -255,6 +284,14 @@ impl Columns {
                     .into()
             }
             ColumnUse::MembershipUntil => "end of the paid period".into(),
+            ColumnUse::Field => match self.fields.iter().find(|(i, _)| *i == at) {
+                Some((_, field)) => format!(
+                    "the custom field {} ({}), for new subscribers",
+                    field.name,
+                    field.field_type.as_str()
+                ),
+                None => "a custom field".into(),
+            },
             ColumnUse::Ignored => "ignored".into(),
         }
     }
@@ -311,6 +348,10 @@ impl Columns {
         for &at in &self.left {
             left |= !cell(Some(at))?.trim().is_empty();
         }
+        let mut values = Vec::new();
+        for (at, _) in &self.fields {
+            values.push(cell(Some(*at))?);
+        }
         Ok(Cells {
             email: cell(Some(self.email))?,
             name: cell(self.name)?,
@@ -323,6 +364,7 @@ impl Columns {
             membership_until: cell(self.membership_until)?,
             date,
             left,
+            values,
         })
     }
 }
@@ -367,12 +409,29 @@ struct Cells<'r> {
     /// The first filled date column and its text.
     date: Option<(usize, &'r str)>,
     left: bool,
+    /// The cell of each custom field column, in the order of [`Columns::fields`].
+    values: Vec<&'r str>,
+}
+
+/// What a file gives a subscriber it brings, beside the subscriber itself.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(in crate::domain) struct Extras {
+    /// Paid access.
+    pub grant: Option<Grant>,
+    /// Custom field values, checked by the field's type: the field's id and the value.
+    pub values: Vec<(i64, SqlValue)>,
+}
+
+impl Extras {
+    pub fn is_empty(&self) -> bool {
+        self.grant.is_none() && self.values.is_empty()
+    }
 }
 
 /// What one data row asks for.
 pub(in crate::domain) enum Parsed {
-    /// A subscriber, with the paid access the file gives them.
-    Entry(NewSubscriber, Option<Grant>),
+    /// A subscriber, with what else the file gives them.
+    Entry(NewSubscriber, Extras),
     /// Unsubscribed, bounced or turned off in the file.
     Skipped,
     Refused {
@@ -443,6 +502,15 @@ impl Cells<'_> {
             Ok(grant) => grant,
             Err(reason) => return refuse(reason),
         };
+        let mut values = Vec::new();
+        for ((at, field), cell) in columns.fields.iter().zip(&self.values) {
+            let text = serde_json::Value::String(cell.to_string());
+            match custom_fields::stored_value(field, &text) {
+                Ok(Some(value)) => values.push((field.id, value)),
+                Ok(None) => {}
+                Err(problem) => return refuse(format!("{} {problem}", columns.header[*at].0)),
+            }
+        }
         Parsed::Entry(
             NewSubscriber {
                 email: self.email.to_string(),
@@ -450,7 +518,7 @@ impl Cells<'_> {
                 tags,
                 subscribed_at,
             },
-            grant,
+            Extras { grant, values },
         )
     }
 }
@@ -506,7 +574,7 @@ mod tests {
         for cell in header.split(',') {
             record.push_field(cell.as_bytes());
         }
-        Columns::parse(&record).unwrap()
+        Columns::parse(&record, &[]).unwrap()
     }
 
     fn row(columns: &Columns, line: &str) -> Parsed {
@@ -617,7 +685,7 @@ mod tests {
             "membership: paid (and comped) members keep paid access, until the paid period ends"
         );
         let grant = |line: &str| match row(&own, line) {
-            Parsed::Entry(_, grant) => grant,
+            Parsed::Entry(_, extras) => extras.grant,
             _ => panic!("{line}: imported"),
         };
         let comped = grant("c@example.com,,,active,comped,").unwrap();
@@ -670,10 +738,16 @@ mod tests {
         ));
         // An active paid subscription comes as paid access until its expiry; one that
         // expired, or none, is free.
-        let Parsed::Entry(_, Some(grant)) = row(
+        let Parsed::Entry(
+            _,
+            Extras {
+                grant: Some(grant), ..
+            },
+        ) = row(
             &ss,
             "p@example.com,true,2999-01-01,false,2018-08-27T15:06:27.713Z",
-        ) else {
+        )
+        else {
             panic!("imported with paid access")
         };
         assert_eq!(grant.status, MemberStatus::Paid);
@@ -683,7 +757,7 @@ mod tests {
             "f@example.com,false,,false,",
         ] {
             assert!(
-                matches!(row(&ss, line), Parsed::Entry(_, None)),
+                matches!(row(&ss, line), Parsed::Entry(_, e) if e.is_empty()),
                 "{line}: free"
             );
         }

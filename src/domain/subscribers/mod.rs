@@ -11,6 +11,7 @@ pub mod memberships;
 pub mod opt_in;
 pub mod origin;
 pub mod personal_data;
+pub mod preferences;
 pub mod readers;
 pub mod signup_forms;
 pub mod stripe_events;
@@ -71,6 +72,8 @@ pub struct Subscriber {
     pub origin: Origin,
     /// Their values of the newsletter's custom fields, by name (`custom_fields.rs`).
     pub fields: custom_fields::Values,
+    /// Until when they paused their mail, while a pause runs (`preferences.rs`).
+    pub paused_until: Option<Timestamp>,
 }
 
 impl Subscriber {
@@ -83,6 +86,7 @@ impl Subscriber {
             "status": self.status,
             "subscribed_at": self.subscribed_at,
             "tags": self.tags,
+            "paused_until": self.paused_until,
         })
     }
 }
@@ -94,7 +98,8 @@ macro_rules! select_subscriber {
             "(SELECT group_concat(tag, char(10)) FROM (SELECT tag FROM subscriber_tags t WHERE t.subscriber_id = s.id ORDER BY tag)), ",
             "ms.status, ms.interval, ms.until, ms.access_until, ms.since, ",
             "s.source, s.referrer, s.utm_source, s.utm_medium, s.utm_campaign, ",
-            $crate::subscriber_field_values_json!(), " ",
+            $crate::subscriber_field_values_json!(), ", ",
+            "(SELECT z.until FROM subscriber_pauses z WHERE z.subscriber_id = s.id) ",
             "FROM subscribers s LEFT JOIN memberships ms ON ms.subscriber_id = s.id ", $($tail),+
         )
     };
@@ -126,6 +131,10 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Subscriber> {
             },
         },
         fields: custom_fields::values_from_json(row.get(20)?),
+        // A pause past its end means nothing (preferences.rs).
+        paused_until: row
+            .get::<_, Option<Timestamp>>(21)?
+            .filter(|until| *until > Timestamp::now()),
     })
 }
 
@@ -689,6 +698,7 @@ impl<'c> Inserter<'c> {
             membership: Membership::free(),
             origin: self.origin.clone(),
             fields: custom_fields::Values::new(),
+            paused_until: None,
         }
     }
 }
@@ -780,12 +790,13 @@ pub struct BulkOutcome {
     pub errors: Vec<BulkError>,
 }
 
-/// Creates up to [`BULK_LIMIT`] subscribers in one transaction; more is refused whole.
-/// Duplicates (also within the request) count as existing; invalid entries are reported.
+/// Creates up to [`BULK_LIMIT`] subscribers, each with its custom field values, in one
+/// transaction; more is refused whole. Duplicates (also within the request) count as
+/// existing and keep their values; invalid entries (an unfit field value too) are reported.
 pub fn bulk_create(
     conn: &mut Connection,
     newsletter_id: i64,
-    entries: &[NewSubscriber],
+    entries: &[(NewSubscriber, custom_fields::Values)],
 ) -> DomainResult<BulkOutcome> {
     if entries.len() > BULK_LIMIT {
         return Err(DomainError::invalid(
@@ -798,35 +809,45 @@ pub fn bulk_create(
     }
     write_tx(conn, |tx| {
         ensure_open(tx, newsletter_id)?;
-        import(
-            tx,
-            newsletter_id,
-            entries.iter().cloned().enumerate(),
-            Source::Api,
-        )
-    })
-}
-
-/// Creates subscribers from `(index, entry)` pairs inside the caller's transaction (shared by
-/// the API's bulk create and the CSV imports). An address already there, or repeated in
-/// `entries`, counts as existing: the insert's conflict clause finds both.
-pub fn import(
-    conn: &Connection,
-    newsletter_id: i64,
-    entries: impl IntoIterator<Item = (usize, NewSubscriber)>,
-    source: Source,
-) -> DomainResult<BulkOutcome> {
-    let mut outcome = BulkOutcome::default();
-    let mut valids = Vec::new();
-    for (index, entry) in entries {
-        match check(index, entry)? {
-            Ok(valid) => valids.push(valid),
-            Err(refused) => outcome.errors.push(refused),
+        let fields = custom_fields::list(tx, newsletter_id)?;
+        let mut outcome = BulkOutcome::default();
+        let (mut valids, mut values) = (Vec::new(), Vec::new());
+        for (index, (entry, given)) in entries.iter().enumerate() {
+            let valid = match check(index, entry.clone())? {
+                Ok(valid) => valid,
+                Err(refused) => {
+                    outcome.errors.push(refused);
+                    continue;
+                }
+            };
+            match custom_fields::checked_against(&fields, given) {
+                Ok(writes) => {
+                    valids.push(valid);
+                    values.push(
+                        writes
+                            .into_iter()
+                            .filter_map(|(field, value)| Some((field, value?)))
+                            .collect::<Vec<_>>(),
+                    );
+                }
+                Err(problems) => outcome.errors.push(BulkError {
+                    index,
+                    email: entry.email.clone(),
+                    code: ErrorCode::ValidationError.as_str(),
+                    message: problems.sentences().join("; "),
+                }),
+            }
         }
-    }
-    (outcome.created, outcome.existing) =
-        insert_checked(conn, newsletter_id, &valids, &Origin::of(source))?;
-    Ok(outcome)
+        let ids = insert_checked_ids(tx, newsletter_id, &valids, &Origin::of(Source::Api))?;
+        for (id, values) in ids.iter().zip(&values) {
+            if let Some(id) = id {
+                custom_fields::put_values(tx, *id, values)?;
+            }
+        }
+        outcome.created = ids.iter().flatten().count();
+        outcome.existing = ids.len() - outcome.created;
+        Ok(outcome)
+    })
 }
 
 /// [`validate`]s the entry at `index` of an import: the entry ready to insert, or why it is
@@ -845,21 +866,8 @@ pub(super) fn check(index: usize, entry: NewSubscriber) -> DomainResult<Result<V
     }
 }
 
-/// Inserts entries that passed [`check`] inside the caller's transaction; returns how many
-/// were created and how many were there already (or repeated in `valids`).
-pub(super) fn insert_checked(
-    conn: &Connection,
-    newsletter_id: i64,
-    valids: &[Valid],
-    origin: &Origin,
-) -> DomainResult<(usize, usize)> {
-    let ids = insert_checked_ids(conn, newsletter_id, valids, origin)?;
-    let created = ids.iter().flatten().count();
-    Ok((created, ids.len() - created))
-}
-
-/// [`insert_checked`], telling for each of `valids` the id it was created with (`None`: it
-/// was there already, or repeated).
+/// Inserts entries that passed [`check`] inside the caller's transaction, telling for each of
+/// `valids` the id it was created with (`None`: it was there already, or repeated).
 pub(super) fn insert_checked_ids(
     conn: &Connection,
     newsletter_id: i64,
@@ -964,12 +972,14 @@ fn changed(conn: &Connection, before: Subscriber) -> DomainResult<Subscriber> {
         after.status,
         &after.tags,
         &after.fields,
+        after.paused_until,
     ) == (
         &before.email,
         &before.name,
         before.status,
         &before.tags,
         &before.fields,
+        before.paused_until,
     );
     if !same {
         events::record(
@@ -1160,10 +1170,12 @@ mod tests {
         entries[1] = new("r0@x.co"); // inside the first chunk
         entries[INSERT_CHUNK] = new("r2@x.co"); // across the boundary
         entries[INSERT_CHUNK + 1] = new("Stored@x.co"); // already there
+        let valids: Vec<Valid> = entries.into_iter().map(|e| validate(&e).unwrap()).collect();
         let tx = conn.transaction().unwrap();
-        let outcome = import(&tx, 1, entries.into_iter().enumerate(), Source::Api).unwrap();
+        let ids = insert_checked_ids(&tx, 1, &valids, &Origin::of(Source::Api)).unwrap();
         tx.commit().unwrap();
-        assert_eq!((outcome.created, outcome.existing), (INSERT_CHUNK - 1, 3));
+        let created = ids.iter().flatten().count();
+        assert_eq!((created, ids.len() - created), (INSERT_CHUNK - 1, 3));
         let (total, tagged): (i64, i64) = conn
             .query_row(
                 "SELECT (SELECT count(*) FROM subscribers),
@@ -1192,7 +1204,7 @@ mod tests {
             create(&mut conn, 1, &new("new@example.com"), Source::Api).map(|_| ())
         ));
         assert!(refused(
-            bulk_create(&mut conn, 1, &[new("b@example.com")]).map(|_| ())
+            bulk_create(&mut conn, 1, &[(new("b@example.com"), Default::default())]).map(|_| ())
         ));
         assert!(refused(add_tag(&mut conn, 1, kept.id, "vip").map(|_| ())));
         assert!(refused(
@@ -1247,12 +1259,10 @@ mod tests {
     fn bulk_counts_created_existing_and_errors() {
         let mut conn = db_with_newsletter();
         create(&mut conn, 1, &new("old@example.com"), Source::Api).unwrap();
-        let entries = vec![
-            new("a@example.com"),
-            new("old@example.com"),
-            new("bad"),
-            new("A@example.com"),
-        ];
+        let entries: Vec<_> = ["a@example.com", "old@example.com", "bad", "A@example.com"]
+            .into_iter()
+            .map(|email| (new(email), Default::default()))
+            .collect();
         let outcome = bulk_create(&mut conn, 1, &entries).unwrap();
         assert_eq!((outcome.created, outcome.existing), (1, 2));
         assert_eq!(outcome.errors.len(), 1);
@@ -1261,7 +1271,7 @@ mod tests {
             (2, "invalid_email")
         );
         let too_many: Vec<_> = (0..=BULK_LIMIT)
-            .map(|i| new(&format!("u{i}@example.com")))
+            .map(|i| (new(&format!("u{i}@example.com")), Default::default()))
             .collect();
         assert!(bulk_create(&mut conn, 1, &too_many).is_err());
         assert_eq!(

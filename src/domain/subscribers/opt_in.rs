@@ -5,15 +5,16 @@
 //! more (its last link keeps working).
 
 use jiff::SignedDuration;
+use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OptionalExtension};
 
 use crate::clock::{self, Timestamp};
 use crate::domain::accounts::rate_limit::{self, Bucket};
 use crate::domain::newsletters::Newsletter;
-use crate::domain::subscribers::form_guard;
 use crate::domain::subscribers::origin::{Came, Origin, Source, Utm};
 use crate::domain::subscribers::signup_forms::SignupForm;
 use crate::domain::subscribers::{self, NewSubscriber, Status, Subscriber};
+use crate::domain::subscribers::{custom_fields, form_guard};
 use crate::domain::values::secrets::{ServerSecret, random_hex, sha256_hex};
 use crate::domain::values::urls::{SiteUrls, host_of};
 use crate::domain::{DomainError, DomainResult, events};
@@ -56,6 +57,7 @@ pub fn request(
         valid: &valid,
         origin: &Origin::of_signup(came),
         form_id: None,
+        values: &[],
     };
     write_tx(conn, |tx| {
         rate_limit::hit(tx, &Bucket::Subscribe { client }, 3600, PER_CLIENT_PER_HOUR)?;
@@ -68,6 +70,8 @@ pub fn request(
 pub struct FormPost {
     pub email: String,
     pub name: String,
+    /// The custom fields' values as posted, by field name (`SignupForm::values` reads them).
+    pub fields: Vec<(String, String)>,
     /// The honeypot's value: people leave it empty.
     pub honeypot: String,
     /// The signed time the site showed the form, when it did (`form_guard::started_token`).
@@ -122,10 +126,12 @@ pub fn request_from_form(
         ""
     };
     let valid = valid_request(&post.email, name, form.tags.clone())?;
+    let values = form.values(&post.fields)?;
     let signup = Signup {
         valid: &valid,
         origin: &Origin::of_signup(&post.came),
         form_id: Some(form.id),
+        values: &values,
     };
     write_tx(conn, |tx| {
         let client = post.client.as_str();
@@ -160,11 +166,49 @@ fn valid_request(email: &str, name: &str, tags: Vec<String>) -> DomainResult<sub
     })
 }
 
-/// One signup to record: the address, name and tags, where it came from, and by which form.
+/// One signup to record: the address, name and tags, where it came from, by which form, and
+/// the custom field values it gave (checked).
 struct Signup<'a> {
     valid: &'a subscribers::Valid,
     origin: &'a Origin,
     form_id: Option<i64>,
+    values: &'a [(i64, SqlValue)],
+}
+
+/// Values as `subscription_requests.field_values` keeps them: `[[field id, value], ...]`.
+fn values_json(values: &[(i64, SqlValue)]) -> String {
+    let pairs: Vec<serde_json::Value> = values
+        .iter()
+        .map(|(id, value)| {
+            let value = match value {
+                SqlValue::Integer(i) => serde_json::Value::from(*i),
+                SqlValue::Real(r) => serde_json::Value::from(*r),
+                SqlValue::Text(t) => serde_json::Value::from(t.as_str()),
+                _ => serde_json::Value::Null,
+            };
+            serde_json::json!([id, value])
+        })
+        .collect();
+    serde_json::Value::Array(pairs).to_string()
+}
+
+/// [`values_json`] read back; what cannot be read is left out.
+fn values_of(json: &str) -> Vec<(i64, SqlValue)> {
+    let pairs: Vec<(i64, serde_json::Value)> = serde_json::from_str(json).unwrap_or_default();
+    pairs
+        .into_iter()
+        .filter_map(|(id, value)| {
+            let value = match value {
+                serde_json::Value::Number(n) => match n.as_i64() {
+                    Some(i) => SqlValue::Integer(i),
+                    None => SqlValue::Real(n.as_f64()?),
+                },
+                serde_json::Value::String(t) => SqlValue::Text(t),
+                _ => return None,
+            };
+            Some((id, value))
+        })
+        .collect()
 }
 
 /// Records the request of `signup` and mails its link, inside the caller's transaction:
@@ -228,13 +272,14 @@ fn mail_link(
     throttle(tx)?;
     let token = random_hex(32);
     const UPSERT: &str = "INSERT INTO subscription_requests (newsletter_id, email, name, token_hash, expires_at, created_at, tags, form_id,
-             referrer, utm_source, utm_medium, utm_campaign)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+             referrer, utm_source, utm_medium, utm_campaign, field_values)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
          ON CONFLICT (newsletter_id, email) DO UPDATE SET name = excluded.name,
              token_hash = excluded.token_hash, expires_at = excluded.expires_at,
              created_at = excluded.created_at, tags = excluded.tags, form_id = excluded.form_id,
              referrer = excluded.referrer, utm_source = excluded.utm_source,
-             utm_medium = excluded.utm_medium, utm_campaign = excluded.utm_campaign";
+             utm_medium = excluded.utm_medium, utm_campaign = excluded.utm_campaign,
+             field_values = excluded.field_values";
     let origin = signup.origin;
     tx.execute(
         UPSERT,
@@ -251,6 +296,7 @@ fn mail_link(
             origin.utm.source,
             origin.utm.medium,
             origin.utm.campaign,
+            values_json(signup.values),
         ],
     )?;
     let origin = newsletter.site_origin(urls);
@@ -289,10 +335,11 @@ pub fn confirm(conn: &mut Connection, newsletter_id: i64, token: &str) -> Domain
 /// The confirmation itself, inside [`confirm`]'s transaction.
 fn activate(tx: &Connection, newsletter_id: i64, token: &str) -> DomainResult<Subscriber> {
     const FIND: &str =
-        "SELECT id, email, name, tags, referrer, utm_source, utm_medium, utm_campaign
+        "SELECT id, email, name, tags, referrer, utm_source, utm_medium, utm_campaign, field_values
          FROM subscription_requests
          WHERE newsletter_id = ?1 AND token_hash = ?2 AND expires_at > ?3";
-    let (request_id, email, name, tags, origin): (i64, String, Option<String>, String, Origin) = tx
+    type Request = (i64, String, Option<String>, String, Origin, String);
+    let (request_id, email, name, tags, origin, values): Request = tx
         .query_row(
             FIND,
             (newsletter_id, sha256_hex(token), Timestamp::now()),
@@ -306,7 +353,14 @@ fn activate(tx: &Connection, newsletter_id: i64, token: &str) -> DomainResult<Su
                         campaign: r.get(7)?,
                     },
                 };
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, origin))
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    origin,
+                    r.get(8)?,
+                ))
             },
         )
         .optional()?
@@ -323,6 +377,9 @@ fn activate(tx: &Connection, newsletter_id: i64, token: &str) -> DomainResult<Su
         subscribed_at: None,
     })?;
     let (subscriber, _created) = subscribers::insert(tx, newsletter_id, &valid, &origin)?;
+    // What the reader gave on the form is theirs now, over what an earlier stay left.
+    custom_fields::put_values(tx, subscriber.id, &values_of(&values))?;
+    let subscriber = subscribers::get(tx, newsletter_id, subscriber.id)?;
     if subscriber.status != Status::Unsubscribed {
         return Ok(subscriber);
     }

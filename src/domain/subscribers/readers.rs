@@ -168,17 +168,35 @@ fn use_link(
 pub fn sign_in(conn: &mut Connection, newsletter_id: i64, token: &str) -> DomainResult<String> {
     write_tx(conn, |tx| {
         let (id, _) = use_link(tx, newsletter_id, token, "sign_in")?;
-        let session = random_hex(32);
-        let now = Timestamp::now();
-        const OPEN: &str =
-            "INSERT INTO reader_sessions (token_hash, subscriber_id, created_at, expires_at)
-             VALUES (?1, ?2, ?3, ?4)";
-        tx.execute(
-            OPEN,
-            (sha256_hex(&session), id, now, now + SESSION_LIFETIME),
-        )?;
-        Ok(session)
+        session_of(tx, id)
     })
+}
+
+/// Opens a session for subscriber `subscriber_id` of `newsletter_id`, whom a signed link of
+/// their own mail named (the preference centre's way in); returns its token.
+pub fn open_session(
+    conn: &mut Connection,
+    newsletter_id: i64,
+    subscriber_id: i64,
+) -> DomainResult<String> {
+    write_tx(conn, |tx| {
+        subscribers::get(tx, newsletter_id, subscriber_id)?;
+        session_of(tx, subscriber_id)
+    })
+}
+
+/// A new session of subscriber `id`, inside the caller's transaction; its token.
+fn session_of(tx: &Connection, id: i64) -> DomainResult<String> {
+    let session = random_hex(32);
+    let now = Timestamp::now();
+    const OPEN: &str =
+        "INSERT INTO reader_sessions (token_hash, subscriber_id, created_at, expires_at)
+         VALUES (?1, ?2, ?3, ?4)";
+    tx.execute(
+        OPEN,
+        (sha256_hex(&session), id, now, now + SESSION_LIFETIME),
+    )?;
+    Ok(session)
 }
 
 /// The reader of `session` on `newsletter_id`'s site, if it is open.

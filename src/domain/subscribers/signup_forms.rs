@@ -1,13 +1,21 @@
 //! Signup forms that live anywhere (docs/growth.md): each belongs to a newsletter, has a
 //! random public id (its address on the site, `/f/<public_id>`), asks for an address and
 //! optionally a name, gives confirmed subscribers its tags, and ends on its success message
-//! or a page of the owner's. The origins the owner lists may post to it for JSON (CORS);
+//! or a page of the owner's. It may also ask for custom fields, each optional or required,
+//! whose values a confirmed subscriber gets. The origins the owner lists may post to it for
+//! JSON (CORS);
 //! every post passes the bot checks of `domain::subscribers::form_guard`, whose
 //! proof-of-work costs `pow_cost`. Double opt-in always stays on.
 
 use rusqlite::{Connection, OptionalExtension, Row};
 
+use serde::{Deserialize, Serialize};
+
 use super::clean_tag;
+use rusqlite::types::Value as SqlValue;
+use serde_json::Value;
+
+use super::custom_fields::{self, CustomField, FieldType};
 use crate::clock::Timestamp;
 use crate::domain::values::secrets::random_hex;
 use crate::domain::values::web_url::{self, Schemes};
@@ -31,6 +39,29 @@ pub const TAGS_MAX: usize = 20;
 /// How many forms a newsletter may have.
 pub const FORMS_MAX: i64 = 50;
 
+crate::string_enum!(
+    /// Whether a form asks for a custom field, as its settings choose.
+    pub FieldUse {
+        Off => "off",
+        Optional => "optional",
+        Required => "required",
+    }
+);
+
+/// A custom field a form asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FormField {
+    pub field: CustomField,
+    pub required: bool,
+}
+
+/// A form's field as `signup_forms.fields` keeps it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct StoredField {
+    id: i64,
+    required: bool,
+}
+
 /// A form as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SignupForm {
@@ -46,9 +77,45 @@ pub struct SignupForm {
     pub allowed_origins: Vec<String>,
     pub pow_cost: i64,
     pub created_at: Timestamp,
+    /// The custom fields it asks for, in the newsletter's order (a field deleted since is
+    /// no longer asked).
+    pub fields: Vec<FormField>,
 }
 
 impl SignupForm {
+    /// The values a post gives the fields this form asks for (`given`: each field's name and
+    /// text as posted; others are not read), checked by type: each field's id and value, or
+    /// every problem by the field's label. A yes/no field left unticked is no; ticking a
+    /// required one is a must (a consent).
+    pub fn values(&self, given: &[(String, String)]) -> DomainResult<Vec<(i64, SqlValue)>> {
+        let mut errors = FieldErrors::new();
+        let mut values = Vec::new();
+        for asked in &self.fields {
+            let field = &asked.field;
+            let text = given
+                .iter()
+                .find(|(name, _)| *name == field.name)
+                .map_or("", |(_, text)| text.trim());
+            let yes_no = field.field_type == FieldType::Boolean;
+            let text = if yes_no && text.is_empty() {
+                "no"
+            } else {
+                text
+            };
+            match custom_fields::stored_value(field, &Value::String(text.to_string())) {
+                Ok(Some(SqlValue::Integer(0))) if yes_no && asked.required => {
+                    errors.add(&field.name, "must be ticked");
+                }
+                Ok(Some(value)) => values.push((field.id, value)),
+                Ok(None) if asked.required => errors.add(&field.name, "can't be blank"),
+                Ok(None) => {}
+                Err(problem) => errors.add(&field.name, problem),
+            }
+        }
+        errors.into_result()?;
+        Ok(values)
+    }
+
     /// Whether a page of `origin` (the `Origin` header, `scheme://host[:port]`) may read the
     /// form's JSON answers.
     pub fn allows_origin(&self, origin: &str) -> bool {
@@ -71,6 +138,9 @@ pub struct FormInput {
     /// One origin a line.
     pub allowed_origins: String,
     pub pow_cost: String,
+    /// Each custom field the settings offered, by id, and how the form uses it (`off`,
+    /// `optional`, `required`); a field not named is off.
+    pub fields: Vec<(i64, String)>,
 }
 
 impl FormInput {
@@ -97,7 +167,26 @@ impl FormInput {
             redirect_url: form.redirect_url.clone().unwrap_or_default(),
             allowed_origins: form.allowed_origins.join("\n"),
             pow_cost: form.pow_cost.to_string(),
+            fields: form
+                .fields
+                .iter()
+                .map(|f| {
+                    let usage = match f.required {
+                        true => FieldUse::Required,
+                        false => FieldUse::Optional,
+                    };
+                    (f.field.id, usage.as_str().to_string())
+                })
+                .collect(),
         }
+    }
+
+    /// How this input uses field `id`.
+    pub fn use_of(&self, id: i64) -> &str {
+        self.fields
+            .iter()
+            .find(|(at, _)| *at == id)
+            .map_or(FieldUse::Off.as_str(), |(_, usage)| usage.as_str())
     }
 }
 
@@ -112,6 +201,7 @@ struct Checked {
     redirect_url: Option<String>,
     allowed_origins: Vec<String>,
     pow_cost: i64,
+    fields: Vec<StoredField>,
 }
 
 /// `raw` as an origin (`https://example.com`, `http://localhost:8000`): a web address with
@@ -128,8 +218,29 @@ fn origin(raw: &str) -> Option<String> {
     plain.then(|| url.origin().ascii_serialization())
 }
 
-fn check(input: &FormInput) -> DomainResult<Checked> {
+/// `input` checked, its fields against the newsletter's `available` ones: a field that is no
+/// longer there (deleted after the settings page was shown) is refused by name.
+fn check(input: &FormInput, available: &[CustomField]) -> DomainResult<Checked> {
     let mut errors = FieldErrors::new();
+    let mut fields = Vec::new();
+    for (id, usage) in &input.fields {
+        let required = match FieldUse::parse(usage) {
+            Some(FieldUse::Off) => continue,
+            Some(usage) => usage == FieldUse::Required,
+            None => {
+                errors.add("form.fields", "must each be off, optional or required");
+                continue;
+            }
+        };
+        match available.iter().find(|f| f.id == *id) {
+            Some(_) if fields.iter().any(|f: &StoredField| f.id == *id) => {}
+            Some(_) => fields.push(StoredField { id: *id, required }),
+            None => errors.add(
+                "form.fields",
+                "name a field that is no longer there: reload the page",
+            ),
+        }
+    }
     let name = clean_line(&mut errors, "form.name", &input.name, true, NAME_MAX);
     let button_text = clean_line(
         &mut errors,
@@ -215,11 +326,16 @@ fn check(input: &FormInput) -> DomainResult<Checked> {
         redirect_url,
         allowed_origins,
         pow_cost,
+        fields,
     })
 }
 
 fn json(list: &[String]) -> String {
     serde_json::to_string(list).expect("strings serialise")
+}
+
+fn fields_json(fields: &[StoredField]) -> String {
+    serde_json::to_string(fields).expect("fields serialise")
 }
 
 fn list_of(text: String) -> Vec<String> {
@@ -231,15 +347,17 @@ macro_rules! select_form {
     ($tail:literal) => {
         concat!(
             "SELECT id, newsletter_id, public_id, name, ask_name, tags, button_text,
-                 success_message, redirect_url, allowed_origins, pow_cost, created_at
+                 success_message, redirect_url, allowed_origins, pow_cost, created_at, fields
              FROM signup_forms ",
             $tail
         )
     };
 }
 
-fn from_row(r: &Row<'_>) -> rusqlite::Result<SignupForm> {
-    Ok(SignupForm {
+/// A form's row and the fields it stores, to be resolved by [`resolved`].
+fn from_row(r: &Row<'_>) -> rusqlite::Result<(SignupForm, Vec<StoredField>)> {
+    let stored: String = r.get(12)?;
+    let form = SignupForm {
         id: r.get(0)?,
         newsletter_id: r.get(1)?,
         public_id: r.get(2)?,
@@ -252,25 +370,62 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<SignupForm> {
         allowed_origins: list_of(r.get(9)?),
         pow_cost: r.get(10)?,
         created_at: r.get(11)?,
-    })
+        fields: Vec::new(),
+    };
+    Ok((form, serde_json::from_str(&stored).unwrap_or_default()))
+}
+
+/// The forms of `rows` with the fields they ask for, as the newsletter's `available` fields
+/// are now.
+fn resolved(
+    rows: Vec<(SignupForm, Vec<StoredField>)>,
+    available: &[CustomField],
+) -> Vec<SignupForm> {
+    rows.into_iter()
+        .map(|(mut form, stored)| {
+            form.fields = available
+                .iter()
+                .filter_map(|field| {
+                    let asked = stored.iter().find(|s| s.id == field.id)?;
+                    Some(FormField {
+                        field: field.clone(),
+                        required: asked.required,
+                    })
+                })
+                .collect();
+            form
+        })
+        .collect()
+}
+
+/// The one form of `row`, resolved.
+fn one(
+    conn: &Connection,
+    newsletter_id: i64,
+    row: Option<(SignupForm, Vec<StoredField>)>,
+) -> DomainResult<SignupForm> {
+    let row = row.ok_or(DomainError::NotFound("form"))?;
+    let available = custom_fields::list(conn, newsletter_id)?;
+    Ok(resolved(vec![row], &available).remove(0))
 }
 
 /// The newsletter's forms, oldest first (at most [`FORMS_MAX`]).
 pub fn list(conn: &Connection, newsletter_id: i64) -> DomainResult<Vec<SignupForm>> {
     const SQL: &str = select_form!("WHERE newsletter_id = ?1 ORDER BY id");
-    let forms = conn
+    let rows = conn
         .prepare_cached(SQL)?
         .query_map([newsletter_id], from_row)?
         .collect::<Result<_, _>>()?;
-    Ok(forms)
+    Ok(resolved(rows, &custom_fields::list(conn, newsletter_id)?))
 }
 
 /// One form of the newsletter, by id.
 pub fn get(conn: &Connection, newsletter_id: i64, id: i64) -> DomainResult<SignupForm> {
     const SQL: &str = select_form!("WHERE newsletter_id = ?1 AND id = ?2");
-    conn.query_row(SQL, (newsletter_id, id), from_row)
-        .optional()?
-        .ok_or(DomainError::NotFound("form"))
+    let row = conn
+        .query_row(SQL, (newsletter_id, id), from_row)
+        .optional()?;
+    one(conn, newsletter_id, row)
 }
 
 /// The newsletter's form at `/f/<public_id>`.
@@ -280,9 +435,10 @@ pub fn by_public_id(
     public_id: &str,
 ) -> DomainResult<SignupForm> {
     const SQL: &str = select_form!("WHERE newsletter_id = ?1 AND public_id = ?2");
-    conn.query_row(SQL, (newsletter_id, public_id), from_row)
-        .optional()?
-        .ok_or(DomainError::NotFound("form"))
+    let row = conn
+        .query_row(SQL, (newsletter_id, public_id), from_row)
+        .optional()?;
+    one(conn, newsletter_id, row)
 }
 
 /// Creates a form from `input`; refused, with every problem, when a field is wrong.
@@ -291,7 +447,7 @@ pub fn create(
     newsletter_id: i64,
     input: &FormInput,
 ) -> DomainResult<SignupForm> {
-    let c = check(input)?;
+    let c = check(input, &custom_fields::list(conn, newsletter_id)?)?;
     const COUNT: &str = "SELECT count(*) FROM signup_forms WHERE newsletter_id = ?1";
     let forms: i64 = conn.query_row(COUNT, [newsletter_id], |r| r.get(0))?;
     if forms >= FORMS_MAX {
@@ -301,8 +457,8 @@ pub fn create(
         ));
     }
     const INSERT: &str = "INSERT INTO signup_forms (newsletter_id, public_id, name, ask_name, tags,
-             button_text, success_message, redirect_url, allowed_origins, pow_cost, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11) RETURNING id";
+             button_text, success_message, redirect_url, allowed_origins, pow_cost, created_at, updated_at, fields)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12) RETURNING id";
     let id: i64 = conn.query_row(
         INSERT,
         rusqlite::params![
@@ -317,6 +473,7 @@ pub fn create(
             json(&c.allowed_origins),
             c.pow_cost,
             Timestamp::now(),
+            fields_json(&c.fields),
         ],
         |r| r.get(0),
     )?;
@@ -330,10 +487,10 @@ pub fn update(
     id: i64,
     input: &FormInput,
 ) -> DomainResult<SignupForm> {
-    let c = check(input)?;
+    let c = check(input, &custom_fields::list(conn, newsletter_id)?)?;
     const UPDATE: &str = "UPDATE signup_forms SET name = ?3, ask_name = ?4, tags = ?5,
              button_text = ?6, success_message = ?7, redirect_url = ?8, allowed_origins = ?9,
-             pow_cost = ?10, updated_at = ?11
+             pow_cost = ?10, updated_at = ?11, fields = ?12
          WHERE newsletter_id = ?1 AND id = ?2";
     let changed = conn.execute(
         UPDATE,
@@ -349,6 +506,7 @@ pub fn update(
             json(&c.allowed_origins),
             c.pow_cost,
             Timestamp::now(),
+            fields_json(&c.fields),
         ],
     )?;
     if changed == 0 {
@@ -393,14 +551,14 @@ mod tests {
     #[test]
     fn a_form_is_checked_field_by_field() {
         let mut input = FormInput::new_form();
-        assert!(check(&input).is_ok());
+        assert!(check(&input, &[]).is_ok());
         input.tags = "news, , news, vip".into();
-        assert_eq!(check(&input).unwrap().tags, ["news", "vip"]);
+        assert_eq!(check(&input, &[]).unwrap().tags, ["news", "vip"]);
         input.pow_cost = "10".into();
         input.redirect_url = "javascript:alert(1)".into();
         input.allowed_origins = "https://ok.example\nnot an origin".into();
         input.button_text = "".into();
-        let Err(DomainError::Invalid(_, errors)) = check(&input) else {
+        let Err(DomainError::Invalid(_, errors)) = check(&input, &[]) else {
             panic!("refused")
         };
         let text = errors.sentences().join(" | ");

@@ -9,9 +9,9 @@ use rusqlite::Connection;
 use serde_json::json;
 
 use super::audience::{
-    COUNTING, Purpose, REVIEW_LABEL, SEND_COUNT_FAILED, audience_boxes, chosen_audience,
-    chosen_mailing, count_line, counted, mailing_choice, named_fields, names_another_audience,
-    send_label,
+    COUNTING, Choosable, Purpose, REVIEW_LABEL, SEND_COUNT_FAILED, audience_boxes, chosen_audience,
+    chosen_mailing, count_line, counted, hidden_audience, mailing_choice, named_fields,
+    names_another_audience, send_label,
 };
 use super::form::for_people;
 use super::pages::show_response;
@@ -24,7 +24,7 @@ use crate::domain::newsletters::Newsletter;
 use crate::domain::newsletters::sender_domains::SenderDomain;
 use crate::domain::subscribers::audience::{Audience, AudienceInput};
 use crate::domain::values::urls::SiteUrls;
-use crate::domain::{DomainResult, FieldErrors, delivery::sending, subscribers};
+use crate::domain::{DomainResult, FieldErrors, delivery::sending};
 use crate::http::plural::count;
 use crate::web::layout::{
     Confirmation, Section, confirmation_page, csrf_field, errors, newsletter_page,
@@ -273,10 +273,10 @@ impl Asked {
     }
 }
 
-/// The audience the send page works with: the tags to choose from (with how many
-/// subscribers carry each) and the chosen lists.
+/// The audience the send page works with: the tags and fields to choose from and the
+/// chosen audience.
 struct AudienceChoice {
-    tags: Vec<(String, i64)>,
+    choosable: Choosable,
     chosen: Audience,
     /// Whether the "Publish on the site" box is ticked.
     publish: bool,
@@ -345,7 +345,7 @@ fn send_page(
 ) -> Markup {
     let base = issue_url(n.id, issue.id);
     let chosen = &choice.chosen;
-    let has_boxes = !choice.tags.is_empty();
+    let has_boxes = !choice.choosable.is_empty();
     // A choice to make on the page: the tags, or who gets a paid issue by mail.
     let chooses = has_boxes || issue.visibility == issues::Visibility::Paid;
     newsletter_page(
@@ -368,8 +368,10 @@ fn send_page(
                         section.panel #audience {
                             h2 { "Audience" }
                             @if has_boxes {
-                                p.muted { "Send to subscribers having any of the checked tags (none checked: every active subscriber), leaving out those having any tag checked under “Leave out”. The number of active subscribers having each tag is in brackets (only active subscribers are sent to)." }
-                                div.audience-lists { (audience_boxes(&choice.tags, chosen)) }
+                                @if !choice.choosable.tags.is_empty() {
+                                    p.muted { "Send to subscribers having any of the checked tags (none checked: every active subscriber), leaving out those having any tag checked under “Leave out”. The number of active subscribers having each tag is in brackets (only active subscribers are sent to)." }
+                                }
+                                div.audience-lists { (audience_boxes(&choice.choosable, chosen)) }
                             } @else {
                                 input type="hidden" name="audience" value="chosen";
                             }
@@ -377,9 +379,7 @@ fn send_page(
                             button.secondary type="submit" name="intent" value="review" { "Review" }
                         }
                     } @else {
-                        input type="hidden" name="audience" value="chosen";
-                        @for tag in &chosen.tags { input type="hidden" name="tags" value=(tag); }
-                        @for tag in &chosen.exclude_tags { input type="hidden" name="exclude_tags" value=(tag); }
+                        (hidden_audience(chosen))
                     }
                     @if let Ok(recipients) = verdict {
                         (named_fields(issue, chosen))
@@ -418,10 +418,10 @@ async fn verdict(
         asked.audience.clone(),
         asked.paid_only,
     );
-    let (tags, (chosen, verdict)) = state
+    let (choosable, (chosen, verdict)) = state
         .db
         .run(move |conn| {
-            let tags = subscribers::tag_counts(conn, n2.id)?;
+            let choosable = Choosable::read(conn, n2.id)?;
             let counted = counted(
                 conn,
                 &n2,
@@ -429,7 +429,7 @@ async fn verdict(
                 (given.as_ref(), paid_only),
                 Purpose::SendNow,
             );
-            Ok::<_, crate::domain::DomainError>((tags, counted))
+            Ok::<_, crate::domain::DomainError>((choosable, counted))
         })
         .await?;
     let verdict = match verdict {
@@ -441,7 +441,7 @@ async fn verdict(
         .unwrap_or_else(|| issues::publishes_by_default(n, &chosen));
     Ok((
         AudienceChoice {
-            tags,
+            choosable,
             chosen,
             publish: on_site,
         },

@@ -8,12 +8,16 @@ use maud::{Markup, html};
 use poem::web::{Data, Path};
 use poem::{Request, Response, handler, http::StatusCode};
 use rusqlite::Connection;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::{json_answer, problems, viewed};
 use crate::domain::issues::{self, Issue, Visibility};
 use crate::domain::newsletters::Newsletter;
-use crate::domain::subscribers::audience::{self, Audience, AudienceInput};
+use crate::domain::subscribers;
+use crate::domain::subscribers::audience::{
+    self, Audience, AudienceInput, FieldCondition, FieldConditionInput, FieldOp,
+};
+use crate::domain::subscribers::custom_fields::{self, CustomField};
 use crate::domain::{DomainResult, FieldErrors};
 use crate::http::plural::{count, noun};
 use crate::http::public_page::{FOR_AN_HOUR, JAVASCRIPT, asset};
@@ -39,18 +43,32 @@ pub(super) const SCHEDULE_COUNT_FAILED: &str =
 /// The send button's label between a tick and its count: pressed then, it reviews.
 pub(super) const REVIEW_LABEL: &str = "Review the new audience";
 
-/// The audience a form names by its checkboxes (`tags`, `exclude_tags`). `audience=chosen`
-/// marks a form that offers them, where none checked is everyone; a form with neither the
-/// marker nor a tag (a script's post) names none: `None`, the issue's recorded audience.
+/// The audience a form names by its checkboxes (`tags`, `exclude_tags`) and its field
+/// condition (`field_name`, `field_op`, `field_value`). `audience=chosen` marks a form that
+/// offers them, where none checked is everyone; a form with neither the marker nor a choice
+/// (a script's post) names none: `None`, the issue's recorded audience.
 pub(super) fn chosen_audience(form: &FormData) -> Option<AudienceInput> {
-    let input = AudienceInput {
-        tags: form.all("tags"),
-        exclude_tags: form.all("exclude_tags"),
-    };
+    let input = form_audience(form, "");
     let chosen = form.get("audience") == "chosen"
         || !input.tags.is_empty()
-        || !input.exclude_tags.is_empty();
+        || !input.exclude_tags.is_empty()
+        || input.field.is_some();
     chosen.then_some(input)
+}
+
+/// The audience of the fields named `{prefix}tags`, `{prefix}exclude_tags` and
+/// `{prefix}field_*` (a condition only when a field is named).
+fn form_audience(form: &FormData, prefix: &str) -> AudienceInput {
+    let name = form.get(&format!("{prefix}field_name")).trim().to_string();
+    AudienceInput {
+        tags: form.all(&format!("{prefix}tags")),
+        exclude_tags: form.all(&format!("{prefix}exclude_tags")),
+        field: (!name.is_empty()).then(|| FieldConditionInput {
+            name,
+            op: form.get(&format!("{prefix}field_op")).to_string(),
+            value: Value::String(form.get(&format!("{prefix}field_value")).to_string()),
+        }),
+    }
 }
 
 /// The send page's choice for a paid issue (`mailed_to`: `paid` or `everyone`) as
@@ -77,10 +95,7 @@ fn mailed_to(paid_only: bool) -> &'static str {
 /// count was made for. Tags are compared as the domain cleans them (trimmed, without
 /// repeats, in order).
 pub(super) fn names_another_audience(form: &FormData, ticked: &AudienceInput) -> bool {
-    let named = AudienceInput {
-        tags: form.all("named_tags"),
-        exclude_tags: form.all("named_exclude_tags"),
-    };
+    let named = form_audience(form, "named_");
     let mut ignored = FieldErrors::new();
     audience::check_shape(&named, "", &mut ignored)
         != audience::check_shape(ticked, "", &mut ignored)
@@ -93,6 +108,7 @@ pub(super) fn named_fields(issue: &Issue, chosen: &Audience) -> Markup {
     html! {
         @for tag in &chosen.tags { input type="hidden" name="named_tags" value=(tag); }
         @for tag in &chosen.exclude_tags { input type="hidden" name="named_exclude_tags" value=(tag); }
+        (hidden_condition("named_", chosen.field.as_ref()))
         @if issue.visibility == Visibility::Paid {
             input type="hidden" name="named_mailed_to" value=(mailed_to(chosen.paid_only));
         }
@@ -119,13 +135,98 @@ pub(super) fn mailing_choice(issue: &Issue, chosen: &Audience) -> Markup {
     }
 }
 
-/// The tag checkboxes of both lists (`tags`, `exclude_tags`), `chosen` checked, after the
-/// marker that the form chooses an audience.
-pub(super) fn audience_boxes(tags: &[(String, i64)], chosen: &Audience) -> Markup {
+/// What an audience can be chosen from: the newsletter's tags (with how many active
+/// subscribers carry each) and its custom fields.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Choosable {
+    pub tags: Vec<(String, i64)>,
+    pub fields: Vec<CustomField>,
+}
+
+impl Choosable {
+    pub fn read(conn: &Connection, newsletter_id: i64) -> DomainResult<Choosable> {
+        Ok(Choosable {
+            tags: subscribers::tag_counts(conn, newsletter_id)?,
+            fields: custom_fields::list(conn, newsletter_id)?,
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tags.is_empty() && self.fields.is_empty()
+    }
+}
+
+/// The tag checkboxes of both lists (`tags`, `exclude_tags`) and the field condition,
+/// `chosen` checked, after the marker that the form chooses an audience.
+pub(super) fn audience_boxes(choosable: &Choosable, chosen: &Audience) -> Markup {
     html! {
         input type="hidden" name="audience" value="chosen";
-        (tag_boxes("tags", "Send to", tags, &chosen.tags))
-        (tag_boxes("exclude_tags", "Leave out", tags, &chosen.exclude_tags))
+        @if !choosable.tags.is_empty() {
+            (tag_boxes("tags", "Send to", &choosable.tags, &chosen.tags))
+            (tag_boxes("exclude_tags", "Leave out", &choosable.tags, &chosen.exclude_tags))
+        }
+        @if !choosable.fields.is_empty() {
+            (field_condition(&choosable.fields, chosen.field.as_ref()))
+        }
+    }
+}
+
+/// The field condition's three inputs (`field_name`, `field_op`, `field_value`); no field
+/// chosen: no condition.
+fn field_condition(fields: &[CustomField], chosen: Option<&FieldCondition>) -> Markup {
+    let name = chosen.map_or("", |c| c.name.as_str());
+    let op = chosen.map_or(FieldOp::Equals, |c| c.op);
+    html! {
+        fieldset.tags.field-condition {
+            legend { "Only subscribers whose field" }
+            label {
+                "Field"
+                select name="field_name" {
+                    option value="" selected[name.is_empty()] { "(no condition)" }
+                    @for field in fields {
+                        option value=(field.name) selected[field.name == name] {
+                            (field.name) " (" (field.field_type.as_str()) ")"
+                        }
+                    }
+                }
+            }
+            label {
+                "Comparison"
+                select name="field_op" {
+                    @for each in FieldOp::ALL {
+                        option value=(each.as_str()) selected[*each == op] { (each.label()) }
+                    }
+                }
+            }
+            label {
+                "Value"
+                input type="text" name="field_value" maxlength="500"
+                    value=(chosen.map(FieldCondition::input_value).unwrap_or_default())
+                    placeholder="weekly, 30, 2026-01-31, yes";
+            }
+            p.muted { "Subscribers without a value of the field are left out. Before and after compare numbers and dates." }
+        }
+    }
+}
+
+/// The hidden `{prefix}field_name`, `_op` and `_value` of `condition` (none: nothing).
+fn hidden_condition(prefix: &str, condition: Option<&FieldCondition>) -> Markup {
+    html! {
+        @if let Some(condition) = condition {
+            input type="hidden" name={ (prefix) "field_name" } value=(condition.name);
+            input type="hidden" name={ (prefix) "field_op" } value=(condition.op.as_str());
+            input type="hidden" name={ (prefix) "field_value" } value=(condition.input_value());
+        }
+    }
+}
+
+/// The hidden fields carrying `chosen` through a form that offers no choice.
+pub(super) fn hidden_audience(chosen: &Audience) -> Markup {
+    html! {
+        input type="hidden" name="audience" value="chosen";
+        @for tag in &chosen.tags { input type="hidden" name="tags" value=(tag); }
+        @for tag in &chosen.exclude_tags { input type="hidden" name="exclude_tags" value=(tag); }
+        (hidden_condition("", chosen.field.as_ref()))
     }
 }
 
@@ -257,10 +358,7 @@ pub async fn audience_count(
         "schedule" => Purpose::Schedule,
         _ => Purpose::SendNow,
     };
-    let given = AudienceInput {
-        tags: query.all("tags"),
-        exclude_tags: query.all("exclude_tags"),
-    };
+    let given = form_audience(&query, "");
     let (chosen, recipients) = state
         .db
         .run(move |conn| {
@@ -286,6 +384,9 @@ pub async fn audience_count(
                     "button": send_label(recipients),
                     "tags": chosen.tags,
                     "exclude_tags": chosen.exclude_tags,
+                    "field": chosen.field.as_ref().map(|c| json!({
+                        "name": c.name, "op": c.op.as_str(), "value": c.input_value(),
+                    })),
                     "mailed_to": mailed_to(chosen.paid_only),
                 }),
             )
@@ -362,8 +463,7 @@ mod tests {
     fn count_sentences_name_the_audience() {
         let vip = Audience {
             tags: vec!["vip".into()],
-            exclude_tags: vec![],
-            paid_only: false,
+            ..Default::default()
         };
         let (before, after) = count_sentence(Purpose::SendNow, 1, &vip);
         assert_eq!(

@@ -6,7 +6,9 @@ use poem::web::{Data, Path, Query};
 use poem::{Request, handler, http::StatusCode};
 use serde::Deserialize;
 
-use super::audience::{COUNTING, Purpose, SCHEDULE_COUNT_FAILED, audience_boxes, count_line};
+use super::audience::{
+    COUNTING, Choosable, Purpose, SCHEDULE_COUNT_FAILED, audience_boxes, count_line,
+};
 use super::test_send::{self, AskedFrom};
 use super::{issue_url, list_url, problems, render, viewed};
 use crate::clock::{self, Timestamp};
@@ -16,7 +18,6 @@ use crate::domain::delivery::sending::{self, Report};
 use crate::domain::delivery::tracking::Links;
 use crate::domain::issues::{self, Issue, Status};
 use crate::domain::newsletters::Newsletter;
-use crate::domain::subscribers;
 use crate::domain::subscribers::audience;
 use crate::domain::values::pagination::Page;
 use crate::domain::values::time_zones::{TimeZoneName, local_input};
@@ -154,7 +155,8 @@ struct IssueView {
     schedule_default: String,
     /// The newsletter's tags and their subscribers, for the schedule form's audience (editable
     /// issues only).
-    tags: Vec<(String, i64)>,
+    /// The tags and fields the schedule form's audience is chosen from.
+    tags: Choosable,
     /// How many the recorded audience has now (or why it cannot be counted), for the schedule
     /// form's count line: only when it offers tags.
     audience_count: Option<Result<i64, FieldErrors>>,
@@ -191,7 +193,7 @@ async fn load_view(
         let (tags, counted) = state
             .db
             .run(move |conn| {
-                let tags = subscribers::tag_counts(conn, nid)?;
+                let tags = Choosable::read(conn, nid)?;
                 let counted = (!tags.is_empty()).then(|| audience::count(conn, nid, &recorded));
                 Ok::<_, DomainError>((tags, counted))
             })
@@ -203,7 +205,7 @@ async fn load_view(
         };
         (tags, audience_count)
     } else {
-        (Vec::new(), None)
+        (Choosable::default(), None)
     };
     Ok(IssueView {
         issue,

@@ -326,9 +326,7 @@ async fn import_page(
         .run(move |conn| {
             let upload = stored;
             let preview = if waiting {
-                let file = std::fs::File::open(import::upload_path(conn, &upload)?)
-                    .map_err(crate::store::StoreError::from)?;
-                Some(import::preview(file, PREVIEW_ROWS))
+                Some(import::preview_upload(conn, &upload, PREVIEW_ROWS)?)
             } else {
                 None
             };

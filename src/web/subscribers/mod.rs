@@ -179,7 +179,8 @@ fn list_page(
                 (listing.active) " active · "
                 a href={ (url) "/import" } { "Import CSV" } " · "
                 a href={ (url) "/export.csv" } download { "Export CSV" } " · "
-                a href={ "/newsletters/" (n.id) "/fields" } { "Custom fields" }
+                a href={ "/newsletters/" (n.id) "/fields" } { "Custom fields" } " · "
+                a href={ "/newsletters/" (n.id) "/topics" } { "Topics" }
             }
             form.filters method="get" action=(url) role="search" {
                 label { "E-mail contains"
@@ -354,6 +355,7 @@ fn edit_page(
                 " · subscribed " (shown(s.subscribed_at, &ctx.zone()))
                 @if let Some(at) = s.unsubscribed_at { " · unsubscribed " (shown(at, &ctx.zone())) }
                 " · added " (shown(s.created_at, &ctx.zone()))
+                @if let Some(until) = s.paused_until { " · " strong { "paused" } " by the reader until " (shown(until, &ctx.zone())) }
             }
             (origin_line(&s.origin))
             p { a href={ (url) "/export.json" } download { "Download this subscriber's data (JSON)" } " · for a data request: the record, tags, every issue sent and its history" }

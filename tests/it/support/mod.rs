@@ -294,6 +294,23 @@ pub fn upload_as(client: &Client, form_nid: i64, nid: i64, name: &str, content: 
         .unwrap()
 }
 
+/// The subscriber with `email`, through the API.
+pub fn api_subscriber(owner: &Owner, email: &str) -> Option<Value> {
+    for page in 1.. {
+        let list = owner
+            .get(&format!("/subscribers?per_page=100&page={page}"))
+            .json();
+        let rows = list["subscribers"].as_array().unwrap();
+        if let Some(found) = rows.iter().find(|s| s["email"] == email) {
+            return Some(found.clone());
+        }
+        if list["meta"]["has_more"] != true {
+            break;
+        }
+    }
+    None
+}
+
 pub fn upload(owner: &Owner, name: &str, content: &[u8]) -> Resp {
     upload_as(
         &owner.client,
