@@ -371,7 +371,8 @@ fn issue_page(
     paywall: Option<Markup>,
 ) -> Markup {
     let stored = issue.page_html();
-    let content = without_doubled_title(&stored, &issue.subject);
+    let subject = issue.shown_subject();
+    let content = without_doubled_title(&stored, &subject);
     let mut page_meta = Meta::of(urls, n, &format!("/p/{}", issue.path), "article");
     let summary = match &paywall {
         None => excerpt::text_of_html(content, excerpt::DESCRIPTION_MAX),
@@ -392,13 +393,13 @@ fn issue_page(
     let origin = n.site_origin(urls);
     site_page(
         n,
-        &format!("{} · {}", issue.subject, n.name),
+        &format!("{subject} · {}", n.name),
         &page_meta,
         Place::Inner,
         styles,
         html! {
             article {
-                h1 { (issue.subject) }
+                h1 { (subject) }
                 p.byline {
                     @if let Some(author) = &n.pages.author_name {
                         @if let Some(picture) = n.pages.author_image_url(&origin) {

@@ -183,6 +183,8 @@ pub struct IssueEmail {
     template_dot_free: bool,
     text: String,
     subject: String,
+    /// The subject has merge tags (each recipient's `Subject` header is their own).
+    subject_personal: bool,
     from_name: String,
     from_email: String,
     /// The newsletter's reply-to address, when it has one.
@@ -297,6 +299,9 @@ impl IssueEmail {
                 html_7bit: false,
             },
             text,
+            subject_personal: merge_tags::split(&issue.subject, false)
+                .iter()
+                .any(|part| matches!(part, Part::Tag(_))),
             subject: issue.subject.clone(),
             from_name: sender.name,
             from_email: sender.email,
@@ -334,7 +339,10 @@ impl IssueEmail {
             "From",
             &Address::from((self.from_name.as_str(), self.from_email.as_str())),
         );
-        header(&mut head, "Subject", &Text::new(self.subject.as_str()));
+        // A subject with merge tags is each reader's own: in the personal headers.
+        if !self.subject_personal {
+            header(&mut head, "Subject", &Text::new(self.subject.as_str()));
+        }
         if let Some(reply_to) = &self.reply_to {
             header(
                 &mut head,
@@ -458,6 +466,10 @@ impl IssueEmail {
             out
         };
         let mut headers = Vec::with_capacity(256);
+        if self.subject_personal {
+            let subject = subject_of(&self.subject, reader);
+            header(&mut headers, "Subject", &Text::new(subject.as_str()));
+        }
         header(&mut headers, "To", &Address::new_address(None::<&str>, to));
         header(
             &mut headers,
@@ -580,7 +592,7 @@ impl IssueEmail {
             from_name: self.from_name.clone(),
             from_email: self.from_email.clone(),
             to: to.to_string(),
-            subject: self.subject.clone(),
+            subject: subject_of(&self.subject, reader),
             text,
             html,
             headers: reply_to_header(self.reply_to.as_deref())
@@ -628,6 +640,15 @@ impl IssueEmail {
     pub fn has_merge_tags(&self) -> bool {
         !self.tags.is_empty()
     }
+}
+
+/// The subject `subject` for `reader`, its merge tags filled: one line whatever a value holds
+/// (a line break in a value would start a header of its own).
+fn subject_of(subject: &str, reader: &Reader) -> String {
+    filled(subject, false, reader)
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
 }
 
 /// `text` with each merge tag replaced by `reader`'s value (escaped when `html`).
@@ -1075,7 +1096,7 @@ mod tests {
         let conn = crate::domain::testing::db_with_newsletter("paid");
         conn.execute(
             "INSERT INTO issues (newsletter_id, subject, content_markdown, content_html, path, created_at, updated_at)
-             VALUES (1, 'Hello', 'x',
+             VALUES (1, 'Hello {{ city | default: \"you\" }}', 'x',
                      '<p>Hi {{ name | default: &quot;friend&quot; }}, {{ city | default: &quot;a &amp; b&quot; }}.</p>',
                      's', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z')",
             [],
@@ -1095,16 +1116,18 @@ mod tests {
                 .into_iter()
                 .collect(),
         };
-        for (reader, html_shows, text_shows) in [
+        for (reader, html_shows, text_shows, subject) in [
             (
                 &hostile,
                 "Hi &lt;script&gt;alert(1)&lt;/script&gt;, .\r\n.Düsseldorf.",
                 "Hi <script>alert(1)</script>, .\r\n.Düsseldorf.",
+                "Hello .  .Düsseldorf",
             ),
             (
                 &Reader::default(),
                 "Hi friend, a &amp; b.",
                 "Hi friend, a & b.",
+                "Hello you",
             ),
         ] {
             let mail = email.personalise(7, "r@x.co", reader);
@@ -1115,6 +1138,10 @@ mod tests {
                 assert!(!line.starts_with('.') || !message.dot_free, "{line:?}");
             }
             let parsed = mail_parser::MessageParser::default().parse(&bytes).unwrap();
+            // The subject is the reader's, on one line: a line break in a value is a space.
+            assert_eq!(parsed.subject(), Some(subject));
+            assert_eq!(mail.subject, subject);
+            assert_eq!(wire.matches("\r\nSubject: ").count(), 1, "{wire}");
             let html = parsed.body_html(0).unwrap().replace("\r\n", "\n");
             assert_eq!(html, mail.html.replace("\r\n", "\n"));
             assert!(mail.html.contains(html_shows), "{}", mail.html);

@@ -79,7 +79,7 @@ fn issue_list(state: &State, site: &Site, issues: &[Issue]) -> Markup {
             ul.issues {
                 @for issue in issues {
                     li {
-                        a href=(issue_url(state, site, issue)) { (issue.subject) }
+                        a href=(issue_url(state, site, issue)) { (issue.shown_subject()) }
                         @match issue.visibility {
                             Visibility::Paid => { " " span.badge { "Paid" } }
                             Visibility::Members => { " " span.badge { "Members" } }
@@ -600,7 +600,7 @@ fn feed_document(state: &State, site: &Site, issues: &[Issue]) -> String {
             @for issue in issues {
                 @let url = issue_url(state, site, issue);
                 entry {
-                    title { (issue.subject) }
+                    title { (issue.shown_subject()) }
                     link rel="alternate" type="text/html" href=(url) {}
                     id { (url) }
                     published { (machine_time(issue.published_at)) }

@@ -189,7 +189,11 @@ fn merge_tags_give_each_reader_their_own_values_safely_and_unknown_tags_stop_the
             .expect(201);
     }
     let markdown = "Hi {{ first_name | default: \"friend\" }}! VIP: {{ vip | default: \"no\" }}. You are {{ email }}.";
-    let id = approved(&owner, "Personal", markdown);
+    let id = approved(
+        &owner,
+        "Personal for {{ first_name | default: \"you\" }}",
+        markdown,
+    );
 
     // The preview and the web copy show the fallbacks.
     let preview = owner.client.get(&format!(
@@ -237,7 +241,17 @@ fn merge_tags_give_each_reader_their_own_values_safely_and_unknown_tags_stop_the
         eve.text()
             .contains("Hi <img src=x onerror=alert(1)> {{ vip }}! VIP: no.")
     );
+    // The subject is each reader's too, on one line whatever their value holds.
+    assert_eq!(ann.header("Subject").as_deref(), Some("Personal for Ann"));
+    assert_eq!(
+        eve.header("Subject").as_deref(),
+        Some("Personal for <img src=x onerror=alert(1)> {{ vip }}")
+    );
     let nobody = app.smtp.wait_for_message_to("nobody@example.net", 1);
+    assert_eq!(
+        nobody.header("Subject").as_deref(),
+        Some("Personal for you")
+    );
     assert!(
         nobody.html().contains("Hi friend! VIP: no."),
         "{}",
@@ -259,12 +273,27 @@ fn merge_tags_give_each_reader_their_own_values_safely_and_unknown_tags_stop_the
         "{}",
         page.body
     );
+    assert!(
+        page.body.contains("<h1>Personal for you</h1>"),
+        "{}",
+        page.body
+    );
     // The archive's excerpt too.
     let archive = app.site_client(&owner.subdomain).get("/archive");
     assert!(archive.body.contains("Hi friend!"), "{}", archive.body);
+    assert!(
+        archive.body.contains(">Personal for you</a>"),
+        "{}",
+        archive.body
+    );
     assert!(!archive.body.contains("{{"), "{}", archive.body);
 
-    // A tag that names no field: the editor says so, and a send is refused, sending nothing.
+    // A tag that names no field, in the content or the subject: the editor says so, and a
+    // send is refused, sending nothing.
+    let subject_typo = approved(&owner, "For {{ fist_name }}", "Hello.");
+    let refused = owner.post(&format!("/issues/{subject_typo}/send_now"), &json!({}));
+    refused.expect(422);
+    assert!(refused.body.contains("fist_name"), "{}", refused.body);
     let bad_id = approved(&owner, "Typo", "Hi {{ frist_name | default: \"friend\" }}");
     let editor = owner.client.get(&format!(
         "/newsletters/{}/issues/{bad_id}/edit",

@@ -134,6 +134,26 @@ pub fn with_fallbacks(html: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// Plain text (a subject) with each tag as its fallback, for pages where there is no one
+/// reader: borrowed when it has no tag.
+pub fn text_with_fallbacks(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains("{{") {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let parts = split(text, false);
+    if !parts.iter().any(|p| matches!(p, Part::Tag(_))) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let shown: String = parts
+        .into_iter()
+        .map(|part| match part {
+            Part::Text(text) => text.to_string(),
+            Part::Tag(tag) => tag.fallback,
+        })
+        .collect();
+    std::borrow::Cow::Owned(shown)
+}
+
 /// One reader's values, as the send reads them.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Reader {

@@ -162,6 +162,11 @@ impl Issue {
         crate::domain::content::merge_tags::with_fallbacks(&self.body_html()).into_owned()
     }
 
+    /// The subject as the site and the feed show it: merge tags show their fallbacks.
+    pub fn shown_subject(&self) -> std::borrow::Cow<'_, str> {
+        crate::domain::content::merge_tags::text_with_fallbacks(&self.subject)
+    }
+
     /// The public address once published.
     pub fn web_url(&self, newsletter: &Newsletter, urls: &SiteUrls) -> Option<String> {
         self.published_at
@@ -1189,13 +1194,14 @@ pub fn delete(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainResul
 pub fn merge_tag_problem(
     conn: &Connection,
     newsletter_id: i64,
-    markdown: &str,
+    issue: &Issue,
 ) -> DomainResult<Option<String>> {
+    let markdown = format!("{}\n{}", issue.subject, issue.content_markdown);
     if !markdown.contains("{{") {
         return Ok(None);
     }
     let fields = crate::domain::subscribers::custom_fields::list(conn, newsletter_id)?;
-    let unknown = merge_tags::unknown(markdown, |name| fields.iter().any(|f| f.name == name));
+    let unknown = merge_tags::unknown(&markdown, |name| fields.iter().any(|f| f.name == name));
     if unknown.is_empty() {
         return Ok(None);
     }
@@ -1233,7 +1239,7 @@ pub fn check_sendable(
             "The newsletter is paused; resume it to send",
         ));
     }
-    if let Some(problem) = merge_tag_problem(conn, newsletter.id, &issue.content_markdown)? {
+    if let Some(problem) = merge_tag_problem(conn, newsletter.id, issue)? {
         return Err(DomainError::invalid("content_markdown", problem));
     }
     let recipients = audience::count(conn, newsletter.id, &issue.audience)?;

@@ -430,10 +430,10 @@ pub async fn edit_form(
     }
     let form = IssueForm::from_issue(&issue, &ctx.zone());
     // Tags that name no field show before anything is sent (a send refuses them).
-    let (nid, markdown) = (n.id, issue.content_markdown.clone());
+    let (nid, shown) = (n.id, issue.clone());
     let problem = state
         .db
-        .run(move |conn| issues::merge_tag_problem(conn, nid, &markdown))
+        .run(move |conn| issues::merge_tag_problem(conn, nid, &shown))
         .await?;
     let mut found = FieldErrors::new();
     if let Some(problem) = problem {
