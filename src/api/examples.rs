@@ -12,7 +12,8 @@ use super::bounces::{BounceReport, BounceResult};
 use super::custom_fields::{FieldChangesBody, FieldList, FieldObject, NewFieldBody};
 use super::issues::{
     AudienceBody, FieldConditionObject, IssueBody, IssueList, IssueObject, PublishResult,
-    ResendResult, ResumeResult, SendNowBody, SendNowResult, SendTestBody, SendTestResult,
+    ResendResult, ResendUnopenedBody, ResumeResult, SendNowBody, SendNowResult, SendTestBody,
+    SendTestResult,
 };
 use super::newsletter::{NewsletterEnvelope, NewsletterPatch, StatsEnvelope};
 use super::reports::IssueStatsEnvelope;
@@ -120,7 +121,9 @@ fn issue(status: &str, full: bool) -> Value {
         "excerpt": "The spring tides came early this year.",
         "social_image_url": null,
         "visibility": "public",
-        "paid_members_only": false
+        "paid_members_only": false,
+        "resend_of": null,
+        "resent_unopened_as": null
     });
     if full {
         issue["content_markdown"] =
@@ -260,6 +263,7 @@ examples! {
         "delivered": 1248,
         "opens": 602,
         "clicks": 131,
+        "automatic_opens": 87,
         "open_rate": 48.2,
         "click_rate": 10.5,
         "links": [
@@ -290,6 +294,7 @@ examples! {
                         "meta": {"page": 1, "per_page": 25, "has_more": false}});
     AudienceBody => json!({"tags": ["weekly"], "exclude_tags": ["vip"], "field": {"name": "first_name", "op": "equals", "value": "Robin"}});
     FieldConditionObject => json!({"name": "age", "op": "after", "value": 30});
+    ResendUnopenedBody => json!({"subject": "In case you missed it: Spring tides", "after_hours": 48});
     SendNowBody => json!({"tags": ["weekly"], "exclude_tags": ["vip"], "field": {"name": "first_name", "op": "equals", "value": "Ben"}, "publish": false});
     SendNowResult => json!({"message": "Issue queued for sending to 1250 subscriber(s)",
                             "issue": issue("approved", false), "subscribers": 1250});

@@ -641,6 +641,13 @@ rules! {
         pattern: Some(relays::host_pattern()),
         ..MetaSchema::new("string")
     };
+    /// Hours after a send that its resend to those who did not open goes.
+    ResendAfterHours => MetaSchema {
+        format: Some("int64"),
+        minimum: Some(1.0),
+        maximum: Some(issues::resend_unopened::AFTER_HOURS_MAX as f64),
+        ..MetaSchema::new("integer")
+    };
     /// A TCP port.
     Port => MetaSchema {
         format: Some("int32"),

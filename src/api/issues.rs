@@ -11,14 +11,14 @@ use serde_json::Value;
 use super::common::{ListMeta, parse_id};
 use super::fields::{
     ArticleSummary, ArticleTitle, ArticleUrl, DateTime, Email, Field, Id, IssueStatus,
-    IssueStatusFilter, IssueVisibility, Items, OrNull, PageNumber, PerPage, SocialImageUrl,
-    Subject, Tag, Text,
+    IssueStatusFilter, IssueVisibility, Items, Number, OrNull, PageNumber, PerPage,
+    ResendAfterHours, SocialImageUrl, Subject, Tag, Text,
 };
 use super::statuses::{BODY, BY_ID, GUARD, PAID, RULE, Refusal, WRITES};
 use super::{ApiKeyAuth, Principal, State};
 use crate::domain::delivery::sending;
-use crate::domain::issues::test_send;
 use crate::domain::issues::{self, ArticleInput, Issue, IssueInput, Status};
+use crate::domain::issues::{resend_unopened, test_send};
 use crate::domain::newsletters;
 use crate::domain::subscribers::audience::{Audience, AudienceInput, FieldConditionInput};
 use crate::domain::values::pagination::Page;
@@ -97,6 +97,14 @@ pub struct IssueObject {
     /// of the content, if any.
     #[oai(nullable)]
     pub social_image_url: Option<String>,
+    /// On a resend to those who did not open (`POST /issues/{id}/resend_unopened`): the
+    /// issue it resends; null otherwise.
+    #[oai(nullable)]
+    pub resend_of: Option<i64>,
+    /// On an issue resent to those who did not open it: the resend's id (an issue is resent
+    /// once); null otherwise.
+    #[oai(nullable)]
+    pub resent_unopened_as: Option<i64>,
     /// Who may read it on the site: `public` (everyone), `members` (signed-in readers) or
     /// `paid` (members with paid access). Others see its excerpt and a paywall, in the
     /// archive and the feed too; its full text reaches nobody else.
@@ -289,8 +297,20 @@ impl IssueObject {
             social_image_url: issue.social_image_url,
             visibility: issue.visibility.as_str().to_string(),
             paid_members_only: issue.paid_members_only,
+            resend_of: issue.resend_of,
+            resent_unopened_as: issue.resent_unopened_as,
         }
     }
+}
+
+/// A resend to those who did not open: its subject and how long after the send it goes.
+#[derive(Debug, Object)]
+#[oai(example)]
+pub struct ResendUnopenedBody {
+    /// The resend's subject (a new one gets more opens than the same again); merge tags work.
+    pub subject: Field<Subject>,
+    /// Hours after the original was sent, 1 to 720; a time already past sends at once.
+    pub after_hours: Number<ResendAfterHours>,
 }
 
 /// An article as sent on create/update.
@@ -864,6 +884,44 @@ impl IssuesApi {
             issue,
             resent,
         })))
+    }
+
+    /// Resends a sent issue, with a new subject, to those who did not open it.
+    ///
+    /// Makes the resend, an issue of its own (the original's content and articles; never
+    /// published on the site), scheduled `after_hours` after the original was sent (at once
+    /// when that time has passed), and answers it (201). When its send starts it goes to the
+    /// original's recipients whose message the relay took and that no person opened, still
+    /// active and not paused: opens that are no person's (Apple Mail Privacy Protection's
+    /// prefetch from Apple's network, scanners opening within 10 seconds of delivery) do not
+    /// count, and the original's stats say how many were set aside (`automatic_opens`). An
+    /// issue is resent once: again, a resend itself, or an issue that is not `sent` answers
+    /// 422 `invalid_state`.
+    #[oai(
+        path = "/issues/:id/resend_unopened",
+        method = "post",
+        operation_id = "resendIssueUnopened"
+    )]
+    async fn resend_unopened(
+        &self,
+        _auth: ApiKeyAuth,
+        id: Path<Field<Id>>,
+        body: Json<ResendUnopenedBody>,
+        Data(p): Data<&Principal>,
+        Data(state): Data<&State>,
+    ) -> Result<CreatedResponse, Refusal<{ GUARD | BODY | BY_ID | RULE | WRITES }>> {
+        let (nid, id, state2) = (p.newsletter_id, parse_id(&id.0)?, state.clone());
+        let subject = String::from(body.0.subject);
+        // Not a whole number: out of range, refused by the domain in its words.
+        let after_hours = body.0.after_hours.text().parse::<i64>().unwrap_or(0);
+        let issue = state
+            .db
+            .run(move |conn| {
+                let resend = resend_unopened::resend_unopened(conn, nid, id, &subject, after_hours)?;
+                with_url(conn, &state2, nid, resend, true)
+            })
+            .await?;
+        Ok(CreatedResponse::Created(Json(issue)))
     }
 
     /// Duplicates an issue as a new draft.

@@ -57,6 +57,10 @@ pub struct IssueStatsObject {
     pub opens: i64,
     /// Delivered messages with at least one click.
     pub clicks: i64,
+    /// Of `opens`, the messages whose opens were all automatic: Apple Mail Privacy
+    /// Protection's prefetch (Apple's network) or a scanner opening within 10 seconds of
+    /// delivery. A resend to those who did not open goes to these too.
+    pub automatic_opens: i64,
     /// Percentage (0-100, one decimal) of delivered messages opened.
     pub open_rate: f64,
     /// Percentage (0-100, one decimal) of delivered messages clicked.
@@ -79,6 +83,7 @@ impl From<IssueReport> for IssueStatsObject {
             delivered: r.delivered,
             opens: r.opened,
             clicks: r.clicked,
+            automatic_opens: r.automatic_opens,
             open_rate: r.open_rate,
             click_rate: r.click_rate,
             links: r

@@ -92,14 +92,16 @@ pub fn counter_mismatches(conn: &Connection) -> Vec<String> {
         ),
         (
             "issue_counts",
-            "SELECT issue_id, total, remaining, sent, unconfirmed, bounced, failed, opened, clicked, unsubscribed
+            "SELECT issue_id, total, remaining, sent, unconfirmed, bounced, failed, opened, clicked, unsubscribed,
+                    auto_opened
              FROM issue_counts",
             "SELECT i.id, count(d.id), coalesce(sum(d.status IN ('pending', 'sending')), 0),
                     coalesce(sum(d.status = 'sent'), 0), coalesce(sum(d.status = 'unconfirmed'), 0),
                     coalesce(sum(d.status = 'bounced'), 0), coalesce(sum(d.status = 'failed'), 0),
                     coalesce(sum(d.status = 'sent' AND d.opened_at IS NOT NULL), 0),
                     coalesce(sum(d.status = 'sent' AND d.clicked_at IS NOT NULL), 0),
-                    coalesce(sum(d.unsubscribed_at IS NOT NULL), 0)
+                    coalesce(sum(d.unsubscribed_at IS NOT NULL), 0),
+                    coalesce(sum(d.opened_at IS NOT NULL AND d.opened_auto = 1), 0)
              FROM issues i LEFT JOIN deliveries d ON d.issue_id = i.id GROUP BY i.id",
         ),
     ];

@@ -12,17 +12,19 @@ use crate::state::AppState;
 /// The key of the client's buckets: its IPv4 address, or the /64 network of an IPv6 address
 /// (one host usually holds a whole /64, so single IPv6 addresses cost an attacker nothing).
 pub fn client_address(req: &Request, state: &AppState) -> String {
-    let peer = req.remote_addr().as_socket_addr().map(SocketAddr::ip);
-    let Some(peer) = peer else {
-        return "unknown".to_string();
-    };
+    client_ip_of(req, state).map_or_else(|| "unknown".to_string(), bucket_key)
+}
+
+/// The address the request came from (through `--trusted-proxy`), when known.
+pub fn client_ip_of(req: &Request, state: &AppState) -> Option<IpAddr> {
+    let peer = req.remote_addr().as_socket_addr().map(SocketAddr::ip)?;
     let forwarded: Vec<&str> = req
         .headers()
         .get_all("x-forwarded-for")
         .iter()
         .filter_map(|v| v.to_str().ok())
         .collect();
-    bucket_key(client_ip(peer, &forwarded, &state.trusted_proxies))
+    Some(client_ip(peer, &forwarded, &state.trusted_proxies))
 }
 
 /// The peer itself, unless it is a trusted proxy: then the right-most address of

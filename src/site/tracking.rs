@@ -13,6 +13,7 @@ use super::pages::answer;
 use super::{Site, SiteError, SiteResult};
 use crate::domain::issues::test_send::TEST_DELIVERY;
 use crate::domain::{DomainError, delivery::tracking, subscribers};
+use crate::http::client::client_ip_of;
 use crate::http::csrf;
 use crate::state::AppState;
 
@@ -260,6 +261,7 @@ const PIXEL: &[u8] = &[
 
 #[handler]
 pub async fn open_pixel(
+    req: &Request,
     Path((delivery, file)): Path<(String, String)>,
     Data(state): Data<&State>,
     Data(site): Data<&Site>,
@@ -275,10 +277,11 @@ pub async fn open_pixel(
     else {
         return Err(SiteError::NotFound);
     };
+    let client = client_ip_of(req, state);
     if id != TEST_DELIVERY
         && let Err(e) = state
             .db
-            .run(move |conn| tracking::record_open(conn, id))
+            .run(move |conn| tracking::record_open(conn, id, client))
             .await
     {
         eprintln!("site: recording an open of delivery {id} failed: {e}");
@@ -299,6 +302,7 @@ pub struct ClickQuery {
 
 #[handler]
 pub async fn click(
+    req: &Request,
     Path((delivery, sig)): Path<(String, String)>,
     Query(query): Query<ClickQuery>,
     Data(state): Data<&State>,
@@ -327,11 +331,11 @@ pub async fn click(
     else {
         return Err(SiteError::NotFound);
     };
-    let recorded = target.clone();
+    let (recorded, client) = (target.clone(), client_ip_of(req, state));
     if id != TEST_DELIVERY
         && let Err(e) = state
             .db
-            .run(move |conn| tracking::record_click(conn, id, &recorded))
+            .run(move |conn| tracking::record_click(conn, id, &recorded, client))
             .await
     {
         eprintln!("site: recording a click of delivery {id} failed: {e}");

@@ -163,6 +163,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0040_preferences",
         include_str!("../../migrations/0040_preferences.sql"),
     ),
+    (
+        "0041_resend_unopened",
+        include_str!("../../migrations/0041_resend_unopened.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.

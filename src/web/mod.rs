@@ -334,6 +334,10 @@ fn issue_routes(route: Route) -> Route {
             get(reports::show_issue),
         )
         .at(
+            "/newsletters/:id/issues/:issue_id/resend_unopened",
+            post(reports::schedule_resend),
+        )
+        .at(
             "/newsletters/:id/media",
             get(issues::media_index).post(issues::upload_media),
         )

@@ -4,14 +4,17 @@
 
 use maud::{Markup, html};
 use poem::web::{Data, Path};
-use poem::{Request, handler, http::StatusCode};
+use poem::{Body, Request, handler, http::StatusCode};
 
 use super::charts::{self, ChartText, Group, figure};
-use super::layout::{Section, newsletter_page, table_wrap};
-use super::newsletters::{owned, parse_id};
+use super::layout::{Section, csrf_field, errors, newsletter_page, table_wrap};
+use super::newsletters::{owned, owned_post, parse_id};
 use super::time_zones::shown;
-use super::{Ctx, State, WebResult, render};
+use super::{Ctx, State, WebError, WebResult, render, see_other};
+use crate::domain::issues::{self, Issue, Status, resend_unopened};
+use crate::domain::newsletters::Newsletter;
 use crate::domain::reports::issue_report::{self, IssueReport, LINKS_SHOWN};
+use crate::domain::{DomainError, FieldErrors};
 
 #[handler]
 pub async fn show_issue(
@@ -21,44 +24,168 @@ pub async fn show_issue(
 ) -> WebResult {
     let ctx = Ctx::load(req, state).await?;
     let n = owned(&ctx, state, &id).await?;
-    let (nid, issue_id) = (n.id, parse_id(&issue_id)?);
-    let report = state
+    let page = report_page(
+        &ctx,
+        state,
+        &n,
+        parse_id(&issue_id)?,
+        (&Typed::default(), &FieldErrors::new()),
+    )
+    .await?;
+    render(StatusCode::OK, page)
+}
+
+/// The resend form as typed.
+#[derive(Debug, Clone)]
+struct Typed {
+    subject: String,
+    after_hours: String,
+}
+
+impl Default for Typed {
+    fn default() -> Self {
+        Typed {
+            subject: String::new(),
+            after_hours: "48".into(),
+        }
+    }
+}
+
+/// The report of issue `issue_id`, with the resend form filled with `typed` and `problems`.
+async fn report_page(
+    ctx: &Ctx,
+    state: &State,
+    n: &Newsletter,
+    issue_id: i64,
+    (typed, problems): (&Typed, &FieldErrors),
+) -> Result<Markup, WebError> {
+    let nid = n.id;
+    let (report, issue, resend) = state
         .db
-        .run(move |conn| issue_report::for_issue(conn, nid, issue_id))
+        .run(move |conn| {
+            let report = issue_report::for_issue(conn, nid, issue_id)?;
+            let issue = issues::get(conn, nid, issue_id)?;
+            let resend = match issue.resent_unopened_as {
+                Some(id) => Some(issues::get(conn, nid, id)?),
+                None => None,
+            };
+            Ok::<_, DomainError>((report, issue, resend))
+        })
         .await?;
     let issue_url = format!("/newsletters/{nid}/issues/{issue_id}");
     let title = format!("Report: {}", report.subject);
-    render(
-        StatusCode::OK,
-        newsletter_page(
-            &ctx,
-            &n,
-            Section::Issues,
-            &title,
-            html! {
-                p { a href=(issue_url) { "← " (report.subject) } }
-                h1 { "Report: " (report.subject) }
-                p.muted {
-                    @match report.sent_at {
-                        Some(at) => { "Sent " (shown(at, &ctx.zone())) "." }
-                        None => { "Not sent yet: the figures count from the send." }
+    Ok(newsletter_page(
+        ctx,
+        n,
+        Section::Issues,
+        &title,
+        html! {
+            p { a href=(issue_url) { "← " (report.subject) } }
+            h1 { "Report: " (report.subject) }
+            p.muted {
+                @match report.sent_at {
+                    Some(at) => { "Sent " (shown(at, &ctx.zone())) "." }
+                    None => { "Not sent yet: the figures count from the send." }
+                }
+                @if !n.tracking_enabled {
+                    " Open and click tracking is off, so mail sent meanwhile counts no opens or clicks."
+                }
+            }
+            (totals(&report))
+            section.panel aria-labelledby="week-heading" {
+                h2 #week-heading { "The first week" }
+                (week(&report))
+            }
+            section.panel aria-labelledby="links-heading" {
+                h2 #links-heading { "Clicks per link" }
+                (links(&report))
+            }
+            @if issue.status == Status::Sent && issue.resend_of.is_none() {
+                (resend_panel(ctx, &issue_url, &report, resend.as_ref(), (typed, problems)))
+            }
+        },
+    ))
+}
+
+/// "Resend to those who did not open": the form, or the resend made already.
+fn resend_panel(
+    ctx: &Ctx,
+    issue_url: &str,
+    report: &IssueReport,
+    resend: Option<&Issue>,
+    (typed, problems): (&Typed, &FieldErrors),
+) -> Markup {
+    // The counters' bound: taken, less opened by a person; leavers and pauses are left out
+    // when the resend starts.
+    let unopened = report.delivered - report.opened + report.automatic_opens;
+    html! {
+        section.panel #resend aria-labelledby="resend-heading" {
+            h2 #resend-heading { "Resend to those who did not open" }
+            @match resend {
+                Some(resend) => p {
+                    "Resent as " a href={ "/newsletters/" (resend.newsletter_id) "/issues/" (resend.id) } { "“" (resend.subject) "”" }
+                    " (" (resend.status.as_str()) "). An issue is resent once."
+                },
+                None => {
+                    p.muted { "Up to " (unopened) " readers have not opened it. The resend goes, with a new subject, to those who still have not when it starts; automatic opens do not count as opens." }
+                    (errors(problems))
+                    form.stack method="post" action={ (issue_url) "/resend_unopened" } {
+                        (csrf_field(ctx))
+                        label { "New subject" input type="text" name="subject" value=(typed.subject) required maxlength="200" placeholder={ "In case you missed it: " (report.subject) }; }
+                        label { "Hours after the send (1 to 720)" input type="number" name="after_hours" value=(typed.after_hours) min="1" max="720" required; }
+                        button type="submit" { "Schedule the resend" }
                     }
-                    @if !n.tracking_enabled {
-                        " Open and click tracking is off, so mail sent meanwhile counts no opens or clicks."
-                    }
                 }
-                (totals(&report))
-                section.panel aria-labelledby="week-heading" {
-                    h2 #week-heading { "The first week" }
-                    (week(&report))
-                }
-                section.panel aria-labelledby="links-heading" {
-                    h2 #links-heading { "Clicks per link" }
-                    (links(&report))
-                }
-            },
-        ),
-    )
+            }
+        }
+    }
+}
+
+/// `POST .../issues/:issue_id/resend_unopened`: the resend, scheduled; its page opens.
+#[handler]
+pub async fn schedule_resend(
+    req: &Request,
+    Path((id, issue_id)): Path<(String, String)>,
+    body: Body,
+    Data(state): Data<&State>,
+) -> WebResult {
+    let (form, ctx, n) = owned_post(req, state, &id, body).await?;
+    let (nid, issue_id) = (n.id, parse_id(&issue_id)?);
+    let typed = Typed {
+        subject: form.get("subject").to_string(),
+        after_hours: form.get("after_hours").trim().to_string(),
+    };
+    let Ok(after_hours) = typed.after_hours.parse::<i64>() else {
+        let problems = FieldErrors::single(
+            "after_hours",
+            "must be a whole number of hours from 1 to 720",
+        );
+        let page = report_page(&ctx, state, &n, issue_id, (&typed, &problems)).await?;
+        return render(StatusCode::UNPROCESSABLE_ENTITY, page);
+    };
+    let subject = typed.subject.clone();
+    match state
+        .db
+        .run(move |conn| {
+            resend_unopened::resend_unopened(conn, nid, issue_id, &subject, after_hours)
+        })
+        .await
+    {
+        Ok(resend) => {
+            ctx.notice_next(req, "The resend to those who did not open is scheduled.");
+            see_other(&format!("/newsletters/{nid}/issues/{}", resend.id))
+        }
+        Err(DomainError::Invalid(_, problems)) => {
+            let page = report_page(&ctx, state, &n, issue_id, (&typed, &problems)).await?;
+            render(StatusCode::UNPROCESSABLE_ENTITY, page)
+        }
+        Err(DomainError::Rejected(_, message)) => {
+            let problems = FieldErrors::single("base", message);
+            let page = report_page(&ctx, state, &n, issue_id, (&typed, &problems)).await?;
+            render(StatusCode::UNPROCESSABLE_ENTITY, page)
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// One figure, its API name in `data-stat` and its value as the API writes it.
@@ -80,7 +207,13 @@ fn totals(r: &IssueReport) -> Markup {
             (stat("Clicked", "clicks", r.clicked, r.clicked.to_string()))
             (stat("Click rate", "click_rate", r.click_rate, figure(r.click_rate, "%")))
         }
-        p.muted { "Rates are percentages of delivered e-mails; a click counts as an open." }
+        p.muted {
+            "Rates are percentages of delivered e-mails; a click counts as an open."
+            @if r.automatic_opens > 0 {
+                " " strong data-stat="automatic_opens" data-value=(r.automatic_opens) { (r.automatic_opens) }
+                " of the opens were automatic (Apple Mail Privacy Protection, or a mail scanner within seconds of delivery): a resend to those who did not open goes to them too."
+            }
+        }
     }
 }
 

@@ -56,6 +56,7 @@ mod preferences;
 mod publish_on_send;
 mod relays;
 mod resend_unconfirmed;
+mod resend_unopened;
 mod segment_crash;
 mod segments;
 mod send_audience;

@@ -122,6 +122,17 @@ fn record_recipients(conn: &Connection, issue: &Issue, now: &Timestamp) -> Domai
                 WHERE x.subscriber_id = s.id AND +x.tag IN (SELECT value FROM json_each(?5)))
            AND NOT EXISTS (SELECT 1 FROM subscriber_pauses z WHERE z.subscriber_id = s.id AND z.until > ?2)
          ORDER BY s.id";
+    if let Some(original) = issue.resend_of {
+        // The original's non-openers, each with the teaser their first copy had.
+        const RESEND: &str = concat!(
+            "INSERT OR IGNORE INTO deliveries (issue_id, subscriber_id, email, created_at, teaser)
+             SELECT ?3, s.id, s.email, ?2, o.teaser FROM",
+            crate::non_openers!(),
+            " ORDER BY s.id"
+        );
+        conn.execute(RESEND, (original, now, issue.id))?;
+        return Ok(());
+    }
     let teasers = issue.visibility == Visibility::Paid && !issue.audience.paid_only;
     if let Some(condition) = &issue.audience.field {
         return record_field_segment(conn, issue, condition, now, teasers);
@@ -491,11 +502,7 @@ fn planned_recipients(conn: &Connection, issue_id: i64) -> DomainResult<Option<i
         return Ok(None);
     };
     let issue = crate::domain::issues::get(conn, newsletter_id, issue_id)?;
-    Ok(Some(crate::domain::subscribers::audience::count(
-        conn,
-        newsletter_id,
-        &issue.audience,
-    )?))
+    Ok(Some(issues::recipients_now(conn, &issue)?))
 }
 
 /// When the earliest pending delivery is due: `""` when one is due at once, `None` when none

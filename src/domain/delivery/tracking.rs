@@ -237,29 +237,83 @@ pub fn delivery(conn: &Connection, id: i64) -> DomainResult<Delivery> {
     .ok_or(DomainError::NotFound("delivery"))
 }
 
-/// Notes the first open of a delivery and fires `email.opened` once.
-pub fn record_open(conn: &mut Connection, delivery_id: i64) -> DomainResult<()> {
+/// The first octet of Apple's own network, 17.0.0.0/8 (one allocation, ARIN's
+/// `APPLE-WWNET`): Apple Mail Privacy Protection fetches every image of a mail through it
+/// as soon as the mail arrives, whether anyone reads it or not.
+const APPLE_NETWORK: u8 = 17;
+/// An open or click this soon after the relay took the message is a scanner's (mail
+/// security gateways fetch images and follow links on arrival), not a reader's.
+pub const AUTOMATIC_WITHIN: jiff::SignedDuration = jiff::SignedDuration::from_secs(10);
+
+/// Whether an open (or click) from `client` at `now` of a message the relay took at
+/// `sent_at` is no person's: from Apple's prefetching network, or within
+/// [`AUTOMATIC_WITHIN`] of delivery.
+pub fn is_automatic(
+    client: Option<std::net::IpAddr>,
+    sent_at: Option<Timestamp>,
+    now: Timestamp,
+) -> bool {
+    let apple = match client {
+        Some(std::net::IpAddr::V4(ip)) => ip.octets()[0] == APPLE_NETWORK,
+        _ => false,
+    };
+    let at_once = sent_at.is_some_and(|sent| now < sent + AUTOMATIC_WITHIN);
+    apple || at_once
+}
+
+/// When the relay took delivery `id`'s message.
+fn sent_at(conn: &Connection, id: i64) -> DomainResult<Option<Timestamp>> {
+    const SQL: &str = "SELECT sent_at FROM deliveries WHERE id = ?1";
+    Ok(conn
+        .query_row(SQL, [id], |r| r.get(0))
+        .optional()?
+        .flatten())
+}
+
+/// Notes the first open of a delivery and fires `email.opened` once; `client` is where the
+/// open came from, to tell an automatic open ([`is_automatic`]) from a person's: a person's
+/// open after only automatic ones makes the delivery opened by a person.
+pub fn record_open(
+    conn: &mut Connection,
+    delivery_id: i64,
+    client: Option<std::net::IpAddr>,
+) -> DomainResult<()> {
     write_tx(conn, |tx| {
         let now = Timestamp::now();
-        if tx.execute(
-            "UPDATE deliveries SET opened_at = ?2 WHERE id = ?1 AND opened_at IS NULL",
-            (delivery_id, &now),
-        )? == 1
-        {
+        let automatic = is_automatic(client, sent_at(tx, delivery_id)?, now);
+        const FIRST: &str = "UPDATE deliveries SET opened_at = ?2, opened_auto = ?3
+             WHERE id = ?1 AND opened_at IS NULL";
+        if tx.execute(FIRST, (delivery_id, &now, automatic))? == 1 {
             let d = delivery(tx, delivery_id)?;
             issue_report::count_open(tx, d.issue_id, d.id, now)?;
-            events::record(tx, d.newsletter_id, "email.opened", d.event_data())?;
+            let mut data = d.event_data();
+            data["automatic"] = json!(automatic);
+            events::record(tx, d.newsletter_id, "email.opened", data)?;
+        } else if !automatic {
+            const PERSON: &str =
+                "UPDATE deliveries SET opened_auto = 0 WHERE id = ?1 AND opened_auto = 1";
+            tx.execute(PERSON, [delivery_id])?;
         }
         Ok(())
     })
 }
 
 /// Counts a click in the issue's report (every click, per link and per day) and notes the
-/// first click of a delivery (a click implies an open), firing `email.clicked` once.
-pub fn record_click(conn: &mut Connection, delivery_id: i64, target: &str) -> DomainResult<()> {
+/// first click of a delivery (a click implies an open: a person's, unless the click is
+/// automatic as [`record_open`] tells), firing `email.clicked` once.
+pub fn record_click(
+    conn: &mut Connection,
+    delivery_id: i64,
+    target: &str,
+    client: Option<std::net::IpAddr>,
+) -> DomainResult<()> {
     write_tx(conn, |tx| {
         let now = Timestamp::now();
         let before = delivery(tx, delivery_id)?;
+        let automatic = is_automatic(client, sent_at(tx, delivery_id)?, now);
+        const OPEN: &str = "UPDATE deliveries SET opened_auto = CASE WHEN opened_at IS NULL THEN ?2 ELSE opened_auto AND ?2 END
+             WHERE id = ?1";
+        tx.execute(OPEN, (delivery_id, automatic))?;
         const CLICK: &str = "UPDATE deliveries SET clicked_at = ?2, opened_at = coalesce(opened_at, ?2) WHERE id = ?1 AND clicked_at IS NULL";
         let first_click = tx.execute(CLICK, (delivery_id, &now))? == 1;
         let firsts = issue_report::ClickFirsts {
@@ -706,6 +760,31 @@ fn apply_to_delivery(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn opens_from_apples_network_or_on_arrival_are_automatic() {
+        let sent = Timestamp::now();
+        let later = sent + jiff::SignedDuration::from_secs(60);
+        let ip = |s: &str| Some(s.parse().unwrap());
+        assert!(is_automatic(ip("17.58.101.4"), Some(sent), later), "Apple");
+        assert!(
+            is_automatic(ip("198.51.100.7"), Some(sent), sent),
+            "on arrival"
+        );
+        assert!(
+            !is_automatic(ip("198.51.100.7"), Some(sent), later),
+            "a person"
+        );
+        assert!(
+            !is_automatic(ip("171.58.1.1"), Some(sent), later),
+            "not 17/8"
+        );
+        assert!(
+            !is_automatic(ip("2001:db8::17"), None, later),
+            "IPv6, no send time"
+        );
+        assert!(!is_automatic(None, Some(sent), later));
+    }
 
     #[test]
     fn links_are_signed_and_respect_tracking() {

@@ -2,6 +2,7 @@
 //! send_now checks and publishing to the web archive.
 
 pub mod media;
+pub mod resend_unopened;
 pub mod test_send;
 
 use std::borrow::Cow;
@@ -133,6 +134,10 @@ pub struct Issue {
     /// For a paid issue: its send goes to paid members only (else to everyone, free members
     /// getting the excerpt and an upgrade link).
     pub paid_members_only: bool,
+    /// On a resend to those who did not open (`resend_unopened.rs`): the issue it resends.
+    pub resend_of: Option<i64>,
+    /// On an issue resent so: its resend.
+    pub resent_unopened_as: Option<i64>,
 }
 
 impl Issue {
@@ -253,7 +258,7 @@ macro_rules! select_issue {
             "(SELECT group_concat(tag, char(10)) FROM (SELECT tag FROM issue_audience_tags WHERE issue_id = i.id AND excluded = 1 ORDER BY tag)), ",
             "CASE WHEN i.recipients_at IS NULL THEN NULL ELSE coalesce((SELECT c.total FROM issue_counts c WHERE c.issue_id = i.id), 0) END, ",
             "i.edited_at, i.excerpt, i.social_image_url, i.visibility, i.paid_members_only, ",
-            crate::stored_field_json!(),
+            crate::stored_field_json!(), ", i.resend_of, i.resent_unopened_as",
             " FROM issues i ", $($tail),+
         )
     };
@@ -285,6 +290,8 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Issue> {
         social_image_url: row.get(21)?,
         visibility: row.get(22)?,
         paid_members_only: row.get(23)?,
+        resend_of: row.get(25)?,
+        resent_unopened_as: row.get(26)?,
     })
     .map(|mut issue: Issue| {
         issue.mail_paid_members_only(issue.paid_members_only);
@@ -857,6 +864,8 @@ pub fn preview(newsletter_id: i64, current: Option<&Issue>, changes: Checked) ->
         social_image_url: None,
         visibility: Visibility::Public,
         paid_members_only: false,
+        resend_of: None,
+        resent_unopened_as: None,
     });
     if let Some(subject) = valid.subject {
         issue.subject = subject;
@@ -1107,6 +1116,15 @@ pub fn get_as_mailed(conn: &Connection, newsletter_id: i64, id: i64) -> DomainRe
     Ok(issue)
 }
 
+/// Who issue `issue`'s send would go to now: its audience, or for a resend to those who did
+/// not open, the original's recipients who have not ([`resend_unopened::non_openers`]).
+pub fn recipients_now(conn: &Connection, issue: &Issue) -> DomainResult<i64> {
+    match issue.resend_of {
+        Some(original) => resend_unopened::non_openers(conn, original),
+        None => audience::count(conn, issue.newsletter_id, &issue.audience),
+    }
+}
+
 /// Makes a new draft from issue `id`: "Copy of" its subject, its content and articles; the
 /// audience, schedule and web page are the new draft's own.
 pub fn duplicate(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainResult<Issue> {
@@ -1117,44 +1135,51 @@ pub fn duplicate(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainRe
             .chars()
             .take(SUBJECT_MAX)
             .collect();
-        let subject = subject.trim_end().to_string();
-        let path = free_path(tx, newsletter_id, &subject, None)?;
-        const INSERT: &str = "INSERT INTO issues (newsletter_id, subject, content_markdown, content_html, status, path, created_at, updated_at, social_image_url, visibility, paid_members_only)
-             VALUES (?1, ?2, ?3, ?4, 'draft', ?5, ?6, ?6, ?7, ?8, ?9)";
-        tx.execute(
-            INSERT,
-            (
-                newsletter_id,
-                &subject,
-                &original.content_markdown,
-                &original.content_html,
-                &path,
-                Timestamp::now(),
-                &original.social_image_url,
-                original.visibility,
-                original.paid_members_only,
-            ),
-        )?;
-        let copy = tx.last_insert_rowid();
-        content_saved(
-            tx,
-            newsletter_id,
-            copy,
-            &original.content_markdown,
-            original.content_html.as_deref(),
-        )?;
-        let articles: Vec<ArticleInput> = original
-            .articles
-            .into_iter()
-            .map(|a| ArticleInput {
-                title: a.title,
-                url: a.url,
-                summarized_article: a.summarized_article,
-            })
-            .collect();
-        replace_articles(tx, copy, &articles)?;
+        let copy = copy_of(tx, original, subject.trim_end())?;
         get(tx, newsletter_id, copy)
     })
+}
+
+/// A new draft of `original`'s content, articles, picture and visibility under `subject`,
+/// inside the caller's transaction; its id.
+fn copy_of(tx: &Connection, original: Issue, subject: &str) -> DomainResult<i64> {
+    let newsletter_id = original.newsletter_id;
+    let path = free_path(tx, newsletter_id, subject, None)?;
+    const INSERT: &str = "INSERT INTO issues (newsletter_id, subject, content_markdown, content_html, status, path, created_at, updated_at, social_image_url, visibility, paid_members_only)
+             VALUES (?1, ?2, ?3, ?4, 'draft', ?5, ?6, ?6, ?7, ?8, ?9)";
+    tx.execute(
+        INSERT,
+        (
+            newsletter_id,
+            &subject,
+            &original.content_markdown,
+            &original.content_html,
+            &path,
+            Timestamp::now(),
+            &original.social_image_url,
+            original.visibility,
+            original.paid_members_only,
+        ),
+    )?;
+    let copy = tx.last_insert_rowid();
+    content_saved(
+        tx,
+        newsletter_id,
+        copy,
+        &original.content_markdown,
+        original.content_html.as_deref(),
+    )?;
+    let articles: Vec<ArticleInput> = original
+        .articles
+        .into_iter()
+        .map(|a| ArticleInput {
+            title: a.title,
+            url: a.url,
+            summarized_article: a.summarized_article,
+        })
+        .collect();
+    replace_articles(tx, copy, &articles)?;
+    Ok(copy)
 }
 
 /// Records `chosen` (shape-checked) as the issue's audience once its tags are known to the
@@ -1242,9 +1267,13 @@ pub fn check_sendable(
     if let Some(problem) = merge_tag_problem(conn, newsletter.id, issue)? {
         return Err(DomainError::invalid("content_markdown", problem));
     }
-    let recipients = audience::count(conn, newsletter.id, &issue.audience)?;
+    let recipients = recipients_now(conn, issue)?;
     if recipients == 0 {
-        let message = if issue.audience.is_everyone() {
+        let message = if let Some(original) = issue.resend_of {
+            format!(
+                "Everyone who received issue {original} has opened it (or left): nobody to resend it to"
+            )
+        } else if issue.audience.is_everyone() {
             "The newsletter has no active subscribers".to_string()
         } else {
             format!(
@@ -1321,7 +1350,9 @@ pub(in crate::domain) fn publishes_when_sent(
 ) -> DomainResult<bool> {
     const SQL: &str = "SELECT publish_when_sent FROM issues WHERE id = ?1";
     let chosen: Option<bool> = conn.query_row(SQL, [issue.id], |r| r.get(0))?;
-    Ok(chosen.unwrap_or_else(|| publishes_by_default(newsletter, &issue.audience)))
+    // A resend to those who did not open is the original again: never a second web copy.
+    let default = issue.resend_of.is_none() && publishes_by_default(newsletter, &issue.audience);
+    Ok(chosen.unwrap_or(default))
 }
 
 /// `issue` as a one-step send sees it: a draft counts as approved (approving changes nothing

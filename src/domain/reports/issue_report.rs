@@ -51,6 +51,10 @@ pub struct IssueReport {
     /// Delivered messages opened / clicked at least once (as the issue's report counts).
     pub opened: i64,
     pub clicked: i64,
+    /// Of `opened`, those whose opens were all automatic (Apple Mail Privacy Protection's
+    /// prefetch, scanners within seconds of delivery): set aside by a resend to those who
+    /// did not open.
+    pub automatic_opens: i64,
     pub open_rate: f64,
     pub click_rate: f64,
     /// The issue's clicked links, most clicks first, at most [`LINKS_SHOWN`].
@@ -69,16 +73,24 @@ pub fn for_issue(
     issue_id: i64,
 ) -> DomainResult<IssueReport> {
     const ISSUE: &str = "SELECT i.subject, i.sent_at, coalesce(c.sent, 0), coalesce(c.opened, 0),
-             coalesce(c.clicked, 0)
+             coalesce(c.clicked, 0), coalesce(c.auto_opened, 0)
          FROM issues i LEFT JOIN issue_counts c ON c.issue_id = i.id
          WHERE i.newsletter_id = ?1 AND i.id = ?2";
-    let (subject, sent_at, delivered, opened, clicked): (String, Option<Timestamp>, i64, i64, i64) =
-        conn.prepare_cached(ISSUE)?
-            .query_row((newsletter_id, issue_id), |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-            })
-            .optional()?
-            .ok_or(DomainError::NotFound("issue"))?;
+    type Counts = (String, Option<Timestamp>, i64, i64, i64, i64);
+    let (subject, sent_at, delivered, opened, clicked, automatic_opens): Counts = conn
+        .prepare_cached(ISSUE)?
+        .query_row((newsletter_id, issue_id), |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+            ))
+        })
+        .optional()?
+        .ok_or(DomainError::NotFound("issue"))?;
     const LINKS: &str = "SELECT url, clickers, clicks FROM issue_links WHERE issue_id = ?1
          ORDER BY clicks DESC, clickers DESC, url LIMIT ?2";
     let links = conn
@@ -121,6 +133,7 @@ pub fn for_issue(
         delivered,
         opened,
         clicked,
+        automatic_opens,
         open_rate: rate(opened, delivered),
         click_rate: rate(clicked, delivered),
         links,
