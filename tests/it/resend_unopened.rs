@@ -189,7 +189,10 @@ fn the_report_page_schedules_a_resend_and_shows_bad_input_again() {
     let owner = onboard_paid(&app, "Report Resends");
     set_sender(&owner);
     owner
-        .post("/subscribers", &json!({"email": unique_email("quiet")}))
+        .post(
+            "/subscribers",
+            &json!({"email": unique_email("quiet"), "tags": ["news"]}),
+        )
         .expect(201);
     let id = approved_issue(&owner, "Quiet week");
     owner
@@ -232,6 +235,16 @@ fn the_report_page_schedules_a_resend_and_shows_bad_input_again() {
     assert_eq!(
         owner.get(&format!("/issues/{resend_id}")).json()["resend_of"],
         id
+    );
+    let shown = owner.client.get(&at);
+    assert!(
+        shown.body.contains("those who did not open"),
+        "{}",
+        shown.body
+    );
+    assert!(
+        !shown.body.contains("name=\"tags\""),
+        "a resend has no audience to choose"
     );
     let again = owner.client.submit(
         &report,

@@ -421,7 +421,11 @@ async fn verdict(
     let (choosable, (chosen, verdict)) = state
         .db
         .run(move |conn| {
-            let choosable = Choosable::read(conn, n2.id)?;
+            // A resend's audience is the original's non-openers: nothing to choose.
+            let choosable = match issue2.resend_of {
+                Some(_) => Choosable::default(),
+                None => Choosable::read(conn, n2.id)?,
+            };
             let counted = counted(
                 conn,
                 &n2,

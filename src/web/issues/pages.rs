@@ -189,11 +189,15 @@ async fn load_view(
             .unwrap_or_default(),
     };
     let (tags, audience_count) = if issue.status.is_editable() {
-        let (nid, recorded) = (n.id, issue.audience.clone());
+        let (nid, recorded, resend) = (n.id, issue.audience.clone(), issue.resend_of);
         let (tags, counted) = state
             .db
             .run(move |conn| {
-                let tags = Choosable::read(conn, nid)?;
+                // A resend's audience is the original's non-openers: nothing to choose.
+                let tags = match resend {
+                    Some(_) => Choosable::default(),
+                    None => Choosable::read(conn, nid)?,
+                };
                 let counted = (!tags.is_empty()).then(|| audience::count(conn, nid, &recorded));
                 Ok::<_, DomainError>((tags, counted))
             })
@@ -309,7 +313,17 @@ fn show_page(
                 dt { "Articles" } dd { (issue.articles_count) }
                 dt { "Audience" }
                 dd #issue-audience {
-                    (issue.audience.describe())
+                    @match issue.resend_of {
+                        Some(original) => {
+                            "those who did not open "
+                            a href=(issue_url(n.id, original)) { "the issue it resends" }
+                            " (automatic opens set aside), still active and not paused"
+                        }
+                        None => (issue.audience.describe()),
+                    }
+                    @if let Some(resend) = issue.resent_unopened_as {
+                        " · " a href=(issue_url(n.id, resend)) { "resent to those who did not open" }
+                    }
                     @if let Some(recipients) = issue.recipients {
                         " · " (recipients) @if recipients == 1 { " recipient" } @else { " recipients" }
                     }
