@@ -209,8 +209,9 @@ impl FieldsApi {
     /// Deletes a custom field.
     ///
     /// Every subscriber's value of it goes too (the field is gone at once; its values are
-    /// deleted in the background); merge tags naming it then show their fallback. A field
-    /// the audience of an issue not yet sent names is refused (422 `invalid_state`).
+    /// deleted in the background). A merge tag naming it then names no field: an issue with
+    /// one is refused at send, as a misspelt tag is, until the tag is changed. A field the
+    /// audience of an issue not yet sent names is refused (422 `invalid_state`).
     #[oai(path = "/fields/:id", method = "delete", operation_id = "deleteField")]
     async fn delete(
         &self,
