@@ -380,3 +380,66 @@ fn the_send_page_counts_and_sends_the_field_condition_it_shows() {
         shown.body
     );
 }
+
+#[test]
+fn a_scheduled_issue_keeps_its_field_condition_and_sends_to_it_when_its_time_comes() {
+    let app = spawn_app();
+    let owner = onboard_paid(&app, "Scheduled Fields");
+    define(
+        &owner,
+        json!({"name": "plan", "type": "choice", "options": ["weekly", "monthly"]}),
+    );
+    let weekly = unique_email("weekly");
+    let monthly = unique_email("monthly");
+    for (email, plan) in [(&weekly, "weekly"), (&monthly, "monthly")] {
+        owner
+            .post(
+                "/subscribers",
+                &json!({"email": email, "fields": {"plan": plan}}),
+            )
+            .expect(201);
+    }
+    let id = approved(&owner, "Weekly digest");
+    let url = format!("/newsletters/{}/issues/{id}", owner.newsletter_id);
+    let page = owner.client.get(&url);
+    assert!(page.body.contains("name=\"field_name\""), "{}", page.body);
+    let at = (app.clock_now() + jiff::SignedDuration::from_hours(2))
+        .strftime("%Y-%m-%dT%H:%M")
+        .to_string();
+    let resp = owner.client.submit(
+        &url,
+        &format!("{url}/schedule"),
+        &[
+            ("scheduled_for", &at),
+            ("audience", "chosen"),
+            ("field_name", "plan"),
+            ("field_op", "equals"),
+            ("field_value", "weekly"),
+        ],
+    );
+    assert_eq!(resp.redirect(), url);
+    let shown = issue(&owner, id);
+    assert_eq!(shown["status"], "scheduled");
+    assert_eq!(
+        shown["audience"]["field"],
+        json!({"name": "plan", "op": "equals", "value": "weekly"})
+    );
+    let page = owner.client.get(&url);
+    assert!(
+        page.body.contains("whose plan is “weekly”"),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains("<option value=\"plan\" selected>"),
+        "{}",
+        page.body
+    );
+    app.advance_clock(std::time::Duration::from_secs(3 * 3600));
+    let sent = wait_status(&owner, id, "sent", Duration::from_secs(30));
+    assert_eq!(sent["recipients"], 1, "{sent}");
+    assert_eq!(
+        received(&app, &[&weekly, &monthly], "Weekly digest"),
+        [weekly.clone()]
+    );
+}
