@@ -14,6 +14,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod domain;
+pub mod feeds;
 pub mod http;
 pub mod jobs;
 pub mod mail;

@@ -6,6 +6,7 @@
 pub mod delete_field_values;
 pub mod deliver_webhook;
 pub mod import_subscribers;
+pub mod poll_feeds;
 pub mod prune_webhook_log;
 pub mod purge_account;
 pub mod registry;

@@ -5,6 +5,7 @@ use super::Job;
 use super::delete_field_values::DeleteFieldValues;
 use super::deliver_webhook::DeliverWebhook;
 use super::import_subscribers::ImportSubscribers;
+use super::poll_feeds::PollFeeds;
 use super::prune_webhook_log::PruneWebhookLog;
 use super::purge_account::PurgeAccount;
 use super::render_content::RenderContent;
@@ -28,6 +29,7 @@ pub static JOBS: &[&dyn Job] = &[
     &PurgeAccount,
     &TellMembershipLapses,
     &DeleteFieldValues,
+    &PollFeeds,
 ];
 
 /// The job that runs rows of `kind` (as the `jobs.kind` column names it); `None` for a kind

@@ -38,6 +38,8 @@ pub enum JobKind {
     TellMembershipLapses,
     /// Deletes a deleted custom field's values in short batches, then the field.
     DeleteFieldValues,
+    /// Polls the newsletters' feeds that are due; periodic.
+    PollFeeds,
 }
 
 impl JobKind {
@@ -53,6 +55,7 @@ impl JobKind {
         JobKind::PurgeAccount,
         JobKind::TellMembershipLapses,
         JobKind::DeleteFieldValues,
+        JobKind::PollFeeds,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -68,6 +71,7 @@ impl JobKind {
             JobKind::PurgeAccount => "purge_account",
             JobKind::TellMembershipLapses => "tell_membership_lapses",
             JobKind::DeleteFieldValues => "delete_field_values",
+            JobKind::PollFeeds => "poll_feeds",
         }
     }
 

@@ -167,6 +167,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0041_resend_unopened",
         include_str!("../../migrations/0041_resend_unopened.sql"),
     ),
+    (
+        "0042_feeds",
+        include_str!("../../migrations/0042_feeds.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.

@@ -6,6 +6,7 @@ mod accounts;
 mod api_keys;
 mod charts;
 mod custom_domains;
+mod feed;
 mod fields;
 mod forms;
 mod issues;
@@ -411,6 +412,8 @@ fn settings_routes(route: Route) -> Route {
             get(fields::list).post(fields::create),
         )
         .at("/newsletters/:id/fields/:fid/delete", post(fields::delete))
+        .at("/newsletters/:id/feed", get(feed::show).post(feed::save))
+        .at("/newsletters/:id/feed/delete", post(feed::stop))
         .at(
             "/newsletters/:id/topics",
             get(topics::show).post(topics::save),

@@ -54,6 +54,25 @@ impl Resolver for Checked {
     }
 }
 
+/// An HTTP client that connects to `addresses` only (the ones the SSRF guard checked),
+/// follows no redirect, reads no proxy settings, and gives up after `timeout`.
+pub fn guarded_agent(
+    addresses: Vec<SocketAddr>,
+    timeout: Duration,
+    user_agent: &str,
+) -> ureq::Agent {
+    let config = ureq::Agent::config_builder()
+        .max_redirects(0)
+        .http_status_as_error(false)
+        .timeout_global(Some(timeout))
+        .user_agent(user_agent)
+        // Straight to the checked addresses: a proxy (HTTP_PROXY and the like) would look
+        // the name up again, and reach whatever it found.
+        .proxy(None)
+        .build();
+    ureq::Agent::with_parts(config, DefaultConnector::default(), Checked(addresses))
+}
+
 /// Sends one attempt of `delivery` and says how it went; `rt` runs the DNS lookup.
 pub fn attempt(
     delivery: &PendingDelivery,
@@ -73,16 +92,7 @@ pub fn attempt(
     };
     let timestamp = crate::clock::now().as_second();
     let body = delivery.body.as_bytes();
-    let config = ureq::Agent::config_builder()
-        .max_redirects(0)
-        .http_status_as_error(false)
-        .timeout_global(Some(settings.timeout))
-        .user_agent("Broadsheet-Webhooks/1")
-        // Straight to the checked addresses: a proxy (HTTP_PROXY and the like) would look
-        // the name up again, and reach whatever it found.
-        .proxy(None)
-        .build();
-    let agent = ureq::Agent::with_parts(config, DefaultConnector::default(), Checked(addresses));
+    let agent = guarded_agent(addresses, settings.timeout, "Broadsheet-Webhooks/1");
     let sent = agent
         .post(&delivery.url)
         .header("Content-Type", "application/json")

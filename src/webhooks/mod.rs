@@ -4,9 +4,9 @@
 
 mod deliver;
 mod sign;
-mod ssrf;
+pub mod ssrf;
 
-pub use deliver::{Settings, attempt};
+pub use deliver::{Settings, attempt, guarded_agent};
 pub use sign::{contract_signature, standard_signature};
 pub use ssrf::{check_url, resolve_host};
 

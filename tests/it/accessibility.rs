@@ -161,6 +161,7 @@ fn dashboard_pages_have_no_axe_violations() {
             ("forms", format!("{n}/forms"), "#new-form"),
             ("custom fields", format!("{n}/fields"), "#fields"),
             ("topics", format!("{n}/topics"), "main h1"),
+            ("feed", format!("{n}/feed"), "#feed-form"),
             (
                 "send page with a field condition",
                 format!("{issue_path}/send"),

@@ -433,7 +433,7 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
          applied 0030_mail_details\napplied 0031_account_changes\napplied 0032_site_pages\napplied 0033_memberships\n\
          applied 0034_membership_lapses\napplied 0035_signup_forms\napplied 0036_sources\napplied 0037_custom_fields\n\
          applied 0038_field_segments\napplied 0039_form_fields\napplied 0040_preferences\n\
-         applied 0041_resend_unopened"
+         applied 0041_resend_unopened\napplied 0042_feeds"
     );
 
     let conn = rusqlite::Connection::open(&db).unwrap();
@@ -456,7 +456,8 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
         // and 0037 (the empty custom field tables) and 0038 (the empty field conditions of
         // audiences, and each field's `deleted_at`) and 0039 (each form's and request's
         // `fields` and `field_values`, `[]`) and 0040 (the empty pauses and topics) and 0041
-        // (each delivery's `opened_auto`, 0, and each issue's resend links, NULL):
+        // (each delivery's `opened_auto`, 0, and each issue's resend links, NULL) and 0042
+        // (the empty feed tables):
         // the rest is as 0020 left it.
         let copy = app.data_dir().join("before-0022.db");
         conn.execute("VACUUM INTO ?1", [copy.to_str().unwrap()])
@@ -510,6 +511,7 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
              DROP TABLE issue_audience_fields;
              ALTER TABLE subscription_requests DROP COLUMN field_values;
              DROP TABLE subscriber_pauses; DROP TABLE newsletter_topics;
+             DROP TABLE feed_items; DROP TABLE newsletter_feeds;
              DROP TRIGGER deliveries_auto_opened; DROP TRIGGER deliveries_auto_opened_counted;
              ALTER TABLE deliveries DROP COLUMN opened_auto; ALTER TABLE issue_counts DROP COLUMN auto_opened;
              ALTER TABLE issues DROP COLUMN resent_unopened_as; ALTER TABLE issues DROP COLUMN resend_of;

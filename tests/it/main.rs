@@ -38,6 +38,7 @@ mod dash_webhooks;
 mod data_requests;
 mod disk_full;
 mod dkim;
+mod feeds;
 mod field_segments;
 mod header_names;
 mod http_headers;

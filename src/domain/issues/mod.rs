@@ -1,6 +1,7 @@
 //! Issues: drafting with articles, the status rules, scheduling on frequency slots, the
 //! send_now checks and publishing to the web archive.
 
+pub mod feed;
 pub mod media;
 pub mod resend_unopened;
 pub mod test_send;
@@ -902,44 +903,47 @@ pub fn preview(newsletter_id: i64, current: Option<&Issue>, changes: Checked) ->
 
 /// Creates an issue (draft unless told otherwise) from fields checked by [`check_new`].
 pub fn create(conn: &mut Connection, newsletter_id: i64, issue: &Checked) -> DomainResult<Issue> {
+    write_tx(conn, |tx| create_in(tx, newsletter_id, issue))
+}
+
+/// [`create`] inside the caller's transaction.
+pub fn create_in(tx: &Connection, newsletter_id: i64, issue: &Checked) -> DomainResult<Issue> {
     let Checked(valid) = issue;
-    write_tx(conn, |tx| {
-        let newsletter = newsletters::get(tx, newsletter_id)?;
-        newsletter.ensure_writable()?;
-        let status = valid.status.unwrap_or(Status::Draft);
-        let scheduled_for = settle_schedule(status, valid.scheduled_for, None, &newsletter)?;
-        let subject = valid.subject.clone().unwrap_or_default();
-        let path = free_path(tx, newsletter_id, &subject, None)?;
-        const INSERT: &str = "INSERT INTO issues (newsletter_id, subject, content_markdown, content_html, status, scheduled_for, path, created_at, updated_at)
+    let newsletter = newsletters::get(tx, newsletter_id)?;
+    newsletter.ensure_writable()?;
+    let status = valid.status.unwrap_or(Status::Draft);
+    let scheduled_for = settle_schedule(status, valid.scheduled_for, None, &newsletter)?;
+    let subject = valid.subject.clone().unwrap_or_default();
+    let path = free_path(tx, newsletter_id, &subject, None)?;
+    const INSERT: &str = "INSERT INTO issues (newsletter_id, subject, content_markdown, content_html, status, scheduled_for, path, created_at, updated_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)";
-        tx.execute(
-            INSERT,
-            (
-                newsletter_id,
-                &subject,
-                valid.content.as_deref().unwrap_or(""),
-                valid.content_html.as_deref().unwrap_or(""),
-                status,
-                &scheduled_for,
-                &path,
-                Timestamp::now(),
-            ),
-        )?;
-        let id = tx.last_insert_rowid();
-        content_saved(
-            tx,
+    tx.execute(
+        INSERT,
+        (
             newsletter_id,
-            id,
+            &subject,
             valid.content.as_deref().unwrap_or(""),
-            Some(valid.content_html.as_deref().unwrap_or("")),
-        )?;
-        set_reading_settings(tx, id, valid)?;
-        if let Some(articles) = &valid.articles {
-            replace_articles(tx, id, articles)?;
-        }
-        set_audience(tx, newsletter_id, id, valid.audience.as_ref())?;
-        set_published(tx, newsletter_id, id, valid.published)
-    })
+            valid.content_html.as_deref().unwrap_or(""),
+            status,
+            &scheduled_for,
+            &path,
+            Timestamp::now(),
+        ),
+    )?;
+    let id = tx.last_insert_rowid();
+    content_saved(
+        tx,
+        newsletter_id,
+        id,
+        valid.content.as_deref().unwrap_or(""),
+        Some(valid.content_html.as_deref().unwrap_or("")),
+    )?;
+    set_reading_settings(tx, id, valid)?;
+    if let Some(articles) = &valid.articles {
+        replace_articles(tx, id, articles)?;
+    }
+    set_audience(tx, newsletter_id, id, valid.audience.as_ref())?;
+    set_published(tx, newsletter_id, id, valid.published)
 }
 
 /// Updates an issue with fields checked by [`check_changes`]. An unsent issue takes every

@@ -106,6 +106,7 @@ pub async fn index(
                 div.heading {
                     h1 { "Issues" }
                     a.button href={ (list_url(nid)) "/new" } { "New issue" }
+                    a.button.secondary href={ "/newsletters/" (nid) "/feed" } { "Follow a feed" }
                 }
                 nav.tabs aria-label="Status" {
                     @for tab in TABS {
