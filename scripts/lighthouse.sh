@@ -65,7 +65,8 @@ public_pages=("$site/" "$site$issue_path" "$site/archive" "$site/about" "$site/s
   "$site/subscribe/confirm/lighthouse-token" "$site/signin" "$site/signin/lighthouse-token"
   "$site$form_id" "$base/signup" "$base/session/new")
 account_pages=("$base/newsletters" "$base/newsletters/$id" "$base/newsletters/$id/settings"
-  "$base/newsletters/$id/forms" "$base/newsletters/$id/fields" "$base/newsletters/$id/topics")
+  "$base/newsletters/$id/forms" "$base/newsletters/$id/fields" "$base/newsletters/$id/topics"
+  "$base/newsletters/$id/feed")
 
 say "Lighthouse (accessibility, best practices, SEO; at least $min each)"
 failed=0
