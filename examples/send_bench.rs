@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! cargo build --release --bin broadsheet --example send_bench
-//! target/release/examples/send_bench [SUBSCRIBERS] [--no-tracking] [--concurrency N] [--dkim off|on|both]
+//! target/release/examples/send_bench [SUBSCRIBERS] [--no-tracking] [--concurrency N] [--dkim off|on|both] [--merge-tags]
 //! ```
 //!
 //! It drives the release binary (`target/release/broadsheet`, or `$BROADSHEET_BIN`). For each
@@ -51,6 +51,10 @@ use support::{Api, Guard, free_port, signing, wait_connectable};
 struct Args {
     subscribers: usize,
     tracking: bool,
+    /// The issue's subject and content have merge tags (`{{ email }}`, `{{ name | default:
+    /// "friend" }}`): each reader's values are read with their delivery, the subject is
+    /// theirs and the HTML part quoted-printable.
+    merge_tags: bool,
     concurrency: u32,
     dkim: Dkim,
 }
@@ -76,6 +80,7 @@ fn args() -> Args {
     let mut args = Args {
         subscribers: 100_000,
         tracking: true,
+        merge_tags: false,
         concurrency: 8,
         dkim: Dkim::Both,
     };
@@ -83,6 +88,7 @@ fn args() -> Args {
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "--no-tracking" => args.tracking = false,
+            "--merge-tags" => args.merge_tags = true,
             "--concurrency" => {
                 args.concurrency = it.next().and_then(|n| n.parse().ok()).expect("N")
             }
@@ -178,8 +184,11 @@ fn thread_cpu(pid: u32, seen: &mut std::collections::HashMap<u64, (String, f64)>
 
 /// Markdown of about 9 KB and five articles: with the template, quoted-printable and the
 /// personal links, a message of about 20 KB, like the ceiling's.
-fn issue_body() -> Value {
+fn issue_body(merge_tags: bool) -> Value {
     let mut markdown = String::from("# This week\n\n");
+    if merge_tags {
+        markdown.push_str("Hi {{ name | default: \"friend\" }}, this copy is for {{ email }}.\n\n");
+    }
     for n in 0..24 {
         markdown.push_str(&format!(
             "## Part {n}\n\nSending mail fast means doing little per message: render once, personalise a few \
@@ -193,7 +202,11 @@ fn issue_body() -> Value {
                    "summarized_article": "A summary of a few sentences about the article, so the reader knows whether to follow it."})
         })
         .collect();
-    json!({"issue": {"subject": "Bench issue", "status": "approved", "content_markdown": markdown, "articles": articles}})
+    let subject = match merge_tags {
+        true => "Bench issue for {{ email }}",
+        false => "Bench issue",
+    };
+    json!({"issue": {"subject": subject, "status": "approved", "content_markdown": markdown, "articles": articles}})
 }
 
 /// The message one recipient gets, rendered by the library as the sender does (unsigned).
@@ -314,7 +327,7 @@ fn prepare(binary: &Path, sink_port: u16, args: &Args, dkim: bool) -> Prepared {
         started.elapsed().as_secs_f64()
     );
 
-    let (status, issue) = api.call("POST", "/issues", Some(issue_body()));
+    let (status, issue) = api.call("POST", "/issues", Some(issue_body(args.merge_tags)));
     assert_eq!(status, 201, "create issue: {issue}");
     let issue_id = issue["id"].as_i64().unwrap();
     let message = sample_message(data.path(), issue_id, args.tracking, port);
