@@ -261,6 +261,7 @@ impl DeliveryObject {
 
 impl IssueObject {
     fn new(issue: Issue, web_url: Option<String>, full: bool) -> Self {
+        let resend_of = issue.audience.resend_of;
         IssueObject {
             id: issue.id,
             newsletter_id: issue.newsletter_id,
@@ -297,7 +298,7 @@ impl IssueObject {
             social_image_url: issue.social_image_url,
             visibility: issue.visibility.as_str().to_string(),
             paid_members_only: issue.paid_members_only,
-            resend_of: issue.resend_of,
+            resend_of,
             resent_unopened_as: issue.resent_unopened_as,
         }
     }
@@ -911,13 +912,12 @@ impl IssuesApi {
         Data(state): Data<&State>,
     ) -> Result<CreatedResponse, Refusal<{ GUARD | BODY | BY_ID | RULE | WRITES }>> {
         let (nid, id, state2) = (p.newsletter_id, parse_id(&id.0)?, state.clone());
-        let subject = String::from(body.0.subject);
-        // Not a whole number: out of range, refused by the domain in its words.
-        let after_hours = body.0.after_hours.text().parse::<i64>().unwrap_or(0);
+        let (subject, after_hours) = (String::from(body.0.subject), body.0.after_hours.text());
         let issue = state
             .db
             .run(move |conn| {
-                let resend = resend_unopened::resend_unopened(conn, nid, id, &subject, after_hours)?;
+                let resend =
+                    resend_unopened::resend_unopened(conn, nid, id, &subject, &after_hours)?;
                 with_url(conn, &state2, nid, resend, true)
             })
             .await?;

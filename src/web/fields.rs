@@ -9,7 +9,7 @@ use poem::{Body, Request, handler};
 
 use super::layout::{Section, csrf_field, errors, newsletter_page, table_wrap};
 use super::newsletters::{owned, owned_post, parse_id};
-use super::{Ctx, State, WebResult, invalid_fields, render, see_other};
+use super::{Ctx, State, WebResult, invalid_fields, problems, render, see_other};
 use crate::domain::FieldErrors;
 use crate::domain::newsletters::Newsletter;
 use crate::domain::subscribers::custom_fields::{
@@ -195,19 +195,13 @@ pub async fn delete(
             see_other(&list_url(&n))
         }
         // Named by an unsent issue's audience: the page again, saying which.
-        Err(crate::domain::DomainError::Rejected(_, message)) => {
+        Err(e) => {
+            let problems = problems(e)?;
             let fields = fields_of(state, &n).await?;
             render(
                 StatusCode::UNPROCESSABLE_ENTITY,
-                page(
-                    &ctx,
-                    &n,
-                    &fields,
-                    &Typed::default(),
-                    &FieldErrors::single("base", message),
-                ),
+                page(&ctx, &n, &fields, &Typed::default(), &problems),
             )
         }
-        Err(e) => Err(e.into()),
     }
 }

@@ -660,6 +660,18 @@ pub fn render(status: StatusCode, markup: maud::Markup) -> WebResult {
     Ok(response)
 }
 
+/// A validation failure or a refusal by a rule of state becomes the messages to show on the
+/// form (the rule's sentence under `base`); anything else stays an error.
+pub fn problems(e: DomainError) -> Result<crate::domain::FieldErrors, WebError> {
+    match e {
+        DomainError::Invalid(_, fields) => Ok(fields),
+        DomainError::Rejected(_, message) => {
+            Ok(crate::domain::FieldErrors::single("base", message))
+        }
+        other => Err(other.into()),
+    }
+}
+
 /// A validation failure becomes the messages to show on the form; anything else stays an error.
 pub fn invalid_fields(e: DomainError) -> Result<crate::domain::FieldErrors, WebError> {
     match e {

@@ -10,8 +10,9 @@ use super::charts::{self, ChartText, Group, figure};
 use super::layout::{Section, csrf_field, errors, newsletter_page, table_wrap};
 use super::newsletters::{owned, owned_post, parse_id};
 use super::time_zones::shown;
-use super::{Ctx, State, WebError, WebResult, render, see_other};
-use crate::domain::issues::{self, Issue, Status, resend_unopened};
+use super::{Ctx, State, WebError, WebResult, problems, render, see_other};
+use crate::domain::issues::resend_unopened::{self, AFTER_HOURS_MAX};
+use crate::domain::issues::{self, Issue, Status};
 use crate::domain::newsletters::Newsletter;
 use crate::domain::reports::issue_report::{self, IssueReport, LINKS_SHOWN};
 use crate::domain::{DomainError, FieldErrors};
@@ -100,7 +101,7 @@ async fn report_page(
                 h2 #links-heading { "Clicks per link" }
                 (links(&report))
             }
-            @if issue.status == Status::Sent && issue.resend_of.is_none() {
+            @if issue.status == Status::Sent && issue.audience.resend_of.is_none() {
                 (resend_panel(ctx, &issue_url, &report, resend.as_ref(), (typed, problems)))
             }
         },
@@ -115,9 +116,6 @@ fn resend_panel(
     resend: Option<&Issue>,
     (typed, problems): (&Typed, &FieldErrors),
 ) -> Markup {
-    // The counters' bound: taken, less opened by a person; leavers and pauses are left out
-    // when the resend starts.
-    let unopened = report.delivered - report.opened + report.automatic_opens;
     html! {
         section.panel #resend aria-labelledby="resend-heading" {
             h2 #resend-heading { "Resend to those who did not open" }
@@ -127,12 +125,12 @@ fn resend_panel(
                     " (" (resend.status.as_str()) "). An issue is resent once."
                 },
                 None => {
-                    p.muted { "Up to " (unopened) " readers have not opened it. The resend goes, with a new subject, to those who still have not when it starts; automatic opens do not count as opens." }
+                    p.muted { "Up to " (report.not_opened()) " readers have not opened it. The resend goes, with a new subject, to those who still have not when it starts; automatic opens do not count as opens." }
                     (errors(problems))
                     form.stack method="post" action={ (issue_url) "/resend_unopened" } {
                         (csrf_field(ctx))
                         label { "New subject" input type="text" name="subject" value=(typed.subject) required maxlength="200" placeholder={ "In case you missed it: " (report.subject) }; }
-                        label { "Hours after the send (1 to 720)" input type="number" name="after_hours" value=(typed.after_hours) min="1" max="720" required; }
+                        label { "Hours after the send (1 to " (AFTER_HOURS_MAX) ")" input type="number" name="after_hours" value=(typed.after_hours) min="1" max=(AFTER_HOURS_MAX) required; }
                         button type="submit" { "Schedule the resend" }
                     }
                 }
@@ -155,36 +153,21 @@ pub async fn schedule_resend(
         subject: form.get("subject").to_string(),
         after_hours: form.get("after_hours").trim().to_string(),
     };
-    let Ok(after_hours) = typed.after_hours.parse::<i64>() else {
-        let problems = FieldErrors::single(
-            "after_hours",
-            "must be a whole number of hours from 1 to 720",
-        );
-        let page = report_page(&ctx, state, &n, issue_id, (&typed, &problems)).await?;
-        return render(StatusCode::UNPROCESSABLE_ENTITY, page);
-    };
-    let subject = typed.subject.clone();
+    let given = (typed.subject.clone(), typed.after_hours.clone());
     match state
         .db
-        .run(move |conn| {
-            resend_unopened::resend_unopened(conn, nid, issue_id, &subject, after_hours)
-        })
+        .run(move |conn| resend_unopened::resend_unopened(conn, nid, issue_id, &given.0, &given.1))
         .await
     {
         Ok(resend) => {
             ctx.notice_next(req, "The resend to those who did not open is scheduled.");
             see_other(&format!("/newsletters/{nid}/issues/{}", resend.id))
         }
-        Err(DomainError::Invalid(_, problems)) => {
+        Err(e) => {
+            let problems = problems(e)?;
             let page = report_page(&ctx, state, &n, issue_id, (&typed, &problems)).await?;
             render(StatusCode::UNPROCESSABLE_ENTITY, page)
         }
-        Err(DomainError::Rejected(_, message)) => {
-            let problems = FieldErrors::single("base", message);
-            let page = report_page(&ctx, state, &n, issue_id, (&typed, &problems)).await?;
-            render(StatusCode::UNPROCESSABLE_ENTITY, page)
-        }
-        Err(e) => Err(e.into()),
     }
 }
 

@@ -15,7 +15,7 @@ use crate::support::browser::{
 use crate::support::*;
 
 /// axe's findings on the page `c` shows at desktop width and on a phone (390 px, where wide
-/// tables scroll), each in the light scheme and the dark one (`prefers-color-scheme`, which
+/// tables scroll inside their frame but the page itself must not scroll sideways), each in the light scheme and the dark one (`prefers-color-scheme`, which
 /// `assets/app.css` follows: every colour's contrast is checked in both); the window is left
 /// at desktop width, light.
 pub(crate) async fn check(driver: &Driver, axe: &Axe, c: &Client, page: &str) -> Vec<String> {
@@ -29,6 +29,8 @@ pub(crate) async fn check(driver: &Driver, axe: &Axe, c: &Client, page: &str) ->
             axe.violations(c, &format!("{page} at 390 px ({scheme})"))
                 .await,
         );
+        // Every page works at 390 px: it does not scroll sideways there.
+        found.extend(crate::support::browser::sideways(c, 390, page).await);
         c.set_window_size(1280, 900).await.unwrap();
     }
     let light = json!({"features": [{"name": "prefers-color-scheme", "value": "light"}]});

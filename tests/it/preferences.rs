@@ -192,7 +192,6 @@ fn a_reader_changes_their_name_topics_and_pauses_from_the_link_in_their_mail() {
     );
     assert_eq!(updates(&app), before + 2);
     // A page older than the owner's change: refused whole.
-    let offered = owner.client.get(&topics_url);
     owner
         .client
         .submit(
@@ -207,7 +206,6 @@ fn a_reader_changes_their_name_topics_and_pauses_from_the_link_in_their_mail() {
             ],
         )
         .expect(303);
-    drop(offered);
     let stale = site.submit(
         "/account",
         "/account/topics",

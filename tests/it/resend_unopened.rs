@@ -236,6 +236,30 @@ fn the_report_page_schedules_a_resend_and_shows_bad_input_again() {
         owner.get(&format!("/issues/{resend_id}")).json()["resend_of"],
         id
     );
+    // Its audience is the original's non-openers: another is refused, by update and send.
+    for (method, path, body) in [
+        (
+            "PATCH",
+            format!("/issues/{resend_id}"),
+            json!({"issue": {"audience": {"tags": ["news"]}}}),
+        ),
+        (
+            "POST",
+            format!("/issues/{resend_id}/send_now"),
+            json!({"tags": ["news"]}),
+        ),
+    ] {
+        let resp = owner.api(method, &path, Some(&body));
+        assert_eq!(resp.error_code(422), "validation_error", "{path}");
+        assert!(
+            resp.body.contains("can't be chosen for a resend"),
+            "{}",
+            resp.body
+        );
+    }
+    let kept = owner.get(&format!("/issues/{resend_id}")).json();
+    assert_eq!(kept["status"], "scheduled");
+    assert_eq!(kept["audience"]["tags"], json!([]));
     let shown = owner.client.get(&at);
     assert!(
         shown.body.contains("those who did not open"),

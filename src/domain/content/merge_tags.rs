@@ -117,41 +117,33 @@ pub fn unknown<'a>(markdown: &str, fields: impl Fn(&str) -> bool + 'a) -> Vec<St
 /// Rendered HTML with each tag as its fallback, for the web copy and the feed, where there
 /// is no one reader: linear in the text, and borrowed when it has no tag.
 pub fn with_fallbacks(html: &str) -> std::borrow::Cow<'_, str> {
-    if !html.contains("{{") {
-        return std::borrow::Cow::Borrowed(html);
-    }
-    let parts = split(html, true);
-    if !parts.iter().any(|p| matches!(p, Part::Tag(_))) {
-        return std::borrow::Cow::Borrowed(html);
-    }
-    let mut out = String::with_capacity(html.len());
-    for part in parts {
-        match part {
-            Part::Text(text) => out.push_str(text),
-            Part::Tag(tag) => out.push_str(&maud::html! { (tag.fallback) }.into_string()),
-        }
-    }
-    std::borrow::Cow::Owned(out)
+    fallbacks(html, true)
 }
 
 /// Plain text (a subject) with each tag as its fallback, for pages where there is no one
 /// reader: borrowed when it has no tag.
 pub fn text_with_fallbacks(text: &str) -> std::borrow::Cow<'_, str> {
+    fallbacks(text, false)
+}
+
+/// `text` with each tag as its fallback, escaped for HTML when `html`.
+fn fallbacks(text: &str, html: bool) -> std::borrow::Cow<'_, str> {
     if !text.contains("{{") {
         return std::borrow::Cow::Borrowed(text);
     }
-    let parts = split(text, false);
+    let parts = split(text, html);
     if !parts.iter().any(|p| matches!(p, Part::Tag(_))) {
         return std::borrow::Cow::Borrowed(text);
     }
-    let shown: String = parts
-        .into_iter()
-        .map(|part| match part {
-            Part::Text(text) => text.to_string(),
-            Part::Tag(tag) => tag.fallback,
-        })
-        .collect();
-    std::borrow::Cow::Owned(shown)
+    let mut out = String::with_capacity(text.len());
+    for part in parts {
+        match part {
+            Part::Text(text) => out.push_str(text),
+            Part::Tag(tag) if html => out.push_str(&maud::html! { (tag.fallback) }.into_string()),
+            Part::Tag(tag) => out.push_str(&tag.fallback),
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// One reader's values, as the send reads them.

@@ -20,6 +20,19 @@ use crate::domain::content::render_budget::{Output, RenderFailure};
 use crate::domain::{DomainError, DomainResult};
 use crate::store::StoreError;
 
+/// Text as Markdown that reads as the text: its punctuation backslash-escaped, so it shows as
+/// typed (a newsletter's name in the default welcome, a feed item's summary).
+pub fn escape_markdown(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_ascii_punctuation() {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    escaped
+}
+
 /// Text as HTML paragraphs (split at blank lines), escaped, without rendering any Markdown:
 /// the body of an issue whose HTML is not stored (docs/security.md). Linear in the text.
 pub fn plain_paragraphs(text: &str) -> String {

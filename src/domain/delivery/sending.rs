@@ -122,7 +122,7 @@ fn record_recipients(conn: &Connection, issue: &Issue, now: &Timestamp) -> Domai
                 WHERE x.subscriber_id = s.id AND +x.tag IN (SELECT value FROM json_each(?5)))
            AND NOT EXISTS (SELECT 1 FROM subscriber_pauses z WHERE z.subscriber_id = s.id AND z.until > ?2)
          ORDER BY s.id";
-    if let Some(original) = issue.resend_of {
+    if let Some(original) = issue.audience.resend_of {
         // The original's non-openers, each with the teaser their first copy had.
         const RESEND: &str = concat!(
             "INSERT OR IGNORE INTO deliveries (issue_id, subscriber_id, email, created_at, teaser)
@@ -502,7 +502,11 @@ fn planned_recipients(conn: &Connection, issue_id: i64) -> DomainResult<Option<i
         return Ok(None);
     };
     let issue = crate::domain::issues::get(conn, newsletter_id, issue_id)?;
-    Ok(Some(issues::recipients_now(conn, &issue)?))
+    Ok(Some(crate::domain::subscribers::audience::count(
+        conn,
+        newsletter_id,
+        &issue.audience,
+    )?))
 }
 
 /// When the earliest pending delivery is due: `""` when one is due at once, `None` when none

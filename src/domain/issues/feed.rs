@@ -226,7 +226,7 @@ fn draft_of(tx: &Connection, newsletter_id: i64, item: &Item) -> DomainResult<i6
         title.trim().to_string()
     };
     let summary = excerpt::text_of_html(&item.summary_html, SUMMARY_MAX);
-    let mut markdown = escape_markdown(&summary);
+    let mut markdown = crate::domain::content::escape_markdown(&summary);
     if let Some(link) = &item.link {
         markdown.push_str(&format!("\n\n[Read it on the site]({link})"));
     }
@@ -239,14 +239,73 @@ fn draft_of(tx: &Connection, newsletter_id: i64, item: &Item) -> DomainResult<i6
     Ok(issues::create_in(tx, newsletter_id, &checked)?.id)
 }
 
-/// `text` as Markdown that reads as the text: its Markdown characters escaped.
-fn escape_markdown(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if "\\`*_{}[]()#+-.!<>|~".contains(c) {
-            out.push('\\');
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(key: &str, title: &str) -> Item {
+        Item {
+            key: key.into(),
+            title: title.into(),
+            link: Some(format!("https://blog.example/{key}")),
+            summary_html: "<p>Words</p>".into(),
         }
-        out.push(c);
     }
-    out
+
+    fn polled(items: &[Item]) -> Polled {
+        Polled::Items {
+            etag: Some("\"e\"".into()),
+            last_modified: None,
+            items: items.to_vec(),
+        }
+    }
+
+    fn drafts(conn: &Connection) -> Vec<String> {
+        conn.prepare("SELECT subject FROM issues ORDER BY id")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    #[test]
+    fn each_item_becomes_one_draft_after_the_first_read_and_a_stale_poll_is_dropped() {
+        let mut conn = crate::domain::testing::db_with_newsletter("paid");
+        let url = "https://blog.example/feed.xml";
+        let feed_now = |conn: &Connection| get(conn, 1).unwrap().unwrap();
+        follow(&mut conn, 1, url, "15").unwrap();
+        // The first read only records.
+        let first = feed_now(&conn);
+        assert_eq!(
+            record(&mut conn, &first, &polled(&[item("a", "A")])).unwrap(),
+            0
+        );
+        assert!(drafts(&conn).is_empty());
+        // New items (oldest first) become drafts once; seen and edited ones make none.
+        let primed = feed_now(&conn);
+        assert!(primed.primed);
+        assert_eq!(primed.etag.as_deref(), Some("\"e\""));
+        let items = [item("a", "A edited"), item("b", "B"), item("c", "C")];
+        assert_eq!(record(&mut conn, &primed, &polled(&items)).unwrap(), 2);
+        assert_eq!(record(&mut conn, &primed, &polled(&items)).unwrap(), 0);
+        assert_eq!(drafts(&conn), ["B", "C"]);
+        assert_eq!(feed_now(&conn).drafts, 2);
+        // A failure is kept and changes nothing else; the next good read clears it.
+        record(&mut conn, &primed, &Polled::Failed("too large".into())).unwrap();
+        assert_eq!(feed_now(&conn).last_error.as_deref(), Some("too large"));
+        record(&mut conn, &primed, &Polled::NotModified).unwrap();
+        assert_eq!(feed_now(&conn).last_error, None);
+        // A poll of an address changed meanwhile is the old address's: dropped whole.
+        follow(&mut conn, 1, "https://other.example/feed.xml", "15").unwrap();
+        assert!(!feed_now(&conn).primed, "a new address starts afresh");
+        let stale = polled(&[item("d", "D")]);
+        assert_eq!(record(&mut conn, &primed, &stale).unwrap(), 0);
+        assert!(!feed_now(&conn).primed);
+        assert_eq!(drafts(&conn), ["B", "C"]);
+        // Bad settings change nothing.
+        assert!(follow(&mut conn, 1, "ftp://x.example/", "15").is_err());
+        assert!(follow(&mut conn, 1, url, "14").is_err());
+        assert_eq!(feed_now(&conn).url, "https://other.example/feed.xml");
+    }
 }

@@ -135,9 +135,8 @@ pub struct Issue {
     /// For a paid issue: its send goes to paid members only (else to everyone, free members
     /// getting the excerpt and an upgrade link).
     pub paid_members_only: bool,
-    /// On a resend to those who did not open (`resend_unopened.rs`): the issue it resends.
-    pub resend_of: Option<i64>,
-    /// On an issue resent so: its resend.
+    /// On an issue resent to those who did not open it (`resend_unopened.rs`): its resend
+    /// (the resend's own audience names the original, `Audience::resend_of`).
     pub resent_unopened_as: Option<i64>,
 }
 
@@ -201,10 +200,12 @@ impl Issue {
 
 impl Issue {
     /// Sends to `chosen` (its tags) from now on, keeping whether the send goes to paid
-    /// members only: that is the issue's own choice (`paid_members_only`), not the tags'.
+    /// members only (the issue's own choice, `paid_members_only`) and whom a resend goes to
+    /// (fixed when it was made): neither is the tags'.
     pub fn choose_audience(&mut self, chosen: Audience) {
         self.audience = Audience {
             paid_only: self.audience.paid_only,
+            resend_of: self.audience.resend_of,
             ..chosen
         };
     }
@@ -291,8 +292,11 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Issue> {
         social_image_url: row.get(21)?,
         visibility: row.get(22)?,
         paid_members_only: row.get(23)?,
-        resend_of: row.get(25)?,
         resent_unopened_as: row.get(26)?,
+    })
+    .and_then(|mut issue: Issue| {
+        issue.audience.resend_of = row.get(25)?;
+        Ok(issue)
     })
     .map(|mut issue: Issue| {
         issue.mail_paid_members_only(issue.paid_members_only);
@@ -865,7 +869,6 @@ pub fn preview(newsletter_id: i64, current: Option<&Issue>, changes: Checked) ->
         social_image_url: None,
         visibility: Visibility::Public,
         paid_members_only: false,
-        resend_of: None,
         resent_unopened_as: None,
     });
     if let Some(subject) = valid.subject {
@@ -1120,15 +1123,6 @@ pub fn get_as_mailed(conn: &Connection, newsletter_id: i64, id: i64) -> DomainRe
     Ok(issue)
 }
 
-/// Who issue `issue`'s send would go to now: its audience, or for a resend to those who did
-/// not open, the original's recipients who have not ([`resend_unopened::non_openers`]).
-pub fn recipients_now(conn: &Connection, issue: &Issue) -> DomainResult<i64> {
-    match issue.resend_of {
-        Some(original) => resend_unopened::non_openers(conn, original),
-        None => audience::count(conn, issue.newsletter_id, &issue.audience),
-    }
-}
-
 /// Makes a new draft from issue `id`: "Copy of" its subject, its content and articles; the
 /// audience, schedule and web page are the new draft's own.
 pub fn duplicate(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainResult<Issue> {
@@ -1196,9 +1190,28 @@ fn set_audience(
 ) -> DomainResult<()> {
     if let Some(chosen) = chosen {
         let known = audience::check_known(conn, newsletter_id, chosen, "audience.")?;
-        audience::store(conn, id, &known)?;
+        record_audience(conn, id, &known, "audience")?;
     }
     Ok(())
+}
+
+/// Stores `chosen` as issue `id`'s audience; a resend's audience is its original's
+/// non-openers, so any other choice for it is refused (under `field`), and none changes.
+fn record_audience(conn: &Connection, id: i64, chosen: &Audience, field: &str) -> DomainResult<()> {
+    const RESEND: &str = "SELECT resend_of IS NOT NULL FROM issues WHERE id = ?1";
+    let resend: bool = conn.query_row(RESEND, [id], |r| r.get(0))?;
+    let chooses = !Audience {
+        paid_only: false,
+        ..chosen.clone()
+    }
+    .is_everyone();
+    if resend && chooses {
+        return Err(DomainError::invalid(
+            field,
+            "can't be chosen for a resend: it goes to those who did not open the issue it resends",
+        ));
+    }
+    audience::store(conn, id, chosen)
 }
 
 /// Deletes a draft; any other status is `invalid_state`.
@@ -1271,13 +1284,9 @@ pub fn check_sendable(
     if let Some(problem) = merge_tag_problem(conn, newsletter.id, issue)? {
         return Err(DomainError::invalid("content_markdown", problem));
     }
-    let recipients = recipients_now(conn, issue)?;
+    let recipients = audience::count(conn, newsletter.id, &issue.audience)?;
     if recipients == 0 {
-        let message = if let Some(original) = issue.resend_of {
-            format!(
-                "Everyone who received issue {original} has opened it (or left): nobody to resend it to"
-            )
-        } else if issue.audience.is_everyone() {
+        let message = if issue.audience.is_everyone() {
             "The newsletter has no active subscribers".to_string()
         } else {
             format!(
@@ -1354,9 +1363,7 @@ pub(in crate::domain) fn publishes_when_sent(
 ) -> DomainResult<bool> {
     const SQL: &str = "SELECT publish_when_sent FROM issues WHERE id = ?1";
     let chosen: Option<bool> = conn.query_row(SQL, [issue.id], |r| r.get(0))?;
-    // A resend to those who did not open is the original again: never a second web copy.
-    let default = issue.resend_of.is_none() && publishes_by_default(newsletter, &issue.audience);
-    Ok(chosen.unwrap_or(default))
+    Ok(chosen.unwrap_or_else(|| publishes_by_default(newsletter, &issue.audience)))
 }
 
 /// `issue` as a one-step send sees it: a draft counts as approved (approving changes nothing
@@ -1408,7 +1415,7 @@ pub fn send_with(
         let mut issue = get(tx, newsletter_id, id)?;
         if let Some(chosen) = &choice.audience {
             let chosen = audience::check(tx, newsletter_id, chosen, "")?;
-            audience::store(tx, id, &chosen)?;
+            record_audience(tx, id, &chosen, "tags")?;
             issue.choose_audience(chosen);
         }
         if let Some(only) = choice.paid_members_only {

@@ -1,7 +1,8 @@
 //! Resending an issue to its recipients who did not open it (docs/automations.md, "Resend
 //! to those who did not open"): once per issue, with a new subject, `after_hours` after it
 //! was sent. The resend is an issue of its own (a copy of the content, not on the site),
-//! scheduled for then; when its send starts it records as recipients the original's
+//! scheduled for then, its audience the original's non-openers (`Audience::resend_of`);
+//! when its send starts it records as recipients the original's
 //! deliveries that were taken and not opened by a person (`deliveries.opened_auto`: Apple
 //! Mail Privacy Protection's prefetch and scanners opening within seconds are set aside),
 //! of subscribers still active and not paused, and from there it is a send like any other.
@@ -16,30 +17,8 @@ use crate::store::write_tx;
 /// The longest wait before a resend: 30 days.
 pub const AFTER_HOURS_MAX: i64 = 720;
 
-/// The subscribers a resend of `original` goes to now: its deliveries the relay took that
-/// no person opened, of subscribers active and not paused. Read along the original's
-/// deliveries (one subscriber row and one pause probe each), once per count.
-pub fn non_openers(conn: &Connection, original: i64) -> DomainResult<i64> {
-    const SQL: &str = concat!("SELECT count(*) FROM", crate::non_openers!());
-    Ok(conn
-        .prepare_cached(SQL)?
-        .query_row((original, Timestamp::now()), |r| r.get(0))?)
-}
-
-/// The deliveries of issue `?1` a resend goes to at `?2`, after `SELECT ... FROM`: for
-/// [`non_openers`] and the send's recording of its recipients, which must agree.
-#[macro_export]
-macro_rules! non_openers {
-    () => {
-        " deliveries o CROSS JOIN subscribers s ON s.id = o.subscriber_id
-         WHERE o.issue_id = ?1 AND o.status = 'sent' AND (o.opened_at IS NULL OR o.opened_auto = 1)
-           AND s.status = 'active'
-           AND NOT EXISTS (SELECT 1 FROM subscriber_pauses z WHERE z.subscriber_id = s.id AND z.until > ?2)"
-    };
-}
-
 /// Resends sent issue `id` to those who did not open it: a new issue with `subject`,
-/// scheduled `after_hours` (1 to [`AFTER_HOURS_MAX`]) after the original was sent (at once
+/// scheduled `after_hours` (a whole number from 1 to [`AFTER_HOURS_MAX`], as typed) after the original was sent (at once
 /// when that time has passed). Refused when the issue is not sent, is itself a resend, or
 /// was resent so already; nothing changes then.
 pub fn resend_unopened(
@@ -47,13 +26,14 @@ pub fn resend_unopened(
     newsletter_id: i64,
     id: i64,
     subject: &str,
-    after_hours: i64,
+    after_hours: &str,
 ) -> DomainResult<Issue> {
     let mut errors = FieldErrors::new();
     let subject = clean_text(&mut errors, "subject", subject, true, super::SUBJECT_MAX);
     if subject.contains(['\r', '\n']) {
         errors.add("subject", "must be one line");
     }
+    let after_hours = after_hours.trim().parse::<i64>().unwrap_or(0);
     if !(1..=AFTER_HOURS_MAX).contains(&after_hours) {
         errors.add(
             "after_hours",
@@ -71,7 +51,7 @@ pub fn resend_unopened(
                 original.status.as_str()
             )));
         }
-        if original.resend_of.is_some() {
+        if original.audience.resend_of.is_some() {
             return Err(refusal(
                 "This issue is itself a resend to those who did not open; it is not resent again"
                     .into(),

@@ -41,7 +41,7 @@ pub fn default_subject(name: &str) -> String {
 
 /// The Markdown body of a newsletter that kept the default: what to expect, how to leave.
 pub fn default_body(name: &str) -> String {
-    let name = escape_markdown(name);
+    let name = crate::domain::content::escape_markdown(name);
     format!(
         "Thank you for confirming your subscription to {name}.\n\n\
          Each new issue comes to this address when it is published, and past issues stay on \
@@ -49,18 +49,6 @@ pub fn default_body(name: &str) -> String {
          If you ever want to stop, the unsubscribe link at the end of every e-mail, this one \
          included, ends your subscription at once."
     )
-}
-
-/// A name as Markdown text: its punctuation backslash-escaped, so it shows as typed.
-fn escape_markdown(text: &str) -> String {
-    let mut escaped = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c.is_ascii_punctuation() {
-            escaped.push('\\');
-        }
-        escaped.push(c);
-    }
-    escaped
 }
 
 /// The welcome fields a change may carry (API `PATCH /newsletter`, the dashboard's form);

@@ -142,6 +142,14 @@ pub fn for_issue(
     })
 }
 
+impl IssueReport {
+    /// Delivered messages no person has opened (the automatic opens count as unopened): at
+    /// most whom a resend to those who did not open goes to, before leavers and pauses.
+    pub fn not_opened(&self) -> i64 {
+        self.delivered - self.opened + self.automatic_opens
+    }
+}
+
 /// The day after the send (0-based, below [`REPORT_DAYS`]) that `at` falls in for a message
 /// sent at `sent_at`; `None` when the message has no send time or the week is over. A time
 /// before the send (a clock moved back) counts in the first day.

@@ -88,15 +88,7 @@ impl FieldCondition {
 
     /// The value as SQL compares it with `subscriber_field_values.value`.
     fn sql_value(&self) -> SqlValue {
-        match &self.value {
-            Value::Bool(b) => SqlValue::Integer(i64::from(*b)),
-            Value::Number(n) => match n.as_i64() {
-                Some(i) => SqlValue::Integer(i),
-                None => SqlValue::Real(n.as_f64().unwrap_or_default()),
-            },
-            Value::String(text) => SqlValue::Text(text.clone()),
-            _ => SqlValue::Null,
-        }
+        custom_fields::sql_of(&self.value).unwrap_or(SqlValue::Null)
     }
 }
 
@@ -128,6 +120,10 @@ pub struct Audience {
     pub paid_only: bool,
     /// Only subscribers whose custom field meets this condition.
     pub field: Option<FieldCondition>,
+    /// A resend to those who did not open (`issues::resend_unopened`): the recipients of this
+    /// issue whose message no person opened, still active and not paused. It is the whole
+    /// audience then; the lists and the condition are not read.
+    pub resend_of: Option<i64>,
 }
 
 /// A field condition as a door received it, not yet checked.
@@ -154,10 +150,16 @@ impl Audience {
             && self.exclude_tags.is_empty()
             && !self.paid_only
             && self.field.is_none()
+            && self.resend_of.is_none()
     }
 
     /// The audience in words, for pages: "subscribers tagged a or b, except those tagged c".
     pub fn describe(&self) -> String {
+        if let Some(original) = self.resend_of {
+            return format!(
+                "the recipients of issue {original} who have not opened it (automatic opens set aside)"
+            );
+        }
         let quoted = |tags: &[String]| {
             tags.iter()
                 .map(|t| format!("“{t}”"))
@@ -207,6 +209,7 @@ impl Audience {
             exclude_tags: lines(exclude_tags),
             paid_only: false,
             field: field.and_then(|json| condition_from_json(&json)),
+            resend_of: None,
         }
     }
 
@@ -251,6 +254,7 @@ pub fn check_shape(input: &AudienceInput, prefix: &str, errors: &mut FieldErrors
             .field
             .as_ref()
             .and_then(|given| condition_shape(given, prefix, errors)),
+        resend_of: None,
     }
 }
 
@@ -330,13 +334,7 @@ fn known_condition(
         Ok(None) => return Err(problem("value", "can't be blank".into())),
         Err(message) => return Err(problem("value", message)),
     };
-    let value = match (field.field_type, value) {
-        (FieldType::Boolean, SqlValue::Integer(i)) => Value::Bool(i != 0),
-        (_, SqlValue::Integer(i)) => Value::from(i),
-        (_, SqlValue::Real(r)) => Value::from(r),
-        (_, SqlValue::Text(text)) => Value::String(text),
-        (_, _) => Value::Null,
-    };
+    let value = custom_fields::json_of(Some(field.field_type), &value);
     Ok(FieldCondition {
         field_id: field.id,
         name: field.name.clone(),
@@ -402,6 +400,9 @@ pub fn check(
 /// The exact number of subscribers in the audience now. Everyone is the stored counter; with
 /// tags, the tagged subscribers are found through the tag index (the tagged rows only).
 pub fn count(conn: &Connection, newsletter_id: i64, audience: &Audience) -> DomainResult<i64> {
+    if let Some(original) = audience.resend_of {
+        return non_openers(conn, original);
+    }
     if let Some(condition) = &audience.field {
         macro_rules! count {
             ($drive:ident, $op:literal) => {
@@ -531,6 +532,28 @@ pub fn field_segment_params(
         audience.paid_only,
         now.to_string(),
     )
+}
+
+/// The subscribers a resend of `original` goes to now: its deliveries the relay took that
+/// no person opened, of subscribers active and not paused. Read along the original's
+/// deliveries (one subscriber row and one pause probe each), once per count.
+fn non_openers(conn: &Connection, original: i64) -> DomainResult<i64> {
+    const SQL: &str = concat!("SELECT count(*) FROM", crate::non_openers!());
+    Ok(conn
+        .prepare_cached(SQL)?
+        .query_row((original, Timestamp::now()), |r| r.get(0))?)
+}
+
+/// The deliveries of issue `?1` a resend goes to at `?2`, after `SELECT ... FROM`: for the
+/// count and the send's recording of its recipients, which must agree.
+#[macro_export]
+macro_rules! non_openers {
+    () => {
+        " deliveries o CROSS JOIN subscribers s ON s.id = o.subscriber_id
+         WHERE o.issue_id = ?1 AND o.status = 'sent' AND (o.opened_at IS NULL OR o.opened_auto = 1)
+           AND s.status = 'active'
+           AND NOT EXISTS (SELECT 1 FROM subscriber_pauses z WHERE z.subscriber_id = s.id AND z.until > ?2)"
+    };
 }
 
 /// Every active subscriber without a pause running: the stored counter less the pauses.

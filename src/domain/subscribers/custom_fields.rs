@@ -377,6 +377,31 @@ pub(super) fn stored_value(field: &CustomField, value: &Value) -> Result<Option<
     }))
 }
 
+/// A value as stored, as JSON of its type: numbers as numbers, text as strings, and 0/1 as
+/// `false`/`true` when the field (`kind`) is a yes/no one.
+pub fn json_of(kind: Option<FieldType>, value: &SqlValue) -> Value {
+    match (kind, value) {
+        (Some(FieldType::Boolean), SqlValue::Integer(i)) => Value::Bool(*i != 0),
+        (_, SqlValue::Integer(i)) => Value::from(*i),
+        (_, SqlValue::Real(r)) => Value::from(*r),
+        (_, SqlValue::Text(text)) => Value::String(text.clone()),
+        _ => Value::Null,
+    }
+}
+
+/// JSON as a field's value is stored (`true`/`false` as 1/0); `None` for what no field holds.
+pub fn sql_of(value: &Value) -> Option<SqlValue> {
+    Some(match value {
+        Value::Bool(b) => SqlValue::Integer(i64::from(*b)),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => SqlValue::Integer(i),
+            None => SqlValue::Real(n.as_f64()?),
+        },
+        Value::String(text) => SqlValue::Text(text.clone()),
+        _ => return None,
+    })
+}
+
 /// A finite number, kept as an integer when it is one.
 fn number(n: Option<f64>) -> Result<SqlValue, String> {
     match n {
@@ -497,6 +522,58 @@ pub fn values_from_json(text: Option<String>) -> Values {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A deleted field is gone for every reader at once; its values go batch by batch, then
+    /// its row; a value set for it meanwhile (an import's, a form's) is passed over.
+    #[test]
+    fn a_deleted_fields_values_go_in_batches_and_late_writes_pass_it_over() {
+        let mut conn = crate::domain::testing::db_with_newsletter("paid");
+        let input = |name: &str| FieldInput {
+            name: Some(name.into()),
+            field_type: Some("number".into()),
+            options: None,
+        };
+        let age = create(&conn, 1, &input("age")).unwrap();
+        for id in 1..=5 {
+            conn.execute(
+                "INSERT INTO subscribers (id, newsletter_id, email, status, created_at)
+                 VALUES (?1, 1, ?2, 'active', '2026-01-01T00:00:00.000Z')",
+                (id, format!("s{id}@x.co")),
+            )
+            .unwrap();
+            put_values(&conn, id, &[(age.id, SqlValue::Integer(id))]).unwrap();
+        }
+        let values = |conn: &Connection| -> i64 {
+            conn.query_row("SELECT count(*) FROM subscriber_field_values", [], |r| {
+                r.get(0)
+            })
+            .unwrap()
+        };
+        assert_eq!(values(&conn), 5);
+        delete(&mut conn, 1, age.id).unwrap();
+        assert!(list(&conn, 1).unwrap().is_empty(), "gone at once");
+        assert!(matches!(
+            get(&conn, 1, age.id),
+            Err(DomainError::NotFound(_))
+        ));
+        // Its name is free again, and a late write for the old field stores nothing.
+        create(&conn, 1, &input("age")).unwrap();
+        put_values(&conn, 1, &[(age.id, SqlValue::Integer(99))]).unwrap();
+        assert_eq!(values(&conn), 5);
+        // Batches of two: more, more, then done (the field's row goes with the last).
+        assert!(delete_values_batch(&mut conn, age.id, 2).unwrap());
+        assert!(delete_values_batch(&mut conn, age.id, 2).unwrap());
+        assert!(!delete_values_batch(&mut conn, age.id, 2).unwrap());
+        assert_eq!(values(&conn), 0);
+        let rows: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM custom_fields WHERE id = ?1",
+                [age.id],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(rows, 0);
+    }
 
     fn field(kind: FieldType, options: &[&str]) -> CustomField {
         CustomField {

@@ -522,6 +522,32 @@ pub fn clean_tag(raw: &str) -> Result<String, &'static str> {
     }
 }
 
+/// The tags a form lists (a form's, a newsletter's topics), each checked by [`clean_tag`]
+/// (blank ones left out), without repeats, at most `max`; each problem under `field`, naming
+/// the tag as typed.
+pub(crate) fn clean_tags<S: AsRef<str>>(
+    raw: impl IntoIterator<Item = S>,
+    (field, max): (&str, usize),
+    errors: &mut FieldErrors,
+) -> Vec<String> {
+    let mut tags: Vec<String> = Vec::new();
+    for raw in raw {
+        let raw = raw.as_ref();
+        if raw.trim().is_empty() {
+            continue;
+        }
+        match clean_tag(raw) {
+            Ok(tag) if !tags.contains(&tag) => tags.push(tag),
+            Ok(_) => {}
+            Err(message) => errors.add(field, format!("{:?} {message}", raw.trim())),
+        }
+    }
+    if tags.len() > max {
+        errors.add(field, format!("are too many (at most {max})"));
+    }
+    tags
+}
+
 /// A validated create: the parsed address, name and unique tags.
 /// Input that passed [`validate`], ready to [`insert`].
 pub(super) struct Valid {

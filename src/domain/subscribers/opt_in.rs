@@ -179,15 +179,7 @@ struct Signup<'a> {
 fn values_json(values: &[(i64, SqlValue)]) -> String {
     let pairs: Vec<serde_json::Value> = values
         .iter()
-        .map(|(id, value)| {
-            let value = match value {
-                SqlValue::Integer(i) => serde_json::Value::from(*i),
-                SqlValue::Real(r) => serde_json::Value::from(*r),
-                SqlValue::Text(t) => serde_json::Value::from(t.as_str()),
-                _ => serde_json::Value::Null,
-            };
-            serde_json::json!([id, value])
-        })
+        .map(|(id, value)| serde_json::json!([id, custom_fields::json_of(None, value)]))
         .collect();
     serde_json::Value::Array(pairs).to_string()
 }
@@ -197,17 +189,7 @@ fn values_of(json: &str) -> Vec<(i64, SqlValue)> {
     let pairs: Vec<(i64, serde_json::Value)> = serde_json::from_str(json).unwrap_or_default();
     pairs
         .into_iter()
-        .filter_map(|(id, value)| {
-            let value = match value {
-                serde_json::Value::Number(n) => match n.as_i64() {
-                    Some(i) => SqlValue::Integer(i),
-                    None => SqlValue::Real(n.as_f64()?),
-                },
-                serde_json::Value::String(t) => SqlValue::Text(t),
-                _ => return None,
-            };
-            Some((id, value))
-        })
+        .filter_map(|(id, value)| Some((id, custom_fields::sql_of(&value)?)))
         .collect()
 }
 

@@ -10,7 +10,7 @@
 use jiff::SignedDuration;
 use rusqlite::Connection;
 
-use super::{Subscriber, changed, clean_tag, ensure_open, get};
+use super::{Subscriber, changed, clean_tags, ensure_open, get};
 use crate::clock::{self, Timestamp};
 use crate::domain::{DomainError, DomainResult};
 use crate::store::write_tx;
@@ -82,29 +82,17 @@ pub fn set_topics(
     shown: &[String],
     chosen: &[String],
 ) -> DomainResult<Vec<String>> {
-    let mut errors = crate::domain::FieldErrors::new();
-    let mut clean: Vec<String> = Vec::new();
-    let kept = topics(conn, newsletter_id)?
-        .into_iter()
-        .filter(|t| !shown.contains(t));
-    for raw in kept.chain(chosen.iter().cloned()) {
-        if raw.trim().is_empty() {
-            continue;
-        }
-        match clean_tag(&raw) {
-            Ok(tag) if !clean.contains(&tag) => clean.push(tag),
-            Ok(_) => {}
-            Err(message) => errors.add("topics", format!("{:?} {message}", raw.trim())),
-        }
-    }
-    if clean.len() > TOPICS_MAX {
-        errors.add("topics", format!("are too many (at most {TOPICS_MAX})"));
-    }
-    errors.into_result()?;
     const CLEAR: &str = "DELETE FROM newsletter_topics WHERE newsletter_id = ?1";
     const ADD: &str = "INSERT INTO newsletter_topics (newsletter_id, tag) VALUES (?1, ?2)";
     write_tx(conn, |tx| {
         ensure_open(tx, newsletter_id)?;
+        let kept = topics(tx, newsletter_id)?
+            .into_iter()
+            .filter(|t| !shown.contains(t));
+        let mut errors = crate::domain::FieldErrors::new();
+        let all: Vec<String> = kept.chain(chosen.iter().cloned()).collect();
+        let clean = clean_tags(&all, ("topics", TOPICS_MAX), &mut errors);
+        errors.into_result()?;
         tx.execute(CLEAR, [newsletter_id])?;
         for tag in &clean {
             tx.prepare_cached(ADD)?.execute((newsletter_id, tag))?;

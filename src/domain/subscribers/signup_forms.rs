@@ -11,7 +11,7 @@ use rusqlite::{Connection, OptionalExtension, Row};
 
 use serde::{Deserialize, Serialize};
 
-use super::clean_tag;
+use super::clean_tags;
 use rusqlite::types::Value as SqlValue;
 use serde_json::Value;
 
@@ -258,17 +258,7 @@ fn check(input: &FormInput, available: &[CustomField]) -> DomainResult<Checked> 
             format!("is too long (maximum is {MESSAGE_MAX} characters)"),
         );
     }
-    let mut tags: Vec<String> = Vec::new();
-    for raw in input.tags.split(',').filter(|t| !t.trim().is_empty()) {
-        match clean_tag(raw) {
-            Ok(tag) if !tags.contains(&tag) => tags.push(tag),
-            Ok(_) => {}
-            Err(message) => errors.add("form.tags", format!("{:?} {message}", raw.trim())),
-        }
-    }
-    if tags.len() > TAGS_MAX {
-        errors.add("form.tags", format!("are too many (at most {TAGS_MAX})"));
-    }
+    let tags = clean_tags(input.tags.split(','), ("form.tags", TAGS_MAX), &mut errors);
     let redirect_url = match input.redirect_url.trim() {
         "" => None,
         raw => match web_url::check(raw, Schemes::HttpOrHttps, REDIRECT_MAX) {

@@ -422,7 +422,7 @@ async fn verdict(
         .db
         .run(move |conn| {
             // A resend's audience is the original's non-openers: nothing to choose.
-            let choosable = match issue2.resend_of {
+            let choosable = match issue2.audience.resend_of {
                 Some(_) => Choosable::default(),
                 None => Choosable::read(conn, n2.id)?,
             };

@@ -18,10 +18,10 @@ use poem::{Body, Request, Response, handler, http::StatusCode};
 
 use super::newsletters::{owned, parse_id};
 use super::{Ctx, FormData, State, WebError, WebResult};
+use crate::domain::DomainResult;
 use crate::domain::issues::{self, Issue};
 use crate::domain::newsletters::Newsletter;
 use crate::domain::values::time_zones::{self, TimeZoneName};
-use crate::domain::{DomainError, DomainResult, FieldErrors};
 use crate::http::headers::Policy;
 
 pub use actions::{
@@ -97,13 +97,7 @@ fn issue_url(newsletter_id: i64, issue_id: i64) -> String {
 
 /// A refused action or invalid input, as messages to show on the page (the domain's own
 /// words); anything else stays an error page. The webhooks forms show theirs the same way.
-pub(super) fn problems(e: DomainError) -> Result<FieldErrors, WebError> {
-    match e {
-        DomainError::Invalid(_, fields) => Ok(fields),
-        DomainError::Rejected(_, message) => Ok(FieldErrors::single("base", message)),
-        other => Err(other.into()),
-    }
-}
+pub(super) use crate::web::problems;
 
 /// [`super::render`] under the previews' Content-Security-Policy: the issue pages show
 /// owner-written content in sandboxed frames, where nothing may run a script while the

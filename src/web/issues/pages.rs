@@ -190,7 +190,7 @@ async fn load_view(
             .unwrap_or_default(),
     };
     let (tags, audience_count) = if issue.status.is_editable() {
-        let (nid, recorded, resend) = (n.id, issue.audience.clone(), issue.resend_of);
+        let (nid, recorded, resend) = (n.id, issue.audience.clone(), issue.audience.resend_of);
         let (tags, counted) = state
             .db
             .run(move |conn| {
@@ -314,7 +314,7 @@ fn show_page(
                 dt { "Articles" } dd { (issue.articles_count) }
                 dt { "Audience" }
                 dd #issue-audience {
-                    @match issue.resend_of {
+                    @match issue.audience.resend_of {
                         Some(original) => {
                             "those who did not open "
                             a href=(issue_url(n.id, original)) { "the issue it resends" }

@@ -218,6 +218,13 @@ pub async fn sign_in(c: &Client, base: &str, email: &str) {
 /// phone's emulated viewport (`Emulation.setDeviceMetricsOverride` with `mobile: true`)
 /// widens to fit what overflows and `innerWidth` then grows with the page.
 pub async fn assert_fits(c: &Client, width: i64, label: &str) {
+    if let Some(problem) = sideways(c, width, label).await {
+        panic!("{problem}");
+    }
+}
+
+/// What [`assert_fits`] checks, as the problem found (`None`: the page fits).
+pub async fn sideways(c: &Client, width: i64, label: &str) -> Option<String> {
     let sizes = c
         .execute(
             "return [document.documentElement.scrollWidth, window.innerWidth]",
@@ -226,10 +233,11 @@ pub async fn assert_fits(c: &Client, width: i64, label: &str) {
         .await
         .unwrap();
     let (page, window) = (sizes[0].as_i64().unwrap(), sizes[1].as_i64().unwrap());
-    assert!(
-        page <= window && page <= width,
-        "{label} scrolls sideways: {page} px wide in a {window} px window, {width} px asked"
-    );
+    (page > window || page > width).then(|| {
+        format!(
+            "{label} scrolls sideways: {page} px wide in a {window} px window, {width} px asked"
+        )
+    })
 }
 
 /// Waits until an element matches `css` (the page after a click may still be loading).
