@@ -1,6 +1,6 @@
 //! Job kind `poll_feeds`: polls the newsletters' feeds that are due (`feeds::fetch`), a
 //! few per round, and records what each found (`domain::issues::feed::record`: new
-//! items become drafts, once). The fetch happens outside any transaction; only the record is
+//! items become issues, once). The fetch happens outside any transaction; only the record is
 //! written. Then it runs again [`EVERY`] later. The job runner makes it due at each start.
 
 use super::{ClaimedJob, Job, JobContext, Outcome, periodic_batches};

@@ -171,6 +171,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0042_feeds",
         include_str!("../../migrations/0042_feeds.sql"),
     ),
+    (
+        "0043_feed_modes",
+        include_str!("../../migrations/0043_feed_modes.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.

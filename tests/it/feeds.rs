@@ -74,20 +74,10 @@ fn rss(items: &[(&str, &str, &str)]) -> String {
 
 /// Draft issues' subjects, oldest first.
 fn drafts(owner: &Owner) -> Vec<String> {
-    let mut subjects: Vec<(i64, String)> =
-        owner.get("/issues?status=draft&per_page=100").json()["issues"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|i| {
-                (
-                    i["id"].as_i64().unwrap(),
-                    i["subject"].as_str().unwrap().to_string(),
-                )
-            })
-            .collect();
-    subjects.sort();
-    subjects.into_iter().map(|(_, s)| s).collect()
+    issues_in(owner, "draft")
+        .into_iter()
+        .map(|(_, s)| s)
+        .collect()
 }
 
 /// Moves the clock past the next poll and waits until the poller has read the feed again.
@@ -141,11 +131,17 @@ fn a_followed_feed_turns_each_new_item_into_one_draft_and_reports_a_broken_one()
         &[
             ("feed[url]", "ftp://x.example/feed"),
             ("feed[every_minutes]", "5"),
+            ("feed[mode]", "sometimes"),
         ],
     );
     bad.expect(422);
     assert!(bad.body.contains("must be an http"), "{}", bad.body);
     assert!(bad.body.contains("from 15 to"), "{}", bad.body);
+    assert!(
+        bad.body.contains("must be draft, send or digest"),
+        "{}",
+        bad.body
+    );
     assert_eq!(app.count("SELECT count(*) FROM newsletter_feeds"), 0);
 
     let saved = owner.client.submit(
@@ -154,6 +150,7 @@ fn a_followed_feed_turns_each_new_item_into_one_draft_and_reports_a_broken_one()
         &[
             ("feed[url]", feed_url.as_str()),
             ("feed[every_minutes]", "15"),
+            ("feed[mode]", "draft"),
         ],
     );
     assert_eq!(saved.redirect(), page_url);
@@ -209,7 +206,7 @@ fn a_followed_feed_turns_each_new_item_into_one_draft_and_reports_a_broken_one()
     assert_eq!(drafts(&owner), ["Third <post> & more"]);
     let shown = owner.client.get(&page_url);
     assert!(
-        shown.body.contains("1 draft made from it"),
+        shown.body.contains("1 issue made from it"),
         "{}",
         shown.body
     );
@@ -248,7 +245,11 @@ fn a_followed_feed_turns_each_new_item_into_one_draft_and_reports_a_broken_one()
         .submit(
             &page_url,
             &page_url,
-            &[("feed[url]", moved.as_str()), ("feed[every_minutes]", "15")],
+            &[
+                ("feed[url]", moved.as_str()),
+                ("feed[every_minutes]", "15"),
+                ("feed[mode]", "draft"),
+            ],
         )
         .expect(303);
     // A new address starts afresh: its first read records what is there.
@@ -256,6 +257,195 @@ fn a_followed_feed_turns_each_new_item_into_one_draft_and_reports_a_broken_one()
     let shown = owner.client.get(&page_url);
     assert!(!shown.body.contains("feed-error"), "{}", shown.body);
     assert_eq!(drafts(&owner), ["Third <post> & more"]);
+}
+
+/// Saves the Feed page's form: `url`, read every 15 minutes, in `mode`.
+fn follow(owner: &Owner, url: &str, mode: &str) -> Resp {
+    let page_url = format!("/newsletters/{}/feed", owner.newsletter_id);
+    owner.client.submit(
+        &page_url,
+        &page_url,
+        &[
+            ("feed[url]", url),
+            ("feed[every_minutes]", "15"),
+            ("feed[mode]", mode),
+        ],
+    )
+}
+
+/// The issues with `status` (any, when empty), oldest first: (id, subject).
+fn issues_in(owner: &Owner, status: &str) -> Vec<(i64, String)> {
+    let mut found: Vec<(i64, String)> = owner
+        .get(&format!("/issues?status={status}&per_page=100"))
+        .json()["issues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["id"].as_i64().unwrap(),
+                i["subject"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// The mails `email` received whose subject contains `subject`.
+fn mails_about(app: &App, email: &str, subject: &str) -> Vec<crate::support::smtp::Received> {
+    app.smtp
+        .messages_to(email)
+        .into_iter()
+        .filter(|m| m.header("Subject").is_some_and(|s| s.contains(subject)))
+        .collect()
+}
+
+#[test]
+fn a_feed_sends_each_new_post_at_once_or_gathers_them_into_a_digest_at_the_next_slot() {
+    let served: Shared = Arc::new(Mutex::new(Served {
+        body: rss(&[("p1", "Old post", "Old.")]),
+        etag: "\"v1\"".into(),
+        ..Served::default()
+    }));
+    let port = crate::support::net::serve(
+        poem::Route::new()
+            .at("/feed.xml", poem::get(feed_xml))
+            .data(served.clone()),
+    );
+    let serve = |items: &[(&str, &str, &str)], etag: &str| {
+        let mut s = served.lock().unwrap();
+        s.body = rss(items);
+        s.etag = etag.into();
+    };
+    let app = spawn_app_with(&["--allow-private-webhooks"]);
+    let owner = onboard_paid(&app, "Post Office");
+    set_sender(&owner);
+    let readers = [unique_email("ann"), unique_email("bo")];
+    crate::support::send::subscribe_all(&owner, &readers);
+    let feed_url = format!("http://127.0.0.1:{port}/feed.xml");
+    let settings = format!("/newsletters/{}/settings", owner.newsletter_id);
+
+    // A digest needs a slot: without a publishing frequency it is refused, by the form.
+    let skip = |frequency: &str| {
+        owner
+            .client
+            .submit(
+                &settings,
+                &format!("{settings}/frequency"),
+                &[("frequency", frequency)],
+            )
+            .expect(303);
+    };
+    skip("skip");
+    let refused = follow(&owner, &feed_url, "digest");
+    refused.expect(422);
+    assert!(
+        refused.body.contains("no publishing frequency"),
+        "{}",
+        refused.body
+    );
+    assert_eq!(app.count("SELECT count(*) FROM newsletter_feeds"), 0);
+    skip("weekly");
+
+    // Sent at once: the first read records the old post; a new one reaches every reader once.
+    follow(&owner, &feed_url, "send").expect(303);
+    app.advance_clock(Duration::from_secs(120));
+    wait_for("the first read", Duration::from_secs(30), || {
+        (app.count("SELECT count(*) FROM feed_items") == 1).then_some(())
+    });
+    serve(
+        &[
+            ("p2", "Fresh post", "<p>Just out.</p>"),
+            ("p1", "Old post", "Old."),
+        ],
+        "\"v2\"",
+    );
+    next_poll(&app, &owner);
+    let made = issues_in(&owner, "");
+    assert_eq!(made.len(), 1, "{made:?}");
+    assert_eq!(made[0].1, "Fresh post");
+    crate::support::send::wait_status(&owner, made[0].0, "sent", Duration::from_secs(30));
+    for reader in &readers {
+        let mails = mails_about(&app, reader, "Fresh post");
+        assert_eq!(mails.len(), 1, "{reader}");
+        assert!(mails[0].text().contains("Just out."), "{}", mails[0].text());
+        assert!(mails[0].header("List-Unsubscribe-Post").is_some());
+    }
+    // Read again with a new ETag: the same post makes no second issue.
+    served.lock().unwrap().etag = "\"v3\"".into();
+    next_poll(&app, &owner);
+    assert_eq!(issues_in(&owner, ""), made);
+
+    // Gathered into a digest: two reads' posts join one issue scheduled at the next slot.
+    follow(&owner, &feed_url, "digest").expect(303);
+    serve(
+        &[
+            ("p3", "Third post", "Three."),
+            ("p2", "Fresh post", "x"),
+            ("p1", "Old post", "Old."),
+        ],
+        "\"v4\"",
+    );
+    next_poll(&app, &owner);
+    let scheduled = issues_in(&owner, "scheduled");
+    assert_eq!(scheduled.len(), 1, "{scheduled:?}");
+    let (digest, ref subject) = scheduled[0];
+    assert_eq!(subject, "New posts on Post Office");
+    serve(
+        &[
+            ("p4", "Fourth [post]", "Four."),
+            ("p3", "Third post", "Three."),
+        ],
+        "\"v5\"",
+    );
+    next_poll(&app, &owner);
+    assert_eq!(
+        issues_in(&owner, "scheduled"),
+        scheduled,
+        "still one digest"
+    );
+    let shown = crate::support::send::issue(&owner, digest);
+    let content = shown["content_markdown"].as_str().unwrap();
+    assert!(
+        content.contains("## [Third post](https://blog.example/p3)"),
+        "{content}"
+    );
+    assert!(
+        content.contains("## [Fourth \\[post\\]](https://blog.example/p4)"),
+        "{content}"
+    );
+    let slot: jiff::Timestamp = shown["scheduled_for"].as_str().unwrap().parse().unwrap();
+    assert!(slot > app.clock_now(), "the next slot is ahead: {slot}");
+    let page = owner
+        .client
+        .get(&format!("/newsletters/{}/feed", owner.newsletter_id));
+    assert!(page.body.contains("2 issues made from it"), "{}", page.body);
+
+    // At the slot the digest goes out: one mail a reader, with both posts.
+    app.set_clock(slot + jiff::SignedDuration::from_mins(1));
+    crate::support::send::wait_status(&owner, digest, "sent", Duration::from_secs(30));
+    for reader in &readers {
+        let mails = mails_about(&app, reader, "New posts on Post Office");
+        assert_eq!(mails.len(), 1, "{reader}");
+        let text = mails[0].text();
+        assert!(
+            text.contains("Third post") && text.contains("Fourth [post]"),
+            "{text}"
+        );
+    }
+    // A post after the digest went out opens the next one.
+    serve(&[("p5", "Fifth post", "Five.")], "\"v6\"");
+    next_poll(&app, &owner);
+    let next = issues_in(&owner, "scheduled");
+    assert_eq!(next.len(), 1, "{next:?}");
+    assert_ne!(next[0].0, digest);
+    let later: jiff::Timestamp = crate::support::send::issue(&owner, next[0].0)["scheduled_for"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(later > slot, "the slot after: {later}");
 }
 
 #[test]
@@ -277,6 +467,7 @@ fn a_feed_on_a_private_address_is_refused_by_the_ssrf_guard() {
             &[
                 ("feed[url]", feed_url.as_str()),
                 ("feed[every_minutes]", "15"),
+                ("feed[mode]", "draft"),
             ],
         )
         .expect(303);

@@ -433,7 +433,7 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
          applied 0030_mail_details\napplied 0031_account_changes\napplied 0032_site_pages\napplied 0033_memberships\n\
          applied 0034_membership_lapses\napplied 0035_signup_forms\napplied 0036_sources\napplied 0037_custom_fields\n\
          applied 0038_field_segments\napplied 0039_form_fields\napplied 0040_preferences\n\
-         applied 0041_resend_unopened\napplied 0042_feeds"
+         applied 0041_resend_unopened\napplied 0042_feeds\napplied 0043_feed_modes"
     );
 
     let conn = rusqlite::Connection::open(&db).unwrap();
@@ -457,7 +457,7 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
         // audiences, and each field's `deleted_at`) and 0039 (each form's and request's
         // `fields` and `field_values`, `[]`) and 0040 (the empty pauses and topics) and 0041
         // (each delivery's `opened_auto`, 0, and each issue's resend links, NULL) and 0042
-        // (the empty feed tables):
+        // (the empty feed tables) and 0043 (their modes):
         // the rest is as 0020 left it.
         let copy = app.data_dir().join("before-0022.db");
         conn.execute("VACUUM INTO ?1", [copy.to_str().unwrap()])

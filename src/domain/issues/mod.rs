@@ -958,66 +958,74 @@ pub fn update(
     id: i64,
     changes: &Checked,
 ) -> DomainResult<Issue> {
+    write_tx(conn, |tx| update_in(tx, newsletter_id, id, changes))
+}
+
+/// [`update`] inside the caller's transaction.
+pub fn update_in(
+    tx: &Connection,
+    newsletter_id: i64,
+    id: i64,
+    changes: &Checked,
+) -> DomainResult<Issue> {
     let Checked(valid) = changes;
-    write_tx(conn, |tx| {
-        let newsletter = newsletters::get(tx, newsletter_id)?;
-        newsletter.ensure_writable()?;
-        let issue = get(tx, newsletter_id, id)?;
-        if issue.status == Status::Sent {
-            return edit_sent(tx, issue, valid);
-        }
-        if !issue.status.is_editable() {
-            return Err(DomainError::rejected(
-                ErrorCode::InvalidState,
-                format!("A {} issue cannot be changed", issue.status),
-            ));
-        }
-        let status = valid.status.unwrap_or(issue.status);
-        let scheduled_for = settle_schedule(
+    let newsletter = newsletters::get(tx, newsletter_id)?;
+    newsletter.ensure_writable()?;
+    let issue = get(tx, newsletter_id, id)?;
+    if issue.status == Status::Sent {
+        return edit_sent(tx, issue, valid);
+    }
+    if !issue.status.is_editable() {
+        return Err(DomainError::rejected(
+            ErrorCode::InvalidState,
+            format!("A {} issue cannot be changed", issue.status),
+        ));
+    }
+    let status = valid.status.unwrap_or(issue.status);
+    let scheduled_for = settle_schedule(
+        status,
+        valid.scheduled_for,
+        issue.scheduled_for,
+        &newsletter,
+    )?;
+    let subject = valid
+        .subject
+        .clone()
+        .unwrap_or_else(|| issue.subject.clone());
+    let path = if !ever_published(tx, &issue)? && subject != issue.subject {
+        free_path(tx, newsletter_id, &subject, Some(id))?
+    } else {
+        issue.path.clone()
+    };
+    const UPDATE: &str =
+        "UPDATE issues SET subject = ?2, content_markdown = ?3, content_html = ?4, status = ?5,
+         scheduled_for = ?6, path = ?7, last_error = NULL, updated_at = ?8 WHERE id = ?1";
+    let (content, html) = match &valid.content {
+        Some(content) => (content, valid.content_html.as_ref()),
+        None => (&issue.content_markdown, issue.content_html.as_ref()),
+    };
+    tx.execute(
+        UPDATE,
+        (
+            id,
+            &subject,
+            content,
+            html,
             status,
-            valid.scheduled_for,
-            issue.scheduled_for,
-            &newsletter,
-        )?;
-        let subject = valid
-            .subject
-            .clone()
-            .unwrap_or_else(|| issue.subject.clone());
-        let path = if !ever_published(tx, &issue)? && subject != issue.subject {
-            free_path(tx, newsletter_id, &subject, Some(id))?
-        } else {
-            issue.path.clone()
-        };
-        const UPDATE: &str =
-            "UPDATE issues SET subject = ?2, content_markdown = ?3, content_html = ?4, status = ?5,
-             scheduled_for = ?6, path = ?7, last_error = NULL, updated_at = ?8 WHERE id = ?1";
-        let (content, html) = match &valid.content {
-            Some(content) => (content, valid.content_html.as_ref()),
-            None => (&issue.content_markdown, issue.content_html.as_ref()),
-        };
-        tx.execute(
-            UPDATE,
-            (
-                id,
-                &subject,
-                content,
-                html,
-                status,
-                &scheduled_for,
-                &path,
-                Timestamp::now(),
-            ),
-        )?;
-        if valid.content.is_some() {
-            content_saved(tx, newsletter_id, id, content, html.map(String::as_str))?;
-        }
-        set_reading_settings(tx, id, valid)?;
-        if let Some(articles) = &valid.articles {
-            replace_articles(tx, id, articles)?;
-        }
-        set_audience(tx, newsletter_id, id, valid.audience.as_ref())?;
-        set_published(tx, newsletter_id, id, valid.published)
-    })
+            &scheduled_for,
+            &path,
+            Timestamp::now(),
+        ),
+    )?;
+    if valid.content.is_some() {
+        content_saved(tx, newsletter_id, id, content, html.map(String::as_str))?;
+    }
+    set_reading_settings(tx, id, valid)?;
+    if let Some(articles) = &valid.articles {
+        replace_articles(tx, id, articles)?;
+    }
+    set_audience(tx, newsletter_id, id, valid.audience.as_ref())?;
+    set_published(tx, newsletter_id, id, valid.published)
 }
 
 /// Applies a `published` change of a create or update, in its transaction: the issue as it
@@ -1409,29 +1417,37 @@ pub fn send_with(
     id: i64,
     choice: &SendChoice,
 ) -> DomainResult<Queued> {
-    write_tx(conn, |tx| {
-        let newsletter = newsletters::get(tx, newsletter_id)?;
-        newsletter.ensure_writable()?;
-        let mut issue = get(tx, newsletter_id, id)?;
-        if let Some(chosen) = &choice.audience {
-            let chosen = audience::check(tx, newsletter_id, chosen, "")?;
-            record_audience(tx, id, &chosen, "tags")?;
-            issue.choose_audience(chosen);
-        }
-        if let Some(only) = choice.paid_members_only {
-            store_paid_members_only(tx, id, only)?;
-            issue.mail_paid_members_only(only);
-        }
-        let checked = match choice.approve_draft {
-            true => approved_in_one_step(issue.clone()),
-            false => issue.clone(),
-        };
-        let recipients = sendable(tx, &newsletter, &checked)?;
-        const CHOICE: &str = "UPDATE issues SET publish_when_sent = ?2 WHERE id = ?1";
-        tx.execute(CHOICE, (id, choice.publish))?;
-        start_sending(tx, &issue)?;
-        Ok(Queued { issue, recipients })
-    })
+    write_tx(conn, |tx| send_in(tx, newsletter_id, id, choice))
+}
+
+/// [`send_with`] inside the caller's transaction; a refusal has changed nothing.
+pub fn send_in(
+    tx: &Connection,
+    newsletter_id: i64,
+    id: i64,
+    choice: &SendChoice,
+) -> DomainResult<Queued> {
+    let newsletter = newsletters::get(tx, newsletter_id)?;
+    newsletter.ensure_writable()?;
+    let mut issue = get(tx, newsletter_id, id)?;
+    if let Some(chosen) = &choice.audience {
+        let chosen = audience::check(tx, newsletter_id, chosen, "")?;
+        record_audience(tx, id, &chosen, "tags")?;
+        issue.choose_audience(chosen);
+    }
+    if let Some(only) = choice.paid_members_only {
+        store_paid_members_only(tx, id, only)?;
+        issue.mail_paid_members_only(only);
+    }
+    let checked = match choice.approve_draft {
+        true => approved_in_one_step(issue.clone()),
+        false => issue.clone(),
+    };
+    let recipients = sendable(tx, &newsletter, &checked)?;
+    const CHOICE: &str = "UPDATE issues SET publish_when_sent = ?2 WHERE id = ?1";
+    tx.execute(CHOICE, (id, choice.publish))?;
+    start_sending(tx, &issue)?;
+    Ok(Queued { issue, recipients })
 }
 
 /// The newsletter may mail its subscribers now: not paused, on the paid tier.
