@@ -13,6 +13,7 @@ pub mod events;
 pub mod issues;
 pub mod newsletters;
 pub mod reports;
+pub mod sequences;
 pub mod subscribers;
 pub mod values;
 

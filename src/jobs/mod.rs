@@ -3,9 +3,11 @@
 //! [`registry`]); failures are retried with backoff, and jobs a crash interrupted are picked
 //! up again at start. The domain records jobs through `store::jobs`, never through here.
 
+pub mod advance_sequences;
 pub mod delete_field_values;
 pub mod deliver_webhook;
 pub mod import_subscribers;
+pub mod marked_mail;
 pub mod poll_feeds;
 pub mod prune_webhook_log;
 pub mod purge_account;
@@ -13,6 +15,7 @@ pub mod registry;
 pub mod render_content;
 pub mod send_issue;
 pub mod send_mail;
+pub mod send_sequence_step;
 pub mod send_welcome;
 pub mod tell_membership_lapses;
 pub mod test_send;

@@ -2,6 +2,7 @@
 //! its file under `jobs/` and a line here.
 
 use super::Job;
+use super::advance_sequences::AdvanceSequences;
 use super::delete_field_values::DeleteFieldValues;
 use super::deliver_webhook::DeliverWebhook;
 use super::import_subscribers::ImportSubscribers;
@@ -11,6 +12,7 @@ use super::purge_account::PurgeAccount;
 use super::render_content::RenderContent;
 use super::send_issue::SendIssue;
 use super::send_mail::SendMail;
+use super::send_sequence_step::SendSequenceStep;
 use super::send_welcome::SendWelcome;
 use super::tell_membership_lapses::TellMembershipLapses;
 use super::test_send::TestSend;
@@ -30,6 +32,8 @@ pub static JOBS: &[&dyn Job] = &[
     &TellMembershipLapses,
     &DeleteFieldValues,
     &PollFeeds,
+    &AdvanceSequences,
+    &SendSequenceStep,
 ];
 
 /// The job that runs rows of `kind` (as the `jobs.kind` column names it); `None` for a kind

@@ -4,14 +4,13 @@
 //! and a relay never delivers a message cut off before that moment. When the relay then
 //! refuses it, the mark is taken back so a retry can send it.
 
-use std::cell::Cell;
-
+use super::marked_mail::{self, Claim, unrecorded, with_db};
 use super::{ClaimedJob, Job, JobContext, Outcome};
+use crate::domain::content;
 use crate::domain::delivery::tracking::Links;
 use crate::domain::subscribers::welcome_mail::{self, Due};
-use crate::domain::{DomainError, DomainResult, content};
+use crate::mail::MailError;
 use crate::mail::render;
-use crate::mail::{Commit, Envelope, Lane, MailError, Mime};
 use crate::store::jobs::{JobKind, WelcomeMail};
 
 pub struct SendWelcome;
@@ -32,35 +31,6 @@ impl Job for SendWelcome {
             Err(e) => unrecorded(e),
         }
     }
-}
-
-fn with_db<T>(
-    ctx: &JobContext,
-    work: impl FnOnce(&mut rusqlite::Connection) -> DomainResult<T>,
-) -> DomainResult<T> {
-    let mut conn = ctx.pool.get().map_err(|e| DomainError::Store(e.into()))?;
-    work(&mut conn)
-}
-
-/// A database failure before anything was handed over: wait when it passes by itself.
-fn unrecorded(e: DomainError) -> Outcome {
-    match e {
-        DomainError::Store(e) if super::passes_by_itself(&e) => Outcome::Blocked(e.to_string()),
-        e => Outcome::Retry(e.to_string()),
-    }
-}
-
-/// What the commit at the last moment found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Claim {
-    /// The message never got that far.
-    NotAsked,
-    /// The subscriber is marked welcomed: the relay may take the message.
-    Marked,
-    /// Someone else's run marked it: nothing is sent.
-    AlreadySent,
-    /// The mark could not be written: nothing is sent.
-    NotRecorded,
 }
 
 fn send(ctx: &JobContext, rt: &tokio::runtime::Runtime, due: &Due) -> Outcome {
@@ -86,52 +56,19 @@ fn send(ctx: &JobContext, rt: &tokio::runtime::Runtime, due: &Due) -> Outcome {
         subject: &due.subject,
         body_html: &due.body_html,
         body_text: &body_text,
+        feedback: "welcome",
+        reader: None,
     });
-    let mime = Mime {
-        bytes: mail.to_mime(),
-        dot_free: false,
-    };
-    let envelope = Envelope {
-        from: &mail.from_email,
-        to: &mail.to,
-    };
-    // Signed as the newsletter's sending domain once verified, like its issues.
-    let transport = match ctx.newsletter_transport(rt, newsletter) {
-        Ok(transport) => transport,
-        Err(e) => return Outcome::Retry(e.to_string()),
-    };
-    let claim = Cell::new(Claim::NotAsked);
-    let result = rt.block_on(async {
-        let mut lane = Lane::new(&transport);
-        lane.connect().await?;
-        let sent = lane
-            .send(envelope, &mime, |_| async {
-                let (found, answer) =
-                    match with_db(ctx, |conn| welcome_mail::mark_sent(conn, due.subscriber_id)) {
-                        Ok(true) => (Claim::Marked, Commit::Claimed { end_written: 0 }),
-                        Ok(false) => (Claim::AlreadySent, Commit::Refused),
-                        Err(e) => {
-                            eprintln!(
-                                "welcome: cannot record subscriber {}: {e}",
-                                due.subscriber_id
-                            );
-                            (Claim::NotRecorded, Commit::Refused)
-                        }
-                    };
-                claim.set(found);
-                answer
-            })
-            .await;
-        lane.close().await;
-        sent
+    let (result, claim) = marked_mail::hand_over(ctx, rt, newsletter, &mail, "welcome", || {
+        with_db(ctx, |conn| welcome_mail::mark_sent(conn, due.subscriber_id))
     });
     match result {
         Ok(()) => Outcome::Done,
         // The message went out: it may have arrived, and is never sent again.
         Err(MailError::Unconfirmed(_)) => Outcome::Done,
-        Err(_) if claim.get() == Claim::AlreadySent => Outcome::Done,
+        Err(_) if claim == Claim::AlreadySent => Outcome::Done,
         Err(e) => {
-            if claim.get() == Claim::Marked
+            if claim == Claim::Marked
                 && let Err(undo) =
                     with_db(ctx, |conn| welcome_mail::unmark(conn, due.subscriber_id))
             {

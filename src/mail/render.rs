@@ -784,9 +784,13 @@ pub struct Welcome<'a> {
     pub subject: &'a str,
     pub body_html: &'a str,
     pub body_text: &'a str,
+    /// What the mail is, in its `Feedback-ID`: `welcome`, or `sequence-<id>` for a step.
+    pub feedback: &'a str,
+    /// The reader's values, when the text has merge tags (a sequence step's).
+    pub reader: Option<&'a Reader>,
 }
 
-/// The message of a [`Welcome`].
+/// The message of a [`Welcome`] (and of a sequence step, built the same way).
 pub fn welcome(welcome: &Welcome<'_>) -> OutgoingMail {
     let Welcome {
         newsletter,
@@ -797,7 +801,23 @@ pub fn welcome(welcome: &Welcome<'_>) -> OutgoingMail {
         subject,
         body_html,
         body_text,
+        feedback,
+        reader,
     } = *welcome;
+    let (subject, body_html, body_text) = match reader {
+        Some(reader) => (
+            subject_of(subject, reader),
+            filled(body_html, true, reader),
+            filled(body_text, false, reader),
+        ),
+        None => (
+            subject.to_string(),
+            body_html.to_string(),
+            body_text.to_string(),
+        ),
+    };
+    let (subject, body_html, body_text) =
+        (subject.as_str(), body_html.as_str(), body_text.as_str());
     let unsubscribe = links.unsubscribe_subscriber(subscriber_id);
     let home = links.site_home();
     let html = frame(
@@ -831,7 +851,7 @@ pub fn welcome(welcome: &Welcome<'_>) -> OutgoingMail {
                 ("List-Id".into(), list_id(newsletter, public_host)),
                 (
                     "Feedback-ID".into(),
-                    format!("welcome:{}:broadsheet:{public_host}", newsletter.id),
+                    format!("{feedback}:{}:broadsheet:{public_host}", newsletter.id),
                 ),
                 ("List-Unsubscribe".into(), format!("<{unsubscribe}>")),
                 (
@@ -942,6 +962,8 @@ mod tests {
             subject,
             body_html: "<p>hi</p>",
             body_text: "hi",
+            feedback: "welcome",
+            reader: None,
         });
         let email = IssueEmail::new(&issue, &newsletter, "localhost", links, "x");
         let confirmation = super::super::account::subscription_confirmation(name, "https://l");

@@ -40,6 +40,10 @@ pub enum JobKind {
     DeleteFieldValues,
     /// Polls the newsletters' feeds that are due; periodic.
     PollFeeds,
+    /// Queues the sequence steps that are due; periodic.
+    AdvanceSequences,
+    /// One sequence step to one reader.
+    SendSequenceStep,
 }
 
 impl JobKind {
@@ -56,6 +60,8 @@ impl JobKind {
         JobKind::TellMembershipLapses,
         JobKind::DeleteFieldValues,
         JobKind::PollFeeds,
+        JobKind::AdvanceSequences,
+        JobKind::SendSequenceStep,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -72,6 +78,8 @@ impl JobKind {
             JobKind::TellMembershipLapses => "tell_membership_lapses",
             JobKind::DeleteFieldValues => "delete_field_values",
             JobKind::PollFeeds => "poll_feeds",
+            JobKind::AdvanceSequences => "advance_sequences",
+            JobKind::SendSequenceStep => "send_sequence_step",
         }
     }
 
@@ -86,7 +94,8 @@ impl JobKind {
     fn max_attempts(self) -> i64 {
         match self {
             JobKind::SendIssue => 1_000_000,
-            JobKind::DeliverWebhook => 1_000,
+            // A relay outage of days waits with the backoff; the reader stays queued.
+            JobKind::DeliverWebhook | JobKind::SendSequenceStep => 1_000,
             // Gives up only on what will not pass by itself, and then it is run again by hand.
             JobKind::PurgeAccount | JobKind::DeleteFieldValues => 1_000,
             _ => 5,
@@ -250,6 +259,22 @@ pub fn queue_account_mail(conn: &Connection, mail: &AccountMail) -> Result<i64, 
 /// Queues a subscriber's welcome e-mail.
 pub fn queue_welcome(conn: &Connection, subscriber_id: i64) -> Result<i64, StoreError> {
     queue(conn, JobKind::SendWelcome, &WelcomeMail { subscriber_id })
+}
+
+/// Payload of a `send_sequence_step` job: the reader's place in the sequence; the step is
+/// read when the job runs.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct SequenceStep {
+    pub enrollment_id: i64,
+}
+
+/// Queues the next step of enrollment `enrollment_id`.
+pub fn queue_sequence_step(conn: &Connection, enrollment_id: i64) -> Result<i64, StoreError> {
+    queue(
+        conn,
+        JobKind::SendSequenceStep,
+        &SequenceStep { enrollment_id },
+    )
 }
 
 /// Queues one test message of an issue.

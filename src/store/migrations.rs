@@ -175,6 +175,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0043_feed_modes",
         include_str!("../../migrations/0043_feed_modes.sql"),
     ),
+    (
+        "0044_sequences",
+        include_str!("../../migrations/0044_sequences.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.

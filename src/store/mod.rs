@@ -8,6 +8,7 @@ mod backup;
 pub mod jobs;
 mod lock;
 mod migrations;
+pub mod sequence_entries;
 
 use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};

@@ -10,7 +10,9 @@ use std::time::Duration;
 use crate::support::*;
 
 /// The tables whose ids leave the service (URLs, API answers, webhook payloads, mail links).
-const TABLES: [&str; 12] = [
+/// (A sequence's enrollments and sends are named by job payloads: a queued job must never
+/// find another reader's row under its id.)
+const TABLES: [&str; 16] = [
     "newsletters",
     "api_keys",
     "issues",
@@ -23,6 +25,10 @@ const TABLES: [&str; 12] = [
     "subscriber_imports",
     "signup_forms",
     "custom_fields",
+    "sequences",
+    "sequence_steps",
+    "sequence_enrollments",
+    "sequence_sends",
 ];
 
 /// Tables whose ids stay inside the service (or that are never deleted from and show no id):
@@ -433,7 +439,7 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
          applied 0030_mail_details\napplied 0031_account_changes\napplied 0032_site_pages\napplied 0033_memberships\n\
          applied 0034_membership_lapses\napplied 0035_signup_forms\napplied 0036_sources\napplied 0037_custom_fields\n\
          applied 0038_field_segments\napplied 0039_form_fields\napplied 0040_preferences\n\
-         applied 0041_resend_unopened\napplied 0042_feeds\napplied 0043_feed_modes"
+         applied 0041_resend_unopened\napplied 0042_feeds\napplied 0043_feed_modes\napplied 0044_sequences"
     );
 
     let conn = rusqlite::Connection::open(&db).unwrap();
@@ -457,7 +463,8 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
         // audiences, and each field's `deleted_at`) and 0039 (each form's and request's
         // `fields` and `field_values`, `[]`) and 0040 (the empty pauses and topics) and 0041
         // (each delivery's `opened_auto`, 0, and each issue's resend links, NULL) and 0042
-        // (the empty feed tables) and 0043 (their modes):
+        // (the empty feed tables) and 0043 (their modes) and 0044 (the empty sequence tables and
+        // their triggers):
         // the rest is as 0020 left it.
         let copy = app.data_dir().join("before-0022.db");
         conn.execute("VACUUM INTO ?1", [copy.to_str().unwrap()])
@@ -512,6 +519,10 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
              ALTER TABLE subscription_requests DROP COLUMN field_values;
              DROP TABLE subscriber_pauses; DROP TABLE newsletter_topics;
              DROP TABLE feed_items; DROP TABLE newsletter_feeds;
+             DROP TABLE sequence_sends; DROP TABLE sequence_step_counts; DROP TABLE sequence_counts;
+             DROP TABLE sequence_enrollments; DROP TABLE sequence_steps; DROP TABLE sequences;
+             DROP TRIGGER sequences_entered_by_tag; DROP TRIGGER sequences_left_by_tag;
+             DROP TRIGGER sequences_left_by_leaving;
              DROP TRIGGER deliveries_auto_opened; DROP TRIGGER deliveries_auto_opened_counted;
              ALTER TABLE deliveries DROP COLUMN opened_auto; ALTER TABLE issue_counts DROP COLUMN auto_opened;
              ALTER TABLE issues DROP COLUMN resent_unopened_as; ALTER TABLE issues DROP COLUMN resend_of;

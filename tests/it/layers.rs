@@ -283,6 +283,10 @@ const DOMAIN_PARTS: &[(&str, &[&str])] = &[
         &["values", "content", "accounts", "events", "newsletters"],
     ),
     (
+        "sequences",
+        &["values", "content", "events", "newsletters", "subscribers"],
+    ),
+    (
         "issues",
         &["values", "content", "events", "newsletters", "subscribers"],
     ),

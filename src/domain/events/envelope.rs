@@ -22,6 +22,8 @@ pub const KINDS: &[&str] = &[
     "member.upgraded",
     "member.downgraded",
     "member.payment_failed",
+    "sequence.step_sent",
+    "sequence.completed",
 ];
 
 /// The envelope `{event, timestamp, newsletter: {id, name, subdomain}, data}` every webhook

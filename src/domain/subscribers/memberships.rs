@@ -274,6 +274,14 @@ pub fn write(
     // here (below) or there was none.
     const LAPSE: &str = "UPDATE memberships SET lapse_told = ?2 WHERE subscriber_id = ?1";
     tx.execute(LAPSE, (subscriber_id, !after.has_paid_access()))?;
+    if !had_access && after.has_paid_access() {
+        crate::store::sequence_entries::enter_on_paid_access(
+            tx,
+            newsletter_id,
+            subscriber_id,
+            &now,
+        )?;
+    }
     let kind = match (had_access, after.has_paid_access()) {
         (false, true) => Some("member.upgraded"),
         (true, false) => Some("member.downgraded"),

@@ -310,6 +310,12 @@ pub fn confirm(conn: &mut Connection, newsletter_id: i64, token: &str) -> Domain
         if newsletter.welcome.enabled && subscriber.status == Status::Active {
             subscribers::queue_welcome(tx, subscriber.id)?;
         }
+        crate::store::sequence_entries::enter_on_confirmation(
+            tx,
+            newsletter_id,
+            subscriber.id,
+            &Timestamp::now(),
+        )?;
         Ok(subscriber)
     })
 }
