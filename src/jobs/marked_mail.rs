@@ -2,14 +2,59 @@
 //! welcome e-mail, a sequence step): the mark is committed when the relay may take the
 //! message, as an issue's delivery is made `sending`, so a run after a crash finds it and
 //! sends nothing, and a relay never delivers a message cut off before that moment. Each job
-//! kind decides what its outcome means; this is the hand-over they share.
+//! kind decides what its outcome means; this is the composing and the hand-over they share.
 
 use std::cell::Cell;
 
 use super::{JobContext, Outcome};
+use crate::domain::content::{self, merge_tags::Reader};
+use crate::domain::delivery::tracking::Links;
 use crate::domain::newsletters::Newsletter;
 use crate::domain::{DomainError, DomainResult};
-use crate::mail::{Commit, Envelope, Lane, MailError, Mime, OutgoingMail};
+use crate::mail::{Commit, Envelope, Lane, MailError, Mime, OutgoingMail, render};
+
+/// A mail to one reader in the welcome's frame (`render::welcome`): the welcome itself, or a
+/// sequence step with the reader's merge tags filled.
+pub struct ReaderMail<'a> {
+    pub newsletter: &'a Newsletter,
+    pub subscriber_id: i64,
+    pub to: &'a str,
+    pub subject: &'a str,
+    /// For the text part, rendered here within the budget as an issue's is.
+    pub body_markdown: &'a str,
+    pub body_html: &'a str,
+    /// What it is, in its `Feedback-ID`.
+    pub feedback: &'a str,
+    pub reader: Option<&'a Reader>,
+}
+
+/// The message of `mail`, or the outcome when its text cannot be rendered now.
+pub fn compose(ctx: &JobContext, mail: &ReaderMail<'_>) -> Result<OutgoingMail, Outcome> {
+    let body_text = match content::plain_text(mail.body_markdown) {
+        Ok(Some(text)) => text,
+        Ok(None) => return Err(Outcome::Retry("every render slot is busy".into())),
+        Err(e) => return Err(Outcome::Retry(e.to_string())),
+    };
+    let newsletter = mail.newsletter;
+    let links = Links::new(
+        &newsletter.site_origin(&ctx.urls),
+        newsletter.id,
+        ctx.secret.clone(),
+        false,
+    );
+    Ok(render::welcome(&render::Welcome {
+        newsletter,
+        public_host: ctx.urls.public_host_name(),
+        links: &links,
+        subscriber_id: mail.subscriber_id,
+        to: mail.to,
+        subject: mail.subject,
+        body_html: mail.body_html,
+        body_text: &body_text,
+        feedback: mail.feedback,
+        reader: mail.reader,
+    }))
+}
 
 /// What the commit at the last moment found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,10 +5,8 @@
 
 use super::marked_mail::{self, Claim, unrecorded, with_db};
 use super::{ClaimedJob, Job, JobContext, Outcome};
-use crate::domain::content;
-use crate::domain::delivery::tracking::Links;
 use crate::domain::sequences::sends::{self, DueStep, Next, SendStatus};
-use crate::mail::{MailError, render};
+use crate::mail::MailError;
 use crate::store::jobs::{JobKind, SequenceStep};
 
 pub struct SendSequenceStep;
@@ -32,31 +30,24 @@ impl Job for SendSequenceStep {
 }
 
 fn send(ctx: &JobContext, rt: &tokio::runtime::Runtime, due: &DueStep) -> Outcome {
-    let body_text = match content::plain_text(&due.body_markdown) {
-        Ok(Some(text)) => text,
-        Ok(None) => return Outcome::Retry("every render slot is busy".into()),
-        Err(e) => return Outcome::Retry(e.to_string()),
-    };
-    let newsletter = &due.newsletter;
-    let links = Links::new(
-        &newsletter.site_origin(&ctx.urls),
-        newsletter.id,
-        ctx.secret.clone(),
-        false,
-    );
     let feedback = format!("sequence-{}", due.sequence_id);
-    let mail = render::welcome(&render::Welcome {
-        newsletter,
-        public_host: ctx.urls.public_host_name(),
-        links: &links,
-        subscriber_id: due.subscriber_id,
-        to: &due.email,
-        subject: &due.subject,
-        body_html: &due.body_html,
-        body_text: &body_text,
-        feedback: &feedback,
-        reader: Some(&due.reader),
-    });
+    let newsletter = &due.newsletter;
+    let mail = match marked_mail::compose(
+        ctx,
+        &marked_mail::ReaderMail {
+            newsletter,
+            subscriber_id: due.subscriber_id,
+            to: &due.email,
+            subject: &due.subject,
+            body_markdown: &due.body_markdown,
+            body_html: &due.body_html,
+            feedback: &feedback,
+            reader: Some(&due.reader),
+        },
+    ) {
+        Ok(mail) => mail,
+        Err(outcome) => return outcome,
+    };
     let (result, claim) = marked_mail::hand_over(ctx, rt, newsletter, &mail, "sequence", || {
         with_db(ctx, |conn| sends::mark(conn, due))
     });

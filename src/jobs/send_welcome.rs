@@ -6,11 +6,8 @@
 
 use super::marked_mail::{self, Claim, unrecorded, with_db};
 use super::{ClaimedJob, Job, JobContext, Outcome};
-use crate::domain::content;
-use crate::domain::delivery::tracking::Links;
 use crate::domain::subscribers::welcome_mail::{self, Due};
 use crate::mail::MailError;
-use crate::mail::render;
 use crate::store::jobs::{JobKind, WelcomeMail};
 
 pub struct SendWelcome;
@@ -34,31 +31,23 @@ impl Job for SendWelcome {
 }
 
 fn send(ctx: &JobContext, rt: &tokio::runtime::Runtime, due: &Due) -> Outcome {
-    // The text part, rendered within the budget as an issue's is.
-    let body_text = match content::plain_text(&due.body_markdown) {
-        Ok(Some(text)) => text,
-        Ok(None) => return Outcome::Retry("every render slot is busy".into()),
-        Err(e) => return Outcome::Retry(e.to_string()),
-    };
     let newsletter = &due.newsletter;
-    let links = Links::new(
-        &newsletter.site_origin(&ctx.urls),
-        newsletter.id,
-        ctx.secret.clone(),
-        false,
-    );
-    let mail = render::welcome(&render::Welcome {
-        newsletter,
-        public_host: ctx.urls.public_host_name(),
-        links: &links,
-        subscriber_id: due.subscriber_id,
-        to: &due.email,
-        subject: &due.subject,
-        body_html: &due.body_html,
-        body_text: &body_text,
-        feedback: "welcome",
-        reader: None,
-    });
+    let mail = match marked_mail::compose(
+        ctx,
+        &marked_mail::ReaderMail {
+            newsletter,
+            subscriber_id: due.subscriber_id,
+            to: &due.email,
+            subject: &due.subject,
+            body_markdown: &due.body_markdown,
+            body_html: &due.body_html,
+            feedback: "welcome",
+            reader: None,
+        },
+    ) {
+        Ok(mail) => mail,
+        Err(outcome) => return outcome,
+    };
     let (result, claim) = marked_mail::hand_over(ctx, rt, newsletter, &mail, "welcome", || {
         with_db(ctx, |conn| welcome_mail::mark_sent(conn, due.subscriber_id))
     });

@@ -291,7 +291,11 @@ fn made_of(tx: &Connection, feed: &Feed, item: &Item) -> DomainResult<i64> {
             }
         }
         Mode::Digest => {
-            if let Some(id) = feed.digest_issue_id
+            // Read here, not from `feed`: an earlier item of this poll may have opened it.
+            const OPEN: &str =
+                "SELECT digest_issue_id FROM newsletter_feeds WHERE newsletter_id = ?1";
+            let open: Option<i64> = tx.query_row(OPEN, [newsletter_id], |r| r.get(0))?;
+            if let Some(id) = open
                 && let Some(id) = appended(tx, newsletter_id, id, item)?
             {
                 return Ok(id);
@@ -532,6 +536,65 @@ mod tests {
             why.starts_with(
                 "This post could not be sent at once: The newsletter has no active subscribers"
             ),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn a_digest_gathers_posts_until_its_slot_and_a_post_without_a_slot_is_kept_as_a_draft() {
+        let mut conn = crate::domain::testing::db_with_newsletter("paid");
+        conn.execute("UPDATE newsletters SET frequency = 'weekly'", [])
+            .unwrap();
+        let url = "https://blog.example/feed.xml";
+        follow(&mut conn, 1, &input(url, "15", "digest")).unwrap();
+        let first = get(&conn, 1).unwrap().unwrap();
+        record(&mut conn, &first, &polled(&[item("a", "A")])).unwrap();
+        let primed = get(&conn, 1).unwrap().unwrap();
+        record(
+            &mut conn,
+            &primed,
+            &polled(&[item("b", "B"), item("c", "C")]),
+        )
+        .unwrap();
+        let primed = get(&conn, 1).unwrap().unwrap();
+        let digest = primed.digest_issue_id.expect("a digest is open");
+        let (status, content): (String, String) = conn
+            .query_row(
+                "SELECT status, content_markdown FROM issues WHERE id = ?1",
+                [digest],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(status, "scheduled");
+        assert!(
+            content.contains("## [B](https://blog.example/b)"),
+            "{content}"
+        );
+        assert!(
+            content.contains("## [C](https://blog.example/c)"),
+            "{content}"
+        );
+        assert_eq!(primed.issues_made, 1);
+        // The digest is sent or moved by the owner; the frequency is then turned off: the next
+        // post has no slot to go at, and is kept as a draft saying why.
+        conn.execute(
+            "UPDATE issues SET status = 'draft', scheduled_for = NULL",
+            [],
+        )
+        .unwrap();
+        conn.execute("UPDATE newsletters SET frequency = 'skip'", [])
+            .unwrap();
+        record(&mut conn, &primed, &polled(&[item("d", "D")])).unwrap();
+        let (subject, why): (String, String) = conn
+            .query_row(
+                "SELECT subject, last_error FROM issues ORDER BY id DESC LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(subject, "D");
+        assert!(
+            why.starts_with("This post could not join a digest"),
             "{why}"
         );
     }

@@ -55,18 +55,6 @@ crate::string_enum!(
     }
 );
 
-impl Trigger {
-    /// The dashboard's words for it.
-    pub fn label(self) -> &'static str {
-        match self {
-            Trigger::Confirmed => "When a subscription is confirmed",
-            Trigger::TagAdded => "When a tag is added",
-            Trigger::BecamePaid => "When a member becomes paid",
-            Trigger::Manual => "Only when I add a reader",
-        }
-    }
-}
-
 /// One step as stored, with its counts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Step {
@@ -754,5 +742,129 @@ mod tests {
             .unwrap();
         assert_eq!(left.left_reason, Some(LeftReason::Unsubscribed));
         assert_eq!(round::queue_due(&mut conn).unwrap(), 0);
+    }
+
+    /// A manual sequence of `steps` with reader ann@x.co in it, queued for step 1.
+    fn queued_reader(conn: &mut Connection, steps: Vec<StepInput>) -> (Sequence, i64, i64) {
+        let input = SequenceInput {
+            name: Some("Course".into()),
+            trigger: Some("manual".into()),
+            steps: Some(steps),
+            ..SequenceInput::default()
+        };
+        let sequence = create(conn, 1, &check_new(&input).unwrap()).unwrap();
+        let ann = subscriber(conn, "ann@x.co");
+        let id = readers::add(conn, 1, sequence.id, ann).unwrap().id;
+        assert_eq!(round::queue_due(conn).unwrap(), 1);
+        (sequence, ann, id)
+    }
+
+    fn due_now(conn: &mut Connection, id: i64) -> Box<sends::DueStep> {
+        match sends::next(conn, id).unwrap() {
+            Next::Send(due) => due,
+            Next::Nothing => panic!("a step is due"),
+        }
+    }
+
+    #[test]
+    fn a_refused_step_is_sent_again_and_one_refused_for_good_takes_the_reader_out() {
+        let _clock = fixed(at("2026-12-07T10:00:00Z"));
+        let mut conn = crate::domain::testing::db_with_newsletter("paid");
+        let (sequence, ann, id) = queued_reader(&mut conn, vec![step("One", "0", "minutes")]);
+        let due = due_now(&mut conn, id);
+        assert!(sends::mark(&mut conn, &due).unwrap());
+        // The relay refused it for now: the mark is taken back and the retry sends it.
+        sends::unmark(&mut conn, &due).unwrap();
+        let again = due_now(&mut conn, id);
+        assert!(sends::mark(&mut conn, &again).unwrap());
+        // Refused for good: the reader leaves, the step counts one failure.
+        sends::record(&mut conn, &again, SendStatus::Failed).unwrap();
+        let left = enrollment_of(&conn, sequence.id, ann);
+        assert_eq!(left.left_reason, Some(LeftReason::Failed));
+        assert_eq!(
+            get(&conn, 1, sequence.id).unwrap().steps[0].counts.failed,
+            1
+        );
+        assert!(matches!(sends::next(&mut conn, id).unwrap(), Next::Nothing));
+    }
+
+    #[test]
+    fn a_stopped_reader_gets_nothing_more_even_with_a_send_queued() {
+        let _clock = fixed(at("2026-12-07T10:00:00Z"));
+        let mut conn = crate::domain::testing::db_with_newsletter("paid");
+        let (sequence, ann, id) = queued_reader(&mut conn, vec![step("One", "0", "minutes")]);
+        let due = due_now(&mut conn, id);
+        let stopped = readers::stop(&mut conn, 1, sequence.id, ann).unwrap();
+        assert_eq!(stopped.left_reason, Some(LeftReason::Stopped));
+        // The job queued before the stop finds nothing to send, and cannot mark.
+        assert!(matches!(sends::next(&mut conn, id).unwrap(), Next::Nothing));
+        assert!(!sends::mark(&mut conn, &due).unwrap());
+        assert_eq!(round::queue_due(&mut conn).unwrap(), 0);
+    }
+
+    #[test]
+    fn an_edit_reaches_readers_who_have_not_reached_the_step_and_never_repeats_one() {
+        let _clock = fixed(at("2026-12-07T10:00:00Z"));
+        let mut conn = crate::domain::testing::db_with_newsletter("paid");
+        let (sequence, ann, id) = queued_reader(&mut conn, vec![step("One", "0", "minutes")]);
+        let due = due_now(&mut conn, id);
+        assert!(sends::mark(&mut conn, &due).unwrap());
+        sends::record(&mut conn, &due, SendStatus::Sent).unwrap();
+        assert_eq!(
+            enrollment_of(&conn, sequence.id, ann).state,
+            State::Completed
+        );
+        // A reader still at the start, then the owner puts a step before "One" and one after.
+        let bo = subscriber(&conn, "bo@x.co");
+        let bo_id = readers::add(&mut conn, 1, sequence.id, bo).unwrap().id;
+        let mut kept = step("One, edited", "0", "minutes");
+        kept.id = Some(sequence.steps[0].id);
+        let changes = SequenceInput {
+            steps: Some(vec![
+                step("Intro", "0", "minutes"),
+                kept,
+                step("Two", "0", "minutes"),
+            ]),
+            ..SequenceInput::default()
+        };
+        let edited = update(&mut conn, 1, sequence.id, &check_changes(&changes).unwrap()).unwrap();
+        let subjects: Vec<&str> = edited.steps.iter().map(|s| s.subject.as_str()).collect();
+        assert_eq!(subjects, ["Intro", "One, edited", "Two"]);
+        assert_eq!(
+            edited.steps[1].counts.sent, 1,
+            "the kept step keeps its sends"
+        );
+        // Bo starts with the new first step; a completed reader gets nothing more.
+        assert_eq!(round::queue_due(&mut conn).unwrap(), 1);
+        assert_eq!(due_now(&mut conn, bo_id).subject, "Intro");
+        // A reader who got "One" at position 1 and reaches position 2 skips it: never twice.
+        let cy = subscriber(&conn, "cy@x.co");
+        let cy_id = readers::add(&mut conn, 1, sequence.id, cy).unwrap().id;
+        conn.execute(
+            "UPDATE sequence_enrollments SET reached = 1 WHERE id = ?1",
+            [cy_id],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO sequence_sends (step_id, subscriber_id, status, sent_at) VALUES (?1, ?2, 'sent', '2026-12-07T10:00:00.000Z')",
+            (edited.steps[1].id, cy),
+        )
+        .unwrap();
+        assert_eq!(round::queue_due(&mut conn).unwrap(), 1);
+        assert!(matches!(
+            sends::next(&mut conn, cy_id).unwrap(),
+            Next::Nothing
+        ));
+        assert_eq!(enrollment_of(&conn, sequence.id, cy).reached, 2);
+        // Bad changes change nothing.
+        let bad = SequenceInput {
+            steps: Some(vec![StepInput {
+                id: Some(9999),
+                ..step("X", "0", "minutes")
+            }]),
+            ..SequenceInput::default()
+        };
+        assert!(update(&mut conn, 1, sequence.id, &check_changes(&bad).unwrap()).is_err());
+        assert_eq!(get(&conn, 1, sequence.id).unwrap().steps.len(), 3);
     }
 }

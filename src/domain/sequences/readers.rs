@@ -134,23 +134,3 @@ pub fn stop(
             .ok_or(DomainError::NotFound("subscriber in this sequence"))
     })
 }
-
-/// The sequences subscriber `subscriber_id` is in or was in, with the sequence's name: the
-/// subscriber's page. Bounded by the newsletter's sequences.
-pub fn of_subscriber(
-    conn: &Connection,
-    subscriber_id: i64,
-) -> DomainResult<Vec<(String, Enrollment)>> {
-    const SQL: &str =
-        "SELECT e.id, e.sequence_id, e.subscriber_id, e.reached, e.state, e.waiting_since,
-             e.left_reason, q.name
-         FROM sequence_enrollments e JOIN sequences q ON q.id = e.sequence_id
-         WHERE e.subscriber_id = ?1 ORDER BY e.id LIMIT ?2";
-    let found = conn
-        .prepare_cached(SQL)?
-        .query_map((subscriber_id, super::SEQUENCES_MAX), |r| {
-            Ok((r.get(7)?, from_row(r)?))
-        })?
-        .collect::<Result<_, _>>()?;
-    Ok(found)
-}

@@ -45,9 +45,7 @@ pub fn queue_due(conn: &mut Connection) -> DomainResult<usize> {
                 continue;
             };
             loop {
-                let queued = write_tx(conn, |tx| {
-                    queue_batch(tx, sequence_id, step.position, &since)
-                })?;
+                let queued = queue_batch(conn, sequence_id, step.position, &since)?;
                 moved += queued;
                 if (queued as i64) < BATCH {
                     break;
@@ -60,9 +58,10 @@ pub fn queue_due(conn: &mut Connection) -> DomainResult<usize> {
 }
 
 /// Queues the send of the next step to up to [`BATCH`] readers of sequence `sequence_id`
-/// waiting for step `position` since `since` or earlier.
+/// waiting for step `position` since `since` or earlier. Read first, so a round with nothing
+/// due takes no write lock; each reader is queued only if still waiting when written.
 fn queue_batch(
-    tx: &Connection,
+    conn: &mut Connection,
     sequence_id: i64,
     position: i64,
     since: &Timestamp,
@@ -70,24 +69,39 @@ fn queue_batch(
     const DUE: &str = "SELECT id FROM sequence_enrollments
          WHERE sequence_id = ?1 AND reached = ?2 AND state = 'active' AND waiting_since <= ?3
          ORDER BY waiting_since LIMIT ?4";
-    const QUEUED: &str = "UPDATE sequence_enrollments SET state = 'queued' WHERE id = ?1";
-    let due: Vec<i64> = tx
+    const QUEUED: &str = "UPDATE sequence_enrollments SET state = 'queued'
+         WHERE id = ?1 AND reached = ?2 AND state = 'active'";
+    let due: Vec<i64> = conn
         .prepare_cached(DUE)?
         .query_map((sequence_id, position - 1, since, BATCH), |r| r.get(0))?
         .collect::<Result<_, _>>()?;
-    for id in &due {
-        tx.execute(QUEUED, [id])?;
-        jobs::queue_sequence_step(tx, *id)?;
+    if due.is_empty() {
+        return Ok(0);
     }
-    Ok(due.len())
+    write_tx(conn, |tx| {
+        let mut queued = 0;
+        for id in &due {
+            if tx.execute(QUEUED, (id, position - 1))? == 1 {
+                jobs::queue_sequence_step(tx, *id)?;
+                queued += 1;
+            }
+        }
+        Ok(queued)
+    })
 }
 
 /// Completes the readers of sequence `sequence_id` who reached all of its `steps` (the last
-/// steps were deleted after they reached them).
+/// steps were deleted after they reached them); a read first, as in [`queue_batch`].
 fn complete_past_end(conn: &mut Connection, sequence_id: i64, steps: i64) -> DomainResult<usize> {
+    const ANY: &str = "SELECT EXISTS(SELECT 1 FROM sequence_enrollments
+         WHERE sequence_id = ?1 AND state = 'active' AND reached >= ?2)";
     const SQL: &str = "UPDATE sequence_enrollments SET state = 'completed', ended_at = ?3 WHERE id IN (
              SELECT id FROM sequence_enrollments WHERE sequence_id = ?1 AND state = 'active' AND reached >= ?2
              LIMIT ?4)";
+    let any: bool = conn.query_row(ANY, (sequence_id, steps), |r| r.get(0))?;
+    if !any {
+        return Ok(0);
+    }
     write_tx(conn, |tx| {
         Ok(tx.execute(SQL, (sequence_id, steps, Timestamp::now(), BATCH))?)
     })

@@ -170,29 +170,6 @@ impl Wait {
         };
         Some(Timestamp::from(since))
     }
-
-    /// The dashboard's words: "2 days after the previous step, then at 09:00 on a Monday".
-    pub fn describe(&self, after: &str) -> String {
-        let unit = match (self.unit, self.amount) {
-            (DelayUnit::Minutes, 1) => "minute",
-            (DelayUnit::Hours, 1) => "hour",
-            (DelayUnit::Days, 1) => "day",
-            (unit, _) => unit.as_str(),
-        };
-        let mut text = if self.amount == 0 {
-            format!("At once {after}")
-        } else {
-            format!("{} {unit} {after}", self.amount)
-        };
-        if let Some(hour) = self.at_hour {
-            text.push_str(&format!(", then at {hour:02}:00"));
-            if let Some(day) = self.on_weekday {
-                let day = day.as_str();
-                text.push_str(&format!(" on a {}{}", day[..1].to_uppercase(), &day[1..]));
-            }
-        }
-        text
-    }
 }
 
 #[cfg(test)]
