@@ -53,6 +53,11 @@ for n in 1 2 3; do
   published=$(api -X POST "$base/api/v1/issues/$iid/publish" -d '{}')
   issue_path=$(printf '%s' "$published" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(new URL(JSON.parse(s).web_url).pathname))')
 done
+# A sequence of two steps: its page shows the steps, the readers' forms and the editor.
+sequence=$(api -X POST "$base/api/v1/sequences" -d '{"sequence":{"name":"Onboarding","trigger":"confirmed",
+  "steps":[{"subject":"Start here","body_markdown":"Hello, and welcome aboard.","delay_amount":0,"delay_unit":"minutes"},
+  {"subject":"A week in","body_markdown":"What the regulars read.","delay_amount":7,"delay_unit":"days","at_hour":9}]}}')
+sequence_id=$(printf '%s' "$sequence" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).id))')
 # A signup form (made on the dashboard's Forms page): its own page on the site.
 form_page=$(post "/newsletters/$id/forms" "/newsletters/$id/forms" "form[name]=Sidebar" \
   "form[ask_name]=yes" "form[button_text]=Subscribe" "form[success_message]=Check your inbox." \
@@ -66,7 +71,7 @@ public_pages=("$site/" "$site$issue_path" "$site/archive" "$site/about" "$site/s
   "$site$form_id" "$base/signup" "$base/session/new")
 account_pages=("$base/newsletters" "$base/newsletters/$id" "$base/newsletters/$id/settings"
   "$base/newsletters/$id/forms" "$base/newsletters/$id/fields" "$base/newsletters/$id/topics"
-  "$base/newsletters/$id/feed")
+  "$base/newsletters/$id/feed" "$base/newsletters/$id/sequences" "$base/newsletters/$id/sequences/$sequence_id")
 
 say "Lighthouse (accessibility, best practices, SEO; at least $min each)"
 failed=0

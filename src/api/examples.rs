@@ -17,6 +17,9 @@ use super::issues::{
 };
 use super::newsletter::{NewsletterEnvelope, NewsletterPatch, StatsEnvelope};
 use super::reports::IssueStatsEnvelope;
+use super::sequences::{
+    AddReaderBody, NewSequenceBody, ReaderObject, SequenceChangesBody, SequenceList, SequenceObject,
+};
 use super::subscribers::{
     BulkBody, BulkResult, CreateBody, MembershipBody, SubscriberList, SubscriberObject, TagBody,
     UpdateBody,
@@ -170,6 +173,32 @@ fn subscriber() -> Value {
                    "utm_source": "blog", "utm_medium": null, "utm_campaign": "launch"},
         "fields": {"first_name": "Robin"},
         "paused_until": null
+    })
+}
+
+fn sequence() -> Value {
+    let step = |id: i64, position: i64, subject: &str, waiting: i64, sent: i64| {
+        json!({
+            "id": id, "position": position, "subject": subject,
+            "body_markdown": "Hello {{ name | default: \"friend\" }}.",
+            "delay_amount": 1, "delay_unit": "days", "at_hour": 9, "on_weekday": null,
+            "waiting": waiting, "sent": sent, "unconfirmed": 0, "failed": 0, "left": 2,
+            "opened": sent / 2, "clicked": sent / 5
+        })
+    };
+    json!({
+        "id": 3,
+        "name": "Onboarding",
+        "status": "live",
+        "trigger": "confirmed",
+        "trigger_tag": null,
+        "exit_tag_added": "customer",
+        "exit_tag_removed": null,
+        "welcome": false,
+        "steps": [step(11, 1, "Where to start", 14, 120), step(12, 2, "Our weekly tide table", 9, 97)],
+        "completed": 97,
+        "created_at": AT,
+        "updated_at": AT
     })
 }
 
@@ -337,6 +366,27 @@ examples! {
     FieldList => json!({"fields": [field()]});
     NewFieldBody => json!({"field": {"name": "first_name", "type": "text"}});
     FieldChangesBody => json!({"field": {"name": "first_name"}});
+    SequenceObject => sequence();
+    SequenceList => json!({"sequences": [sequence()]});
+    NewSequenceBody => json!({"sequence": {
+        "name": "Onboarding",
+        "trigger": "confirmed",
+        "exit_tag_added": "customer",
+        "steps": [
+            {"subject": "Where to start", "body_markdown": "Hello {{ name | default: \"friend\" }}, start with [the best of the archive](https://tides.example/archive).", "delay_amount": 1, "delay_unit": "days"},
+            {"subject": "Our weekly tide table", "body_markdown": "Every Friday at nine: the week's tides.", "delay_amount": 2, "delay_unit": "days", "at_hour": 9, "on_weekday": "friday"}
+        ]
+    }});
+    SequenceChangesBody => json!({"sequence": {"status": "paused"}});
+    AddReaderBody => json!({"subscriber_id": 42});
+    ReaderObject => json!({
+        "sequence_id": 3,
+        "subscriber_id": 42,
+        "reached": 0,
+        "state": "active",
+        "waiting_since": AT,
+        "left_reason": null
+    });
     WebhookObject => webhook();
     WebhookWithSecret => with_secret();
     WebhookList => json!({"webhook_subscriptions": [webhook()]});

@@ -21,7 +21,7 @@ use crate::domain::values::text_pattern::{self, Refused, WHITESPACE};
 use crate::domain::values::web_url::{self, Schemes};
 use crate::domain::{
     delivery::relays, events, events::webhooks, issues, newsletters, newsletters::mail_details,
-    newsletters::site_pages, newsletters::site_theme, newsletters::welcome, subscribers,
+    newsletters::site_pages, newsletters::site_theme, newsletters::welcome, sequences, subscribers,
     subscribers::custom_fields, values::email, values::pagination,
 };
 
@@ -482,6 +482,37 @@ rules! {
     };
     /// A subscriber's tag.
     Tag => trimmed(subscribers::TAG_MAX, false, Refused::Controls, "");
+    /// A tag, or blank for none (a sequence's exit tags).
+    TagOrBlank => trimmed(subscribers::TAG_MAX, true, Refused::Controls, "");
+    /// A sequence's name.
+    SequenceName => trimmed(sequences::NAME_MAX, false, Refused::Controls, "");
+    /// Whether a sequence runs; null leaves it.
+    SequenceStatus => one_of_or_null(sequences::Status::ALL.iter().map(|s| s.as_str()));
+    /// What enters a reader into a sequence.
+    SequenceTrigger => one_of(sequences::Trigger::ALL.iter().map(|t| t.as_str()));
+    /// A sequence step's subject: one line.
+    StepSubject => trimmed(sequences::SUBJECT_MAX, false, Refused::Controls, "");
+    /// A sequence step's Markdown.
+    StepBody => trimmed(sequences::BODY_MAX, false, Refused::ControlsButBreaks, "");
+    /// A step's delay, in its unit: 0 to a year.
+    DelayAmount => MetaSchema {
+        format: Some("int64"),
+        minimum: Some(0.0),
+        maximum: Some((sequences::schedule::DELAY_MAX_DAYS * 24 * 60) as f64),
+        ..MetaSchema::new("integer")
+    };
+    /// A step delay's unit.
+    DelayUnitName => one_of(sequences::DelayUnit::ALL.iter().map(|u| u.as_str()));
+    /// An hour of the day on the newsletter's clocks.
+    AtHour => MetaSchema {
+        format: Some("int64"),
+        minimum: Some(0.0),
+        maximum: Some(23.0),
+        nullable: true,
+        ..MetaSchema::new("integer")
+    };
+    /// A day of the week; null is any day.
+    WeekdayName => one_of_or_null(sequences::Weekday::ALL.iter().map(|d| d.as_str()));
     /// A custom field's name. The server takes a lowercase letter, then lowercase letters,
     /// digits and underscores (422 otherwise), and refuses the subscriber's own details
     /// (`email`, `name`, ...).

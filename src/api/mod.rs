@@ -46,6 +46,7 @@ mod guard;
 mod issues;
 mod newsletter;
 mod reports;
+mod sequences;
 mod statuses;
 mod subscribers;
 mod webhooks;
@@ -83,6 +84,7 @@ type Apis = closed::Closed<(
     reports::ReportsApi,
     subscribers::SubscribersApi,
     custom_fields::FieldsApi,
+    sequences::SequencesApi,
     webhooks::WebhooksApi,
     bounces::BouncesApi,
 )>;
@@ -98,6 +100,7 @@ fn service() -> OpenApiService<Apis, ()> {
             reports::ReportsApi,
             subscribers::SubscribersApi,
             custom_fields::FieldsApi,
+            sequences::SequencesApi,
             webhooks::WebhooksApi,
             bounces::BouncesApi,
         )),

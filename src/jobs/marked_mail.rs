@@ -26,6 +26,9 @@ pub struct ReaderMail<'a> {
     /// What it is, in its `Feedback-ID`.
     pub feedback: &'a str,
     pub reader: Option<&'a Reader>,
+    /// The sequence step whose opens and clicks the mail's links note (when the newsletter
+    /// tracks them); `None`: the welcome, untracked.
+    pub tracked_step: Option<i64>,
 }
 
 /// The message of `mail`, or the outcome when its text cannot be rendered now.
@@ -40,7 +43,7 @@ pub fn compose(ctx: &JobContext, mail: &ReaderMail<'_>) -> Result<OutgoingMail, 
         &newsletter.site_origin(&ctx.urls),
         newsletter.id,
         ctx.secret.clone(),
-        false,
+        newsletter.tracking_enabled && mail.tracked_step.is_some(),
     );
     Ok(render::welcome(&render::Welcome {
         newsletter,
@@ -53,6 +56,7 @@ pub fn compose(ctx: &JobContext, mail: &ReaderMail<'_>) -> Result<OutgoingMail, 
         body_text: &body_text,
         feedback: mail.feedback,
         reader: mail.reader,
+        tracked_step: mail.tracked_step,
     }))
 }
 

@@ -43,6 +43,7 @@ fn send(ctx: &JobContext, rt: &tokio::runtime::Runtime, due: &DueStep) -> Outcom
             body_html: &due.body_html,
             feedback: &feedback,
             reader: Some(&due.reader),
+            tracked_step: Some(due.step_id),
         },
     ) {
         Ok(mail) => mail,

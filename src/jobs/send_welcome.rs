@@ -43,6 +43,7 @@ fn send(ctx: &JobContext, rt: &tokio::runtime::Runtime, due: &Due) -> Outcome {
             body_html: &due.body_html,
             feedback: "welcome",
             reader: None,
+            tracked_step: None,
         },
     ) {
         Ok(mail) => mail,

@@ -788,6 +788,9 @@ pub struct Welcome<'a> {
     pub feedback: &'a str,
     /// The reader's values, when the text has merge tags (a sequence step's).
     pub reader: Option<&'a Reader>,
+    /// A sequence step's id: its content's links and an open pixel note opens and clicks
+    /// (when `links` track).
+    pub tracked_step: Option<i64>,
 }
 
 /// The message of a [`Welcome`] (and of a sequence step, built the same way).
@@ -803,6 +806,7 @@ pub fn welcome(welcome: &Welcome<'_>) -> OutgoingMail {
         body_text,
         feedback,
         reader,
+        tracked_step,
     } = *welcome;
     let (subject, body_html, body_text) = match reader {
         Some(reader) => (
@@ -820,14 +824,19 @@ pub fn welcome(welcome: &Welcome<'_>) -> OutgoingMail {
         (subject.as_str(), body_html.as_str(), body_text.as_str());
     let unsubscribe = links.unsubscribe_subscriber(subscriber_id);
     let home = links.site_home();
+    let (body_html, pixel) = match tracked_step {
+        Some(step) => tracked_body(links, step, subscriber_id, body_html, &home),
+        None => (body_html.to_string(), String::new()),
+    };
     let html = frame(
         newsletter,
         &home,
         subject,
         html! {},
         html! {
-            div.content { (PreEscaped(&inline_styles(body_html))) }
+            div.content { (PreEscaped(&inline_styles(&body_html))) }
             p { "Past issues are on the site: " a href=(home) { (home) } }
+            (PreEscaped(pixel))
         },
         &unsubscribe,
         PreEscaped(""),
@@ -864,6 +873,31 @@ pub fn welcome(welcome: &Welcome<'_>) -> OutgoingMail {
         message_id: None,
         primary_link: Some(unsubscribe),
     }
+}
+
+/// A sequence step's HTML with its links tracked for `subscriber_id` (the site's home left as
+/// it is), and its open pixel; both as they were when `links` do not track.
+fn tracked_body(
+    links: &Links,
+    step: i64,
+    subscriber_id: i64,
+    body_html: &str,
+    home: &str,
+) -> (String, String) {
+    let Some(pixel) = links.step_open_pixel(step, subscriber_id) else {
+        return (body_html.to_string(), String::new());
+    };
+    let html: String = split_links(body_html)
+        .into_iter()
+        .map(|piece| match piece {
+            Piece::Link(target) if target != home => {
+                escape_attr(&links.step_click(step, subscriber_id, &target))
+            }
+            Piece::Link(target) => escape_attr(&target),
+            Piece::Text(html) | Piece::Tracked(html) => html,
+        })
+        .collect();
+    (html, pixel_html(&pixel))
 }
 
 /// Gmail's `Feedback-ID` (`a:b:c:SenderId`): the issue, the newsletter, the product, and the
@@ -964,6 +998,7 @@ mod tests {
             body_text: "hi",
             feedback: "welcome",
             reader: None,
+            tracked_step: None,
         });
         let email = IssueEmail::new(&issue, &newsletter, "localhost", links, "x");
         let confirmation = super::super::account::subscription_confirmation(name, "https://l");

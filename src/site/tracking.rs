@@ -11,8 +11,9 @@ use serde::Deserialize;
 
 use super::pages::answer;
 use super::{Site, SiteError, SiteResult};
+use crate::domain::delivery::{step_tracking, tracking};
 use crate::domain::issues::test_send::TEST_DELIVERY;
-use crate::domain::{DomainError, delivery::tracking, subscribers};
+use crate::domain::{DomainError, subscribers};
 use crate::http::client::client_ip_of;
 use crate::http::csrf;
 use crate::state::AppState;
@@ -41,6 +42,27 @@ async fn checked_delivery(
         .await
         .ok()?;
     (delivery.newsletter_id == newsletter_id).then_some(id)
+}
+
+/// The step and subscriber a signed link of a sequence step's mail names
+/// (`tracking::step_key`), if the signature is right and the step went to them from this
+/// site's newsletter.
+async fn checked_step(
+    state: &State,
+    site: &Site,
+    raw: &str,
+    verify: impl FnOnce(&str) -> bool,
+) -> Option<(i64, i64)> {
+    let (step, subscriber) = tracking::parse_step_key(raw)?;
+    if !verify(raw) {
+        return None;
+    }
+    let newsletter = state
+        .db
+        .run(move |conn| step_tracking::newsletter_of(conn, step, subscriber))
+        .await
+        .ok()??;
+    (newsletter == site.0.id).then_some((step, subscriber))
 }
 
 /// Who an unsubscribe link names.
@@ -270,6 +292,21 @@ pub async fn open_pixel(
         return Err(SiteError::NotFound);
     };
     let secret = state.secret.clone();
+    if let Some((step, subscriber)) = checked_step(state, site, &delivery, |key| {
+        tracking::verify_step_open(&secret, key, &sig)
+    })
+    .await
+    {
+        let client = client_ip_of(req, state);
+        if let Err(e) = state
+            .db
+            .run(move |conn| step_tracking::record_open(conn, step, subscriber, client))
+            .await
+        {
+            eprintln!("site: recording an open of step {step} failed: {e}");
+        }
+        return Ok(pixel());
+    }
     let Some(id) = checked_delivery(state, site, &delivery, |id| {
         tracking::verify_open(&secret, id, &sig)
     })
@@ -286,10 +323,14 @@ pub async fn open_pixel(
     {
         eprintln!("site: recording an open of delivery {id} failed: {e}");
     }
-    Ok(Response::builder()
+    Ok(pixel())
+}
+
+fn pixel() -> Response {
+    Response::builder()
         .content_type("image/gif")
         .header("Cache-Control", "no-store, max-age=0")
-        .body(PIXEL))
+        .body(PIXEL)
 }
 
 #[derive(Deserialize)]
@@ -317,6 +358,20 @@ pub async fn click(
     let (secret, newsletter_id) = (state.secret.clone(), site.0.id);
     let target_sig = query.t.unwrap_or_default();
     let checked_target = target.clone();
+    let verify_step = |key: &str| {
+        tracking::verify_step_click(&secret, newsletter_id, key, &target, &sig, &target_sig)
+    };
+    if let Some((step, subscriber)) = checked_step(state, site, &delivery, verify_step).await {
+        let client = client_ip_of(req, state);
+        if let Err(e) = state
+            .db
+            .run(move |conn| step_tracking::record_click(conn, step, subscriber, client))
+            .await
+        {
+            eprintln!("site: recording a click of step {step} failed: {e}");
+        }
+        return Ok(redirect(target));
+    }
     let Some(id) = checked_delivery(state, site, &delivery, |id| {
         tracking::verify_click(
             &secret,
@@ -340,7 +395,12 @@ pub async fn click(
     {
         eprintln!("site: recording a click of delivery {id} failed: {e}");
     }
+    Ok(redirect(target))
+}
+
+/// The click's way on: 302 to the (verified) target.
+fn redirect(target: String) -> Response {
     let mut response = poem::web::Redirect::temporary(target).into_response();
     response.set_status(StatusCode::FOUND);
-    Ok(response)
+    response
 }

@@ -179,6 +179,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0044_sequences",
         include_str!("../../migrations/0044_sequences.sql"),
     ),
+    (
+        "0045_sequence_welcome_and_opens",
+        include_str!("../../migrations/0045_sequence_welcome_and_opens.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded in `schema_migrations`; returns their names.

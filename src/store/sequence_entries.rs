@@ -10,7 +10,9 @@ use super::StoreError;
 use crate::clock::Timestamp;
 
 /// Enters subscriber `subscriber_id` (when active) into every live sequence of
-/// `newsletter_id` started by a confirmed subscription, its wait starting at `now`.
+/// `newsletter_id` started by a confirmed subscription, its wait starting at `now`. A
+/// sequence without steps of its own (the welcome sequence holding only the welcome e-mail)
+/// is not entered.
 pub fn enter_on_confirmation(
     conn: &Connection,
     newsletter_id: i64,
@@ -40,7 +42,8 @@ fn enter_by_trigger(
     const SQL: &str = "INSERT OR IGNORE INTO sequence_enrollments (sequence_id, subscriber_id, waiting_since)
          SELECT q.id, s.id, ?4 FROM sequences q JOIN subscribers s ON s.newsletter_id = q.newsletter_id
          WHERE q.newsletter_id = ?1 AND q.trigger = ?3 AND q.status = 'live'
-             AND s.id = ?2 AND s.status = 'active'";
+             AND s.id = ?2 AND s.status = 'active'
+             AND EXISTS (SELECT 1 FROM sequence_steps p WHERE p.sequence_id = q.id)";
     Ok(conn.execute(SQL, (newsletter_id, subscriber_id, trigger, now))?)
 }
 

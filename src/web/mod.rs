@@ -17,6 +17,7 @@ mod operator;
 mod relay_settings;
 mod reports;
 mod sender_domain;
+mod sequences;
 mod session;
 mod settings;
 mod stats;
@@ -414,6 +415,27 @@ fn settings_routes(route: Route) -> Route {
         .at("/newsletters/:id/fields/:fid/delete", post(fields::delete))
         .at("/newsletters/:id/feed", get(feed::show).post(feed::save))
         .at("/newsletters/:id/feed/delete", post(feed::stop))
+        .at(
+            "/newsletters/:id/sequences",
+            get(sequences::list).post(sequences::create),
+        )
+        .at("/newsletters/:id/sequences/new", get(sequences::new))
+        .at(
+            "/newsletters/:id/sequences/:sid",
+            get(sequences::show).post(sequences::update),
+        )
+        .at(
+            "/newsletters/:id/sequences/:sid/readers",
+            post(sequences::add_reader),
+        )
+        .at(
+            "/newsletters/:id/sequences/:sid/readers/stop",
+            post(sequences::stop_reader),
+        )
+        .at(
+            "/newsletters/:id/sequences/:sid/delete",
+            post(sequences::delete),
+        )
         .at(
             "/newsletters/:id/topics",
             get(topics::show).post(topics::save),

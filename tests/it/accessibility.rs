@@ -93,6 +93,16 @@ fn dashboard_pages_have_no_axe_violations() {
     );
     issue.expect(201);
     let iid = issue.json()["id"].as_i64().unwrap();
+    let sequence = owner.post(
+        "/sequences",
+        &json!({"sequence": {"name": "Onboarding", "trigger": "tag_added", "trigger_tag": "news",
+            "steps": [
+                {"subject": "Start here", "body_markdown": "Hello.", "delay_amount": 0, "delay_unit": "minutes"},
+                {"subject": "A week in", "body_markdown": "Still here?", "delay_amount": 7,
+                 "delay_unit": "days", "at_hour": 9, "on_weekday": "monday"}]}}),
+    );
+    sequence.expect(201);
+    let sid = sequence.json()["id"].as_i64().unwrap();
     let nid = owner.newsletter_id;
     let n = format!("/newsletters/{nid}");
     // The sending domain's records with their copy buttons, a custom domain's, an import
@@ -164,6 +174,13 @@ fn dashboard_pages_have_no_axe_violations() {
             ("custom fields", format!("{n}/fields"), "#fields"),
             ("topics", format!("{n}/topics"), "main h1"),
             ("feed", format!("{n}/feed"), "#feed-form"),
+            ("sequences", format!("{n}/sequences"), "#sequences"),
+            (
+                "new sequence",
+                format!("{n}/sequences/new"),
+                ".sequence-form",
+            ),
+            ("sequence", format!("{n}/sequences/{sid}"), "#steps"),
             (
                 "send page with a field condition",
                 format!("{issue_path}/send"),

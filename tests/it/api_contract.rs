@@ -283,7 +283,7 @@ fn api_contract_every_operation_answers_only_statuses_it_lists() {
 /// The operations with a request body, in an order where each example finds what it needs
 /// (the subscribers an audience names, the issue a test send goes out of), each with the
 /// operation whose answer gives the `{id}` it acts on.
-const EXAMPLE_FLOW: [(&str, Option<&str>); 16] = [
+const EXAMPLE_FLOW: [(&str, Option<&str>); 19] = [
     ("createField", None),
     ("updateField", Some("createField")),
     ("createSubscriber", None),
@@ -291,6 +291,10 @@ const EXAMPLE_FLOW: [(&str, Option<&str>); 16] = [
     ("updateSubscriber", Some("createSubscriber")),
     ("setSubscriberMembership", Some("createSubscriber")),
     ("addSubscriberTag", Some("createSubscriber")),
+    ("createSequence", None),
+    ("updateSequence", Some("createSequence")),
+    // With the id of the subscriber created above in place of the example's.
+    ("addSequenceSubscriber", Some("createSequence")),
     ("createIssue", None),
     ("updateIssue", Some("createIssue")),
     ("sendIssueTest", Some("createIssue")),
@@ -363,7 +367,14 @@ fn api_contract_every_operation_is_described_and_its_examples_are_accepted() {
                 std::time::Duration::from_secs(30),
             );
         }
-        let resp = send(&app, op, &op.at(&target), Some(&owner.key), body_of(op));
+        let body = if id == "addSequenceSubscriber" {
+            let mut example = valid_body(op);
+            example["subscriber_id"] = json!(ids["createSubscriber"].parse::<i64>().unwrap());
+            Some(serde_json::to_vec(&example).unwrap())
+        } else {
+            body_of(op)
+        };
+        let resp = send(&app, op, &op.at(&target), Some(&owner.key), body);
         if !(200..300).contains(&resp.status) {
             problems.push(format!(
                 "{} {}: its example {} was refused with {}: {}",

@@ -133,6 +133,7 @@ struct Ids {
     issue: i64,
     subscriber: i64,
     webhook: i64,
+    sequence: i64,
 }
 
 /// A valid body for each request schema, and the operation that exercises its fields: the
@@ -200,6 +201,16 @@ fn exercised_by(component: &str, owner: &Owner) -> Option<(&'static str, Value)>
         "WarmUpPatch" => (
             "updateNewsletter",
             json!({"warmup": {"first_day_cap": 50, "factor": 2}}),
+        ),
+        // Each created sequence is deleted again (`call`); a change's fields are the same
+        // rules, checked on create. The tag is there for a `tag_added` trigger and the hour
+        // for a weekday (rules between fields, which the descriptions state).
+        "NewSequenceBody" | "SequenceChangesBody" | "SequenceFields" | "StepFields" => (
+            "createSequence",
+            json!({"sequence": {"name": "Rules", "trigger": "confirmed", "trigger_tag": "t",
+                "exit_tag_added": "u", "exit_tag_removed": "v", "status": "live",
+                "steps": [{"subject": "S", "body_markdown": "B", "delay_amount": 1,
+                    "delay_unit": "days", "at_hour": 9}]}}),
         ),
         "BounceReport" => (
             "reportBounce",
@@ -332,13 +343,22 @@ impl Run<'_> {
         let id = match &site.path {
             p if p.starts_with("/issues") => self.ids.issue,
             p if p.starts_with("/subscribers") => self.ids.subscriber,
+            p if p.starts_with("/sequences") => self.ids.sequence,
             _ => self.ids.webhook,
         };
-        let id_text = match (&site.place, &value) {
-            (Place::Path(_), Some(v)) => v.as_str().map_or(v.to_string(), str::to_string),
-            _ => id.to_string(),
-        };
-        path = path.replace("{id}", &encoded(&id_text));
+        // The value in its own place, the kept ids in the others (a reader of a sequence is
+        // the kept subscriber).
+        let mut fill = vec![("id", id.to_string())];
+        fill.push(("subscriber_id", self.ids.subscriber.to_string()));
+        for (name, default) in fill {
+            let text = match (&site.place, &value) {
+                (Place::Path(at), Some(v)) if at == name => {
+                    v.as_str().map_or(v.to_string(), str::to_string)
+                }
+                _ => default,
+            };
+            path = path.replace(&format!("{{{name}}}"), &encoded(&text));
+        }
         if let (Place::Query(name), Some(v)) = (&site.place, &value) {
             let text = v.as_str().map_or(v.to_string(), str::to_string);
             path = format!("{path}?{name}={}", encoded(&text));
@@ -356,6 +376,8 @@ impl Run<'_> {
                 "updateIssue" => Some(json!({"issue": {"subject": "Still"}})),
                 "updateSubscriber" => Some(json!({"subscriber": {"name": "N"}})),
                 "updateField" => Some(json!({"field": {"name": "renamed"}})),
+                "updateSequence" => Some(json!({"sequence": {"name": "Still"}})),
+                "addSequenceSubscriber" => Some(json!({"subscriber_id": self.ids.subscriber})),
                 "setSubscriberMembership" => Some(json!({"membership": {"status": "free"}})),
                 "addSubscriberTag" => Some(json!({"tag": "t"})),
                 "sendIssueTest" => Some(json!({"emails": [self.owner.email]})),
@@ -374,6 +396,10 @@ impl Run<'_> {
         if site.operation == "createField" && resp.status == 201 {
             let id = resp.json()["id"].as_i64().unwrap();
             self.owner.delete(&format!("/fields/{id}")).expect(204);
+        }
+        if site.operation == "createSequence" && resp.status == 201 {
+            let id = resp.json()["id"].as_i64().unwrap();
+            self.owner.delete(&format!("/sequences/{id}")).expect(204);
         }
         if site.operation == "createWebhookSubscription" && resp.status == 201 {
             let id = resp.json()["id"].as_i64().unwrap();
@@ -480,12 +506,20 @@ fn api_schema_rules_are_the_rules_the_server_enforces() {
             &json!({"url": "https://127.0.0.1/kept", "events": ["issue.sent"]}),
         )
         .json();
+    let sequence = owner
+        .post(
+            "/sequences",
+            &json!({"sequence": {"name": "Kept", "trigger": "manual",
+                "steps": [{"subject": "S", "body_markdown": "B", "delay_amount": 0, "delay_unit": "days"}]}}),
+        )
+        .json();
     let mut run = Run {
         owner: &owner,
         ids: Ids {
             issue: issue["id"].as_i64().unwrap(),
             subscriber: subscriber["id"].as_i64().unwrap(),
             webhook: webhook["id"].as_i64().unwrap(),
+            sequence: sequence["id"].as_i64().unwrap(),
         },
         problems: Vec::new(),
     };
@@ -619,6 +653,7 @@ fn site_id(run: &Run, site: &Site) -> i64 {
     match &site.path {
         p if p.starts_with("/issues") => run.ids.issue,
         p if p.starts_with("/subscribers") => run.ids.subscriber,
+        p if p.starts_with("/sequences") => run.ids.sequence,
         _ => run.ids.webhook,
     }
 }

@@ -439,7 +439,8 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
          applied 0030_mail_details\napplied 0031_account_changes\napplied 0032_site_pages\napplied 0033_memberships\n\
          applied 0034_membership_lapses\napplied 0035_signup_forms\napplied 0036_sources\napplied 0037_custom_fields\n\
          applied 0038_field_segments\napplied 0039_form_fields\napplied 0040_preferences\n\
-         applied 0041_resend_unopened\napplied 0042_feeds\napplied 0043_feed_modes\napplied 0044_sequences"
+         applied 0041_resend_unopened\napplied 0042_feeds\napplied 0043_feed_modes\napplied 0044_sequences\n\
+         applied 0045_sequence_welcome_and_opens"
     );
 
     let conn = rusqlite::Connection::open(&db).unwrap();

@@ -303,6 +303,7 @@ const DOMAIN_PARTS: &[(&str, &[&str])] = &[
             "events",
             "newsletters",
             "subscribers",
+            "sequences",
             "issues",
             "reports",
         ],

@@ -65,6 +65,7 @@ mod send_faults;
 mod sender_domains;
 mod sending;
 mod sending_crash;
+mod sequences;
 mod site;
 mod site_design;
 mod site_pages;

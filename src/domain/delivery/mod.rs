@@ -10,5 +10,6 @@ pub mod bounce_report;
 pub mod relays;
 pub mod send_limits;
 pub mod sending;
+pub mod step_tracking;
 pub mod tracking;
 pub mod verp;

@@ -133,6 +133,29 @@ impl Links {
         Some(format!("?u={encoded}&t={signature}"))
     }
 
+    /// The open pixel of a sequence step's mail to one subscriber ([`step_key`]); `None`
+    /// when the newsletter turned tracking off.
+    pub fn step_open_pixel(&self, step_id: i64, subscriber_id: i64) -> Option<String> {
+        self.tracking.then(|| {
+            let key = step_key(step_id, subscriber_id);
+            let sig = self.open.sign_hex(&key, SIG_LEN);
+            format!("{}/o/{key}/{sig}.gif", self.origin)
+        })
+    }
+
+    /// The tracked address of `target` in a sequence step's mail to one subscriber, or
+    /// `target` itself as [`Links::click`] has it.
+    pub fn step_click(&self, step_id: i64, subscriber_id: i64, target: &str) -> String {
+        match self.click_query(target) {
+            Some(query) => {
+                let key = step_key(step_id, subscriber_id);
+                let sig = self.click.sign_hex(&key, SIG_LEN);
+                format!("{}/c/{key}/{sig}{query}", self.origin)
+            }
+            None => target.to_string(),
+        }
+    }
+
     /// The part of every tracked link of one delivery before its query: the same for all the
     /// links of one message, so a message computes it once.
     pub fn click_prefix(&self, delivery_id: i64) -> String {
@@ -186,7 +209,36 @@ pub fn verify_click(
     given: &str,
     given_target: &str,
 ) -> bool {
-    check(secret, "click", &delivery_id.to_string(), given)
+    let key = delivery_id.to_string();
+    verify_step_click(secret, newsletter_id, &key, target, given, given_target)
+}
+
+/// How a sequence step's mail to one subscriber is named in its links, where an issue's
+/// names its delivery: `q<step>-<subscriber>` (signed as a delivery's id is, and never one).
+pub fn step_key(step_id: i64, subscriber_id: i64) -> String {
+    format!("q{step_id}-{subscriber_id}")
+}
+
+/// The step and subscriber of a [`step_key`].
+pub fn parse_step_key(raw: &str) -> Option<(i64, i64)> {
+    let (step, subscriber) = raw.strip_prefix('q')?.split_once('-')?;
+    Some((step.parse().ok()?, subscriber.parse().ok()?))
+}
+
+pub fn verify_step_open(secret: &ServerSecret, key: &str, given: &str) -> bool {
+    check(secret, "open", key, given)
+}
+
+/// [`verify_click`] for a [`step_key`] (or a delivery's id as text).
+pub fn verify_step_click(
+    secret: &ServerSecret,
+    newsletter_id: i64,
+    key: &str,
+    target: &str,
+    given: &str,
+    given_target: &str,
+) -> bool {
+    check(secret, "click", key, given)
         & check(
             secret,
             "click-target",

@@ -80,6 +80,10 @@ pub struct StepCounts {
     pub failed: i64,
     /// Readers who left while this was their next step.
     pub left: i64,
+    /// Sends a person opened (opens by mail privacy proxies and scanners set aside).
+    pub opened: i64,
+    /// Sends a person clicked a link in.
+    pub clicked: i64,
 }
 
 /// A sequence as stored, with its steps in order.
@@ -93,6 +97,10 @@ pub struct Sequence {
     pub trigger_tag: Option<String>,
     pub exit_tag_added: Option<String>,
     pub exit_tag_removed: Option<String>,
+    /// The newsletter's welcome sequence: the welcome e-mail (the newsletter's `welcome_*`
+    /// settings, sent at confirmation) goes first, then `steps`. It starts on confirmation
+    /// and cannot be deleted.
+    pub welcome: bool,
     pub steps: Vec<Step>,
     /// Readers who got every step.
     pub completed: i64,
@@ -214,6 +222,10 @@ fn check(input: &SequenceInput, creating: bool) -> DomainResult<Checked> {
     let exit_tag_added = tag("exit_tag_added", &input.exit_tag_added);
     let exit_tag_removed = tag("exit_tag_removed", &input.exit_tag_removed);
     let steps = match &input.steps {
+        Some(steps) if steps.is_empty() && creating => {
+            errors.add("steps", format!("must have from 1 to {STEPS_MAX} steps"));
+            None
+        }
         Some(steps) => Some(check_steps(&mut errors, steps)),
         None if creating => {
             errors.add("steps", "must have at least one step");
@@ -233,8 +245,10 @@ fn check(input: &SequenceInput, creating: bool) -> DomainResult<Checked> {
     })
 }
 
+/// Checks the steps given; how few a sequence may have is [`save`]'s (the welcome
+/// sequence's own step is the welcome e-mail).
 fn check_steps(errors: &mut FieldErrors, steps: &[StepInput]) -> Vec<CheckedStep> {
-    if steps.is_empty() || steps.len() > STEPS_MAX {
+    if steps.len() > STEPS_MAX {
         errors.add("steps", format!("must have from 1 to {STEPS_MAX} steps"));
     }
     let mut checked = Vec::with_capacity(steps.len());
@@ -280,7 +294,7 @@ macro_rules! select_sequence {
         concat!(
             "SELECT id, newsletter_id, name, status, trigger, trigger_tag, exit_tag_added,
                     exit_tag_removed, created_at, updated_at,
-                    coalesce((SELECT readers FROM sequence_counts c WHERE c.sequence_id = q.id AND c.state = 'completed'), 0)
+                    welcome, coalesce((SELECT readers FROM sequence_counts c WHERE c.sequence_id = q.id AND c.state = 'completed'), 0)
              FROM sequences q ",
             $tail
         )
@@ -299,7 +313,8 @@ fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Sequence> {
         exit_tag_removed: r.get(7)?,
         created_at: r.get(8)?,
         updated_at: r.get(9)?,
-        completed: r.get(10)?,
+        welcome: r.get(10)?,
+        completed: r.get(11)?,
         steps: Vec::new(),
     })
 }
@@ -313,7 +328,8 @@ pub fn steps(conn: &Connection, id: i64) -> DomainResult<Vec<Step>> {
                           AND c.reached = p.position - 1 AND c.state IN ('active', 'queued')), 0),
                 coalesce(k.sent, 0), coalesce(k.unconfirmed, 0), coalesce(k.failed, 0),
                 coalesce((SELECT readers FROM sequence_counts c WHERE c.sequence_id = p.sequence_id
-                          AND c.reached = p.position - 1 AND c.state = 'left'), 0)
+                          AND c.reached = p.position - 1 AND c.state = 'left'), 0),
+                coalesce(k.opened, 0), coalesce(k.clicked, 0)
          FROM sequence_steps p LEFT JOIN sequence_step_counts k ON k.step_id = p.id
          WHERE p.sequence_id = ?1 ORDER BY p.position";
     let steps = conn
@@ -337,6 +353,8 @@ pub fn steps(conn: &Connection, id: i64) -> DomainResult<Vec<Step>> {
                     unconfirmed: r.get(11)?,
                     failed: r.get(12)?,
                     left: r.get(13)?,
+                    opened: r.get(14)?,
+                    clicked: r.get(15)?,
                 },
             })
         })?
@@ -355,9 +373,11 @@ pub fn get(conn: &Connection, newsletter_id: i64, id: i64) -> DomainResult<Seque
     Ok(sequence)
 }
 
-/// The newsletter's sequences (at most [`SEQUENCES_MAX`]), oldest first, with their steps.
+/// The newsletter's sequences (at most [`SEQUENCES_MAX`]), the welcome sequence first, then
+/// oldest first, with their steps.
 pub fn list(conn: &Connection, newsletter_id: i64) -> DomainResult<Vec<Sequence>> {
-    const SQL: &str = select_sequence!("WHERE newsletter_id = ?1 ORDER BY id LIMIT ?2");
+    const SQL: &str =
+        select_sequence!("WHERE newsletter_id = ?1 ORDER BY welcome DESC, id LIMIT ?2");
     let mut found: Vec<Sequence> = conn
         .prepare_cached(SQL)?
         .query_map((newsletter_id, SEQUENCES_MAX), from_row)?
@@ -425,6 +445,27 @@ pub fn update(
 fn save(tx: &Connection, newsletter_id: i64, id: i64, checked: &Checked) -> DomainResult<Sequence> {
     let before = get(tx, newsletter_id, id)?;
     let trigger = checked.trigger.unwrap_or(before.trigger);
+    if before.welcome && trigger != Trigger::Confirmed {
+        return Err(DomainError::invalid(
+            "trigger",
+            "of the welcome sequence is a confirmed subscription: it follows the welcome e-mail",
+        ));
+    }
+    if let Some(steps) = &checked.steps {
+        // The welcome sequence's first step is the welcome e-mail.
+        let (least, most) = if before.welcome {
+            (0, STEPS_MAX - 1)
+        } else {
+            (1, STEPS_MAX)
+        };
+        if steps.len() < least || steps.len() > most {
+            let message = match before.welcome {
+                true => format!("must have at most {most} steps after the welcome e-mail"),
+                false => format!("must have from 1 to {STEPS_MAX} steps"),
+            };
+            return Err(DomainError::invalid("steps", message));
+        }
+    }
     let trigger_tag = match &checked.trigger_tag {
         Some(tag) => tag.clone(),
         None => before.trigger_tag.clone(),
@@ -552,9 +593,15 @@ fn replace_steps(
 }
 
 /// Deletes sequence `id`: its readers stop where they are; the mail they got stays sent.
+/// The welcome sequence stays (its steps can be removed, the welcome switched off).
 pub fn delete(conn: &mut Connection, newsletter_id: i64, id: i64) -> DomainResult<()> {
     write_tx(conn, |tx| {
-        get(tx, newsletter_id, id)?;
+        if get(tx, newsletter_id, id)?.welcome {
+            return Err(DomainError::rejected(
+                ErrorCode::InvalidState,
+                "The welcome sequence cannot be deleted: remove its steps, or switch the welcome e-mail off in the settings",
+            ));
+        }
         tx.execute("DELETE FROM sequences WHERE id = ?1", [id])?;
         Ok(())
     })
@@ -723,7 +770,11 @@ mod tests {
         };
         let refused = create(&mut conn, 1, &check_new(&input).unwrap()).unwrap_err();
         assert!(refused.to_string().contains("shoe_size"), "{refused}");
-        assert!(list(&conn, 1).unwrap().is_empty(), "nothing was made");
+        let made = list(&conn, 1).unwrap();
+        assert!(
+            made.len() == 1 && made[0].welcome,
+            "nothing was made beside the welcome sequence"
+        );
         // The owner adds a reader; unsubscribing leaves.
         let input = SequenceInput {
             steps: Some(vec![step("Hi", "0", "minutes")]),

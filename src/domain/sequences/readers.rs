@@ -134,3 +134,47 @@ pub fn stop(
             .ok_or(DomainError::NotFound("subscriber in this sequence"))
     })
 }
+
+/// The id of the newsletter's subscriber with address `email` (as the owner types it),
+/// refused under `email` when there is none.
+fn subscriber_by_email(conn: &Connection, newsletter_id: i64, email: &str) -> DomainResult<i64> {
+    let typed = email.trim().to_lowercase();
+    if typed.is_empty() {
+        return Err(DomainError::invalid("email", "can't be blank"));
+    }
+    subscribers::find_by_email(conn, newsletter_id, &typed)?
+        .map(|s| s.id)
+        .ok_or_else(|| DomainError::invalid("email", "is no subscriber of this newsletter"))
+}
+
+/// [`add`] for the subscriber with address `email` (the dashboard's form).
+pub fn add_by_email(
+    conn: &mut Connection,
+    newsletter_id: i64,
+    sequence_id: i64,
+    email: &str,
+) -> DomainResult<Enrollment> {
+    let id = subscriber_by_email(conn, newsletter_id, email)?;
+    add(conn, newsletter_id, sequence_id, id)
+}
+
+/// [`stop`] for the subscriber with address `email`; refused when they are not in the
+/// sequence, or have completed or left it already.
+pub fn stop_by_email(
+    conn: &mut Connection,
+    newsletter_id: i64,
+    sequence_id: i64,
+    email: &str,
+) -> DomainResult<Enrollment> {
+    let id = subscriber_by_email(conn, newsletter_id, email)?;
+    match enrollment(conn, sequence_id, id)? {
+        Some(e) if matches!(e.state, State::Active | State::Queued) => {
+            stop(conn, newsletter_id, sequence_id, id)
+        }
+        Some(_) => Err(DomainError::invalid(
+            "email",
+            "has completed or left this sequence already",
+        )),
+        None => Err(DomainError::invalid("email", "is not in this sequence")),
+    }
+}

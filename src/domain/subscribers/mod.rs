@@ -147,7 +147,8 @@ pub fn get(conn: &Connection, newsletter_id: i64, id: i64) -> DomainResult<Subsc
         .ok_or(DomainError::NotFound("subscriber"))
 }
 
-fn find_by_email(
+/// The newsletter's subscriber with address `email` as stored (lowercase), if any.
+pub fn find_by_email(
     conn: &Connection,
     newsletter_id: i64,
     email: &str,

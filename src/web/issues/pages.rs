@@ -107,6 +107,7 @@ pub async fn index(
                     h1 { "Issues" }
                     a.button href={ (list_url(nid)) "/new" } { "New issue" }
                     a.button.secondary href={ "/newsletters/" (nid) "/feed" } { "Follow a feed" }
+                    a.button.secondary href={ "/newsletters/" (nid) "/sequences" } { "Sequences" }
                 }
                 nav.tabs aria-label="Status" {
                     @for tab in TABS {
