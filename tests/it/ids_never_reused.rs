@@ -465,7 +465,8 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
         // `fields` and `field_values`, `[]`) and 0040 (the empty pauses and topics) and 0041
         // (each delivery's `opened_auto`, 0, and each issue's resend links, NULL) and 0042
         // (the empty feed tables) and 0043 (their modes) and 0044 (the empty sequence tables and
-        // their triggers):
+        // their triggers) and 0045 (a welcome sequence for each newsletter, in those tables,
+        // and the trigger that makes one for each new newsletter):
         // the rest is as 0020 left it.
         let copy = app.data_dir().join("before-0022.db");
         conn.execute("VACUUM INTO ?1", [copy.to_str().unwrap()])
@@ -522,6 +523,7 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
              DROP TABLE feed_items; DROP TABLE newsletter_feeds;
              DROP TABLE sequence_sends; DROP TABLE sequence_step_counts; DROP TABLE sequence_counts;
              DROP TABLE sequence_enrollments; DROP TABLE sequence_steps; DROP TABLE sequences;
+             DROP TRIGGER newsletters_have_a_welcome_sequence;
              DROP TRIGGER sequences_entered_by_tag; DROP TRIGGER sequences_left_by_tag;
              DROP TRIGGER sequences_left_by_leaving;
              DROP TRIGGER deliveries_auto_opened; DROP TRIGGER deliveries_auto_opened_counted;
@@ -600,6 +602,8 @@ fn an_upgraded_database_keeps_every_row_and_hands_out_ids_above_the_old_ones() {
         ("webhook_deliveries", 15),
         ("custom_domains", 3),
         ("subscriber_imports", 6),
+        // The welcome sequence 0045 makes for each newsletter the database holds.
+        ("sequences", 1),
     ]
     .into_iter()
     .map(|(t, n)| (t.to_string(), n))
