@@ -4,6 +4,7 @@
 use poem::web::Data;
 use poem_openapi::param::Path;
 use poem_openapi::payload::Json;
+use poem_openapi::types::MaybeUndefined;
 use poem_openapi::{ApiResponse, Object, Tags};
 
 use super::common::parse_id;
@@ -38,8 +39,10 @@ pub struct StepObject {
     /// `minutes`, `hours` or `days` (calendar days on the newsletter's clocks).
     pub delay_unit: String,
     /// After the delay, the step waits for this hour (0-23, the newsletter's time zone).
+    #[oai(nullable)]
     pub at_hour: Option<i64>,
     /// ... of this weekday (`monday` to `sunday`).
+    #[oai(nullable)]
     pub on_weekday: Option<String>,
     /// Readers whose next step this is.
     pub waiting: i64,
@@ -92,10 +95,13 @@ pub struct SequenceObject {
     /// `became_paid` (paid access begins) or `manual` (only `POST .../subscribers`).
     pub trigger: String,
     /// The tag of a `tag_added` trigger.
+    #[oai(nullable)]
     pub trigger_tag: Option<String>,
     /// A reader leaves when this tag is added to them.
+    #[oai(nullable)]
     pub exit_tag_added: Option<String>,
     /// A reader leaves when this tag is removed from them.
+    #[oai(nullable)]
     pub exit_tag_removed: Option<String>,
     /// The newsletter's welcome sequence (one each, never deleted): its first step is the
     /// welcome e-mail (the newsletter's `welcome_subject` and `welcome_body`, sent at
@@ -172,13 +178,13 @@ impl From<StepFields> for StepInput {
 /// list (give each kept step its `id`).
 #[derive(Debug, Object)]
 pub struct SequenceFields {
-    /// Required on create.
-    pub name: Option<Field<SequenceName>>,
+    /// Required on create; absent on update leaves it. `null` is a blank name: 422.
+    pub name: MaybeUndefined<Field<SequenceName>>,
     /// `live` (the default) or `paused`.
     #[oai(nullable)]
     pub status: Option<Field<SequenceStatus>>,
-    /// Required on create.
-    pub trigger: Option<Field<SequenceTrigger>>,
+    /// Required on create; absent on update leaves it (`null`: 422).
+    pub trigger: MaybeUndefined<Field<SequenceTrigger>>,
     /// Required with `tag_added`.
     #[oai(nullable)]
     pub trigger_tag: Option<Field<TagOrBlank>>,
@@ -188,8 +194,9 @@ pub struct SequenceFields {
     /// Blank clears it (no exit by a removed tag); null or absent leaves it.
     #[oai(nullable)]
     pub exit_tag_removed: Option<Field<TagOrBlank>>,
-    /// 1 to 30 steps, in order; required on create.
-    pub steps: Option<Items<StepFields, 1, { sequences::STEPS_MAX }>>,
+    /// 1 to 30 steps, in order; required on create; absent on update leaves them (`null`:
+    /// 422). The welcome sequence takes an empty list (its first step is the welcome e-mail).
+    pub steps: MaybeUndefined<Items<StepFields, 1, { sequences::STEPS_MAX }>>,
 }
 
 #[derive(Debug, Object)]
@@ -209,20 +216,35 @@ fn tag(given: Option<Field<TagOrBlank>>) -> Option<Option<String>> {
     given.map(|t| Some(String::from(t)))
 }
 
-impl From<SequenceFields> for SequenceInput {
-    fn from(f: SequenceFields) -> Self {
-        SequenceInput {
-            name: f.name.map(String::from),
-            status: f.status.map(String::from),
-            trigger: f.trigger.map(String::from),
-            trigger_tag: tag(f.trigger_tag),
-            exit_tag_added: tag(f.exit_tag_added),
-            exit_tag_removed: tag(f.exit_tag_removed),
-            steps: f
-                .steps
-                .map(|steps| steps.into_iter().map(Into::into).collect()),
-        }
+/// A given text field: `null` is the blank value, refused by the domain in its words.
+fn given(field: MaybeUndefined<impl Into<String>>) -> Option<String> {
+    match field {
+        MaybeUndefined::Value(v) => Some(v.into()),
+        MaybeUndefined::Null => Some(String::new()),
+        MaybeUndefined::Undefined => None,
     }
+}
+
+/// The domain's input from a body; `steps: null` is refused here (an empty list would
+/// clear the welcome sequence's steps).
+fn input(f: SequenceFields) -> Result<SequenceInput, ApiError> {
+    let steps = match f.steps {
+        MaybeUndefined::Value(steps) => Some(steps.into_iter().map(Into::into).collect()),
+        MaybeUndefined::Null => {
+            let errors = FieldErrors::single("steps", "must be a list of steps, not null");
+            return Err(ApiError::validation(&errors));
+        }
+        MaybeUndefined::Undefined => None,
+    };
+    Ok(SequenceInput {
+        name: given(f.name),
+        status: f.status.map(String::from),
+        trigger: given(f.trigger),
+        trigger_tag: tag(f.trigger_tag),
+        exit_tag_added: tag(f.exit_tag_added),
+        exit_tag_removed: tag(f.exit_tag_removed),
+        steps,
+    })
 }
 
 /// Whom to add.
@@ -245,8 +267,10 @@ pub struct ReaderObject {
     /// `left`.
     pub state: String,
     /// When the wait for the next step began; null while it has not begun.
+    #[oai(nullable)]
     pub waiting_since: Option<String>,
     /// Why they left: `unsubscribed`, `tag_added`, `tag_removed`, `stopped` or `failed`.
+    #[oai(nullable)]
     pub left_reason: Option<String>,
 }
 
@@ -341,7 +365,7 @@ impl SequencesApi {
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
     ) -> Result<CreatedResponse, Refusal<{ GUARD | BODY | WRITES }>> {
-        let (nid, input) = (p.newsletter_id, SequenceInput::from(body.0.sequence));
+        let (nid, input) = (p.newsletter_id, input(body.0.sequence)?);
         let sequence = state
             .db
             .run_after(
@@ -391,7 +415,7 @@ impl SequencesApi {
         Data(state): Data<&State>,
     ) -> Result<SequenceResponse, Refusal<{ GUARD | BODY | BY_ID | WRITES }>> {
         let (nid, id) = (p.newsletter_id, parse_id(&id.0)?);
-        let input = SequenceInput::from(body.0.sequence);
+        let input = input(body.0.sequence)?;
         let sequence = state
             .db
             .run_after(

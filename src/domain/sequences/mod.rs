@@ -204,18 +204,20 @@ fn check(input: &SequenceInput, creating: bool) -> DomainResult<Checked> {
         None => None,
     };
     let mut tag = |field: &str, value: &Option<Option<String>>| -> Option<Option<String>> {
+        // Blank is no tag; the length counts what was sent, as `clean_tag`'s does.
         value.as_ref().map(|given| {
-            given
-                .as_deref()
-                .map(str::trim)
-                .filter(|t| !t.is_empty())
-                .and_then(|t| match subscribers::clean_tag(t) {
+            given.as_deref().and_then(|raw| {
+                if raw.trim().is_empty() && raw.chars().count() <= subscribers::TAG_MAX {
+                    return None;
+                }
+                match subscribers::clean_tag(raw) {
                     Ok(tag) => Some(tag),
                     Err(message) => {
                         errors.add(field, message);
                         None
                     }
-                })
+                }
+            })
         })
     };
     let trigger_tag = tag("trigger_tag", &input.trigger_tag);
