@@ -466,11 +466,9 @@ impl SequencesApi {
         Data(p): Data<&Principal>,
         Data(state): Data<&State>,
     ) -> Result<AddedResponse, Refusal<{ GUARD | BODY | BY_ID | RULE | WRITES }>> {
+        // An id that names no subscriber of the newsletter (0, another's) is the domain's
+        // refusal, under `subscriber_id`.
         let (nid, id, subscriber) = (p.newsletter_id, parse_id(&id.0)?, body.0.subscriber_id);
-        if subscriber < 1 {
-            let errors = FieldErrors::single("subscriber_id", "must be a subscriber's id");
-            return Err(ApiError::validation(&errors).into());
-        }
         let reader = state
             .db
             .run(move |conn| readers::add(conn, nid, id, subscriber))

@@ -920,4 +920,54 @@ mod tests {
         assert!(update(&mut conn, 1, sequence.id, &check_changes(&bad).unwrap()).is_err());
         assert_eq!(get(&conn, 1, sequence.id).unwrap().steps.len(), 3);
     }
+
+    #[test]
+    fn the_welcome_sequence_is_entered_only_with_steps_keeps_its_trigger_and_stays() {
+        let mut conn = crate::domain::testing::db_with_newsletter("paid");
+        let welcome = list(&conn, 1).unwrap().remove(0);
+        assert!(welcome.welcome && welcome.steps.is_empty());
+        assert_eq!(welcome.trigger, Trigger::Confirmed);
+        let now = Timestamp::now();
+        // No steps of its own: a confirmation enters nobody.
+        let first = subscriber(&conn, "first@example.com");
+        crate::store::sequence_entries::enter_on_confirmation(&conn, 1, first, &now).unwrap();
+        assert!(
+            readers::enrollment(&conn, welcome.id, first)
+                .unwrap()
+                .is_none()
+        );
+        // A step after the welcome: the next confirmation enters.
+        let with_step = SequenceInput {
+            steps: Some(vec![step("After", "1", "days")]),
+            ..SequenceInput::default()
+        };
+        update(
+            &mut conn,
+            1,
+            welcome.id,
+            &check_changes(&with_step).unwrap(),
+        )
+        .unwrap();
+        let second = subscriber(&conn, "second@example.com");
+        crate::store::sequence_entries::enter_on_confirmation(&conn, 1, second, &now).unwrap();
+        assert!(
+            readers::enrollment(&conn, welcome.id, second)
+                .unwrap()
+                .is_some()
+        );
+        // Its trigger stays; its steps may all go; it is not deleted.
+        let moved = SequenceInput {
+            trigger: Some("manual".into()),
+            ..SequenceInput::default()
+        };
+        assert!(update(&mut conn, 1, welcome.id, &check_changes(&moved).unwrap()).is_err());
+        let emptied = SequenceInput {
+            steps: Some(Vec::new()),
+            ..SequenceInput::default()
+        };
+        let kept = update(&mut conn, 1, welcome.id, &check_changes(&emptied).unwrap()).unwrap();
+        assert!(kept.steps.is_empty() && kept.trigger == Trigger::Confirmed);
+        assert!(delete(&mut conn, 1, welcome.id).is_err());
+        assert_eq!(list(&conn, 1).unwrap().len(), 1);
+    }
 }
